@@ -1,0 +1,36 @@
+// Elementwise binary ops with numpy broadcasting, one variant per (op, dtype). The
+// expression comes from the op tables in src/ops/elementwise/binary.rs.
+// params: [n, ndim, shape[ndim], lhs_strides[ndim], rhs_strides[ndim]] (collapsed dims).
+#include "lib/int64.wgsl"
+#include "lib/math.wgsl"
+
+@group(0) @binding(0) var<storage, read> lhs: array<{{AS}}>;
+@group(0) @binding(1) var<storage, read> rhs: array<{{AS}}>;
+@group(0) @binding(2) var<storage, read_write> dst: array<{{YS}}>;
+@group(0) @binding(3) var<storage, read> params: array<u32>;
+
+fn op(a: {{AT}}, b: {{AT}}) -> {{YT}} {
+    return {{EXPR}};
+}
+
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = gid.x + gid.y * nwg.x * 256u;
+    if (i >= params[0]) {
+        return;
+    }
+    let nd = params[1];
+    var rem = i;
+    var ia = 0u;
+    var ib = 0u;
+    for (var k = nd; k > 0u; k = k - 1u) {
+        let d = k - 1u;
+        let size = params[2u + d];
+        let c = rem % size;
+        rem = rem / size;
+        ia = ia + c * params[2u + nd + d];
+        ib = ib + c * params[2u + 2u * nd + d];
+    }
+    let y = op({{LOAD_A}}, {{LOAD_B}});
+    dst[i] = {{STORE}};
+}

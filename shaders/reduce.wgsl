@@ -1,0 +1,75 @@
+// Reductions over the middle axis of an (outer, R, inner) view: sum, mean, prod, max, min.
+// `rows` (inner == 1): one workgroup per (row, chunk of R), tree reduction in workgroup
+// memory; with several chunks it writes partial results that a second pass combines.
+// `strided`: one invocation per output, looping over R (inner > 1 or short rows).
+// params: [outer, R, inner, chunks, chunk_len, scale (f32 bits, used by mean)]
+#include "lib/int64.wgsl"
+#include "lib/math.wgsl"
+
+@group(0) @binding(0) var<storage, read> src: array<{{S}}>;
+@group(0) @binding(1) var<storage, read_write> dst: array<{{S}}>;
+@group(0) @binding(2) var<storage, read> params: array<u32>;
+
+var<workgroup> partial: array<{{T}}, 256>;
+
+fn identity() -> {{T}} {
+    return {{IDENTITY}};
+}
+
+fn combine(a: {{T}}, b: {{T}}) -> {{T}} {
+    return {{COMBINE}};
+}
+
+fn finalize(a: {{T}}) -> {{T}} {
+    return {{FINAL}};
+}
+
+@compute @workgroup_size(256)
+fn rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let g = wid.x + wid.y * nwg.x;
+    let outer = params[0];
+    let len = params[1];
+    let chunks = params[3];
+    let chunk_len = params[4];
+    let in_range = g < outer * chunks;
+    let o = g / max(chunks, 1u);
+    let c = g % max(chunks, 1u);
+    let start = c * chunk_len;
+    let end = min(len, start + chunk_len);
+    var acc = identity();
+    if (in_range) {
+        for (var r = start + lid; r < end; r = r + 256u) {
+            acc = combine(acc, src[o * len + r]);
+        }
+    }
+    partial[lid] = acc;
+    workgroupBarrier();
+    for (var s = 128u; s > 0u; s = s >> 1u) {
+        if (lid < s) {
+            partial[lid] = combine(partial[lid], partial[lid + s]);
+        }
+        workgroupBarrier();
+    }
+    if (lid == 0u && in_range) {
+        dst[g] = select(partial[0], finalize(partial[0]), chunks == 1u);
+    }
+}
+
+@compute @workgroup_size(256)
+fn strided(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let idx = gid.x + gid.y * nwg.x * 256u;
+    let outer = params[0];
+    let len = params[1];
+    let inner = params[2];
+    if (idx >= outer * inner) {
+        return;
+    }
+    let o = idx / inner;
+    let i = idx % inner;
+    var acc = identity();
+    for (var r = 0u; r < len; r = r + 1u) {
+        acc = combine(acc, src[(o * len + r) * inner + i]);
+    }
+    dst[idx] = finalize(acc);
+}

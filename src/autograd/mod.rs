@@ -1,0 +1,151 @@
+//! Reverse-mode automatic differentiation.
+//!
+//! Every op whose inputs require gradients records a `Node` holding its differentiable
+//! inputs and a backward closure written in ordinary tensor ops (so it runs on the
+//! tensors' place and can itself be differentiated when `create_graph` is set). The
+//! engine (`engine.rs`) runs the nodes in dependency order with Kahn's algorithm.
+
+mod engine;
+mod mode;
+mod tensor_api;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+pub use engine::grad;
+pub use mode::{NoGradGuard, enable_grad, is_grad_enabled, no_grad, no_grad_guard};
+pub(crate) use mode::set_grad_enabled;
+pub use tensor_api::GradOptions;
+
+use crate::{DType, Place, Result, Shape, Tensor};
+
+/// A gradient hook: sees the gradient, may return a replacement.
+pub(crate) type Hook = Arc<dyn Fn(&Tensor) -> Option<Tensor> + Send + Sync>;
+
+/// A backward rule: gradients of the outputs in, gradients of the inputs out.
+pub(crate) type BackwardFn = dyn Fn(&BackwardCtx<'_>) -> Result<Vec<Option<Tensor>>> + Send + Sync;
+
+/// Per-tensor autograd state.
+pub(crate) struct GradMeta {
+    /// Paddle's `stop_gradient`: true means "no gradient flows into this tensor".
+    pub stop_gradient: bool,
+    /// Accumulated gradient (leaves, and non-leaves that `retain_grads()`).
+    pub grad: Option<Tensor>,
+    /// The node that produced this tensor (None for leaves).
+    pub grad_fn: Option<Edge>,
+    /// Hooks of a leaf, run before accumulation.
+    pub hooks: Vec<Hook>,
+    /// Optional user-facing name.
+    pub name: Option<String>,
+}
+
+impl Default for GradMeta {
+    fn default() -> Self {
+        GradMeta { stop_gradient: true, grad: None, grad_fn: None, hooks: Vec::new(), name: None }
+    }
+}
+
+/// Output `slot` of `node`.
+#[derive(Clone)]
+pub(crate) struct Edge {
+    pub node: Arc<Node>,
+    pub slot: usize,
+}
+
+pub(crate) struct OutputInfo {
+    pub shape: Shape,
+    pub dtype: DType,
+    pub place: Place,
+}
+
+/// One recorded op in the graph.
+pub(crate) struct Node {
+    pub name: &'static str,
+    /// Creation order; inputs always have a smaller `seq` than the nodes consuming them.
+    pub seq: u64,
+    /// The op's inputs that require a gradient (None where one does not).
+    pub inputs: Vec<Option<Tensor>>,
+    pub outputs: Vec<OutputInfo>,
+    /// Freed after use unless the graph is retained.
+    pub backward: Mutex<Option<Box<BackwardFn>>>,
+    /// Hooks on each output (registered through a non-leaf tensor).
+    pub hooks: Mutex<Vec<Vec<Hook>>>,
+}
+
+/// What a backward rule sees.
+pub(crate) struct BackwardCtx<'a> {
+    /// Gradient of each output (zeros where an output was unused).
+    pub grads: &'a [Tensor],
+    /// Which inputs need a gradient; a rule may skip computing the others.
+    pub needs: &'a [bool],
+}
+
+impl BackwardCtx<'_> {
+    /// Gradient of the first (usually only) output.
+    pub fn grad(&self) -> &Tensor {
+        &self.grads[0]
+    }
+
+    /// True when input `i` needs a gradient.
+    pub fn needs(&self, i: usize) -> bool {
+        self.needs.get(i).copied().unwrap_or(false)
+    }
+}
+
+static SEQ: AtomicU64 = AtomicU64::new(0);
+
+impl Tensor {
+    /// True when gradients flow into this tensor.
+    pub(crate) fn requires_grad(&self) -> bool {
+        !self.meta().stop_gradient
+    }
+
+    pub(crate) fn grad_fn(&self) -> Option<Edge> {
+        self.meta().grad_fn.clone()
+    }
+}
+
+/// Records `outputs` as produced by `name` from `inputs` with the given backward rule, when
+/// grad mode is on and some input requires a gradient. Returns whether it recorded.
+pub(crate) fn record(
+    name: &'static str,
+    inputs: &[&Tensor],
+    outputs: &[&Tensor],
+    backward: impl Fn(&BackwardCtx<'_>) -> Result<Vec<Option<Tensor>>> + Send + Sync + 'static,
+) -> bool {
+    if !is_grad_enabled() {
+        return false;
+    }
+    let needs: Vec<bool> = inputs.iter().map(|t| t.requires_grad()).collect();
+    if !needs.iter().any(|&n| n) {
+        return false;
+    }
+    let node = Arc::new(Node {
+        name,
+        seq: SEQ.fetch_add(1, Ordering::Relaxed),
+        inputs: inputs.iter().zip(&needs).map(|(t, &n)| n.then(|| (*t).clone())).collect(),
+        outputs: outputs
+            .iter()
+            .map(|o| OutputInfo { shape: o.shape_ref().clone(), dtype: o.dtype(), place: o.place() })
+            .collect(),
+        backward: Mutex::new(Some(Box::new(backward))),
+        hooks: Mutex::new(vec![Vec::new(); outputs.len()]),
+    });
+    for (slot, o) in outputs.iter().enumerate() {
+        let mut m = o.meta();
+        m.grad_fn = Some(Edge { node: node.clone(), slot });
+        m.stop_gradient = false;
+    }
+    true
+}
+
+/// `record` for the common single-output case; returns the output for chaining.
+pub(crate) fn record1(
+    name: &'static str,
+    inputs: &[&Tensor],
+    out: Tensor,
+    backward: impl Fn(&BackwardCtx<'_>) -> Result<Vec<Option<Tensor>>> + Send + Sync + 'static,
+) -> Tensor {
+    record(name, inputs, &[&out], backward);
+    out
+}

@@ -1,0 +1,204 @@
+//! Strided iteration over one to three operands, in parallel chunks for large outputs.
+//! Elementwise ops, broadcasting, `where` and every data-movement op run on this.
+
+use crate::shape::collapse;
+
+/// Offsets of `K` operands for every element of `shape`, in row-major order, starting at
+/// linear index `start`, calling `f(i, offsets)` for `len` elements.
+fn walk<const K: usize>(
+    shape: &[usize],
+    strides: &[Vec<isize>; K],
+    base: [isize; K],
+    start: usize,
+    len: usize,
+    mut f: impl FnMut(usize, [isize; K]),
+) {
+    let nd = shape.len();
+    if nd == 0 {
+        if len > 0 {
+            f(start, base);
+        }
+        return;
+    }
+    // Coordinates of `start`.
+    let mut coord = vec![0usize; nd];
+    let mut rem = start;
+    for d in (0..nd).rev() {
+        coord[d] = rem % shape[d];
+        rem /= shape[d];
+    }
+    let mut off = base;
+    for k in 0..K {
+        for d in 0..nd {
+            off[k] += coord[d] as isize * strides[k][d];
+        }
+    }
+    let last = nd - 1;
+    let inner = shape[last];
+    let step: [isize; K] = std::array::from_fn(|k| strides[k][last]);
+    let mut i = start;
+    let end = start + len;
+    while i < end {
+        // Run along the innermost dimension.
+        let run = (inner - coord[last]).min(end - i);
+        let mut o = off;
+        for j in 0..run {
+            f(i + j, o);
+            for k in 0..K {
+                o[k] += step[k];
+            }
+        }
+        i += run;
+        if i >= end {
+            break;
+        }
+        // Carry into the outer dimensions.
+        for k in 0..K {
+            off[k] = o[k] - step[k] * inner as isize;
+        }
+        coord[last] = 0;
+        let mut d = last;
+        loop {
+            if d == 0 {
+                return;
+            }
+            d -= 1;
+            coord[d] += 1;
+            for k in 0..K {
+                off[k] += strides[k][d];
+            }
+            if coord[d] < shape[d] {
+                break;
+            }
+            for k in 0..K {
+                off[k] -= strides[k][d] * shape[d] as isize;
+            }
+            coord[d] = 0;
+        }
+    }
+}
+
+const PAR_MIN: usize = 1 << 15;
+
+/// `out[i] = f(a[offset_a(i)])` over `shape` with strides `sa` (from base `oa`).
+pub(crate) fn map_strided<A: Copy + Sync, Y: Copy + Send + Default>(
+    a: &[A],
+    shape: &[usize],
+    sa: &[isize],
+    oa: usize,
+    f: impl Fn(A) -> Y + Sync,
+) -> Vec<Y> {
+    let n: usize = shape.iter().product();
+    let mut out = vec![Y::default(); n];
+    let (shape, st) = collapse(shape, &[sa.to_vec()]);
+    let st: [Vec<isize>; 1] = [st[0].clone()];
+    if shape.len() == 1 && st[0][0] == 1 {
+        let src = &a[oa..oa + n];
+        super::par_chunks_mut(&mut out, PAR_MIN, |start, chunk| {
+            let len = chunk.len();
+            for (o, &x) in chunk.iter_mut().zip(&src[start..start + len]) {
+                *o = f(x);
+            }
+        });
+        return out;
+    }
+    super::par_chunks_mut(&mut out, PAR_MIN, |start, chunk| {
+        let len = chunk.len();
+        walk(&shape, &st, [oa as isize], start, len, |i, [ia]| {
+            chunk[i - start] = f(a[ia as usize]);
+        });
+    });
+    out
+}
+
+/// `out[i] = f(a[..], b[..])` over `shape` with per-operand strides (0 = broadcast).
+pub(crate) fn zip_strided<A: Copy + Sync, B: Copy + Sync, Y: Copy + Send + Default>(
+    a: &[A],
+    sa: &[isize],
+    b: &[B],
+    sb: &[isize],
+    shape: &[usize],
+    f: impl Fn(A, B) -> Y + Sync,
+) -> Vec<Y> {
+    let n: usize = shape.iter().product();
+    let mut out = vec![Y::default(); n];
+    let (shape, st) = collapse(shape, &[sa.to_vec(), sb.to_vec()]);
+    let st: [Vec<isize>; 2] = [st[0].clone(), st[1].clone()];
+    if shape.len() == 1 && st[0][0] == 1 && st[1][0] == 1 {
+        super::par_chunks_mut(&mut out, PAR_MIN, |start, chunk| {
+            let end = start + chunk.len();
+            for ((o, &x), &y) in chunk.iter_mut().zip(&a[start..end]).zip(&b[start..end]) {
+                *o = f(x, y);
+            }
+        });
+        return out;
+    }
+    super::par_chunks_mut(&mut out, PAR_MIN, |start, chunk| {
+        let len = chunk.len();
+        walk(&shape, &st, [0, 0], start, len, |i, [ia, ib]| {
+            chunk[i - start] = f(a[ia as usize], b[ib as usize]);
+        });
+    });
+    out
+}
+
+/// `out[i] = f(a[..], b[..], c[..])` over `shape` with per-operand strides.
+pub(crate) fn zip3_strided<A: Copy + Sync, B: Copy + Sync, C: Copy + Sync, Y: Copy + Send + Default>(
+    a: (&[A], &[isize]),
+    b: (&[B], &[isize]),
+    c: (&[C], &[isize]),
+    shape: &[usize],
+    f: impl Fn(A, B, C) -> Y + Sync,
+) -> Vec<Y> {
+    let n: usize = shape.iter().product();
+    let mut out = vec![Y::default(); n];
+    let (shape, st) = collapse(shape, &[a.1.to_vec(), b.1.to_vec(), c.1.to_vec()]);
+    let st: [Vec<isize>; 3] = [st[0].clone(), st[1].clone(), st[2].clone()];
+    super::par_chunks_mut(&mut out, PAR_MIN, |start, chunk| {
+        let len = chunk.len();
+        walk(&shape, &st, [0, 0, 0], start, len, |i, [ia, ib, ic]| {
+            chunk[i - start] = f(a.0[ia as usize], b.0[ib as usize], c.0[ic as usize]);
+        });
+    });
+    out
+}
+
+/// Writes `src` (contiguous, `shape`) into `dst` at `offset + Σ c·strides`.
+pub(crate) fn scatter_strided<T: Copy>(dst: &mut [T], offset: usize, strides: &[isize], src: &[T], shape: &[usize]) {
+    let n: usize = shape.iter().product();
+    let st: [Vec<isize>; 1] = [strides.to_vec()];
+    walk(shape, &st, [offset as isize], 0, n, |i, [o]| {
+        dst[o as usize] = src[i];
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn walk_matches_naive_indexing() {
+        // A transposed 3x4 view of a 4x3 buffer, starting mid-way.
+        let a: Vec<i32> = (0..12).collect();
+        let out = map_strided(&a, &[3, 4], &[1, 3], 0, |x| x);
+        assert_eq!(out, vec![0, 3, 6, 9, 1, 4, 7, 10, 2, 5, 8, 11]);
+        // Broadcast add of [2,1] and [3].
+        let b = zip_strided(&[10, 20], &[1, 0], &[1, 2, 3], &[0, 1], &[2, 3], |x: i32, y: i32| x + y);
+        assert_eq!(b, vec![11, 12, 13, 21, 22, 23]);
+        // Flip via negative stride.
+        let f = map_strided(&a, &[12], &[-1], 11, |x| x);
+        assert_eq!(f, (0..12).rev().collect::<Vec<_>>());
+    }
+}
+
+/// `out[i] = f(a[i])`, in parallel chunks for large inputs.
+pub(crate) fn par_map<A: Copy + Sync, Y: Copy + Send + Default>(a: &[A], f: impl Fn(A) -> Y + Sync) -> Vec<Y> {
+    let mut out = vec![Y::default(); a.len()];
+    super::par_chunks_mut(&mut out, PAR_MIN, |start, chunk| {
+        let len = chunk.len();
+        for (o, &x) in chunk.iter_mut().zip(&a[start..start + len]) {
+            *o = f(x);
+        }
+    });
+    out
+}

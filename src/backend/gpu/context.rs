@@ -1,0 +1,456 @@
+//! Adapters, devices and the per-device context: limits, error capture, buffer allocation,
+//! pipeline cache. Hardware adapters come first in the registry, software ones (lavapipe,
+//! SwiftShader) after them, so `gpu:0` is the best adapter present.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::pool::{BufferPool, MemoryStats, size_class};
+use super::recorder::Recorder;
+use super::shader::{Kernel, Variant};
+use crate::{Error, Result};
+
+/// How a kernel binds a buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Access {
+    Read,
+    ReadWrite,
+}
+
+pub(crate) struct Pipeline {
+    pub pipeline: wgpu::ComputePipeline,
+    pub layout: wgpu::BindGroupLayout,
+}
+
+/// One opened GPU device.
+pub(crate) struct GpuContext {
+    pub index: usize,
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    pub info: wgpu::AdapterInfo,
+    pub limits: wgpu::Limits,
+    pub(crate) recorder: Mutex<Recorder>,
+    pub(crate) pool: Mutex<BufferPool>,
+    pipelines: Mutex<HashMap<String, Arc<Pipeline>>>,
+    errors: Arc<Mutex<Vec<String>>>,
+    lost: Arc<Mutex<Option<String>>>,
+}
+
+/// What the user can learn about a GPU adapter.
+#[derive(Clone, Debug)]
+pub struct GpuInfo {
+    /// Adapter name, e.g. "NVIDIA H100" or "llvmpipe (LLVM 15.0.6, 256 bits)".
+    pub name: String,
+    /// Backend: Vulkan, Metal, Dx12 or BrowserWebGpu.
+    pub backend: String,
+    /// Discrete, integrated, virtual, CPU (software) or other.
+    pub device_type: String,
+    /// Driver name and version.
+    pub driver: String,
+    /// Largest storage binding the device accepts, in bytes (the biggest tensor).
+    pub max_binding_bytes: u64,
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+struct Registry {
+    instance: wgpu::Instance,
+    adapters: Vec<wgpu::Adapter>,
+    contexts: Vec<Option<Arc<GpuContext>>>,
+}
+
+static REGISTRY: Mutex<Option<Registry>> = Mutex::new(None);
+
+fn is_hardware(info: &wgpu::AdapterInfo) -> bool {
+    !matches!(info.device_type, wgpu::DeviceType::Cpu)
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn with_registry<R>(f: impl FnOnce(&mut Registry) -> R) -> R {
+    let mut guard = lock(&REGISTRY);
+    let reg = guard.get_or_insert_with(|| {
+        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+        let mut adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()));
+        // Hardware first; among equals keep the enumeration order (stable sort).
+        adapters.sort_by_key(|a| !is_hardware(&a.get_info()));
+        let n = adapters.len();
+        Registry { instance, adapters, contexts: vec![None; n] }
+    });
+    f(reg)
+}
+
+#[cfg(target_arch = "wasm32")]
+fn with_registry<R>(f: impl FnOnce(&mut Registry) -> R) -> R {
+    let mut guard = lock(&REGISTRY);
+    let reg = guard.get_or_insert_with(|| Registry {
+        instance: wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle()),
+        adapters: Vec::new(),
+        contexts: Vec::new(),
+    });
+    f(reg)
+}
+
+/// True when a hardware (non-software) GPU adapter is present.
+pub(crate) fn hardware_adapter_available() -> bool {
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        with_registry(|r| r.adapters.first().is_some_and(|a| is_hardware(&a.get_info())))
+    }
+    #[cfg(target_arch = "wasm32")]
+    {
+        with_registry(|r| r.contexts.first().is_some_and(|c| c.is_some()))
+    }
+}
+
+/// Number of GPU adapters visible (software ones included).
+pub fn gpu_count() -> usize {
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        with_registry(|r| r.adapters.len())
+    }
+    #[cfg(target_arch = "wasm32")]
+    {
+        with_registry(|r| r.contexts.len())
+    }
+}
+
+/// The opened context of `gpu:index`, opening it on first use (natively; on wasm call
+/// `init_gpu().await` first).
+pub(crate) fn context(index: usize) -> Result<Arc<GpuContext>> {
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        let adapter = with_registry(|r| {
+            if let Some(Some(c)) = r.contexts.get(index) {
+                return Ok(Err(c.clone()));
+            }
+            match r.adapters.get(index) {
+                Some(a) => Ok(Ok(a.clone())),
+                None => Err(Error::Device(format!(
+                    "gpu:{index} requested but {} GPU adapter(s) found{}",
+                    r.adapters.len(),
+                    if r.adapters.is_empty() {
+                        " (install a Vulkan/Metal/DX12 driver, or Mesa's lavapipe: mesa-vulkan-drivers)"
+                    } else {
+                        ""
+                    }
+                ))),
+            }
+        })?;
+        let adapter = match adapter {
+            Err(ctx) => return Ok(ctx),
+            Ok(a) => a,
+        };
+        let ctx = Arc::new(pollster::block_on(GpuContext::open(index, &adapter))?);
+        Ok(with_registry(|r| r.contexts[index].get_or_insert(ctx).clone()))
+    }
+    #[cfg(target_arch = "wasm32")]
+    {
+        with_registry(|r| match r.contexts.get(index) {
+            Some(Some(c)) => Ok(c.clone()),
+            _ => Err(Error::Device(format!(
+                "gpu:{index} is not initialised; call dygraph::init_gpu().await first"
+            ))),
+        })
+    }
+}
+
+/// Opens `gpu:0` asynchronously: needed once on wasm before using the GPU place; natively
+/// it is optional (the GPU opens on first use). Returns the adapter's description.
+pub async fn init_gpu() -> Result<GpuInfo> {
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        let ctx = context(0)?;
+        Ok(ctx.gpu_info())
+    }
+    #[cfg(target_arch = "wasm32")]
+    {
+        if let Ok(ctx) = context(0) {
+            return Ok(ctx.gpu_info());
+        }
+        let instance = with_registry(|r| r.instance.clone());
+        let adapter = instance
+            .request_adapter(&wgpu::RequestAdapterOptions {
+                power_preference: wgpu::PowerPreference::HighPerformance,
+                force_fallback_adapter: false,
+                compatible_surface: None,
+            })
+            .await
+            .map_err(|e| Error::Device(format!("no WebGPU adapter: {e}")))?;
+        let ctx = Arc::new(GpuContext::open(0, &adapter).await?);
+        let info = ctx.gpu_info();
+        with_registry(|r| {
+            r.adapters = vec![adapter];
+            r.contexts = vec![Some(ctx)];
+        });
+        Ok(info)
+    }
+}
+
+/// Description of `gpu:index` (opens it).
+pub fn gpu_info(index: usize) -> Result<GpuInfo> {
+    Ok(context(index)?.gpu_info())
+}
+
+/// Memory counters of `gpu:index`.
+pub fn memory_stats(index: usize) -> Result<MemoryStats> {
+    Ok(lock(&context(index)?.pool).stats)
+}
+
+/// Resets the peak counter of `gpu:index` to the current allocation.
+pub fn reset_peak_memory(index: usize) -> Result<()> {
+    let ctx = context(index)?;
+    let mut pool = lock(&ctx.pool);
+    pool.stats.peak_allocated = pool.stats.allocated;
+    Ok(())
+}
+
+/// Frees every pooled (unused) buffer of `gpu:index`.
+pub fn empty_cache(index: usize) -> Result<()> {
+    let ctx = context(index)?;
+    ctx.sync()?;
+    lock(&ctx.pool).clear();
+    Ok(())
+}
+
+/// Submits all recorded GPU work on every opened device and surfaces any GPU error.
+/// Readback does this implicitly; call it to bound latency or to check for errors.
+pub fn sync() -> Result<()> {
+    let contexts: Vec<Arc<GpuContext>> =
+        with_registry(|r| r.contexts.iter().flatten().cloned().collect());
+    for c in contexts {
+        c.sync()?;
+    }
+    Ok(())
+}
+
+impl GpuContext {
+    async fn open(index: usize, adapter: &wgpu::Adapter) -> Result<GpuContext> {
+        let info = adapter.get_info();
+        let limits = adapter.limits();
+        let (device, queue) = adapter
+            .request_device(&wgpu::DeviceDescriptor {
+                label: Some("dygraph"),
+                required_features: wgpu::Features::empty(),
+                required_limits: limits.clone(),
+                experimental_features: wgpu::ExperimentalFeatures::disabled(),
+                memory_hints: wgpu::MemoryHints::Performance,
+                trace: wgpu::Trace::Off,
+            })
+            .await
+            .map_err(|e| Error::Device(format!("cannot open {}: {e}", info.name)))?;
+        let errors: Arc<Mutex<Vec<String>>> = Arc::default();
+        let lost: Arc<Mutex<Option<String>>> = Arc::default();
+        {
+            let errors = errors.clone();
+            device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+                lock(&errors).push(e.to_string());
+            }));
+        }
+        {
+            let lost = lost.clone();
+            device.set_device_lost_callback(move |reason, msg| {
+                *lock(&lost) = Some(format!("{reason:?}: {msg}"));
+            });
+        }
+        let recorder = Recorder::new(&device, &limits);
+        Ok(GpuContext {
+            index,
+            device,
+            queue,
+            info,
+            limits,
+            recorder: Mutex::new(recorder),
+            pool: Mutex::new(BufferPool::default()),
+            pipelines: Mutex::default(),
+            errors,
+            lost,
+        })
+    }
+
+    pub fn gpu_info(&self) -> GpuInfo {
+        GpuInfo {
+            name: self.info.name.clone(),
+            backend: format!("{:?}", self.info.backend),
+            device_type: format!("{:?}", self.info.device_type),
+            driver: format!("{} {}", self.info.driver, self.info.driver_info).trim().to_string(),
+            max_binding_bytes: self.max_binding(),
+        }
+    }
+
+    /// Largest buffer a kernel can bind.
+    pub fn max_binding(&self) -> u64 {
+        self.limits.max_storage_buffer_binding_size.min(self.limits.max_buffer_size)
+    }
+
+    /// Surfaces device loss and GPU errors captured since the last check.
+    pub fn check(&self, op: &'static str) -> Result<()> {
+        if let Some(msg) = lock(&self.lost).clone() {
+            return Err(Error::DeviceLost(msg));
+        }
+        let mut errs = lock(&self.errors);
+        if errs.is_empty() {
+            return Ok(());
+        }
+        let msg = errs.drain(..).collect::<Vec<_>>().join("; ");
+        Err(Error::Gpu { op, msg })
+    }
+
+    /// A storage buffer of at least `bytes` bytes, from the pool when one is free.
+    pub fn alloc(self: &Arc<Self>, op: &'static str, bytes: u64) -> Result<GpuBuffer> {
+        let need = bytes.div_ceil(4) * 4;
+        let limit = self.max_binding();
+        if need > limit {
+            return Err(Error::DeviceLimit {
+                op,
+                what: format!("a tensor of {bytes} bytes"),
+                requested: bytes,
+                limit_name: "max_storage_buffer_binding_size",
+                limit,
+            });
+        }
+        let class = size_class(need).min(limit.max(need));
+        if let Some(buffer) = lock(&self.pool).take(class) {
+            return Ok(GpuBuffer { ctx: self.clone(), buffer: Some(buffer), class });
+        }
+        if let Some(msg) = lock(&self.lost).clone() {
+            return Err(Error::DeviceLost(msg));
+        }
+        let buffer = self.create_buffer(op, class)?;
+        lock(&self.pool).note_created(class);
+        Ok(GpuBuffer { ctx: self.clone(), buffer: Some(buffer), class })
+    }
+
+    fn create_buffer(&self, op: &'static str, size: u64) -> Result<wgpu::Buffer> {
+        let desc = wgpu::BufferDescriptor {
+            label: None,
+            size,
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        };
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            let scope = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+            let buffer = self.device.create_buffer(&desc);
+            if let Some(e) = pollster::block_on(scope.pop()) {
+                // Give the pool's memory back and retry once before failing.
+                lock(&self.pool).clear();
+                let scope = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+                let buffer = self.device.create_buffer(&desc);
+                if pollster::block_on(scope.pop()).is_some() {
+                    return Err(Error::Gpu { op, msg: format!("out of GPU memory allocating {size} bytes: {e}") });
+                }
+                return Ok(buffer);
+            }
+            Ok(buffer)
+        }
+        #[cfg(target_arch = "wasm32")]
+        {
+            let _ = op;
+            Ok(self.device.create_buffer(&desc))
+        }
+    }
+
+    /// The compiled pipeline of `kernel`'s `variant` at `entry`, binding `access` buffers
+    /// followed by the read-only params buffer.
+    pub fn pipeline(
+        &self,
+        kernel: &Kernel,
+        variant: &Variant,
+        entry: &str,
+        access: &[Access],
+    ) -> Result<Arc<Pipeline>> {
+        let mut key = kernel.key(variant, entry);
+        for a in access {
+            key.push(if *a == Access::Read { 'r' } else { 'w' });
+        }
+        if let Some(p) = lock(&self.pipelines).get(&key) {
+            return Ok(p.clone());
+        }
+        let source = kernel.source(variant)?;
+        let storage = |read_only| wgpu::BindingType::Buffer {
+            ty: wgpu::BufferBindingType::Storage { read_only },
+            has_dynamic_offset: false,
+            min_binding_size: None,
+        };
+        let mut entries: Vec<wgpu::BindGroupLayoutEntry> = access
+            .iter()
+            .enumerate()
+            .map(|(i, a)| wgpu::BindGroupLayoutEntry {
+                binding: i as u32,
+                visibility: wgpu::ShaderStages::COMPUTE,
+                ty: storage(*a == Access::Read),
+                count: None,
+            })
+            .collect();
+        entries.push(wgpu::BindGroupLayoutEntry {
+            binding: access.len() as u32,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: storage(true),
+            count: None,
+        });
+        #[cfg(not(target_arch = "wasm32"))]
+        let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some(kernel.file),
+            source: wgpu::ShaderSource::Wgsl(source.into()),
+        });
+        let layout = self.device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: None,
+            entries: &entries,
+        });
+        let pipeline_layout = self.device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: None,
+            bind_group_layouts: &[Some(&layout)],
+            immediate_size: 0,
+        });
+        let pipeline = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(entry),
+            layout: Some(&pipeline_layout),
+            module: &module,
+            entry_point: Some(entry),
+            compilation_options: Default::default(),
+            cache: None,
+        });
+        #[cfg(not(target_arch = "wasm32"))]
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(Error::Gpu { op: "pipeline", msg: format!("{key}: {e}") });
+        }
+        let p = Arc::new(Pipeline { pipeline, layout });
+        lock(&self.pipelines).insert(key, p.clone());
+        Ok(p)
+    }
+
+    /// Submits everything recorded so far and surfaces GPU errors.
+    pub fn sync(&self) -> Result<()> {
+        lock(&self.recorder).flush(self)?;
+        self.check("sync")
+    }
+}
+
+/// A pooled GPU storage buffer; returns to the pool when dropped.
+pub(crate) struct GpuBuffer {
+    pub ctx: Arc<GpuContext>,
+    buffer: Option<wgpu::Buffer>,
+    class: u64,
+}
+
+impl GpuBuffer {
+    pub fn raw(&self) -> &wgpu::Buffer {
+        self.buffer.as_ref().expect("GpuBuffer used after drop")
+    }
+
+    /// Capacity in bytes (the size class).
+    pub fn capacity(&self) -> u64 {
+        self.class
+    }
+}
+
+impl Drop for GpuBuffer {
+    fn drop(&mut self) {
+        if let Some(b) = self.buffer.take() {
+            lock(&self.ctx.pool).give_back(self.class, b);
+        }
+    }
+}

@@ -1,0 +1,17 @@
+//! The wgpu backend: adapter registry and device contexts, the buffer pool, the pipeline
+//! cache, the recorder every dispatch goes through, and async readback.
+
+mod context;
+mod pool;
+mod recorder;
+mod shader;
+
+pub(crate) use context::{Access, GpuBuffer, GpuContext, context, hardware_adapter_available};
+pub(crate) use recorder::{Bind, grid};
+pub use context::{GpuInfo, empty_cache, gpu_count, gpu_info, init_gpu, memory_stats, reset_peak_memory, sync};
+pub use pool::MemoryStats;
+pub(crate) use shader::{Kernel, Variant};
+pub use shader::{all_shader_variants, kernel_files, shader_files};
+
+/// Threads per workgroup of the 1-D kernels.
+pub(crate) const WORKGROUP: u32 = 256;

@@ -1,0 +1,274 @@
+//! The one choke point for GPU work. Kernels are recorded into a pending command encoder
+//! (inside one open compute pass); their parameters and small uploads go into a host-side
+//! arena that is written to the device just before the batch is submitted. A batch is
+//! submitted on readback, on `sync()`, when the arena fills, or after `MAX_PENDING`
+//! dispatches.
+//!
+//! Ordering: every write into a pooled buffer is a command in the encoder, so a buffer
+//! freed and reused inside one batch is safe. The only queue-level write is the arena
+//! (and large uploads, which flush first), and queue writes are ordered after every
+//! earlier submission.
+
+use std::sync::Arc;
+
+use super::WORKGROUP;
+use super::context::{Access, GpuBuffer, GpuContext, lock};
+use super::shader::{Kernel, Variant};
+use crate::{Error, Result};
+
+/// Dispatches recorded before the batch is submitted anyway.
+const MAX_PENDING: u32 = 512;
+/// Bytes of parameters and small uploads per batch.
+const ARENA_BYTES: u64 = 1 << 21;
+/// Uploads up to this size travel through the arena; larger ones flush and write directly.
+const SMALL_UPLOAD: usize = 1 << 18;
+
+pub(crate) struct Recorder {
+    encoder: Option<wgpu::CommandEncoder>,
+    pass: Option<wgpu::ComputePass<'static>>,
+    arena: Vec<u8>,
+    arena_buf: wgpu::Buffer,
+    align: usize,
+    pending: u32,
+    /// Batches submitted so far.
+    pub submits: u64,
+}
+
+/// A buffer bound to one kernel dispatch.
+pub(crate) struct Bind<'a> {
+    pub buffer: &'a GpuBuffer,
+    pub access: Access,
+}
+
+impl Bind<'_> {
+    pub fn read(buffer: &GpuBuffer) -> Bind<'_> {
+        Bind { buffer, access: Access::Read }
+    }
+    pub fn write(buffer: &GpuBuffer) -> Bind<'_> {
+        Bind { buffer, access: Access::ReadWrite }
+    }
+}
+
+impl Recorder {
+    pub fn new(device: &wgpu::Device, limits: &wgpu::Limits) -> Self {
+        let arena_buf = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("dygraph-arena"),
+            size: ARENA_BYTES,
+            usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        Recorder {
+            encoder: None,
+            pass: None,
+            arena: Vec::new(),
+            arena_buf,
+            align: (limits.min_storage_buffer_offset_alignment as usize).max(4),
+            pending: 0,
+            submits: 0,
+        }
+    }
+
+    fn encoder(&mut self, ctx: &GpuContext) -> &mut wgpu::CommandEncoder {
+        self.encoder.get_or_insert_with(|| ctx.device.create_command_encoder(&Default::default()))
+    }
+
+    /// Reserves `len` bytes of arena at `align`, flushing first if the arena is full.
+    fn reserve(&mut self, ctx: &GpuContext, len: usize, align: usize) -> Result<usize> {
+        let start = self.arena.len().next_multiple_of(align);
+        if (start + len) as u64 > ARENA_BYTES || self.pending >= MAX_PENDING {
+            self.flush(ctx)?;
+            return Ok(0);
+        }
+        Ok(start)
+    }
+
+    /// Submits the pending batch.
+    pub fn flush(&mut self, ctx: &GpuContext) -> Result<()> {
+        self.pass = None;
+        if let Some(enc) = self.encoder.take() {
+            if !self.arena.is_empty() {
+                self.arena.resize(self.arena.len().next_multiple_of(4), 0);
+                ctx.queue.write_buffer(&self.arena_buf, 0, &self.arena);
+            }
+            ctx.queue.submit([enc.finish()]);
+            self.submits += 1;
+        }
+        self.arena.clear();
+        self.pending = 0;
+        ctx.check("submit")
+    }
+}
+
+/// Splits `groups` workgroups over x and y so neither exceeds the per-dimension limit;
+/// 1-D kernels recover the linear index as `gid.x + gid.y * nwg.x * WORKGROUP`.
+pub(crate) fn grid(ctx: &GpuContext, groups: u64) -> Result<[u32; 3]> {
+    let max = ctx.limits.max_compute_workgroups_per_dimension.max(1) as u64;
+    if groups <= max {
+        return Ok([groups.max(1) as u32, 1, 1]);
+    }
+    let y = groups.div_ceil(max);
+    if y > max {
+        return Err(Error::DeviceLimit {
+            op: "dispatch",
+            what: format!("{groups} workgroups"),
+            requested: groups,
+            limit_name: "max_compute_workgroups_per_dimension²",
+            limit: max * max,
+        });
+    }
+    Ok([max as u32, y as u32, 1])
+}
+
+impl GpuContext {
+    /// Records one dispatch of `kernel`/`variant` at `entry` over `groups` workgroups.
+    /// `binds` are bound in order at bindings 0.., then `params` (as `array<u32>`).
+    pub fn dispatch(
+        &self,
+        kernel: &Kernel,
+        variant: &Variant,
+        entry: &str,
+        binds: &[Bind<'_>],
+        params: &[u32],
+        groups: [u32; 3],
+    ) -> Result<()> {
+        let access: Vec<Access> = binds.iter().map(|b| b.access).collect();
+        let pipeline = self.pipeline(kernel, variant, entry, &access)?;
+        let mut rec = lock(&self.recorder);
+        let bytes: &[u8] = if params.is_empty() { &[0; 4] } else { bytemuck::cast_slice(params) };
+        let align = rec.align;
+        let offset = rec.reserve(self, bytes.len(), align)?;
+        rec.arena.resize(offset, 0);
+        rec.arena.extend_from_slice(bytes);
+        let mut entries: Vec<wgpu::BindGroupEntry> = binds
+            .iter()
+            .enumerate()
+            .map(|(i, b)| wgpu::BindGroupEntry { binding: i as u32, resource: b.buffer.raw().as_entire_binding() })
+            .collect();
+        entries.push(wgpu::BindGroupEntry {
+            binding: binds.len() as u32,
+            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                buffer: &rec.arena_buf,
+                offset: offset as u64,
+                size: wgpu::BufferSize::new(bytes.len() as u64),
+            }),
+        });
+        let bind_group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: None,
+            layout: &pipeline.layout,
+            entries: &entries,
+        });
+        if rec.pass.is_none() {
+            let pass = rec.encoder(self).begin_compute_pass(&Default::default()).forget_lifetime();
+            rec.pass = Some(pass);
+        }
+        let pass = rec.pass.as_mut().expect("compute pass opened above");
+        pass.set_pipeline(&pipeline.pipeline);
+        pass.set_bind_group(0, &bind_group, &[]);
+        pass.dispatch_workgroups(groups[0], groups[1], groups[2]);
+        rec.pending += 1;
+        Ok(())
+    }
+
+    /// `dispatch` over `threads` invocations of a 1-D kernel (`WORKGROUP` per group).
+    pub fn dispatch_1d(
+        &self,
+        kernel: &Kernel,
+        variant: &Variant,
+        entry: &str,
+        binds: &[Bind<'_>],
+        params: &[u32],
+        threads: u64,
+    ) -> Result<()> {
+        if threads == 0 {
+            return Ok(());
+        }
+        let groups = grid(self, threads.div_ceil(WORKGROUP as u64))?;
+        self.dispatch(kernel, variant, entry, binds, params, groups)
+    }
+
+    /// A new buffer holding `bytes`.
+    pub fn upload(self: &Arc<Self>, op: &'static str, bytes: &[u8]) -> Result<GpuBuffer> {
+        let buf = self.alloc(op, bytes.len() as u64)?;
+        if bytes.is_empty() {
+            return Ok(buf);
+        }
+        let padded = bytes.len().next_multiple_of(4);
+        let mut rec = lock(&self.recorder);
+        if bytes.len() <= SMALL_UPLOAD {
+            let offset = rec.reserve(self, padded, 4)?;
+            rec.arena.resize(offset, 0);
+            rec.arena.extend_from_slice(bytes);
+            rec.arena.resize(offset + padded, 0);
+            rec.pass = None;
+            let arena = rec.arena_buf.clone();
+            rec.encoder(self).copy_buffer_to_buffer(&arena, offset as u64, buf.raw(), 0, padded as u64);
+        } else {
+            // The pool may hand out a buffer still read by pending commands: submit them
+            // first so this queue write is ordered after them.
+            rec.flush(self)?;
+            if padded == bytes.len() {
+                self.queue.write_buffer(buf.raw(), 0, bytes);
+            } else {
+                let mut v = bytes.to_vec();
+                v.resize(padded, 0);
+                self.queue.write_buffer(buf.raw(), 0, &v);
+            }
+        }
+        Ok(buf)
+    }
+
+    /// Records a buffer-to-buffer copy of `bytes` (a multiple of 4).
+    pub fn copy(&self, src: &GpuBuffer, src_offset: u64, dst: &GpuBuffer, dst_offset: u64, bytes: u64) -> Result<()> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        let mut rec = lock(&self.recorder);
+        rec.pass = None;
+        rec.encoder(self).copy_buffer_to_buffer(src.raw(), src_offset, dst.raw(), dst_offset, bytes);
+        rec.pending += 1;
+        Ok(())
+    }
+
+    /// Reads the first `bytes` bytes of `src` back to the host. Submits pending work.
+    pub async fn read(&self, src: &GpuBuffer, bytes: u64) -> Result<Vec<u8>> {
+        if bytes == 0 {
+            return Ok(Vec::new());
+        }
+        let size = bytes.div_ceil(4) * 4;
+        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("dygraph-readback"),
+            size,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        {
+            let mut rec = lock(&self.recorder);
+            rec.pass = None;
+            rec.encoder(self).copy_buffer_to_buffer(src.raw(), 0, &staging, 0, size);
+            rec.flush(self)?;
+        }
+        let (tx, rx) = futures_intrusive::channel::shared::oneshot_channel();
+        staging.map_async(wgpu::MapMode::Read, .., move |r| {
+            let _ = tx.send(r);
+        });
+        #[cfg(not(target_arch = "wasm32"))]
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| Error::Gpu { op: "readback", msg: e.to_string() })?;
+        let mapped = rx.receive().await;
+        self.check("readback")?;
+        match mapped {
+            Some(Ok(())) => {}
+            Some(Err(e)) => return Err(Error::Gpu { op: "readback", msg: e.to_string() }),
+            None => return Err(Error::DeviceLost("readback callback dropped".into())),
+        }
+        let out = {
+            let view = staging
+                .get_mapped_range(..)
+                .map_err(|e| Error::Gpu { op: "readback", msg: e.to_string() })?;
+            view[..bytes as usize].to_vec()
+        };
+        staging.unmap();
+        Ok(out)
+    }
+}

@@ -1,0 +1,50 @@
+//! # dygraph
+//!
+//! PaddlePaddle's dynamic-graph ("DyGraph") deep learning in Rust. Every eager op runs as a
+//! WGSL compute shader through `wgpu` (Vulkan, Metal, DX12, WebGPU in the browser); a CPU
+//! backend serves `Place::Cpu` and is the reference every GPU kernel is tested against;
+//! gradients are computed where the tensors live.
+//!
+//! ```no_run
+//! use dygraph::{self as paddle, DType};
+//! # fn main() -> paddle::Result<()> {
+//! paddle::seed(0);
+//! let a = paddle::randn(&[4, 2])?;
+//! let b = paddle::arange(1.0, 3.0, 1.0, DType::Float32)?;
+//! let c = &a + &b;
+//! let d = paddle::matmul(&a, &b, false, false)?;
+//! println!("{c}\n{d}");
+//! # Ok(()) }
+//! ```
+
+pub mod autograd;
+mod backend;
+mod dtype;
+mod error;
+//pub mod nn;
+mod ops;
+mod place;
+//mod random;
+mod shape;
+mod tensor;
+
+pub use autograd::{GradOptions, enable_grad, grad, is_grad_enabled, no_grad, no_grad_guard};
+pub use backend::gpu::{
+    GpuInfo, MemoryStats, all_shader_variants, empty_cache, gpu_count, gpu_info, init_gpu, kernel_files,
+    memory_stats, reset_peak_memory, shader_files, sync,
+};
+pub use dtype::{DType, Element, Scalar};
+pub use error::{Error, Result};
+pub use ops::elementwise::*;
+//pub use ops::index::*;
+//pub use ops::matmul::*;
+pub use ops::reduce::*;
+pub use ops::shape::*;
+pub use place::{Place, current_place, get_device, guard, set_device, set_place};
+//pub use random::*;
+pub use shape::{IntoShape, Shape, broadcast_shapes};
+pub use tensor::{
+    NdArray, PrintOptions, Tensor, TensorData, arange, eye, full, full_like, full_on, linspace, ones, ones_like,
+    ones_on, set_printoptions, to_tensor, to_tensor_on, zeros, zeros_like, zeros_on,
+};
+pub use tensor::overload::{PowArg, pow};

@@ -1,0 +1,553 @@
+//! Binary elementwise ops with numpy broadcasting: arithmetic, comparisons and logic.
+
+use crate::autograd::record1;
+use crate::backend::cpu::CpuData;
+use crate::backend::cpu::elementwise::zip_strided;
+use crate::backend::gpu::{Bind, Kernel, Variant};
+use crate::ops::wgsl;
+use crate::shape::{broadcast_shapes, broadcast_strides, collapse};
+use crate::tensor::Backend;
+use crate::{DType, Error, Result, Scalar, Tensor};
+
+type FloatFn = fn(f64, f64) -> f64;
+type IntFn = fn(i64, i64) -> i64;
+type BoolFn = fn(bool, bool) -> bool;
+/// Gradients of both inputs, in the broadcast output shape (reduced afterwards).
+type BinaryBackward = fn(&Tensor, &Tensor, &Tensor, &Tensor) -> Result<[Option<Tensor>; 2]>;
+
+/// One binary op: `y = f(a, b)`.
+pub(crate) struct BinaryDef {
+    pub name: &'static str,
+    pub float: Option<FloatFn>,
+    pub int: Option<IntFn>,
+    /// Closure for bool operands; an op with only this one is a logical op (operands of any
+    /// dtype are converted to bool first).
+    pub boolean: Option<BoolFn>,
+    pub out_bool: bool,
+    pub wgsl: &'static str,
+    pub wgsl_i32: Option<&'static str>,
+    pub wgsl_i64: Option<&'static str>,
+    pub wgsl_bool: Option<&'static str>,
+    pub backward: Option<BinaryBackward>,
+}
+
+impl BinaryDef {
+    pub fn is_logical(&self) -> bool {
+        self.float.is_none() && self.int.is_none()
+    }
+
+    /// Dtypes the op supports (float16 runs through float32).
+    pub fn dtypes(&self) -> Vec<DType> {
+        if self.is_logical() {
+            return DType::ALL.to_vec();
+        }
+        let mut d = Vec::new();
+        if self.float.is_some() {
+            d.extend([DType::Float16, DType::Float32, DType::Float64]);
+        }
+        if self.int.is_some() {
+            d.extend([DType::Int32, DType::Int64]);
+        }
+        if self.boolean.is_some() {
+            d.push(DType::Bool);
+        }
+        d
+    }
+
+    fn out_dtype(&self, x: DType) -> DType {
+        if self.out_bool { DType::Bool } else { x }
+    }
+
+    fn variant(&self, dtype: DType) -> Option<Variant> {
+        let expr = match dtype {
+            DType::Float32 => self.float.map(|_| self.wgsl),
+            DType::Int32 => self.int.map(|_| self.wgsl_i32.unwrap_or(self.wgsl)),
+            DType::Int64 => self.wgsl_i64,
+            DType::Bool => self.wgsl_bool,
+            _ => None,
+        }?;
+        let out = self.out_dtype(dtype);
+        Some(vec![
+            ("AS", wgsl::storage(dtype).into()),
+            ("AT", wgsl::compute(dtype).into()),
+            ("YS", wgsl::storage(out).into()),
+            ("YT", wgsl::compute(out).into()),
+            ("LOAD_A", wgsl::load(dtype, "lhs", "ia")),
+            ("LOAD_B", wgsl::load(dtype, "rhs", "ib")),
+            ("STORE", wgsl::store(out, "y")),
+            ("EXPR", expr.into()),
+        ])
+    }
+}
+
+pub(crate) static BINARY: Kernel = Kernel { file: "binary.wgsl", variants: binary_variants };
+
+fn binary_variants() -> Vec<Variant> {
+    let mut v = Vec::new();
+    for def in BINARY_OPS {
+        for dt in [DType::Float32, DType::Int32, DType::Int64, DType::Bool] {
+            v.extend(def.variant(dt));
+        }
+    }
+    v
+}
+
+fn cpu_binary(def: &BinaryDef, a: &CpuData, sa: &[isize], b: &CpuData, sb: &[isize], shape: &[usize]) -> Option<CpuData> {
+    let ob = def.out_bool;
+    Some(match (a, b) {
+        (CpuData::F32(x), CpuData::F32(y)) => {
+            let f = def.float?;
+            if ob {
+                CpuData::Bool(zip_strided(x, sa, y, sb, shape, |p, q| f(p as f64, q as f64) != 0.0))
+            } else {
+                CpuData::F32(zip_strided(x, sa, y, sb, shape, |p, q| f(p as f64, q as f64) as f32))
+            }
+        }
+        (CpuData::F64(x), CpuData::F64(y)) => {
+            let f = def.float?;
+            if ob {
+                CpuData::Bool(zip_strided(x, sa, y, sb, shape, |p, q| f(p, q) != 0.0))
+            } else {
+                CpuData::F64(zip_strided(x, sa, y, sb, shape, f))
+            }
+        }
+        (CpuData::I32(x), CpuData::I32(y)) => {
+            let f = def.int?;
+            if ob {
+                CpuData::Bool(zip_strided(x, sa, y, sb, shape, |p, q| f(p as i64, q as i64) != 0))
+            } else {
+                CpuData::I32(zip_strided(x, sa, y, sb, shape, |p, q| f(p as i64, q as i64) as i32))
+            }
+        }
+        (CpuData::I64(x), CpuData::I64(y)) => {
+            let f = def.int?;
+            if ob {
+                CpuData::Bool(zip_strided(x, sa, y, sb, shape, |p, q| f(p, q) != 0))
+            } else {
+                CpuData::I64(zip_strided(x, sa, y, sb, shape, f))
+            }
+        }
+        (CpuData::Bool(x), CpuData::Bool(y)) => CpuData::Bool(zip_strided(x, sa, y, sb, shape, def.boolean?)),
+        _ => return None,
+    })
+}
+
+/// Runs binary op `def` on `a` and `b` (same dtype and place, broadcast shapes).
+pub(crate) fn binary(def: &'static BinaryDef, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    let op = def.name;
+    a.same_place(op, b)?;
+    if def.is_logical() && (a.dtype() != DType::Bool || b.dtype() != DType::Bool) {
+        return binary(def, &a.cast(DType::Bool)?, &b.cast(DType::Bool)?);
+    }
+    a.same_dtype(op, b)?;
+    let dtype = a.dtype();
+    let unsupported = || Error::unsupported(op, dtype, format!("(supported: {:?})", def.dtypes()));
+    if !def.dtypes().contains(&dtype) {
+        return Err(unsupported());
+    }
+    if dtype == DType::Float16 {
+        let y = binary(def, &super::upcast(a)?, &super::upcast(b)?)?;
+        return if def.out_bool { Ok(y) } else { super::cast(&y, DType::Float16) };
+    }
+    let shape = broadcast_shapes(op, a.shape(), b.shape())?;
+    let sa: Vec<isize> = broadcast_strides(a.shape(), &shape).into_iter().map(|s| s as isize).collect();
+    let sb: Vec<isize> = broadcast_strides(b.shape(), &shape).into_iter().map(|s| s as isize).collect();
+    let out_dtype = def.out_dtype(dtype);
+    let out = match (a.backend(), b.backend()) {
+        (Backend::Cpu(x), Backend::Cpu(y)) => {
+            Tensor::from_cpu(cpu_binary(def, &x, &sa, &y, &sb, &shape).ok_or_else(unsupported)?, shape.clone())
+        }
+        (Backend::Gpu(x), Backend::Gpu(y)) => {
+            let ctx = &x.ctx;
+            let n: usize = shape.iter().product();
+            let variant = def.variant(dtype).ok_or_else(unsupported)?;
+            let out = ctx.alloc(op, crate::backend::cpu::gpu_bytes(out_dtype, n))?;
+            let (cs, st) = collapse(&shape, &[sa, sb]);
+            let mut params = vec![n as u32, cs.len() as u32];
+            params.extend(cs.iter().map(|&d| d as u32));
+            for s in &st {
+                params.extend(s.iter().map(|&d| d as u32));
+            }
+            ctx.dispatch_1d(&BINARY, &variant, "main", &[Bind::read(x), Bind::read(y), Bind::write(&out)], &params, n as u64)?;
+            Tensor::from_gpu(out, shape.clone(), out_dtype)
+        }
+        _ => unreachable!("places were checked equal"),
+    };
+    match def.backward {
+        Some(bw) if out_dtype.is_float() => {
+            let (ac, bc, y) = (a.clone(), b.clone(), out.downgrade());
+            Ok(record1(op, &[a, b], out, move |c| {
+                let [ga, gb] = bw(&ac, &bc, &y.upgrade()?, c.grad())?;
+                Ok(vec![
+                    if c.needs(0) { ga.map(|g| crate::ops::reduce::sum_to_shape(&g, ac.shape())).transpose()? } else { None },
+                    if c.needs(1) { gb.map(|g| crate::ops::reduce::sum_to_shape(&g, bc.shape())).transpose()? } else { None },
+                ])
+            }))
+        }
+        _ => Ok(out),
+    }
+}
+
+/// Declares the binary ops: for each row a free function, a `Tensor` method and a table entry.
+macro_rules! binary_ops {
+    ($(
+        $(#[$doc:meta])*
+        $name:ident {
+            float: $(|$fa:ident, $fb:ident| $fbody:expr)?,
+            int: $(|$ia:ident, $ib:ident| $ibody:expr)?,
+            boolean: $(|$ba:ident, $bb:ident| $bbody:expr)?,
+            wgsl: $w:expr,
+            $( wgsl_i32: $w32:expr, )?
+            $( wgsl_i64: $w64:expr, )?
+            $( wgsl_bool: $wb:expr, )?
+            $( out_bool: $ob:expr, )?
+            backward: $(|$ga:ident, $gb:ident, $gy:ident, $gg:ident| $gbody:expr)?,
+        }
+    )*) => {
+        $(
+            $(#[$doc])*
+            pub fn $name(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+                binary(&defs::$name, a, b)
+            }
+        )*
+
+        impl Tensor {
+            $(
+                $(#[$doc])*
+                pub fn $name(&self, other: &Tensor) -> Result<Tensor> {
+                    binary(&defs::$name, self, other)
+                }
+            )*
+        }
+
+        #[allow(non_upper_case_globals, unused_variables)]
+        mod defs {
+            use super::*;
+            $(
+                pub(crate) static $name: BinaryDef = BinaryDef {
+                    name: stringify!($name),
+                    float: $crate::ops::opt!($(|$fa: f64, $fb: f64| -> f64 { $fbody })?),
+                    int: $crate::ops::opt!($(|$ia: i64, $ib: i64| -> i64 { $ibody })?),
+                    boolean: $crate::ops::opt!($(|$ba: bool, $bb: bool| -> bool { $bbody })?),
+                    out_bool: false $(|| $ob)?,
+                    wgsl: $w,
+                    wgsl_i32: $crate::ops::opt!($($w32)?),
+                    wgsl_i64: $crate::ops::opt!($($w64)?),
+                    wgsl_bool: $crate::ops::opt!($($wb)?),
+                    backward: $crate::ops::opt!($(|$ga: &Tensor, $gb: &Tensor, $gy: &Tensor, $gg: &Tensor| -> Result<[Option<Tensor>; 2]> {
+                        $gbody
+                    })?),
+                };
+            )*
+        }
+
+        /// Every binary op, in declaration order.
+        pub(crate) static BINARY_OPS: &[&BinaryDef] = &[$(&defs::$name),*];
+    };
+}
+
+fn b2f(b: bool) -> f64 {
+    b as u8 as f64
+}
+
+fn i_div(a: i64, b: i64) -> i64 {
+    if b == 0 { 0 } else { a.wrapping_div(b) }
+}
+
+fn i_rem(a: i64, b: i64) -> i64 {
+    if b == 0 { 0 } else { a.wrapping_rem(b) }
+}
+
+fn i_floordiv(a: i64, b: i64) -> i64 {
+    let (q, r) = (i_div(a, b), i_rem(a, b));
+    if r != 0 && ((r < 0) != (b < 0)) { q - 1 } else { q }
+}
+
+fn i_mod(a: i64, b: i64) -> i64 {
+    let r = i_rem(a, b);
+    if r != 0 && ((r < 0) != (b < 0)) { r + b } else { r }
+}
+
+use super::unary::int_pow;
+
+fn nan_max(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() { f64::NAN } else { a.max(b) }
+}
+
+fn nan_min(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() { f64::NAN } else { a.min(b) }
+}
+
+fn maskf(t: Result<Tensor>, like: &Tensor) -> Result<Tensor> {
+    t?.cast(like.dtype())
+}
+
+binary_ops! {
+    /// `a + b`.
+    add {
+        float: |a, b| a + b,
+        int: |a, b| a.wrapping_add(b),
+        boolean:,
+        wgsl: "a + b",
+        wgsl_i64: "i64_add(a, b)",
+        backward: |a, b, y, g| Ok([Some(g.clone()), Some(g.clone())]),
+    }
+    /// `a - b`.
+    subtract {
+        float: |a, b| a - b,
+        int: |a, b| a.wrapping_sub(b),
+        boolean:,
+        wgsl: "a - b",
+        wgsl_i64: "i64_sub(a, b)",
+        backward: |a, b, y, g| Ok([Some(g.clone()), Some(g.neg()?)]),
+    }
+    /// `a · b`.
+    multiply {
+        float: |a, b| a * b,
+        int: |a, b| a.wrapping_mul(b),
+        boolean:,
+        wgsl: "a * b",
+        wgsl_i64: "i64_mul(a, b)",
+        backward: |a, b, y, g| Ok([Some(g.multiply(b)?), Some(g.multiply(a)?)]),
+    }
+    /// `a / b`; integers truncate toward zero and `x / 0 = 0`.
+    divide {
+        float: |a, b| a / b,
+        int: |a, b| i_div(a, b),
+        boolean:,
+        wgsl: "a / b",
+        wgsl_i32: "i32_div(a, b)",
+        wgsl_i64: "i64_div(a, b)",
+        backward: |a, b, y, g| Ok([Some(g.divide(b)?), Some(g.multiply(y)?.divide(b)?.neg()?)]),
+    }
+    /// Floor division (Python's `//`); `x // 0 = 0` for integers.
+    floor_divide {
+        float: |a, b| (a / b).floor(),
+        int: |a, b| i_floordiv(a, b),
+        boolean:,
+        wgsl: "floor(a / b)",
+        wgsl_i32: "i32_floordiv(a, b)",
+        wgsl_i64: "i64_floordiv(a, b)",
+        backward:,
+    }
+    /// Modulo with the sign of the divisor (Python's `%`, Paddle's `remainder`).
+    remainder {
+        float: |a, b| a - (a / b).floor() * b,
+        int: |a, b| i_mod(a, b),
+        boolean:,
+        wgsl: "a - floor(a / b) * b",
+        wgsl_i32: "i32_mod(a, b)",
+        wgsl_i64: "i64_mod(a, b)",
+        backward: |a, b, y, g| Ok([Some(g.clone()), Some(g.multiply(&a.divide(b)?.floor()?)?.neg()?)]),
+    }
+    /// `a^b` elementwise (exact for integers).
+    pow_tensor {
+        float: |a, b| a.powf(b),
+        int: |a, b| int_pow(a, b),
+        boolean:,
+        wgsl: "pow_f(a, b)",
+        wgsl_i32: "i32_pow(a, b)",
+        wgsl_i64: "i64_pow(a, b)",
+        backward: |a, b, y, g| {
+            let ga = g.multiply(&b.multiply(&a.pow_tensor(&b.scale(1.0, -1.0)?)?)?)?;
+            // d/db a^b = a^b·ln a, taken as 0 where a = 0 (the limit for b > 0).
+            let pos = maskf(a.not_equal(&a.zeros_like()?), g)?;
+            let safe_a = a.add(&pos.scale(-1.0, 1.0)?)?;
+            let gb = g.multiply(&y.multiply(&safe_a.log()?)?)?.multiply(&pos)?;
+            Ok([Some(ga), Some(gb)])
+        },
+    }
+    /// Elementwise maximum (NaN propagates); on ties the gradient goes to `b`, as Paddle.
+    maximum {
+        float: |a, b| nan_max(a, b),
+        int: |a, b| a.max(b),
+        boolean:,
+        wgsl: "select(max(a, b), f32_nan(), is_nan_f(a) || is_nan_f(b))",
+        wgsl_i32: "max(a, b)",
+        wgsl_i64: "i64_max(a, b)",
+        backward: |a, b, y, g| {
+            let ma = maskf(a.greater_than(b), g)?;
+            Ok([Some(g.multiply(&ma)?), Some(g.multiply(&ma.scale(-1.0, 1.0)?)?)])
+        },
+    }
+    /// Elementwise minimum (NaN propagates); on ties the gradient goes to `b`, as Paddle.
+    minimum {
+        float: |a, b| nan_min(a, b),
+        int: |a, b| a.min(b),
+        boolean:,
+        wgsl: "select(min(a, b), f32_nan(), is_nan_f(a) || is_nan_f(b))",
+        wgsl_i32: "min(a, b)",
+        wgsl_i64: "i64_min(a, b)",
+        backward: |a, b, y, g| {
+            let ma = maskf(a.less_than(b), g)?;
+            Ok([Some(g.multiply(&ma)?), Some(g.multiply(&ma.scale(-1.0, 1.0)?)?)])
+        },
+    }
+    /// `a == b`.
+    equal {
+        float: |a, b| b2f(a == b),
+        int: |a, b| (a == b) as i64,
+        boolean: |a, b| a == b,
+        wgsl: "a == b",
+        wgsl_i64: "i64_eq(a, b)",
+        wgsl_bool: "a == b",
+        out_bool: true,
+        backward:,
+    }
+    /// `a != b`.
+    not_equal {
+        float: |a, b| b2f(a != b),
+        int: |a, b| (a != b) as i64,
+        boolean: |a, b| a != b,
+        wgsl: "a != b",
+        wgsl_i64: "!i64_eq(a, b)",
+        wgsl_bool: "a != b",
+        out_bool: true,
+        backward:,
+    }
+    /// `a < b`.
+    less_than {
+        float: |a, b| b2f(a < b),
+        int: |a, b| (a < b) as i64,
+        boolean:,
+        wgsl: "a < b",
+        wgsl_i64: "i64_lt(a, b)",
+        out_bool: true,
+        backward:,
+    }
+    /// `a <= b`.
+    less_equal {
+        float: |a, b| b2f(a <= b),
+        int: |a, b| (a <= b) as i64,
+        boolean:,
+        wgsl: "a <= b",
+        wgsl_i64: "i64_le(a, b)",
+        out_bool: true,
+        backward:,
+    }
+    /// `a > b`.
+    greater_than {
+        float: |a, b| b2f(a > b),
+        int: |a, b| (a > b) as i64,
+        boolean:,
+        wgsl: "a > b",
+        wgsl_i64: "i64_lt(b, a)",
+        out_bool: true,
+        backward:,
+    }
+    /// `a >= b`.
+    greater_equal {
+        float: |a, b| b2f(a >= b),
+        int: |a, b| (a >= b) as i64,
+        boolean:,
+        wgsl: "a >= b",
+        wgsl_i64: "i64_le(b, a)",
+        out_bool: true,
+        backward:,
+    }
+    /// Logical and (operands converted to bool).
+    logical_and {
+        float:,
+        int:,
+        boolean: |a, b| a && b,
+        wgsl: "a && b",
+        wgsl_bool: "a && b",
+        out_bool: true,
+        backward:,
+    }
+    /// Logical or (operands converted to bool).
+    logical_or {
+        float:,
+        int:,
+        boolean: |a, b| a || b,
+        wgsl: "a || b",
+        wgsl_bool: "a || b",
+        out_bool: true,
+        backward:,
+    }
+    /// Logical exclusive or (operands converted to bool).
+    logical_xor {
+        float:,
+        int:,
+        boolean: |a, b| a != b,
+        wgsl: "a != b",
+        wgsl_bool: "a != b",
+        out_bool: true,
+        backward:,
+    }
+}
+
+impl Tensor {
+    /// Shorthand for `subtract`.
+    pub fn sub(&self, other: &Tensor) -> Result<Tensor> {
+        self.subtract(other)
+    }
+
+    /// Shorthand for `multiply`.
+    pub fn mul(&self, other: &Tensor) -> Result<Tensor> {
+        self.multiply(other)
+    }
+
+    /// Shorthand for `divide`.
+    pub fn div(&self, other: &Tensor) -> Result<Tensor> {
+        self.divide(other)
+    }
+
+    /// A 0-d tensor holding `v` with this tensor's dtype and place; a non-integral `v` next
+    /// to an integer tensor makes both float32 (numpy's promotion).
+    pub(crate) fn scalar_operand(&self, v: Scalar) -> Result<(Tensor, Tensor)> {
+        let lhs = if !self.dtype().is_float() && self.dtype() != DType::Bool && !v.is_integral() {
+            self.cast(DType::Float32)?
+        } else {
+            self.clone()
+        };
+        let rhs = crate::full_on(&[] as &[usize], v, lhs.dtype(), lhs.place())?;
+        Ok((lhs, rhs))
+    }
+
+    /// Applies binary op `def` with a scalar right-hand side.
+    pub(crate) fn with_scalar(&self, def: fn(&Tensor, &Tensor) -> Result<Tensor>, v: Scalar) -> Result<Tensor> {
+        let (a, b) = self.scalar_operand(v)?;
+        def(&a, &b)
+    }
+
+    /// `self == v` for a scalar `v`.
+    pub fn equal_scalar(&self, v: impl Into<Scalar>) -> Result<Tensor> {
+        self.with_scalar(equal, v.into())
+    }
+
+    /// `self != v` for a scalar `v`.
+    pub fn not_equal_scalar(&self, v: impl Into<Scalar>) -> Result<Tensor> {
+        self.with_scalar(not_equal, v.into())
+    }
+
+    /// `self < v` for a scalar `v`.
+    pub fn less_than_scalar(&self, v: impl Into<Scalar>) -> Result<Tensor> {
+        self.with_scalar(less_than, v.into())
+    }
+
+    /// `self <= v` for a scalar `v`.
+    pub fn less_equal_scalar(&self, v: impl Into<Scalar>) -> Result<Tensor> {
+        self.with_scalar(less_equal, v.into())
+    }
+
+    /// `self > v` for a scalar `v`.
+    pub fn greater_than_scalar(&self, v: impl Into<Scalar>) -> Result<Tensor> {
+        self.with_scalar(greater_than, v.into())
+    }
+
+    /// `self >= v` for a scalar `v`.
+    pub fn greater_equal_scalar(&self, v: impl Into<Scalar>) -> Result<Tensor> {
+        self.with_scalar(greater_equal, v.into())
+    }
+
+    /// `max(self, v)` for a scalar `v`.
+    pub fn maximum_scalar(&self, v: impl Into<Scalar>) -> Result<Tensor> {
+        self.with_scalar(maximum, v.into())
+    }
+
+    /// `min(self, v)` for a scalar `v`.
+    pub fn minimum_scalar(&self, v: impl Into<Scalar>) -> Result<Tensor> {
+        self.with_scalar(minimum, v.into())
+    }
+}

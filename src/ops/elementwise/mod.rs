@@ -1,0 +1,28 @@
+//! Elementwise ops. Each op is one row of a table (`unary.rs`, `binary.rs`): its name, CPU
+//! scalar closures, WGSL expressions and backward rule. The tables drive the CPU kernels,
+//! the GPU shader variants, the shader-validation test and the GPU-vs-CPU tests.
+
+pub(crate) mod binary;
+pub(crate) mod cast;
+pub(crate) mod ternary;
+pub(crate) mod unary;
+
+pub use binary::*;
+pub use cast::cast;
+pub use ternary::where_;
+pub use unary::*;
+
+pub(crate) use binary::{BINARY_OPS, BinaryDef};
+pub(crate) use unary::{UNARY_OPS, UnaryDef};
+
+use crate::{DType, Result, Tensor};
+
+/// Casts a float16 tensor to float32 (float16 arithmetic runs in f32), else returns it.
+pub(crate) fn upcast(x: &Tensor) -> Result<Tensor> {
+    if x.dtype() == DType::Float16 { cast(x, DType::Float32) } else { Ok(x.clone()) }
+}
+
+/// Pads an op's parameter list to the two slots the kernels have.
+pub(crate) fn pad2(p: &[f64]) -> [f64; 2] {
+    [p.first().copied().unwrap_or(0.0), p.get(1).copied().unwrap_or(0.0)]
+}

@@ -1,0 +1,596 @@
+//! Unary elementwise ops: the table and its CPU/GPU execution.
+
+use super::pad2;
+use crate::autograd::record1;
+use crate::backend::cpu::CpuData;
+use crate::backend::cpu::elementwise::par_map;
+use crate::backend::gpu::{Kernel, Variant};
+use crate::ops::wgsl;
+use crate::tensor::Backend;
+use crate::{DType, Error, Result, Tensor};
+
+type FloatFn = fn(f64, f64, f64) -> f64;
+type IntFn = fn(i64, i64, i64) -> i64;
+type UnaryBackward = fn(&Tensor, &Tensor, &Tensor, [f64; 2]) -> Result<Tensor>;
+
+/// One unary op: `y = f(x; p0, p1)`.
+pub(crate) struct UnaryDef {
+    pub name: &'static str,
+    /// Float closure (f64 arithmetic, rounded to the dtype).
+    pub float: Option<FloatFn>,
+    /// Integer closure (wrapping i64 arithmetic, truncated to i32 for int32); also used for
+    /// bool inputs (as 0/1) when `wgsl_bool` is set.
+    pub int: Option<IntFn>,
+    /// The result is bool (closures return 0/1).
+    pub out_bool: bool,
+    pub wgsl: &'static str,
+    pub wgsl_i32: Option<&'static str>,
+    pub wgsl_i64: Option<&'static str>,
+    pub wgsl_bool: Option<&'static str>,
+    /// `dx = backward(x, y, dy, params)`.
+    pub backward: Option<UnaryBackward>,
+}
+
+impl UnaryDef {
+    /// Dtypes the op supports (float16 runs through float32).
+    pub fn dtypes(&self) -> Vec<DType> {
+        let mut d = Vec::new();
+        if self.float.is_some() {
+            d.extend([DType::Float16, DType::Float32, DType::Float64]);
+        }
+        if self.int.is_some() {
+            d.extend([DType::Int32, DType::Int64]);
+        }
+        if self.wgsl_bool.is_some() {
+            d.push(DType::Bool);
+        }
+        d
+    }
+
+    fn out_dtype(&self, x: DType) -> DType {
+        if self.out_bool { DType::Bool } else { x }
+    }
+
+    fn gpu_expr(&self, dtype: DType) -> Option<&'static str> {
+        match dtype {
+            DType::Float32 => self.float.map(|_| self.wgsl),
+            DType::Int32 => self.int.map(|_| self.wgsl_i32.unwrap_or(self.wgsl)),
+            DType::Int64 => self.wgsl_i64,
+            DType::Bool => self.wgsl_bool,
+            _ => None,
+        }
+    }
+
+    fn variant(&self, dtype: DType) -> Option<Variant> {
+        let expr = self.gpu_expr(dtype)?;
+        let out = self.out_dtype(dtype);
+        Some(vec![
+            ("XS", wgsl::storage(dtype).into()),
+            ("XT", wgsl::compute(dtype).into()),
+            ("YS", wgsl::storage(out).into()),
+            ("YT", wgsl::compute(out).into()),
+            ("LOAD", wgsl::load(dtype, "src", "i")),
+            ("STORE", wgsl::store(out, "y")),
+            ("P0", wgsl::param(dtype, 1)),
+            ("P1", wgsl::param(dtype, 1 + wgsl::param_words(dtype))),
+            ("EXPR", expr.into()),
+        ])
+    }
+}
+
+pub(crate) static UNARY: Kernel = Kernel { file: "unary.wgsl", variants: unary_variants };
+
+fn unary_variants() -> Vec<Variant> {
+    let mut v = Vec::new();
+    for def in UNARY_OPS {
+        for dt in [DType::Float32, DType::Int32, DType::Int64, DType::Bool] {
+            v.extend(def.variant(dt));
+        }
+    }
+    v
+}
+
+fn cpu_unary(def: &UnaryDef, data: &CpuData, p: [f64; 2]) -> Option<CpuData> {
+    let (p0, p1) = (p[0], p[1]);
+    let (i0, i1) = (p[0] as i64, p[1] as i64);
+    let ob = def.out_bool;
+    Some(match data {
+        CpuData::F32(v) => {
+            let f = def.float?;
+            if ob {
+                CpuData::Bool(par_map(v, |x| f(x as f64, p0, p1) != 0.0))
+            } else {
+                CpuData::F32(par_map(v, |x| f(x as f64, p0, p1) as f32))
+            }
+        }
+        CpuData::F64(v) => {
+            let f = def.float?;
+            if ob { CpuData::Bool(par_map(v, |x| f(x, p0, p1) != 0.0)) } else { CpuData::F64(par_map(v, |x| f(x, p0, p1))) }
+        }
+        CpuData::I32(v) => {
+            let f = def.int?;
+            if ob {
+                CpuData::Bool(par_map(v, |x| f(x as i64, i0, i1) != 0))
+            } else {
+                CpuData::I32(par_map(v, |x| f(x as i64, i0, i1) as i32))
+            }
+        }
+        CpuData::I64(v) => {
+            let f = def.int?;
+            if ob { CpuData::Bool(par_map(v, |x| f(x, i0, i1) != 0)) } else { CpuData::I64(par_map(v, |x| f(x, i0, i1))) }
+        }
+        CpuData::Bool(v) => {
+            def.wgsl_bool?;
+            let f = def.int?;
+            CpuData::Bool(par_map(v, |x| f(x as i64, i0, i1) != 0))
+        }
+        CpuData::F16(_) => return None,
+    })
+}
+
+/// Runs unary op `def` on `x` with parameters `p`, recording its backward rule.
+pub(crate) fn unary(def: &'static UnaryDef, x: &Tensor, p: [f64; 2]) -> Result<Tensor> {
+    let unsupported = || Error::unsupported(def.name, x.dtype(), format!("(supported: {:?})", def.dtypes()));
+    if !def.dtypes().contains(&x.dtype()) {
+        return Err(unsupported());
+    }
+    if x.dtype() == DType::Float16 {
+        let y = unary(def, &super::upcast(x)?, p)?;
+        return if def.out_bool { Ok(y) } else { super::cast(&y, DType::Float16) };
+    }
+    let out_dtype = def.out_dtype(x.dtype());
+    let out = match x.backend() {
+        Backend::Cpu(d) => Tensor::from_cpu(cpu_unary(def, &d, p).ok_or_else(unsupported)?, x.shape()),
+        Backend::Gpu(buf) => {
+            let ctx = &buf.ctx;
+            let n = x.numel();
+            let variant = def.variant(x.dtype()).ok_or_else(unsupported)?;
+            let out = ctx.alloc(def.name, crate::backend::cpu::gpu_bytes(out_dtype, n))?;
+            let mut params = vec![n as u32];
+            for v in p {
+                params.extend(wgsl::scalar_words(x.dtype(), v.into()));
+            }
+            use crate::backend::gpu::Bind;
+            ctx.dispatch_1d(&UNARY, &variant, "main", &[Bind::read(buf), Bind::write(&out)], &params, n as u64)?;
+            Tensor::from_gpu(out, x.shape(), out_dtype)
+        }
+    };
+    match def.backward {
+        Some(bw) if out_dtype.is_float() => {
+            let (xs, y) = (x.clone(), out.downgrade());
+            Ok(record1(def.name, &[x], out, move |c| Ok(vec![Some(bw(&xs, &y.upgrade()?, c.grad(), p)?)])))
+        }
+        _ => Ok(out),
+    }
+}
+
+/// The free function and `Tensor` method of one unary op.
+macro_rules! unary_fn {
+    ($(#[$doc:meta])* $name:ident ($($p:ident),*)) => {
+        $(#[$doc])*
+        pub fn $name(x: &Tensor $(, $p: f64)*) -> Result<Tensor> {
+            unary(&defs::$name::DEF, x, pad2(&[$($p),*]))
+        }
+
+        impl Tensor {
+            $(#[$doc])*
+            pub fn $name(&self $(, $p: f64)*) -> Result<Tensor> {
+                unary(&defs::$name::DEF, self, pad2(&[$($p),*]))
+            }
+        }
+    };
+}
+
+/// Binds an op's named parameters (`(alpha, beta)`) to the kernel's two parameter slots.
+macro_rules! bind_params {
+    (($($p:ident),*), $a:expr, $b:expr) => {
+        let [$($p,)* ..] = [$a, $b];
+    };
+}
+
+/// Declares the unary ops: for each row a free function, a `Tensor` method and a table entry.
+macro_rules! unary_ops {
+    ($(
+        $(#[$doc:meta])*
+        $name:ident $params:tt {
+            float: $(|$fx:ident| $fbody:expr)?,
+            int: $(|$ix:ident| $ibody:expr)?,
+            wgsl: $w:expr,
+            $( wgsl_i32: $w32:expr, )?
+            $( wgsl_i64: $w64:expr, )?
+            $( wgsl_bool: $wb:expr, )?
+            $( out_bool: $ob:expr, )?
+            backward: $(|$bx:ident, $by:ident, $bg:ident| $bbody:expr)?,
+        }
+    )*) => {
+        $( unary_fn! { $(#[$doc])* $name $params } )*
+
+        #[allow(non_upper_case_globals, unused_variables, clippy::redundant_closure_call)]
+        mod defs {
+            $(
+                pub(crate) mod $name {
+                use super::super::*;
+                pub(crate) static DEF: UnaryDef = UnaryDef {
+                    name: stringify!($name),
+                    float: $crate::ops::opt!($(|$fx: f64, p0: f64, p1: f64| -> f64 {
+                        bind_params!($params, p0, p1);
+                        $fbody
+                    })?),
+                    int: $crate::ops::opt!($(|$ix: i64, p0: i64, p1: i64| -> i64 {
+                        bind_params!($params, p0, p1);
+                        $ibody
+                    })?),
+                    out_bool: false $(|| $ob)?,
+                    wgsl: $w,
+                    wgsl_i32: $crate::ops::opt!($($w32)?),
+                    wgsl_i64: $crate::ops::opt!($($w64)?),
+                    wgsl_bool: $crate::ops::opt!($($wb)?),
+                    backward: $crate::ops::opt!($(|$bx: &Tensor, $by: &Tensor, $bg: &Tensor, ps: [f64; 2]| -> Result<Tensor> {
+                        bind_params!($params, ps[0], ps[1]);
+                        $bbody
+                    })?),
+                };
+                }
+            )*
+        }
+
+        /// Every unary op, in declaration order.
+        pub(crate) static UNARY_OPS: &[&UnaryDef] = &[$(&defs::$name::DEF),*];
+    };
+}
+
+/// `x^e` with wrapping; negative `e` gives trunc(1/x^|e|).
+pub(crate) fn int_pow(x: i64, e: i64) -> i64 {
+    if e < 0 {
+        return match x {
+            1 => 1,
+            -1 => if e % 2 == 0 { 1 } else { -1 },
+            _ => 0,
+        };
+    }
+    let (mut r, mut b, mut k) = (1i64, x, e as u64);
+    while k > 0 {
+        if k & 1 == 1 {
+            r = r.wrapping_mul(b);
+        }
+        b = b.wrapping_mul(b);
+        k >>= 1;
+    }
+    r
+}
+
+fn sign_f(x: f64) -> f64 {
+    if x > 0.0 {
+        1.0
+    } else if x < 0.0 {
+        -1.0
+    } else {
+        x
+    }
+}
+
+fn sigmoid_f(x: f64) -> f64 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+const SQRT_2_OVER_PI: f64 = 0.797_884_560_802_865_4;
+const INV_SQRT_2: f64 = std::f64::consts::FRAC_1_SQRT_2;
+const INV_SQRT_2PI: f64 = 0.398_942_280_401_432_7;
+
+/// 1 where `cond(x)`, else 0, in `x`'s float dtype (for masking gradients).
+fn mask(x: &Tensor, cond: Result<Tensor>) -> Result<Tensor> {
+    cond?.cast(x.dtype())
+}
+
+unary_ops! {
+    /// `-x`.
+    neg() {
+        float: |x| -x,
+        int: |x| x.wrapping_neg(),
+        wgsl: "-x",
+        wgsl_i64: "i64_neg(x)",
+        backward: |x, y, g| g.neg(),
+    }
+    /// `|x|`.
+    abs() {
+        float: |x| x.abs(),
+        int: |x| x.wrapping_abs(),
+        wgsl: "abs(x)",
+        wgsl_i64: "i64_abs(x)",
+        backward: |x, y, g| g.mul(&x.sign()?),
+    }
+    /// -1, 0 or 1 by the sign of x (NaN stays NaN).
+    sign() {
+        float: |x| sign_f(x),
+        int: |x| x.signum(),
+        wgsl: "sign_f(x)",
+        wgsl_i32: "sign(x)",
+        wgsl_i64: "i64_sign(x)",
+        backward: |x, y, g| g.zeros_like(),
+    }
+    /// `x²`.
+    square() {
+        float: |x| x * x,
+        int: |x| x.wrapping_mul(x),
+        wgsl: "x * x",
+        wgsl_i64: "i64_mul(x, x)",
+        backward: |x, y, g| g.mul(&x.scale(2.0, 0.0)?),
+    }
+    /// `√x`.
+    sqrt() {
+        float: |x| x.sqrt(),
+        int:,
+        wgsl: "sqrt(x)",
+        backward: |x, y, g| g.div(&y.scale(2.0, 0.0)?),
+    }
+    /// `1/√x`.
+    rsqrt() {
+        float: |x| 1.0 / x.sqrt(),
+        int:,
+        wgsl: "inverseSqrt(x)",
+        backward: |x, y, g| g.mul(&y.pow_scalar(3.0)?.scale(-0.5, 0.0)?),
+    }
+    /// `1/x`.
+    reciprocal() {
+        float: |x| 1.0 / x,
+        int:,
+        wgsl: "1.0 / x",
+        backward: |x, y, g| g.mul(&y.square()?.neg()?),
+    }
+    /// `e^x`.
+    exp() {
+        float: |x| x.exp(),
+        int:,
+        wgsl: "exp(x)",
+        backward: |x, y, g| g.mul(y),
+    }
+    /// Natural logarithm.
+    log() {
+        float: |x| x.ln(),
+        int:,
+        wgsl: "log(x)",
+        backward: |x, y, g| g.div(x),
+    }
+    /// `ln(1 + x)`, accurate for small x.
+    log1p() {
+        float: |x| x.ln_1p(),
+        int:,
+        wgsl: "log1p_f(x)",
+        backward: |x, y, g| g.div(&x.scale(1.0, 1.0)?),
+    }
+    /// Sine.
+    sin() {
+        float: |x| x.sin(),
+        int:,
+        wgsl: "sin(x)",
+        backward: |x, y, g| g.mul(&x.cos()?),
+    }
+    /// Cosine.
+    cos() {
+        float: |x| x.cos(),
+        int:,
+        wgsl: "cos(x)",
+        backward: |x, y, g| g.mul(&x.sin()?.neg()?),
+    }
+    /// Hyperbolic tangent.
+    tanh() {
+        float: |x| x.tanh(),
+        int:,
+        wgsl: "tanh(clamp(x, -15.0, 15.0))",
+        backward: |x, y, g| g.mul(&y.square()?.scale(-1.0, 1.0)?),
+    }
+    /// `1 / (1 + e^-x)`.
+    sigmoid() {
+        float: |x| sigmoid_f(x),
+        int:,
+        wgsl: "1.0 / (1.0 + exp(-x))",
+        backward: |x, y, g| g.mul(&y.mul(&y.scale(-1.0, 1.0)?)?),
+    }
+    /// `max(x, 0)`.
+    relu() {
+        float: |x| if x > 0.0 { x } else { 0.0 * x },
+        int:,
+        wgsl: "select(0.0, x, x > 0.0)",
+        backward: |x, y, g| g.mul(&mask(x, x.greater_than_scalar(0.0))?),
+    }
+    /// `min(max(x, 0), 6)`.
+    relu6() {
+        float: |x| x.clamp(0.0, 6.0),
+        int:,
+        wgsl: "clamp(x, 0.0, 6.0)",
+        backward: |x, y, g| g.mul(&mask(x, x.greater_than_scalar(0.0)?.logical_and(&x.less_than_scalar(6.0)?))?),
+    }
+    /// `x` if positive, else `negative_slope · x`.
+    leaky_relu(negative_slope) {
+        float: |x| if x > 0.0 { x } else { negative_slope * x },
+        int:,
+        wgsl: "select(p0 * x, x, x > 0.0)",
+        backward: |x, y, g| {
+            let pos = mask(x, x.greater_than_scalar(0.0))?;
+            g.mul(&pos.scale(1.0 - negative_slope, negative_slope)?)
+        },
+    }
+    /// `x` if positive, else `alpha · (e^x − 1)`.
+    elu(alpha) {
+        float: |x| if x > 0.0 { x } else { alpha * x.exp_m1() },
+        int:,
+        wgsl: "select(p0 * (exp(x) - 1.0), x, x > 0.0)",
+        backward: |x, y, g| {
+            let pos = mask(x, x.greater_than_scalar(0.0))?;
+            let neg = y.scale(1.0, alpha)?;
+            g.mul(&where_mask(&pos, &neg)?)
+        },
+    }
+    /// GELU with the exact erf form: `x · Φ(x)`.
+    gelu_erf() {
+        float: |x| 0.5 * x * (1.0 + libm::erf(x * INV_SQRT_2)),
+        int:,
+        wgsl: "0.5 * x * (1.0 + erf_f(x * 0.70710678118654752))",
+        backward: |x, y, g| {
+            let cdf = x.scale(INV_SQRT_2, 0.0)?.erf()?.scale(0.5, 0.5)?;
+            let pdf = x.square()?.scale(-0.5, 0.0)?.exp()?.scale(INV_SQRT_2PI, 0.0)?;
+            g.mul(&cdf.add(&x.mul(&pdf)?)?)
+        },
+    }
+    /// GELU with the tanh approximation.
+    gelu_tanh() {
+        float: |x| 0.5 * x * (1.0 + (SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)).tanh()),
+        int:,
+        wgsl: "0.5 * x * (1.0 + tanh(clamp(0.7978845608028654 * (x + 0.044715 * x * x * x), -15.0, 15.0)))",
+        backward: |x, y, g| {
+            let x2 = x.square()?;
+            let u = x.mul(&x2.scale(0.044715, 1.0)?)?.scale(SQRT_2_OVER_PI, 0.0)?;
+            let t = u.tanh()?;
+            let du = x2.scale(3.0 * 0.044715 * SQRT_2_OVER_PI, SQRT_2_OVER_PI)?;
+            let d = t.scale(0.5, 0.5)?.add(&x.mul(&t.square()?.scale(-0.5, 0.5)?)?.mul(&du)?)?;
+            g.mul(&d)
+        },
+    }
+    /// The error function.
+    erf() {
+        float: |x| libm::erf(x),
+        int:,
+        wgsl: "erf_f(x)",
+        backward: |x, y, g| g.mul(&x.square()?.neg()?.exp()?.scale(std::f64::consts::FRAC_2_SQRT_PI, 0.0)?),
+    }
+    /// `ln(1 + e^(beta·x)) / beta`, linear where `beta·x > threshold` (Paddle's softplus).
+    softplus(beta, threshold) {
+        float: |x| if x * beta > threshold { x } else { (x * beta).exp().ln_1p() / beta },
+        int:,
+        wgsl: "select(log1p_f(exp(p0 * x)) / p0, x, x * p0 > p1)",
+        backward: |x, y, g| {
+            let lin = mask(x, x.scale(beta, 0.0)?.greater_than_scalar(threshold))?;
+            let s = x.scale(beta, 0.0)?.sigmoid()?;
+            g.mul(&where_mask(&lin, &s)?)
+        },
+    }
+    /// `x · sigmoid(x)` (SiLU / swish).
+    silu() {
+        float: |x| x * sigmoid_f(x),
+        int:,
+        wgsl: "x / (1.0 + exp(-x))",
+        backward: |x, y, g| {
+            let s = x.sigmoid()?;
+            g.mul(&s.add(&x.mul(&s.mul(&s.scale(-1.0, 1.0)?)?)?)?)
+        },
+    }
+    /// Clamps to `[min, max]`; the gradient flows where `min < x < max` (as Paddle).
+    clip(min, max) {
+        float: |x| if x < min { min } else if x > max { max } else { x },
+        int: |x| x.clamp(min, max.max(min)),
+        wgsl: "min(max(x, p0), p1)",
+        wgsl_i64: "i64_min(i64_max(x, p0), p1)",
+        backward: |x, y, g| {
+            let inside = x.greater_than_scalar(min)?.logical_and(&x.less_than_scalar(max)?)?;
+            g.mul(&inside.cast(g.dtype())?)
+        },
+    }
+    /// `scale · x + bias` (Paddle's `scale` with `bias_after_scale=True`).
+    scale(scale, bias) {
+        float: |x| x * scale + bias,
+        int: |x| x.wrapping_mul(scale).wrapping_add(bias),
+        wgsl: "x * p0 + p1",
+        wgsl_i64: "i64_add(i64_mul(x, p0), p1)",
+        backward: |x, y, g| g.scale(scale, 0.0),
+    }
+    /// `x^exponent` for a scalar exponent (exact for integers; numpy's rules otherwise).
+    pow_scalar(exponent) {
+        float: |x| x.powf(exponent),
+        int: |x| int_pow(x, exponent),
+        wgsl: "pow_f(x, p0)",
+        wgsl_i32: "i32_pow(x, p0)",
+        wgsl_i64: "i64_pow(x, p0)",
+        backward: |x, y, g| {
+            if exponent == 0.0 {
+                return g.zeros_like();
+            }
+            g.mul(&x.pow_scalar(exponent - 1.0)?.scale(exponent, 0.0)?)
+        },
+    }
+    /// Largest integer ≤ x.
+    floor() {
+        float: |x| x.floor(),
+        int:,
+        wgsl: "floor(x)",
+        backward: |x, y, g| g.zeros_like(),
+    }
+    /// Smallest integer ≥ x.
+    ceil() {
+        float: |x| x.ceil(),
+        int:,
+        wgsl: "ceil(x)",
+        backward: |x, y, g| g.zeros_like(),
+    }
+    /// Nearest integer, halves away from zero (as Paddle).
+    round() {
+        float: |x| x.round(),
+        int:,
+        wgsl: "round_half_away(x)",
+        backward: |x, y, g| g.zeros_like(),
+    }
+    /// Integer part (rounds toward zero).
+    trunc() {
+        float: |x| x.trunc(),
+        int:,
+        wgsl: "trunc(x)",
+        backward: |x, y, g| g.zeros_like(),
+    }
+    /// True where x is NaN.
+    isnan() {
+        float: |x| x.is_nan() as u8 as f64,
+        int: |x| 0,
+        wgsl: "is_nan_f(x)",
+        wgsl_i32: "false",
+        wgsl_i64: "false",
+        out_bool: true,
+        backward:,
+    }
+    /// True where x is ±∞.
+    isinf() {
+        float: |x| x.is_infinite() as u8 as f64,
+        int: |x| 0,
+        wgsl: "is_inf_f(x)",
+        wgsl_i32: "false",
+        wgsl_i64: "false",
+        out_bool: true,
+        backward:,
+    }
+    /// True where x is neither NaN nor ±∞.
+    isfinite() {
+        float: |x| x.is_finite() as u8 as f64,
+        int: |x| 1,
+        wgsl: "!(is_nan_f(x) || is_inf_f(x))",
+        wgsl_i32: "true",
+        wgsl_i64: "true",
+        out_bool: true,
+        backward:,
+    }
+    /// Logical not (non-bool inputs: true where zero).
+    logical_not() {
+        float: |x| (x == 0.0) as u8 as f64,
+        int: |x| (x == 0) as i64,
+        wgsl: "x == 0.0",
+        wgsl_i32: "x == 0",
+        wgsl_i64: "i64_is_zero(x)",
+        wgsl_bool: "!x",
+        out_bool: true,
+        backward:,
+    }
+}
+
+/// `where(mask != 0, a, 1)`-style helper for backward rules: `mask·1 + (1−mask)·other`.
+fn where_mask(mask: &Tensor, other: &Tensor) -> Result<Tensor> {
+    mask.add(&mask.scale(-1.0, 1.0)?.mul(other)?)
+}
+
+/// GELU activation; `approximate` selects the tanh form (Paddle's `F.gelu`).
+pub fn gelu(x: &Tensor, approximate: bool) -> Result<Tensor> {
+    if approximate { gelu_tanh(x) } else { gelu_erf(x) }
+}
+
+impl Tensor {
+    /// A tensor of zeros with this tensor's shape, dtype and place.
+    pub fn zeros_like(&self) -> Result<Tensor> {
+        crate::zeros_like(self)
+    }
+}

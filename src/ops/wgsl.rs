@@ -1,0 +1,93 @@
+//! How each dtype looks inside a WGSL kernel: storage type, compute type, loads, stores and
+//! scalar parameters. float16 is packed two per u32 word and computes in f32.
+
+use crate::{DType, Error, Place, Result, Scalar};
+
+/// Storage element type of `dtype` in a WGSL `array<...>`.
+pub(crate) fn storage(dtype: DType) -> &'static str {
+    match dtype {
+        DType::Bool | DType::Float16 => "u32",
+        DType::Int32 => "i32",
+        DType::Int64 | DType::Float64 => "vec2<u32>",
+        DType::Float32 => "f32",
+    }
+}
+
+/// Type a kernel computes in for `dtype`.
+pub(crate) fn compute(dtype: DType) -> &'static str {
+    match dtype {
+        DType::Bool => "bool",
+        DType::Int32 => "i32",
+        DType::Int64 | DType::Float64 => "vec2<u32>",
+        DType::Float16 | DType::Float32 => "f32",
+    }
+}
+
+/// Short dtype tag used in variant keys.
+pub(crate) fn tag(dtype: DType) -> &'static str {
+    match dtype {
+        DType::Bool => "bool",
+        DType::Int32 => "i32",
+        DType::Int64 => "i64",
+        DType::Float16 => "f16",
+        DType::Float32 => "f32",
+        DType::Float64 => "f64",
+    }
+}
+
+/// Expression loading element `idx` of buffer `buf` as the compute type.
+pub(crate) fn load(dtype: DType, buf: &str, idx: &str) -> String {
+    match dtype {
+        DType::Bool => format!("({buf}[{idx}] != 0u)"),
+        DType::Float16 => format!("unpack2x16float({buf}[({idx}) / 2u])[({idx}) % 2u]"),
+        _ => format!("{buf}[{idx}]"),
+    }
+}
+
+/// Expression converting compute-type value `val` to the storage type (not float16).
+pub(crate) fn store(dtype: DType, val: &str) -> String {
+    match dtype {
+        DType::Bool => format!("select(0u, 1u, {val})"),
+        _ => val.to_string(),
+    }
+}
+
+/// u32 words a scalar parameter of `dtype` occupies.
+pub(crate) fn param_words(dtype: DType) -> usize {
+    if dtype == DType::Int64 { 2 } else { 1 }
+}
+
+/// Expression reading a scalar parameter of `dtype` starting at `params[word]`.
+pub(crate) fn param(dtype: DType, word: usize) -> String {
+    match dtype {
+        DType::Bool => format!("(params[{word}] != 0u)"),
+        DType::Int32 => format!("bitcast<i32>(params[{word}])"),
+        DType::Int64 | DType::Float64 => format!("vec2<u32>(params[{word}], params[{}])", word + 1),
+        DType::Float16 | DType::Float32 => format!("bitcast<f32>(params[{word}])"),
+    }
+}
+
+/// The words of scalar `v` as a parameter of `dtype`.
+pub(crate) fn scalar_words(dtype: DType, v: Scalar) -> Vec<u32> {
+    match dtype {
+        DType::Bool => vec![(v.to_f64() != 0.0) as u32],
+        DType::Int32 => vec![v.to_i64() as i32 as u32],
+        DType::Int64 | DType::Float64 => {
+            let x = v.to_i64();
+            vec![x as u32, (x >> 32) as u32]
+        }
+        DType::Float16 | DType::Float32 => vec![(v.to_f64() as f32).to_bits()],
+    }
+}
+
+/// Errors for dtypes that cannot live on a GPU (float64).
+pub(crate) fn check_gpu_dtype(op: &'static str, dtype: DType, place: Place) -> Result<()> {
+    if dtype == DType::Float64 {
+        return Err(Error::unsupported(
+            op,
+            dtype,
+            format!("on {place}: WebGPU has no 64-bit floats; use float32, or the CPU place for float64"),
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,172 @@
+//! The `Tensor` handle: a cheap clone (`Arc` inside) over CPU or GPU storage, with its
+//! shape, dtype and autograd state.
+
+pub(crate) mod create;
+mod display;
+pub(crate) mod overload;
+mod readback;
+pub use readback::NdArray;
+
+use std::sync::{Arc, Mutex, MutexGuard, RwLockReadGuard, Weak};
+
+pub use create::*;
+pub use display::{PrintOptions, set_printoptions};
+
+use crate::autograd::GradMeta;
+use crate::backend::Storage;
+use crate::backend::cpu::CpuData;
+use crate::backend::gpu::{GpuBuffer, GpuContext};
+use crate::{DType, Error, Place, Result, Shape};
+
+/// An n-dimensional array on a place (CPU or GPU), with Paddle's eager semantics.
+#[derive(Clone)]
+pub struct Tensor {
+    pub(crate) inner: Arc<TensorInner>,
+}
+
+pub(crate) struct TensorInner {
+    pub storage: Storage,
+    pub shape: Shape,
+    pub dtype: DType,
+    pub meta: Mutex<GradMeta>,
+}
+
+/// Which backend a tensor's data is on, borrowed for an op's one `match`.
+pub(crate) enum Backend<'a> {
+    Cpu(RwLockReadGuard<'a, CpuData>),
+    Gpu(&'a Arc<GpuBuffer>),
+}
+
+impl Tensor {
+    pub(crate) fn from_storage(storage: Storage, shape: impl Into<Shape>, dtype: DType) -> Tensor {
+        Tensor {
+            inner: Arc::new(TensorInner { storage, shape: shape.into(), dtype, meta: Mutex::new(GradMeta::default()) }),
+        }
+    }
+
+    pub(crate) fn from_cpu(data: CpuData, shape: impl Into<Shape>) -> Tensor {
+        let dtype = data.dtype();
+        Tensor::from_storage(Storage::Cpu(Arc::new(std::sync::RwLock::new(data))), shape, dtype)
+    }
+
+    pub(crate) fn from_gpu(buf: GpuBuffer, shape: impl Into<Shape>, dtype: DType) -> Tensor {
+        Tensor::from_storage(Storage::Gpu(Arc::new(buf)), shape, dtype)
+    }
+
+    /// The dimensions (Paddle's `x.shape`).
+    pub fn shape(&self) -> &[usize] {
+        &self.inner.shape.0
+    }
+
+    pub(crate) fn shape_ref(&self) -> &Shape {
+        &self.inner.shape
+    }
+
+    /// Number of dimensions.
+    pub fn ndim(&self) -> usize {
+        self.inner.shape.rank()
+    }
+
+    /// Number of elements.
+    pub fn numel(&self) -> usize {
+        self.inner.shape.numel()
+    }
+
+    /// Element type.
+    pub fn dtype(&self) -> DType {
+        self.inner.dtype
+    }
+
+    /// Where the data lives.
+    pub fn place(&self) -> Place {
+        self.inner.storage.place()
+    }
+
+    pub(crate) fn storage(&self) -> &Storage {
+        &self.inner.storage
+    }
+
+    pub(crate) fn backend(&self) -> Backend<'_> {
+        match &self.inner.storage {
+            Storage::Cpu(d) => Backend::Cpu(d.read().unwrap_or_else(|e| e.into_inner())),
+            Storage::Gpu(b) => Backend::Gpu(b),
+        }
+    }
+
+    /// The GPU context, if the tensor is on a GPU.
+    pub(crate) fn gpu_ctx(&self) -> Option<&Arc<GpuContext>> {
+        match &self.inner.storage {
+            Storage::Gpu(b) => Some(&b.ctx),
+            Storage::Cpu(_) => None,
+        }
+    }
+
+    pub(crate) fn meta(&self) -> MutexGuard<'_, GradMeta> {
+        self.inner.meta.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A tensor sharing this one's memory with another shape (same element count).
+    pub(crate) fn with_shape(&self, shape: impl Into<Shape>) -> Tensor {
+        Tensor::from_storage(self.inner.storage.clone(), shape, self.inner.dtype)
+    }
+
+    /// A weak handle, for backward closures that need an op's own output without keeping
+    /// it alive (which would be a reference cycle).
+    pub(crate) fn downgrade(&self) -> WeakTensor {
+        WeakTensor(Arc::downgrade(&self.inner))
+    }
+
+    /// True when both handles point at the same tensor.
+    pub fn same_tensor(&self, other: &Tensor) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// True when the tensor has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.numel() == 0
+    }
+
+    /// Errors unless `other` is on the same place.
+    pub(crate) fn same_place(&self, op: &'static str, other: &Tensor) -> Result<()> {
+        let (a, b) = (self.place(), other.place());
+        if a != b {
+            return Err(Error::PlaceMismatch { op, lhs: a, rhs: b });
+        }
+        Ok(())
+    }
+
+    /// Errors unless `other` has the same dtype.
+    pub(crate) fn same_dtype(&self, op: &'static str, other: &Tensor) -> Result<()> {
+        if self.dtype() != other.dtype() {
+            return Err(Error::DTypeMismatch { op, lhs: self.dtype(), rhs: other.dtype() });
+        }
+        Ok(())
+    }
+
+    /// Errors unless the dtype is a float type.
+    pub(crate) fn expect_float(&self, op: &'static str) -> Result<()> {
+        if !self.dtype().is_float() {
+            return Err(Error::unsupported(op, self.dtype(), "(expected a float tensor)"));
+        }
+        Ok(())
+    }
+}
+
+/// A weak reference to a tensor (see `Tensor::downgrade`).
+#[derive(Clone)]
+pub(crate) struct WeakTensor(Weak<TensorInner>);
+
+impl WeakTensor {
+    pub fn upgrade(&self) -> Result<Tensor> {
+        self.0
+            .upgrade()
+            .map(|inner| Tensor { inner })
+            .ok_or_else(|| Error::Autograd("a tensor saved for backward was freed".into()))
+    }
+}
+
+impl std::fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
+}
