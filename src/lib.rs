@@ -21,10 +21,10 @@ pub mod autograd;
 mod backend;
 mod dtype;
 mod error;
-//pub mod nn;
+pub mod nn;
 mod ops;
 mod place;
-//mod random;
+mod random;
 mod shape;
 mod tensor;
 
@@ -36,15 +36,17 @@ pub use backend::gpu::{
 pub use dtype::{DType, Element, Scalar};
 pub use error::{Error, Result};
 pub use ops::elementwise::*;
-//pub use ops::index::*;
-//pub use ops::matmul::*;
+pub use ops::index::*;
+pub use ops::matmul::*;
 pub use ops::reduce::*;
 pub use ops::shape::*;
 pub use place::{Place, current_place, get_device, guard, set_device, set_place};
-//pub use random::*;
+pub use random::*;
 pub use shape::{IntoShape, Shape, broadcast_shapes};
 pub use tensor::{
     NdArray, PrintOptions, Tensor, TensorData, arange, eye, full, full_like, full_on, linspace, ones, ones_like,
     ones_on, set_printoptions, to_tensor, to_tensor_on, zeros, zeros_like, zeros_on,
 };
+pub use ops::nn::*;
+pub use ops::registry::{OpInfo, apply_elementwise, elementwise_ops};
 pub use tensor::overload::{PowArg, pow};

@@ -23,6 +23,7 @@ impl Storage {
         }
     }
 
+    #[allow(dead_code)]
     pub fn same_memory(&self, other: &Storage) -> bool {
         match (self, other) {
             (Storage::Cpu(a), Storage::Cpu(b)) => Arc::ptr_eq(a, b),

@@ -17,3 +17,7 @@ pub(crate) use opt;
 pub(crate) mod copy;
 pub(crate) mod reduce;
 pub(crate) mod shape;
+pub(crate) mod matmul;
+pub(crate) mod index;
+pub(crate) mod nn;
+pub mod registry;

@@ -296,3 +296,35 @@ impl Tensor {
         }
     }
 }
+
+impl Tensor {
+    /// Overwrites this tensor's data in place with `src`'s (same shape, dtype and place);
+    /// every tensor sharing the memory sees the new values. Not recorded by autograd (used
+    /// by optimizers and running statistics under `no_grad`).
+    pub fn assign_(&self, src: &Tensor) -> Result<()> {
+        const OP: &str = "assign_";
+        self.same_place(OP, src)?;
+        self.same_dtype(OP, src)?;
+        if self.shape() != src.shape() {
+            return Err(Error::shape(OP, format!("source shape {:?} differs from {:?}", src.shape(), self.shape())));
+        }
+        match (self.storage(), src.storage()) {
+            (crate::backend::Storage::Cpu(dst), crate::backend::Storage::Cpu(s)) => {
+                if std::sync::Arc::ptr_eq(dst, s) {
+                    return Ok(());
+                }
+                let data = s.read().unwrap_or_else(|e| e.into_inner()).clone();
+                *dst.write().unwrap_or_else(|e| e.into_inner()) = data;
+                Ok(())
+            }
+            (crate::backend::Storage::Gpu(dst), crate::backend::Storage::Gpu(s)) => {
+                if std::sync::Arc::ptr_eq(dst, s) {
+                    return Ok(());
+                }
+                let bytes = gpu_bytes(self.dtype(), self.numel()).div_ceil(4) * 4;
+                dst.ctx.copy(s, 0, dst, 0, bytes)
+            }
+            _ => unreachable!("places were checked equal"),
+        }
+    }
+}

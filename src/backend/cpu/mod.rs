@@ -1,9 +1,9 @@
 //! The CPU backend: typed host vectors and the reference kernels. Every GPU kernel is
 //! tested against these.
 
-//pub(crate) mod conv;
+pub(crate) mod conv;
 pub(crate) mod elementwise;
-//pub(crate) mod matmul;
+pub(crate) mod matmul;
 pub(crate) mod reduce;
 
 use half::f16;

@@ -12,8 +12,8 @@ pub use cast::cast;
 pub use ternary::where_;
 pub use unary::*;
 
-pub(crate) use binary::{BINARY_OPS, BinaryDef};
-pub(crate) use unary::{UNARY_OPS, UnaryDef};
+pub(crate) use binary::BINARY_OPS;
+pub(crate) use unary::UNARY_OPS;
 
 use crate::{DType, Result, Tensor};
 

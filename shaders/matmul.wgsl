@@ -1,0 +1,92 @@
+// Batched matrix multiply C[z] = A[z] · B[z] with a 64×64 output tile per workgroup of
+// 16×16 invocations (4×4 outputs each, strided by 16 so loads and stores coalesce) and
+// 16-deep K tiles staged in workgroup memory. Transposes are strides; broadcast batch dims
+// have batch stride 0.
+// params: [M, N, K, a_rs, a_cs, b_rs, b_cs, z_base, batch_nd,
+//          batch_shape[nd], a_batch_stride[nd], b_batch_stride[nd]]
+@group(0) @binding(0) var<storage, read> a: array<f32>;
+@group(0) @binding(1) var<storage, read> b: array<f32>;
+@group(0) @binding(2) var<storage, read_write> c: array<f32>;
+@group(0) @binding(3) var<storage, read> params: array<u32>;
+
+var<workgroup> tile_a: array<f32, 1024>;
+var<workgroup> tile_b: array<f32, 1024>;
+
+@compute @workgroup_size(16, 16)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let m_len = params[0];
+    let n_len = params[1];
+    let k_len = params[2];
+    let a_rs = params[3];
+    let a_cs = params[4];
+    let b_rs = params[5];
+    let b_cs = params[6];
+    let z = wid.z + params[7];
+    let nd = params[8];
+    var rem = z;
+    var a_off = 0u;
+    var b_off = 0u;
+    for (var k = nd; k > 0u; k = k - 1u) {
+        let d = k - 1u;
+        let size = params[9u + d];
+        let coord = rem % size;
+        rem = rem / size;
+        a_off = a_off + coord * params[9u + nd + d];
+        b_off = b_off + coord * params[9u + 2u * nd + d];
+    }
+    let row0 = wid.y * 64u;
+    let col0 = wid.x * 64u;
+    let tid = lid.y * 16u + lid.x;
+    var acc: array<f32, 16>;
+    for (var i = 0u; i < 16u; i = i + 1u) {
+        acc[i] = 0.0;
+    }
+    let k_tiles = (k_len + 15u) / 16u;
+    for (var t = 0u; t < k_tiles; t = t + 1u) {
+        let k0 = t * 16u;
+        for (var i = 0u; i < 4u; i = i + 1u) {
+            let e = tid + i * 256u;
+            // A tile: 64 rows × 16 k, k fastest (contiguous for a row-major A).
+            let am = e / 16u;
+            let ak = e % 16u;
+            var av = 0.0;
+            if (row0 + am < m_len && k0 + ak < k_len) {
+                av = a[a_off + (row0 + am) * a_rs + (k0 + ak) * a_cs];
+            }
+            tile_a[ak * 64u + am] = av;
+            // B tile: 16 k × 64 cols, cols fastest (contiguous for a row-major B).
+            let bk = e / 64u;
+            let bn = e % 64u;
+            var bv = 0.0;
+            if (k0 + bk < k_len && col0 + bn < n_len) {
+                bv = b[b_off + (k0 + bk) * b_rs + (col0 + bn) * b_cs];
+            }
+            tile_b[bk * 64u + bn] = bv;
+        }
+        workgroupBarrier();
+        for (var kk = 0u; kk < 16u; kk = kk + 1u) {
+            var ar: array<f32, 4>;
+            var br: array<f32, 4>;
+            for (var i = 0u; i < 4u; i = i + 1u) {
+                ar[i] = tile_a[kk * 64u + lid.y + 16u * i];
+                br[i] = tile_b[kk * 64u + lid.x + 16u * i];
+            }
+            for (var i = 0u; i < 4u; i = i + 1u) {
+                for (var j = 0u; j < 4u; j = j + 1u) {
+                    acc[i * 4u + j] = acc[i * 4u + j] + ar[i] * br[j];
+                }
+            }
+        }
+        workgroupBarrier();
+    }
+    let c_off = z * m_len * n_len;
+    for (var i = 0u; i < 4u; i = i + 1u) {
+        let m = row0 + lid.y + 16u * i;
+        for (var j = 0u; j < 4u; j = j + 1u) {
+            let n = col0 + lid.x + 16u * j;
+            if (m < m_len && n < n_len) {
+                c[c_off + m * n_len + n] = acc[i * 4u + j];
+            }
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! CPU convolution: im2col + GEMM.

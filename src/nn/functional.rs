@@ -1,0 +1,7 @@
+//! Stateless neural-network functions (`paddle.nn.functional`, imported as `F`).
+
+pub use crate::ops::elementwise::{elu, gelu, leaky_relu, relu, relu6, sigmoid, silu, softplus, tanh};
+pub use crate::ops::index::*;
+pub use crate::ops::matmul::linear;
+pub use crate::ops::nn::*;
+pub use crate::ops::shape::pad;

@@ -1,0 +1,1 @@
+//! Index ops: index_select, gather, take_along_axis, one_hot, embedding lookup.

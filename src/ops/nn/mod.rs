@@ -1,0 +1,13 @@
+//! Neural-network kernels: convolution, pooling, softmax, normalisation, dropout.
+
+pub(crate) mod conv;
+pub(crate) mod dropout;
+pub(crate) mod norm;
+pub(crate) mod pool;
+pub(crate) mod softmax;
+
+pub use conv::*;
+pub use dropout::*;
+pub use norm::*;
+pub use pool::*;
+pub use softmax::*;
