@@ -173,8 +173,7 @@ pub async fn init_gpu() -> Result<GpuInfo> {
         let adapter = instance
             .request_adapter(&wgpu::RequestAdapterOptions {
                 power_preference: wgpu::PowerPreference::HighPerformance,
-                force_fallback_adapter: false,
-                compatible_surface: None,
+                ..Default::default()
             })
             .await
             .map_err(|e| Error::Device(format!("no WebGPU adapter: {e}")))?;
