@@ -7,6 +7,7 @@
 
 mod engine;
 mod mode;
+mod pylayer;
 mod tensor_api;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,6 +16,7 @@ use std::sync::{Arc, Mutex};
 pub use engine::grad;
 pub use mode::{NoGradGuard, enable_grad, is_grad_enabled, no_grad, no_grad_guard};
 pub(crate) use mode::set_grad_enabled;
+pub use pylayer::{PyLayer, PyLayerContext};
 pub use tensor_api::GradOptions;
 
 use crate::{DType, Place, Result, Shape, Tensor};
