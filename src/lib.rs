@@ -17,6 +17,9 @@
 //! # Ok(()) }
 //! ```
 
+// Lets `#[derive(Layer)]` name `::dygraph` inside this crate too.
+extern crate self as dygraph;
+
 pub mod autograd;
 mod backend;
 mod dtype;

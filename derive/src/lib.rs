@@ -1,0 +1,108 @@
+//! `#[derive(Layer)]` for dygraph models: a model is a plain struct whose fields are its
+//! sublayers. The derive writes the visitors that `dygraph::nn::Layer` builds
+//! `parameters()`, `named_parameters()` ("linear1.weight"), `sublayers()`, `train()`/`eval()`,
+//! `state_dict()` and `to(place)` from.
+//!
+//! Field attributes:
+//! - none: the field is a sublayer (any type implementing `Layer`, including `Option<L>` and
+//!   `Vec<L>`);
+//! - `#[layer(param)]`: a `Tensor` parameter of this layer;
+//! - `#[layer(buffer)]`: a `Tensor` saved in the state dict but not trained;
+//! - `#[layer(skip)]`: anything else (hyper-parameters, caches).
+
+use proc_macro::TokenStream;
+use quote::quote;
+use syn::{Data, DeriveInput, Fields, parse_macro_input};
+
+#[derive(PartialEq)]
+enum Role {
+    Sublayer,
+    Param,
+    Buffer,
+    Skip,
+}
+
+fn role(field: &syn::Field) -> syn::Result<Role> {
+    let mut role = Role::Sublayer;
+    for attr in &field.attrs {
+        if !attr.path().is_ident("layer") {
+            continue;
+        }
+        attr.parse_nested_meta(|meta| {
+            role = if meta.path.is_ident("param") {
+                Role::Param
+            } else if meta.path.is_ident("buffer") {
+                Role::Buffer
+            } else if meta.path.is_ident("skip") {
+                Role::Skip
+            } else {
+                return Err(meta.error("expected `param`, `buffer` or `skip`"));
+            };
+            Ok(())
+        })?;
+    }
+    Ok(role)
+}
+
+/// Implements `dygraph::nn::Layer` for a struct with named fields.
+#[proc_macro_derive(Layer, attributes(layer))]
+pub fn derive_layer(input: TokenStream) -> TokenStream {
+    let input = parse_macro_input!(input as DeriveInput);
+    match expand(&input) {
+        Ok(ts) => ts.into(),
+        Err(e) => e.to_compile_error().into(),
+    }
+}
+
+fn expand(input: &DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
+    let name = &input.ident;
+    let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
+    let Data::Struct(data) = &input.data else {
+        return Err(syn::Error::new_spanned(name, "#[derive(Layer)] needs a struct"));
+    };
+    let Fields::Named(fields) = &data.fields else {
+        return Err(syn::Error::new_spanned(name, "#[derive(Layer)] needs named fields"));
+    };
+    let (mut params, mut buffers, mut subs) = (Vec::new(), Vec::new(), Vec::new());
+    for f in &fields.named {
+        let ident = f.ident.as_ref().expect("named field");
+        let key = ident.to_string();
+        match role(f)? {
+            Role::Param => params.push((ident, key)),
+            Role::Buffer => buffers.push((ident, key)),
+            Role::Sublayer => subs.push((ident, key)),
+            Role::Skip => {}
+        }
+    }
+    let visit = |list: &[(&syn::Ident, String)], mutable: bool| {
+        let calls = list.iter().map(|(ident, key)| {
+            if mutable { quote! { f(#key, &mut self.#ident); } } else { quote! { f(#key, &self.#ident); } }
+        });
+        quote! { #(#calls)* }
+    };
+    let (p, pm) = (visit(&params, false), visit(&params, true));
+    let (b, bm) = (visit(&buffers, false), visit(&buffers, true));
+    let (s, sm) = (visit(&subs, false), visit(&subs, true));
+    Ok(quote! {
+        impl #impl_generics ::dygraph::nn::Layer for #name #ty_generics #where_clause {
+            fn visit_parameters<'dygraph_a>(&'dygraph_a self, f: &mut dyn FnMut(&str, &'dygraph_a ::dygraph::Tensor)) {
+                #p
+            }
+            fn visit_parameters_mut(&mut self, f: &mut dyn FnMut(&str, &mut ::dygraph::Tensor)) {
+                #pm
+            }
+            fn visit_buffers<'dygraph_a>(&'dygraph_a self, f: &mut dyn FnMut(&str, &'dygraph_a ::dygraph::Tensor)) {
+                #b
+            }
+            fn visit_buffers_mut(&mut self, f: &mut dyn FnMut(&str, &mut ::dygraph::Tensor)) {
+                #bm
+            }
+            fn visit_sublayers<'dygraph_a>(&'dygraph_a self, f: &mut dyn FnMut(&str, &'dygraph_a dyn ::dygraph::nn::Layer)) {
+                #s
+            }
+            fn visit_sublayers_mut(&mut self, f: &mut dyn FnMut(&str, &mut dyn ::dygraph::nn::Layer)) {
+                #sm
+            }
+        }
+    })
+}

@@ -1,0 +1,309 @@
+//! The `Layer` trait (Paddle's `paddle.nn.Layer`): a model is a plain struct of sublayers
+//! and parameters; `#[derive(Layer)]` writes the visitors and the trait builds everything
+//! else (parameter lists with dotted names, train/eval, state dicts, moving places).
+
+use crate::{Error, Place, Result, Tensor};
+
+/// A model's (or optimizer's) named tensors, in registration order.
+#[derive(Clone, Default)]
+pub struct StateDict {
+    entries: Vec<(String, Tensor)>,
+}
+
+impl StateDict {
+    /// An empty state dict.
+    pub fn new() -> Self {
+        StateDict::default()
+    }
+
+    /// Adds or replaces `name`.
+    pub fn insert(&mut self, name: impl Into<String>, tensor: Tensor) {
+        let name = name.into();
+        match self.entries.iter_mut().find(|(n, _)| *n == name) {
+            Some(e) => e.1 = tensor,
+            None => self.entries.push((name, tensor)),
+        }
+    }
+
+    /// The tensor stored under `name`.
+    pub fn get(&self, name: &str) -> Option<&Tensor> {
+        self.entries.iter().find(|(n, _)| n == name).map(|(_, t)| t)
+    }
+
+    /// Names and tensors in order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Tensor)> {
+        self.entries.iter().map(|(n, t)| (n.as_str(), t))
+    }
+
+    /// Names in order.
+    pub fn keys(&self) -> Vec<String> {
+        self.entries.iter().map(|(n, _)| n.clone()).collect()
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+impl FromIterator<(String, Tensor)> for StateDict {
+    fn from_iter<I: IntoIterator<Item = (String, Tensor)>>(iter: I) -> Self {
+        let mut s = StateDict::new();
+        for (n, t) in iter {
+            s.insert(n, t);
+        }
+        s
+    }
+}
+
+/// The forward computation of a single-input layer.
+pub trait Forward {
+    /// Runs the layer on `x`.
+    fn forward(&self, x: &Tensor) -> Result<Tensor>;
+}
+
+fn join(prefix: &str, name: &str) -> String {
+    if prefix.is_empty() { name.to_string() } else { format!("{prefix}.{name}") }
+}
+
+/// A node of a model. Layers implement the `visit_*` methods (usually through
+/// `#[derive(Layer)]`); everything else is provided.
+pub trait Layer: Send + Sync {
+    /// Calls `f` on each parameter owned directly by this layer.
+    fn visit_parameters<'a>(&'a self, f: &mut dyn FnMut(&str, &'a Tensor)) {
+        let _ = f;
+    }
+
+    /// Calls `f` on each directly owned parameter, mutably (to replace it).
+    fn visit_parameters_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor)) {
+        let _ = f;
+    }
+
+    /// Calls `f` on each buffer (state saved with the model but not trained, such as batch
+    /// norm's running statistics).
+    fn visit_buffers<'a>(&'a self, f: &mut dyn FnMut(&str, &'a Tensor)) {
+        let _ = f;
+    }
+
+    /// Calls `f` on each buffer, mutably.
+    fn visit_buffers_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor)) {
+        let _ = f;
+    }
+
+    /// Calls `f` on each direct sublayer.
+    fn visit_sublayers<'a>(&'a self, f: &mut dyn FnMut(&str, &'a dyn Layer)) {
+        let _ = f;
+    }
+
+    /// Calls `f` on each direct sublayer, mutably.
+    fn visit_sublayers_mut(&mut self, f: &mut dyn FnMut(&str, &mut dyn Layer)) {
+        let _ = f;
+    }
+
+    /// Whether the layer is in training mode. Layers whose behaviour depends on it (dropout,
+    /// batch norm) keep their own flag; others report their first sublayer's.
+    fn is_training(&self) -> bool {
+        let mut t = None;
+        self.visit_sublayers(&mut |_, l| {
+            if t.is_none() {
+                t = Some(l.is_training());
+            }
+        });
+        t.unwrap_or(true)
+    }
+
+    /// Sets training mode on this layer and every sublayer.
+    fn set_training(&mut self, training: bool) {
+        self.visit_sublayers_mut(&mut |_, l| l.set_training(training));
+    }
+
+    /// Training mode (dropout active, batch norm uses batch statistics).
+    fn train(&mut self) {
+        self.set_training(true);
+    }
+
+    /// Inference mode.
+    fn eval(&mut self) {
+        self.set_training(false);
+    }
+
+    /// Every parameter with its dotted path (`"linear1.weight"`), depth first.
+    fn named_parameters(&self) -> Vec<(String, Tensor)> {
+        let mut out = Vec::new();
+        collect_named(self, "", &mut out, false);
+        out
+    }
+
+    /// Every parameter, depth first (what optimizers take).
+    fn parameters(&self) -> Vec<Tensor> {
+        self.named_parameters().into_iter().map(|(_, t)| t).collect()
+    }
+
+    /// The dotted paths of every sublayer, depth first.
+    fn named_sublayers(&self) -> Vec<String> {
+        fn walk<L: Layer + ?Sized>(l: &L, prefix: &str, out: &mut Vec<String>) {
+            l.visit_sublayers(&mut |name, s| {
+                let path = join(prefix, name);
+                out.push(path.clone());
+                walk(s, &path, out);
+            });
+        }
+        let mut out = Vec::new();
+        walk(self, "", &mut out);
+        out
+    }
+
+    /// Parameters and buffers by dotted path (Paddle's `state_dict()`).
+    fn state_dict(&self) -> StateDict {
+        let mut out = Vec::new();
+        collect_named(self, "", &mut out, true);
+        out.into_iter().collect()
+    }
+
+    /// Loads values from `state` into the parameters and buffers, in place. Missing,
+    /// unexpected and mis-shaped keys are one error listing all of them.
+    fn set_state_dict(&mut self, state: &StateDict) -> Result<()> {
+        let own = self.state_dict();
+        let mut missing = Vec::new();
+        let mut shape = Vec::new();
+        for (name, t) in own.iter() {
+            match state.get(name) {
+                None => missing.push(name.to_string()),
+                Some(v) if v.shape() != t.shape() || v.dtype() != t.dtype() => shape.push(format!(
+                    "{name}: checkpoint {:?} {} vs model {:?} {}",
+                    v.shape(),
+                    v.dtype(),
+                    t.shape(),
+                    t.dtype()
+                )),
+                Some(_) => {}
+            }
+        }
+        let unexpected: Vec<String> = state.keys().into_iter().filter(|k| own.get(k).is_none()).collect();
+        if !missing.is_empty() || !unexpected.is_empty() || !shape.is_empty() {
+            return Err(Error::invalid(
+                "set_state_dict",
+                format!("missing keys {missing:?}; unexpected keys {unexpected:?}; mismatched {shape:?}"),
+            ));
+        }
+        crate::no_grad(|| -> Result<()> {
+            for (name, t) in own.iter() {
+                let v = state.get(name).expect("checked above").to(t.place())?;
+                t.assign_(&v)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Moves every parameter and buffer to `place` (optimizers must be created after).
+    fn to(&mut self, place: Place) -> Result<()> {
+        fn walk<L: Layer + ?Sized>(l: &mut L, place: Place, err: &mut Option<Error>) {
+            let mut move_one = |_: &str, t: &mut Tensor| {
+                if err.is_some() || t.place() == place {
+                    return;
+                }
+                match t.detach().to(place) {
+                    Ok(moved) => {
+                        moved.set_stop_gradient(t.stop_gradient());
+                        if let Some(n) = t.name() {
+                            moved.set_name(n);
+                        }
+                        *t = moved;
+                    }
+                    Err(e) => *err = Some(e),
+                }
+            };
+            l.visit_parameters_mut(&mut move_one);
+            l.visit_buffers_mut(&mut move_one);
+            l.visit_sublayers_mut(&mut |_, s| walk(s, place, err));
+        }
+        let mut err = None;
+        walk(self, place, &mut err);
+        err.map_or(Ok(()), Err)
+    }
+
+    /// Drops every parameter's gradient (`clear_gradients`).
+    fn clear_gradients(&self) {
+        for p in self.parameters() {
+            p.clear_gradient();
+        }
+    }
+}
+
+fn collect_named<L: Layer + ?Sized>(l: &L, prefix: &str, out: &mut Vec<(String, Tensor)>, buffers: bool) {
+    l.visit_parameters(&mut |name, t| out.push((join(prefix, name), t.clone())));
+    if buffers {
+        l.visit_buffers(&mut |name, t| out.push((join(prefix, name), t.clone())));
+    }
+    l.visit_sublayers(&mut |name, s| collect_named(s, &join(prefix, name), out, buffers));
+}
+
+/// A list of layers (Paddle's `LayerList`): sublayers named "0", "1", ...
+impl<T: Layer> Layer for Vec<T> {
+    fn visit_sublayers<'a>(&'a self, f: &mut dyn FnMut(&str, &'a dyn Layer)) {
+        for (i, l) in self.iter().enumerate() {
+            f(&i.to_string(), l);
+        }
+    }
+
+    fn visit_sublayers_mut(&mut self, f: &mut dyn FnMut(&str, &mut dyn Layer)) {
+        for (i, l) in self.iter_mut().enumerate() {
+            f(&i.to_string(), l);
+        }
+    }
+}
+
+/// An optional sublayer is transparent: `Some(l)` contributes `l`'s parameters under the
+/// field's own name.
+impl<T: Layer> Layer for Option<T> {
+    fn visit_parameters<'a>(&'a self, f: &mut dyn FnMut(&str, &'a Tensor)) {
+        if let Some(l) = self {
+            l.visit_parameters(f);
+        }
+    }
+
+    fn visit_parameters_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor)) {
+        if let Some(l) = self {
+            l.visit_parameters_mut(f);
+        }
+    }
+
+    fn visit_buffers<'a>(&'a self, f: &mut dyn FnMut(&str, &'a Tensor)) {
+        if let Some(l) = self {
+            l.visit_buffers(f);
+        }
+    }
+
+    fn visit_buffers_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor)) {
+        if let Some(l) = self {
+            l.visit_buffers_mut(f);
+        }
+    }
+
+    fn visit_sublayers<'a>(&'a self, f: &mut dyn FnMut(&str, &'a dyn Layer)) {
+        if let Some(l) = self {
+            l.visit_sublayers(f);
+        }
+    }
+
+    fn visit_sublayers_mut(&mut self, f: &mut dyn FnMut(&str, &mut dyn Layer)) {
+        if let Some(l) = self {
+            l.visit_sublayers_mut(f);
+        }
+    }
+
+    fn is_training(&self) -> bool {
+        self.as_ref().is_none_or(|l| l.is_training())
+    }
+
+    fn set_training(&mut self, training: bool) {
+        if let Some(l) = self {
+            l.set_training(training);
+        }
+    }
+}
