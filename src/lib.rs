@@ -25,6 +25,7 @@ mod backend;
 mod dtype;
 mod error;
 pub mod nn;
+pub mod optimizer;
 mod ops;
 mod place;
 mod random;

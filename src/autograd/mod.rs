@@ -39,11 +39,14 @@ pub(crate) struct GradMeta {
     pub hooks: Vec<Hook>,
     /// Optional user-facing name.
     pub name: Option<String>,
+    /// Learning-rate multiplier optimizers apply to this parameter (Paddle's
+    /// `ParamAttr(learning_rate=...)`).
+    pub lr_mult: f64,
 }
 
 impl Default for GradMeta {
     fn default() -> Self {
-        GradMeta { stop_gradient: true, grad: None, grad_fn: None, hooks: Vec::new(), name: None }
+        GradMeta { stop_gradient: true, grad: None, grad_fn: None, hooks: Vec::new(), name: None, lr_mult: 1.0 }
     }
 }
 

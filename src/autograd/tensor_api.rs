@@ -161,6 +161,16 @@ impl Tensor {
         self.meta().name.clone()
     }
 
+    /// The learning-rate multiplier optimizers apply to this parameter (default 1).
+    pub fn learning_rate_multiplier(&self) -> f64 {
+        self.meta().lr_mult
+    }
+
+    /// Sets the learning-rate multiplier (Paddle's `ParamAttr(learning_rate=...)`).
+    pub fn set_learning_rate_multiplier(&self, mult: f64) {
+        self.meta().lr_mult = mult;
+    }
+
     /// Names the tensor (parameters get their dotted path).
     pub fn set_name(&self, name: impl Into<String>) {
         self.meta().name = Some(name.into());

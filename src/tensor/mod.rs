@@ -93,6 +93,14 @@ impl Tensor {
         }
     }
 
+    /// Exclusive access to the host data of a CPU tensor (in-place updates).
+    pub(crate) fn cpu_write(&self) -> Option<std::sync::RwLockWriteGuard<'_, CpuData>> {
+        match &self.inner.storage {
+            Storage::Cpu(d) => Some(d.write().unwrap_or_else(|e| e.into_inner())),
+            Storage::Gpu(_) => None,
+        }
+    }
+
     /// The GPU context, if the tensor is on a GPU.
     pub(crate) fn gpu_ctx(&self) -> Option<&Arc<GpuContext>> {
         match &self.inner.storage {

@@ -1,0 +1,15 @@
+// SGD: p -= lr · (g + wd · p). params: [n, lr, wd] (floats as bits).
+@group(0) @binding(0) var<storage, read_write> param: array<f32>;
+@group(0) @binding(1) var<storage, read> grad: array<f32>;
+@group(0) @binding(2) var<storage, read> params: array<u32>;
+
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let i = gid.x + gid.y * nwg.x * 256u;
+    if (i >= params[0]) {
+        return;
+    }
+    let lr = bitcast<f32>(params[1]);
+    let wd = bitcast<f32>(params[2]);
+    param[i] = param[i] - lr * (grad[i] + wd * param[i]);
+}

@@ -1,0 +1,211 @@
+//! Optimizers against their update formulas computed by hand, on both places; learning-rate
+//! schedules; gradient clipping; optimizer state round trips.
+
+mod common;
+
+use dygraph::optimizer::lr::{
+    AfterWarmup, CosineAnnealingDecay, ExponentialDecay, LinearWarmup, MultiStepDecay, PlateauMode, ReduceOnPlateau,
+    StepDecay,
+};
+use dygraph::optimizer::{self, GradClip, Optimizer};
+use dygraph::{Place, Tensor};
+
+fn places() -> Vec<Place> {
+    let mut p = vec![Place::Cpu];
+    p.extend(common::gpu());
+    p
+}
+
+fn param(v: &[f32], place: Place) -> Tensor {
+    let t = Tensor::from_vec_on(v.to_vec(), &[v.len()], place).unwrap();
+    t.set_stop_gradient(false);
+    t
+}
+
+/// Sets p.grad = g by backpropagating Σ p·g.
+fn set_grad(p: &Tensor, g: &[f32]) {
+    let gt = Tensor::from_vec_on(g.to_vec(), &[g.len()], p.place()).unwrap();
+    p.mul(&gt).unwrap().sum(&[], false).unwrap().backward().unwrap();
+}
+
+fn vals(t: &Tensor) -> Vec<f64> {
+    common::values(t)
+}
+
+#[test]
+fn sgd_with_weight_decay_and_lr_multiplier() {
+    for place in places() {
+        let p = param(&[1.0, -2.0], place);
+        p.set_learning_rate_multiplier(0.5);
+        let mut opt = optimizer::SGD::new(0.1, vec![p.clone()]).weight_decay(0.01);
+        set_grad(&p, &[0.5, 1.0]);
+        opt.step().unwrap();
+        opt.clear_grad();
+        assert!(p.grad().is_none());
+        // p -= 0.1·0.5·(g + 0.01·p)
+        let e = [1.0 - 0.05 * (0.5 + 0.01), -2.0 - 0.05 * (1.0 - 0.02)];
+        common::assert_close(&format!("sgd on {place}"), &vals(&p), &e, 1e-6);
+    }
+}
+
+#[test]
+fn momentum_and_nesterov_two_steps() {
+    for place in places() {
+        for nesterov in [false, true] {
+            let p = param(&[1.0], place);
+            let mut opt = optimizer::Momentum::new(0.1, vec![p.clone()]).momentum(0.9).use_nesterov(nesterov);
+            let (mut pv, mut v) = (1.0f64, 0.0f64);
+            for g in [0.5f64, -0.25] {
+                set_grad(&p, &[g as f32]);
+                opt.step().unwrap();
+                opt.clear_grad();
+                v = 0.9 * v + g;
+                pv -= if nesterov { 0.1 * (g + 0.9 * v) } else { 0.1 * v };
+            }
+            common::assert_close(&format!("momentum nesterov={nesterov} on {place}"), &vals(&p), &[pv], 1e-6);
+        }
+    }
+}
+
+#[test]
+fn adam_bias_correction_three_steps() {
+    for place in places() {
+        let p = param(&[0.5, -1.5], place);
+        let mut opt = optimizer::Adam::new(0.01, vec![p.clone()]);
+        let mut pv = [0.5f64, -1.5];
+        let (mut m, mut v) = ([0.0f64; 2], [0.0f64; 2]);
+        let (b1, b2, eps) = (0.9f64, 0.999f64, 1e-8f64);
+        for (t, g) in [[0.1f64, -0.2], [0.3, 0.1], [-0.2, 0.05]].iter().enumerate() {
+            set_grad(&p, &[g[0] as f32, g[1] as f32]);
+            opt.step().unwrap();
+            opt.clear_grad();
+            let t = (t + 1) as i32;
+            for i in 0..2 {
+                m[i] = b1 * m[i] + (1.0 - b1) * g[i];
+                v[i] = b2 * v[i] + (1.0 - b2) * g[i] * g[i];
+                let mh = m[i] / (1.0 - b1.powi(t));
+                let vh = v[i] / (1.0 - b2.powi(t));
+                pv[i] -= 0.01 * mh / (vh.sqrt() + eps);
+            }
+        }
+        common::assert_close(&format!("adam on {place}"), &vals(&p), &pv, 1e-5);
+        assert_eq!(opt.steps(), 3);
+    }
+}
+
+#[test]
+fn adamw_decays_decoupled_from_the_gradient() {
+    for place in places() {
+        let p = param(&[2.0], place);
+        let mut opt = optimizer::AdamW::adamw(0.1, vec![p.clone()]).weight_decay(0.5);
+        set_grad(&p, &[0.0]);
+        opt.step().unwrap();
+        // Zero gradient: Adam's step is 0, only p -= lr·wd·p remains.
+        common::assert_close(&format!("adamw on {place}"), &vals(&p), &[2.0 - 0.1 * 0.5 * 2.0], 1e-6);
+    }
+}
+
+#[test]
+fn rmsprop_centered_and_plain() {
+    for place in places() {
+        for centered in [false, true] {
+            let p = param(&[1.0], place);
+            let mut opt = optimizer::RMSProp::new(0.01, vec![p.clone()]).momentum(0.5).centered(centered);
+            let (mut pv, mut ms, mut mg, mut mom) = (1.0f64, 0.0f64, 0.0f64, 0.0f64);
+            for g in [0.4f64, -0.3] {
+                set_grad(&p, &[g as f32]);
+                opt.step().unwrap();
+                opt.clear_grad();
+                ms = 0.95 * ms + 0.05 * g * g;
+                let mut denom = ms;
+                if centered {
+                    mg = 0.95 * mg + 0.05 * g;
+                    denom = ms - mg * mg;
+                }
+                mom = 0.5 * mom + 0.01 * g / (denom + 1e-6).sqrt();
+                pv -= mom;
+            }
+            common::assert_close(&format!("rmsprop centered={centered} on {place}"), &vals(&p), &[pv], 1e-5);
+        }
+    }
+}
+
+#[test]
+fn gradient_clipping_by_value_norm_and_global_norm() {
+    for place in places() {
+        let grads = vec![
+            Tensor::from_vec_on(vec![3.0f32, 4.0], &[2], place).unwrap(),
+            Tensor::from_vec_on(vec![12.0f32], &[1], place).unwrap(),
+        ];
+        let v = GradClip::by_value(3.5, None).apply(&grads).unwrap();
+        assert_eq!(vals(&v[0]), vec![3.0, 3.5]);
+        assert_eq!(vals(&v[1]), vec![3.5]);
+        let n = GradClip::ByNorm { clip_norm: 1.0 }.apply(&grads).unwrap();
+        common::assert_close("by norm", &vals(&n[0]), &[0.6, 0.8], 1e-6);
+        let g = GradClip::ByGlobalNorm { clip_norm: 6.5 }.apply(&grads).unwrap();
+        // Global norm = √(9 + 16 + 144) = 13 → factor 0.5.
+        common::assert_close("global norm", &vals(&g[0]), &[1.5, 2.0], 1e-6);
+        common::assert_close("global norm", &vals(&g[1]), &[6.0], 1e-6);
+        let untouched = GradClip::ByGlobalNorm { clip_norm: 100.0 }.apply(&grads).unwrap();
+        common::assert_close("below the norm", &vals(&untouched[1]), &[12.0], 1e-6);
+    }
+}
+
+#[test]
+fn learning_rate_schedules() {
+    let seq = |s: &optimizer::LrScheduler, n: usize| -> Vec<f64> {
+        (0..n)
+            .map(|_| {
+                let lr = s.get_lr();
+                s.step();
+                lr
+            })
+            .collect()
+    };
+    let close = |a: &[f64], b: &[f64]| common::assert_close("schedule", a, b, 1e-12);
+    close(&seq(&StepDecay::new(1.0, 2, 0.5), 5), &[1.0, 1.0, 0.5, 0.5, 0.25]);
+    close(&seq(&MultiStepDecay::new(1.0, &[1, 3], 0.1), 5), &[1.0, 0.1, 0.1, 0.01, 0.01]);
+    close(&seq(&ExponentialDecay::new(2.0, 0.5), 3), &[2.0, 1.0, 0.5]);
+    let cos: Vec<f64> = (0..5).map(|e| 0.1 + 0.9 * (1.0 + (std::f64::consts::PI * e as f64 / 4.0).cos()) / 2.0).collect();
+    close(&seq(&CosineAnnealingDecay::new(1.0, 4, 0.1), 5), &cos);
+    close(&seq(&LinearWarmup::new(AfterWarmup::Constant(0.5), 2, 0.0, 0.5), 4), &[0.0, 0.25, 0.5, 0.5]);
+    let plateau = ReduceOnPlateau::new(1.0, PlateauMode::Min, 0.5, 1, 1e-4, 0, 0.1);
+    let mut lrs = Vec::new();
+    for loss in [1.0, 0.9, 0.95, 0.95, 0.95, 0.95, 0.95, 0.95, 0.95] {
+        plateau.step_with(loss);
+        lrs.push(plateau.get_lr());
+    }
+    close(&lrs, &[1.0, 1.0, 1.0, 0.5, 0.5, 0.25, 0.25, 0.125, 0.125]);
+    // The optimizer reads the scheduler it was given.
+    let sched = StepDecay::new(0.1, 1, 0.5);
+    let opt = optimizer::SGD::new(&sched, vec![]);
+    sched.step();
+    assert_eq!(opt.get_lr(), 0.05);
+}
+
+#[test]
+fn optimizer_state_round_trip() {
+    for place in places() {
+        let p = param(&[1.0, 2.0], place);
+        p.set_name("w");
+        let mut a = optimizer::Adam::new(0.1, vec![p.clone()]);
+        set_grad(&p, &[0.5, 0.5]);
+        a.step().unwrap();
+        a.clear_grad();
+        let sd = a.state_dict();
+        assert!(sd.get("w.moment1").is_some() && sd.get("w.moment2").is_some(), "{:?}", sd.keys());
+        // A fresh optimizer loaded from the state takes the same second step.
+        let q = param(&common::values(&p).iter().map(|&v| v as f32).collect::<Vec<_>>(), place);
+        q.set_name("w");
+        let mut b = optimizer::Adam::new(0.1, vec![q.clone()]);
+        b.set_state_dict(&sd).unwrap();
+        set_grad(&p, &[-0.3, 0.2]);
+        set_grad(&q, &[-0.3, 0.2]);
+        a.step().unwrap();
+        b.step().unwrap();
+        assert_eq!(vals(&p), vals(&q), "{place}");
+        let mut bad = sd.clone();
+        bad.insert("nonsense", p.clone());
+        assert!(b.set_state_dict(&bad).unwrap_err().to_string().contains("nonsense"));
+    }
+}
