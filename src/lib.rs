@@ -24,6 +24,7 @@ pub mod autograd;
 mod backend;
 mod dtype;
 mod error;
+pub mod io;
 pub mod nn;
 pub mod optimizer;
 mod ops;
@@ -39,6 +40,7 @@ pub use backend::gpu::{
 };
 pub use dtype::{DType, Element, Scalar};
 pub use error::{Error, Result};
+pub use io::{load, save};
 pub use ops::elementwise::*;
 pub use ops::index::*;
 pub use ops::matmul::*;

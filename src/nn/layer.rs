@@ -51,6 +51,12 @@ impl StateDict {
     }
 }
 
+impl std::fmt::Debug for StateDict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map().entries(self.entries.iter().map(|(n, t)| (n, (t.shape(), t.dtype())))).finish()
+    }
+}
+
 impl FromIterator<(String, Tensor)> for StateDict {
     fn from_iter<I: IntoIterator<Item = (String, Tensor)>>(iter: I) -> Self {
         let mut s = StateDict::new();

@@ -1,0 +1,130 @@
+//! Checkpoints in the safetensors format: the state dicts of models and optimizers,
+//! readable by Python's `safetensors` + numpy. Files are written atomically (temporary file,
+//! fsync, rename, fsync of the directory), so a crash never leaves a half-written checkpoint
+//! under the final name.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use safetensors::tensor::{Dtype, SafeTensors, TensorView};
+
+use crate::backend::cpu::CpuData;
+use crate::nn::StateDict;
+use crate::{DType, Error, Place, Result, Tensor};
+
+const ORDER_KEY: &str = "dygraph.order";
+
+fn to_st(dtype: DType) -> Dtype {
+    match dtype {
+        DType::Bool => Dtype::BOOL,
+        DType::Int32 => Dtype::I32,
+        DType::Int64 => Dtype::I64,
+        DType::Float16 => Dtype::F16,
+        DType::Float32 => Dtype::F32,
+        DType::Float64 => Dtype::F64,
+    }
+}
+
+fn host_bytes(d: &CpuData) -> Vec<u8> {
+    match d {
+        CpuData::Bool(v) => v.iter().map(|&b| b as u8).collect(),
+        CpuData::I32(v) => bytemuck::cast_slice(v).to_vec(),
+        CpuData::I64(v) => bytemuck::cast_slice(v).to_vec(),
+        CpuData::F16(v) => bytemuck::cast_slice(v).to_vec(),
+        CpuData::F32(v) => bytemuck::cast_slice(v).to_vec(),
+        CpuData::F64(v) => bytemuck::cast_slice(v).to_vec(),
+    }
+}
+
+/// The safetensors bytes of `state` (for targets without a filesystem).
+pub fn save_to_bytes(state: &StateDict) -> Result<Vec<u8>> {
+    let mut blobs = Vec::with_capacity(state.len());
+    for (name, t) in state.iter() {
+        blobs.push((name.to_string(), t.dtype(), t.shape().to_vec(), host_bytes(&t.to_cpu_data("save")?)));
+    }
+    let views: Vec<(String, TensorView<'_>)> = blobs
+        .iter()
+        .map(|(n, d, s, b)| {
+            TensorView::new(to_st(*d), s.clone(), b)
+                .map(|v| (n.clone(), v))
+                .map_err(|e| Error::invalid("save", format!("{n}: {e}")))
+        })
+        .collect::<Result<_>>()?;
+    let meta = HashMap::from([(ORDER_KEY.to_string(), state.keys().join("\n"))]);
+    safetensors::serialize(views, Some(meta)).map_err(|e| Error::invalid("save", e.to_string()))
+}
+
+/// Writes `state` to `path` atomically (Paddle's `paddle.save`).
+pub fn save(state: &StateDict, path: impl AsRef<Path>) -> Result<()> {
+    let path = path.as_ref();
+    let bytes = save_to_bytes(state)?;
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let file_name = path.file_name().ok_or_else(|| Error::invalid("save", format!("{} is not a file path", path.display())))?;
+    let nonce = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let tmp = dir.join(format!(".{}.{}.{nonce}.tmp", file_name.to_string_lossy(), std::process::id()));
+    let write = || -> std::io::Result<()> {
+        use std::io::Write;
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(&bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        // Persist the rename itself.
+        if let Ok(d) = std::fs::File::open(dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    };
+    write().map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        Error::Io(std::io::Error::new(e.kind(), format!("save {}: {e}", path.display())))
+    })
+}
+
+fn from_st(op: &'static str, name: &str, v: &TensorView<'_>) -> Result<CpuData> {
+    let b = v.data();
+    fn pod<T: bytemuck::Pod>(b: &[u8]) -> Vec<T> {
+        b.chunks_exact(std::mem::size_of::<T>()).map(bytemuck::pod_read_unaligned).collect()
+    }
+    Ok(match v.dtype() {
+        Dtype::BOOL => CpuData::Bool(b.iter().map(|&x| x != 0).collect()),
+        Dtype::I32 => CpuData::I32(pod(b)),
+        Dtype::I64 => CpuData::I64(pod(b)),
+        Dtype::F16 => CpuData::F16(pod(b)),
+        Dtype::F32 => CpuData::F32(pod(b)),
+        Dtype::F64 => CpuData::F64(pod(b)),
+        other => return Err(Error::invalid(op, format!("tensor {name:?} has dtype {other:?}, which dygraph does not support"))),
+    })
+}
+
+/// Reads a state dict from safetensors bytes, onto `place`.
+pub fn load_from_bytes(bytes: &[u8], place: Place) -> Result<StateDict> {
+    const OP: &str = "load";
+    let st = SafeTensors::deserialize(bytes).map_err(|e| Error::invalid(OP, format!("not a valid safetensors checkpoint: {e}")))?;
+    let order: Vec<String> = SafeTensors::read_metadata(bytes)
+        .ok()
+        .and_then(|(_, m)| m.metadata().as_ref().and_then(|m| m.get(ORDER_KEY).cloned()))
+        .map(|s| s.split('\n').filter(|n| !n.is_empty()).map(str::to_string).collect())
+        .unwrap_or_default();
+    let mut names: Vec<String> = order.into_iter().filter(|n| st.names().contains(&n.as_str())).collect();
+    let mut rest: Vec<String> = st.names().into_iter().filter(|n| !names.iter().any(|m| m == n)).map(str::to_string).collect();
+    rest.sort();
+    names.extend(rest);
+    let mut out = StateDict::new();
+    for name in names {
+        let v = st.tensor(&name).map_err(|e| Error::invalid(OP, format!("{name}: {e}")))?;
+        let data = from_st(OP, &name, &v)?;
+        out.insert(name, Tensor::from_data_on(data, v.shape().to_vec(), place)?);
+    }
+    Ok(out)
+}
+
+/// Reads a checkpoint written by `save` (or by Python's safetensors) onto the CPU (Paddle's
+/// `paddle.load`). Truncated or corrupt files are an error naming the file.
+pub fn load(path: impl AsRef<Path>) -> Result<StateDict> {
+    let path = path.as_ref();
+    let bytes = std::fs::read(path).map_err(|e| Error::Io(std::io::Error::new(e.kind(), format!("load {}: {e}", path.display()))))?;
+    load_from_bytes(&bytes, Place::Cpu).map_err(|e| match e {
+        Error::InvalidArgument { op, msg } => Error::InvalidArgument { op, msg: format!("{}: {msg}", path.display()) },
+        other => other,
+    })
+}
