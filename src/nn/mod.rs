@@ -3,6 +3,8 @@
 
 pub mod functional;
 mod layer;
+mod layers;
 
 pub use dygraph_derive::Layer;
 pub use layer::{Forward, Layer, StateDict};
+pub use layers::*;
