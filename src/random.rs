@@ -1,1 +1,616 @@
 //! Random numbers: Philox4x32-10 keyed by (seed, offset), identical bits on every place.
+//!
+//! # The generator
+//! One process-wide state `{seed, offset}` behind a mutex. Each random op reserves a
+//! contiguous range of Philox counter *blocks* `offset .. offset + blocks` and advances
+//! `offset` past it, so later calls get fresh numbers and [`seed`] (which resets the offset
+//! to 0) makes every sequence reproducible. [`get_seed_offset`] / [`set_seed_offset`] save and
+//! restore the state. Before the first [`seed`] the seed is drawn from the process's hash
+//! entropy (as Paddle, runs differ unless seeded).
+//!
+//! # Bit layout (the same on the CPU, in WGSL and on wasm)
+//! Block `j` of a call whose reserved range starts at `offset` is
+//! `philox4x32_10(counter = (lo(offset + j), hi(offset + j), 0, 0), key = (lo(seed), hi(seed)))`,
+//! four 32-bit words `w[0..4]`.
+//! - **32-bit outputs** (float32 `rand`/`uniform`, `randn`/`normal`, dropout masks): element
+//!   `i` uses block `i / 4`, word `i % 4`. Uniform: `k = w >> 8` (top 24 bits),
+//!   `u = k · 2^-24 ∈ [0, 1)`, then `u · (max − min) + min`. Normal (Box–Muller): the words
+//!   pair up as (0, 1) and (2, 3); for a pair `(a, b)`: `u1 = ((a >> 8) + 1) · 2^-24 ∈ (0, 1]`
+//!   (so `ln` never sees 0), `u2 = (b >> 8) · 2^-24`, `r = sqrt(−2 ln u1)`,
+//!   `θ = 2π (u2 − ½)`; the even element of the pair is `r cos θ`, the odd one `r sin θ`, then
+//!   `· std + mean`. A call of `n` elements uses `ceil(n / 4)` blocks.
+//! - **64-bit outputs** (`randint`, float64 `rand`/`uniform`/`randn`, `randperm`): element `i`
+//!   uses block `i / 2`, and the 64-bit word `x = w[2h] | w[2h + 1] << 32` with `h = i % 2`.
+//!   `randint` is `low + floor(x · (high − low) / 2^64)` (Lemire's multiply-shift, no
+//!   rejection: the bias is below `(high − low) / 2^64`). float64 uniform is
+//!   `(x >> 11) · 2^-53`. float64 normal uses both words of the block for one Box–Muller pair
+//!   (`u1` from word pair 0, `u2` from pair 1, 53 bits each): element `2j` is the cosine and
+//!   `2j + 1` the sine. These use `ceil(n / 2)` blocks.
+//! - float16 outputs are float32 results cast to float16.
+//!
+//! Uniform floats and integers are bit-identical on every place; normal values agree up to
+//! the rounding of the platform's `ln`, `sin` and `cos`.
+
+use std::sync::Mutex;
+
+use crate::backend::cpu::{CpuData, gpu_bytes, par_chunks_mut};
+use crate::backend::gpu::{self, Bind, GpuBuffer, Kernel};
+use crate::ops::wgsl;
+use crate::shape::IntoShape;
+use crate::{DType, Error, Place, Result, Tensor, current_place};
+
+pub(crate) static RANDOM: Kernel = Kernel {
+    file: "random.wgsl",
+    variants: || vec![vec![]],
+};
+
+const PHILOX_M0: u32 = 0xD251_1F53;
+const PHILOX_M1: u32 = 0xCD9E_8D57;
+const PHILOX_W0: u32 = 0x9E37_79B9;
+const PHILOX_W1: u32 = 0xBB67_AE85;
+const TWO_NEG24: f32 = 1.0 / 16_777_216.0;
+const TWO_NEG53: f64 = 1.0 / 9_007_199_254_740_992.0;
+
+/// The Philox4x32-10 block function (Random123's `philox4x32_10`): ten rounds of the
+/// multiply–xor network over `counter`, bumping `key` by the Weyl constants between rounds.
+/// Exposed so the generator can be checked against the published known-answer vectors.
+pub fn philox4x32_10(counter: [u32; 4], key: [u32; 2]) -> [u32; 4] {
+    let (mut c, mut k) = (counter, key);
+    for round in 0..10 {
+        if round > 0 {
+            k = [k[0].wrapping_add(PHILOX_W0), k[1].wrapping_add(PHILOX_W1)];
+        }
+        let p0 = PHILOX_M0 as u64 * c[0] as u64;
+        let p1 = PHILOX_M1 as u64 * c[2] as u64;
+        c = [
+            (p1 >> 32) as u32 ^ c[1] ^ k[0],
+            p1 as u32,
+            (p0 >> 32) as u32 ^ c[3] ^ k[1],
+            p0 as u32,
+        ];
+    }
+    c
+}
+
+struct GeneratorState {
+    seed: u64,
+    offset: u64,
+}
+
+static GENERATOR: Mutex<Option<GeneratorState>> = Mutex::new(None);
+
+fn with_generator<R>(f: impl FnOnce(&mut GeneratorState) -> R) -> R {
+    let mut guard = GENERATOR.lock().unwrap_or_else(|e| e.into_inner());
+    let state = guard.get_or_insert_with(|| {
+        use std::hash::BuildHasher;
+        let seed = std::collections::hash_map::RandomState::new().hash_one(0x5EED_u64);
+        GeneratorState { seed, offset: 0 }
+    });
+    f(state)
+}
+
+/// Seeds the global generator and resets its offset (`paddle.seed`): every random op after
+/// it produces the same numbers on every run and every place.
+pub fn seed(s: u64) {
+    with_generator(|g| {
+        g.seed = s;
+        g.offset = 0;
+    });
+}
+
+/// The generator's `(seed, offset)`: the offset counts the Philox blocks handed out since
+/// the last [`seed`]. Restore it with [`set_seed_offset`] to replay a sequence.
+pub fn get_seed_offset() -> (u64, u64) {
+    with_generator(|g| (g.seed, g.offset))
+}
+
+/// Restores a state saved by [`get_seed_offset`].
+pub fn set_seed_offset(seed: u64, offset: u64) {
+    with_generator(|g| {
+        g.seed = seed;
+        g.offset = offset;
+    });
+}
+
+/// A reserved range of counter blocks of the global generator.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Stream {
+    seed: u64,
+    offset: u64,
+}
+
+impl Stream {
+    /// Reserves `blocks` counter blocks.
+    pub fn reserve(blocks: u64) -> Stream {
+        with_generator(|g| {
+            let s = Stream {
+                seed: g.seed,
+                offset: g.offset,
+            };
+            g.offset = g.offset.wrapping_add(blocks);
+            s
+        })
+    }
+
+    /// Reserves the blocks for `n` elements drawing `per_block` elements from each block.
+    pub fn for_elements(n: usize, per_block: usize) -> Stream {
+        Stream::reserve(n.div_ceil(per_block) as u64)
+    }
+
+    /// The four words of block `j`.
+    pub fn block(&self, j: u64) -> [u32; 4] {
+        let b = self.offset.wrapping_add(j);
+        philox4x32_10(
+            [b as u32, (b >> 32) as u32, 0, 0],
+            [self.seed as u32, (self.seed >> 32) as u32],
+        )
+    }
+
+    /// The 64-bit word of element `i` under the 64-bit layout.
+    pub fn word64(&self, i: usize) -> u64 {
+        let w = self.block((i / 2) as u64);
+        let h = 2 * (i % 2);
+        w[h] as u64 | (w[h + 1] as u64) << 32
+    }
+
+    /// `[n, seed_lo, seed_hi, offset_lo, offset_hi]`: the common head of the kernel params.
+    fn params(&self, n: usize) -> Vec<u32> {
+        vec![
+            n as u32,
+            self.seed as u32,
+            (self.seed >> 32) as u32,
+            self.offset as u32,
+            (self.offset >> 32) as u32,
+        ]
+    }
+
+    /// Fills `out[i] = f(block(i / per_block), i % per_block)`, computing each block once.
+    fn fill<T: Send>(
+        &self,
+        out: &mut [T],
+        per_block: usize,
+        f: impl Fn(&[u32; 4], usize) -> T + Sync,
+    ) {
+        par_chunks_mut(out, 1 << 14, |start, chunk| {
+            let mut current = u64::MAX;
+            let mut words = [0u32; 4];
+            for (k, o) in chunk.iter_mut().enumerate() {
+                let i = start + k;
+                let b = (i / per_block) as u64;
+                if b != current {
+                    words = self.block(b);
+                    current = b;
+                }
+                *o = f(&words, i % per_block);
+            }
+        });
+    }
+
+    /// Runs `entry` of random.wgsl over the blocks of `n` elements of `dtype` into a new
+    /// buffer (integer entries take 2 elements per block, float ones 4).
+    fn dispatch(
+        &self,
+        place: Place,
+        op: &'static str,
+        entry: &str,
+        n: usize,
+        dtype: DType,
+        extra: &[u32],
+    ) -> Result<GpuBuffer> {
+        let Place::Gpu(index) = place else {
+            unreachable!("dispatch is only called for GPU places")
+        };
+        let per_block = if dtype.is_int() { 2 } else { 4 };
+        let ctx = gpu::context(index)?;
+        let out = ctx.alloc(op, gpu_bytes(dtype, n))?;
+        let mut params = self.params(n);
+        params.extend_from_slice(extra);
+        ctx.dispatch_1d(
+            &RANDOM,
+            &vec![],
+            entry,
+            &[Bind::write(&out)],
+            &params,
+            n.div_ceil(per_block) as u64,
+        )?;
+        Ok(out)
+    }
+}
+
+fn u64_of(w: &[u32; 4], h: usize) -> u64 {
+    w[2 * h] as u64 | (w[2 * h + 1] as u64) << 32
+}
+
+fn box_muller_f32(a: u32, b: u32) -> (f32, f32) {
+    let u1 = ((a >> 8) + 1) as f32 * TWO_NEG24;
+    let u2 = (b >> 8) as f32 * TWO_NEG24;
+    let r = (-2.0 * u1.ln()).sqrt();
+    let theta = std::f32::consts::TAU * (u2 - 0.5);
+    (r * theta.cos(), r * theta.sin())
+}
+
+fn box_muller_f64(a: u64, b: u64) -> (f64, f64) {
+    let u1 = ((a >> 11) + 1) as f64 * TWO_NEG53;
+    let u2 = (b >> 11) as f64 * TWO_NEG53;
+    let r = (-2.0 * u1.ln()).sqrt();
+    let theta = std::f64::consts::TAU * (u2 - 0.5);
+    (r * theta.cos(), r * theta.sin())
+}
+
+/// `floor(x · range / 2^64)`: maps a uniform 64-bit word onto `[0, range)`.
+pub(crate) fn below(x: u64, range: u64) -> u64 {
+    ((x as u128 * range as u128) >> 64) as u64
+}
+
+#[derive(Clone, Copy)]
+enum Dist {
+    Uniform { min: f64, max: f64 },
+    Normal { mean: f64, std: f64 },
+}
+
+/// A float tensor of `dist` on `place` (float16 is drawn as float32 and cast).
+fn float_random(
+    op: &'static str,
+    shape: Vec<usize>,
+    dtype: DType,
+    place: Place,
+    dist: Dist,
+) -> Result<Tensor> {
+    if !dtype.is_float() {
+        return Err(Error::unsupported(
+            op,
+            dtype,
+            "(expected float16, float32 or float64)",
+        ));
+    }
+    if place.is_gpu() {
+        wgsl::check_gpu_dtype(op, dtype, place)?;
+    }
+    if dtype == DType::Float16 {
+        return float_random(op, shape, DType::Float32, place, dist)?.cast(DType::Float16);
+    }
+    let n: usize = shape.iter().product();
+    let per_block = if dtype == DType::Float64 { 2 } else { 4 };
+    let stream = Stream::for_elements(n, per_block);
+    match place {
+        Place::Cpu if dtype == DType::Float64 => {
+            let mut out = vec![0.0f64; n];
+            match dist {
+                Dist::Uniform { min, max } => {
+                    let scale = max - min;
+                    stream.fill(&mut out, 2, |w, h| {
+                        (u64_of(w, h) >> 11) as f64 * TWO_NEG53 * scale + min
+                    })
+                }
+                Dist::Normal { mean, std } => stream.fill(&mut out, 2, |w, h| {
+                    let (c, s) = box_muller_f64(u64_of(w, 0), u64_of(w, 1));
+                    (if h == 0 { c } else { s }) * std + mean
+                }),
+            }
+            Ok(Tensor::from_cpu(CpuData::F64(out), shape))
+        }
+        Place::Cpu => {
+            let mut out = vec![0.0f32; n];
+            match dist {
+                Dist::Uniform { min, max } => {
+                    let (scale, shift) = ((max - min) as f32, min as f32);
+                    stream.fill(&mut out, 4, |w, l| {
+                        (w[l] >> 8) as f32 * TWO_NEG24 * scale + shift
+                    })
+                }
+                Dist::Normal { mean, std } => {
+                    let (mean, std) = (mean as f32, std as f32);
+                    stream.fill(&mut out, 4, |w, l| {
+                        let p = l / 2;
+                        let (c, s) = box_muller_f32(w[2 * p], w[2 * p + 1]);
+                        (if l % 2 == 0 { c } else { s }) * std + mean
+                    })
+                }
+            }
+            Ok(Tensor::from_cpu(CpuData::F32(out), shape))
+        }
+        Place::Gpu(_) => {
+            let (entry, a, b) = match dist {
+                Dist::Uniform { min, max } => ("uniform", (max - min) as f32, min as f32),
+                Dist::Normal { mean, std } => ("normal", mean as f32, std as f32),
+            };
+            let buf = stream.dispatch(place, op, entry, n, dtype, &[a.to_bits(), b.to_bits()])?;
+            Ok(Tensor::from_gpu(buf, shape, dtype))
+        }
+    }
+}
+
+fn check_finite(op: &'static str, what: &str, v: f64) -> Result<()> {
+    if !v.is_finite() {
+        return Err(Error::invalid(
+            op,
+            format!("{what} must be finite, got {v}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Uniform float32 values in `[0, 1)` of `shape` on the current place (`paddle.rand`).
+pub fn rand(shape: impl IntoShape) -> Result<Tensor> {
+    rand_on(shape, current_place()?)
+}
+
+/// [`rand`] on an explicit place.
+pub fn rand_on(shape: impl IntoShape, place: Place) -> Result<Tensor> {
+    float_random(
+        "rand",
+        shape.into_dims("rand")?,
+        DType::Float32,
+        place,
+        Dist::Uniform { min: 0.0, max: 1.0 },
+    )
+}
+
+/// Standard-normal float32 values of `shape` on the current place (`paddle.randn`).
+pub fn randn(shape: impl IntoShape) -> Result<Tensor> {
+    randn_on(shape, current_place()?)
+}
+
+/// [`randn`] on an explicit place.
+pub fn randn_on(shape: impl IntoShape, place: Place) -> Result<Tensor> {
+    float_random(
+        "randn",
+        shape.into_dims("randn")?,
+        DType::Float32,
+        place,
+        Dist::Normal {
+            mean: 0.0,
+            std: 1.0,
+        },
+    )
+}
+
+/// Standard-normal values of `dtype` (float16/32/64) (`paddle.standard_normal`).
+pub fn standard_normal(shape: impl IntoShape, dtype: DType) -> Result<Tensor> {
+    standard_normal_on(shape, dtype, current_place()?)
+}
+
+/// [`standard_normal`] on an explicit place.
+pub fn standard_normal_on(shape: impl IntoShape, dtype: DType, place: Place) -> Result<Tensor> {
+    let shape = shape.into_dims("standard_normal")?;
+    float_random(
+        "standard_normal",
+        shape,
+        dtype,
+        place,
+        Dist::Normal {
+            mean: 0.0,
+            std: 1.0,
+        },
+    )
+}
+
+/// Uniform values in `[min, max)` of `dtype` (float16/32/64) (`paddle.uniform`). With float
+/// rounding a value may equal `max` when the range is wide relative to its magnitude.
+pub fn uniform(shape: impl IntoShape, dtype: DType, min: f64, max: f64) -> Result<Tensor> {
+    uniform_on(shape, dtype, min, max, current_place()?)
+}
+
+/// [`uniform`] on an explicit place.
+pub fn uniform_on(
+    shape: impl IntoShape,
+    dtype: DType,
+    min: f64,
+    max: f64,
+    place: Place,
+) -> Result<Tensor> {
+    const OP: &str = "uniform";
+    let shape = shape.into_dims(OP)?;
+    check_finite(OP, "min", min)?;
+    check_finite(OP, "max", max)?;
+    if min > max {
+        return Err(Error::invalid(
+            OP,
+            format!("min {min} is greater than max {max}"),
+        ));
+    }
+    float_random(OP, shape, dtype, place, Dist::Uniform { min, max })
+}
+
+/// Normal values with `mean` and standard deviation `std`, float32 (`paddle.normal` with
+/// scalar mean and std).
+pub fn normal(mean: f64, std: f64, shape: impl IntoShape) -> Result<Tensor> {
+    normal_on(mean, std, shape, current_place()?)
+}
+
+/// [`normal`] on an explicit place.
+pub fn normal_on(mean: f64, std: f64, shape: impl IntoShape, place: Place) -> Result<Tensor> {
+    gaussian_on(shape, mean, std, DType::Float32, place)
+}
+
+/// Normal values of `dtype` (float16/32/64) with `mean` and `std` (Paddle's `gaussian`).
+pub fn gaussian(shape: impl IntoShape, mean: f64, std: f64, dtype: DType) -> Result<Tensor> {
+    gaussian_on(shape, mean, std, dtype, current_place()?)
+}
+
+/// [`gaussian`] on an explicit place.
+pub fn gaussian_on(
+    shape: impl IntoShape,
+    mean: f64,
+    std: f64,
+    dtype: DType,
+    place: Place,
+) -> Result<Tensor> {
+    const OP: &str = "normal";
+    let shape = shape.into_dims(OP)?;
+    check_finite(OP, "mean", mean)?;
+    check_finite(OP, "std", std)?;
+    if std < 0.0 {
+        return Err(Error::invalid(
+            OP,
+            format!("std must be non-negative, got {std}"),
+        ));
+    }
+    float_random(OP, shape, dtype, place, Dist::Normal { mean, std })
+}
+
+/// Uniform values in `[0, 1)` with `x`'s shape, dtype (a float type) and place.
+pub fn rand_like(x: &Tensor) -> Result<Tensor> {
+    float_random(
+        "rand_like",
+        x.shape().to_vec(),
+        x.dtype(),
+        x.place(),
+        Dist::Uniform { min: 0.0, max: 1.0 },
+    )
+}
+
+/// Standard-normal values with `x`'s shape, dtype (a float type) and place.
+pub fn randn_like(x: &Tensor) -> Result<Tensor> {
+    float_random(
+        "randn_like",
+        x.shape().to_vec(),
+        x.dtype(),
+        x.place(),
+        Dist::Normal {
+            mean: 0.0,
+            std: 1.0,
+        },
+    )
+}
+
+/// Uniform integers in `[low, high)` of `dtype` (int32 or int64) (`paddle.randint`).
+pub fn randint(low: i64, high: i64, shape: impl IntoShape, dtype: DType) -> Result<Tensor> {
+    randint_on(low, high, shape, dtype, current_place()?)
+}
+
+/// [`randint`] on an explicit place.
+pub fn randint_on(
+    low: i64,
+    high: i64,
+    shape: impl IntoShape,
+    dtype: DType,
+    place: Place,
+) -> Result<Tensor> {
+    const OP: &str = "randint";
+    let shape = shape.into_dims(OP)?;
+    if !dtype.is_int() {
+        return Err(Error::unsupported(OP, dtype, "(expected int32 or int64)"));
+    }
+    if low >= high {
+        return Err(Error::invalid(
+            OP,
+            format!("low {low} must be less than high {high}"),
+        ));
+    }
+    if dtype == DType::Int32 && (low < i32::MIN as i64 || high - 1 > i32::MAX as i64) {
+        return Err(Error::invalid(
+            OP,
+            format!("[{low}, {high}) does not fit int32"),
+        ));
+    }
+    let range = high.wrapping_sub(low) as u64;
+    let n: usize = shape.iter().product();
+    let stream = Stream::for_elements(n, 2);
+    let value = |w: &[u32; 4], h: usize| low.wrapping_add(below(u64_of(w, h), range) as i64);
+    match place {
+        Place::Cpu => {
+            let data = if dtype == DType::Int32 {
+                let mut out = vec![0i32; n];
+                stream.fill(&mut out, 2, |w, h| value(w, h) as i32);
+                CpuData::I32(out)
+            } else {
+                let mut out = vec![0i64; n];
+                stream.fill(&mut out, 2, value);
+                CpuData::I64(out)
+            };
+            Ok(Tensor::from_cpu(data, shape))
+        }
+        Place::Gpu(_) => {
+            let entry = if dtype == DType::Int32 {
+                "randint_i32"
+            } else {
+                "randint_i64"
+            };
+            let extra = [
+                low as u32,
+                (low >> 32) as u32,
+                range as u32,
+                (range >> 32) as u32,
+            ];
+            let buf = stream.dispatch(place, OP, entry, n, dtype, &extra)?;
+            Ok(Tensor::from_gpu(buf, shape, dtype))
+        }
+    }
+}
+
+/// A random permutation of `0..n` (`paddle.randperm`), of `dtype` (int32, int64, float16/32/64).
+/// Fisher–Yates on the host driven by the Philox stream (draw `k` is the 64-bit word of element
+/// `k`, swapping position `n − 1 − k` with `below(word, n − k)`), then uploaded: the shuffle is
+/// an inherently sequential O(n) loop.
+pub fn randperm(n: usize, dtype: DType) -> Result<Tensor> {
+    randperm_on(n, dtype, current_place()?)
+}
+
+/// [`randperm`] on an explicit place.
+pub fn randperm_on(n: usize, dtype: DType, place: Place) -> Result<Tensor> {
+    const OP: &str = "randperm";
+    if dtype == DType::Bool {
+        return Err(Error::unsupported(
+            OP,
+            dtype,
+            "(expected an integer or float dtype)",
+        ));
+    }
+    if dtype == DType::Int32 && n > i32::MAX as usize {
+        return Err(Error::invalid(OP, format!("n = {n} does not fit int32")));
+    }
+    if place.is_gpu() {
+        wgsl::check_gpu_dtype(OP, dtype, place)?;
+    }
+    let mut perm: Vec<i64> = (0..n as i64).collect();
+    let draws = n.saturating_sub(1);
+    let stream = Stream::for_elements(draws, 2);
+    for k in 0..draws {
+        let i = n - 1 - k;
+        let j = below(stream.word64(k), (i + 1) as u64) as usize;
+        perm.swap(i, j);
+    }
+    Tensor::from_data_on(CpuData::from_i64(dtype, perm.into_iter()), vec![n], place)
+}
+
+/// Dropout's keep-mask scaled by `scale`: element `i` is `scale` where the uniform draw
+/// `(w >> 8) · 2^-24` (32-bit layout) is `>= p`, else 0. float32 (float64 on a float64 CPU
+/// request); the comparison is done on the integer `w >> 8` against `ceil(p · 2^24)`, so it is
+/// exact and the same on every place.
+pub(crate) fn dropout_mask(
+    shape: &[usize],
+    p: f64,
+    scale: f64,
+    dtype: DType,
+    place: Place,
+) -> Result<Tensor> {
+    let n: usize = shape.iter().product();
+    let threshold = (p * 16_777_216.0).ceil().clamp(0.0, 16_777_216.0) as u32;
+    let stream = Stream::for_elements(n, 4);
+    match place {
+        Place::Cpu if dtype == DType::Float64 => {
+            let mut out = vec![0.0f64; n];
+            stream.fill(&mut out, 4, |w, l| {
+                if (w[l] >> 8) >= threshold { scale } else { 0.0 }
+            });
+            Ok(Tensor::from_cpu(CpuData::F64(out), shape.to_vec()))
+        }
+        Place::Cpu => {
+            let s = scale as f32;
+            let mut out = vec![0.0f32; n];
+            stream.fill(
+                &mut out,
+                4,
+                |w, l| if (w[l] >> 8) >= threshold { s } else { 0.0 },
+            );
+            Ok(Tensor::from_cpu(CpuData::F32(out), shape.to_vec()))
+        }
+        Place::Gpu(_) => {
+            let extra = [threshold, (scale as f32).to_bits()];
+            let buf =
+                stream.dispatch(place, "dropout", "dropout_mask", n, DType::Float32, &extra)?;
+            Ok(Tensor::from_gpu(buf, shape.to_vec(), DType::Float32))
+        }
+    }
+}
