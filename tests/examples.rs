@@ -28,3 +28,38 @@ fn custom_op_pylayer_matches_builtin_tanh() {
         assert!((r.custom_sum as f64 - sum).abs() < 1e-5);
     }
 }
+
+#[path = "../examples/basics.rs"]
+#[allow(dead_code)]
+mod basics;
+
+#[test]
+fn basics_broadcast_add_and_matmul() {
+    for place in places() {
+        let t = basics::basics(place).unwrap();
+        assert_eq!(t.a.shape(), &[4, 2]);
+        assert_eq!(t.b.to_vec::<f32>().unwrap(), vec![1.0, 2.0]);
+        let a = t.a.to_vec::<f32>().unwrap();
+        let c: Vec<f64> = (0..8).map(|i| (a[i] + [1.0, 2.0][i % 2]) as f64).collect();
+        common::assert_close("a + b", &common::values(&t.c), &c, 1e-7);
+        let d: Vec<f64> = (0..4).map(|r| (a[2 * r] + 2.0 * a[2 * r + 1]) as f64).collect();
+        assert_eq!(t.d.shape(), &[4]);
+        common::assert_close("matmul(a, b)", &common::values(&t.d), &d, 1e-6);
+        // The printed layout is Paddle's.
+        let shown = t.d.to_string();
+        assert!(shown.starts_with("Tensor(shape=[4], dtype=float32, place="), "{shown}");
+    }
+}
+
+#[test]
+fn control_flow_pow_on_int64_is_exact() {
+    for place in places() {
+        let steps = basics::control_flow(place).unwrap();
+        assert_eq!(steps.len(), 10);
+        for s in steps {
+            let p: Vec<i64> = [1i64, 2, 3].iter().map(|v| v.pow(s.i)).collect();
+            let e: Vec<i64> = p.iter().zip([4i64, 5, 6]).map(|(p, b)| if s.plus { p + b } else { p - b }).collect();
+            assert_eq!(s.c, e, "step {} on {place}", s.i);
+        }
+    }
+}
