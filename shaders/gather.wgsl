@@ -1,0 +1,37 @@
+// Gather along one axis: out[o, j, i] = src[o, index(o, j, i), i] for an (outer, M, inner)
+// output, with src viewed as (outer, N, inner). The index of (o, j, i) sits at position
+// o * so + j * sj + i * si, so a 1-D index list (so = si = 0, sj = 1: index_select, gather,
+// embedding) and a full index tensor (take_along_axis) share the kernel. Elements move as raw
+// words (S = u32 for 32-bit dtypes, vec2<u32> for int64). Index values outside [0, N) — the
+// CPU reports them as errors, the GPU cannot without a readback — and the padding index
+// (params[7], 0xffffffff for none) read as 0.
+// params: [total, M, inner, N, so, sj, si, pad]
+@group(0) @binding(0) var<storage, read> src: array<{{S}}>;
+@group(0) @binding(1) var<storage, read> index: array<{{I}}>;
+@group(0) @binding(2) var<storage, read_write> dst: array<{{S}}>;
+@group(0) @binding(3) var<storage, read> params: array<u32>;
+
+// The index at position k as u32; 0xffffffff when it is negative or does not fit 32 bits.
+fn index_at(k: u32) -> u32 {
+    {{INDEX_AT}}
+}
+
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let t = gid.x + gid.y * nwg.x * 256u;
+    if (t >= params[0]) {
+        return;
+    }
+    let m = params[1];
+    let inner = params[2];
+    let n = params[3];
+    let i = t % inner;
+    let j = (t / inner) % m;
+    let o = t / (inner * m);
+    let v = index_at(o * params[4] + j * params[5] + i * params[6]);
+    var value = {{S}}();
+    if (v < n && v != params[7]) {
+        value = src[(o * n + v) * inner + i];
+    }
+    dst[t] = value;
+}

@@ -1,0 +1,39 @@
+// The adjoint of gather.wgsl (the gradient of every gather-like op): with the same geometry,
+// out[o, v, i] = Σ_j [index(o, j, i) == v] g[o, j, i] over an (outer, N, inner) output. Each
+// output element loops over the M index positions of its (o, i) column and sums the matches
+// in increasing j: deterministic, no float atomics, the same order as the CPU kernel. Cost is
+// O(M) per output element. Out-of-range indices and the padding index contribute nothing.
+// params: [total, M, inner, N, so, sj, si, pad]
+@group(0) @binding(0) var<storage, read> g: array<f32>;
+@group(0) @binding(1) var<storage, read> index: array<{{I}}>;
+@group(0) @binding(2) var<storage, read_write> dst: array<f32>;
+@group(0) @binding(3) var<storage, read> params: array<u32>;
+
+// The index at position k as u32; 0xffffffff when it is negative or does not fit 32 bits.
+fn index_at(k: u32) -> u32 {
+    {{INDEX_AT}}
+}
+
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let t = gid.x + gid.y * nwg.x * 256u;
+    if (t >= params[0]) {
+        return;
+    }
+    let m = params[1];
+    let inner = params[2];
+    let n = params[3];
+    let i = t % inner;
+    let v = (t / inner) % n;
+    let o = t / (inner * n);
+    var acc = 0.0;
+    if (v != params[7]) {
+        let base = o * params[4] + i * params[6];
+        for (var j = 0u; j < m; j = j + 1u) {
+            if (index_at(base + j * params[5]) == v) {
+                acc = acc + g[(o * m + j) * inner + i];
+            }
+        }
+    }
+    dst[t] = acc;
+}
