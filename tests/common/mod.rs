@@ -86,35 +86,101 @@ pub fn tensor(values: &[f64], shape: &[usize], dtype: DType, place: Place) -> Te
     Tensor::from_vec_on(values.to_vec(), shape, Place::Cpu).unwrap().cast(dtype).unwrap().to(place).unwrap()
 }
 
-/// `‖a − b‖ / ‖b‖` (plain `‖a − b‖` when `b` is all zeros); NaNs must match positions.
-pub fn rel_err(a: &[f64], b: &[f64]) -> f64 {
-    assert_eq!(a.len(), b.len(), "lengths differ");
+/// `‖a − b‖ / ‖b‖` (plain `‖a − b‖` when `b` is all zeros); NaNs and infinities must match
+/// positions (an error names the first mismatch).
+pub fn try_rel_err(a: &[f64], b: &[f64]) -> std::result::Result<f64, String> {
+    if a.len() != b.len() {
+        return Err(format!("lengths differ: {} vs {}", a.len(), b.len()));
+    }
     let (mut num, mut den) = (0.0, 0.0);
-    for (x, y) in a.iter().zip(b) {
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
         if x.is_nan() || y.is_nan() {
-            assert!(x.is_nan() && y.is_nan(), "NaN mismatch: {x} vs {y}");
+            if !(x.is_nan() && y.is_nan()) {
+                return Err(format!("NaN mismatch at {i}: {x} vs {y}"));
+            }
             continue;
         }
         if x.is_infinite() || y.is_infinite() {
-            assert_eq!(x, y, "infinity mismatch");
+            if x != y {
+                return Err(format!("infinity mismatch at {i}: {x} vs {y}"));
+            }
             continue;
         }
         num += (x - y) * (x - y);
         den += y * y;
     }
-    if den == 0.0 { num.sqrt() } else { (num / den).sqrt() }
+    Ok(if den == 0.0 { num.sqrt() } else { (num / den).sqrt() })
+}
+
+/// `‖a − b‖ / ‖b‖` (plain `‖a − b‖` when `b` is all zeros); NaNs must match positions.
+pub fn rel_err(a: &[f64], b: &[f64]) -> f64 {
+    try_rel_err(a, b).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// `Err` unless `rel_err(actual, expected) <= tol`, naming `what` and the run seed.
+pub fn check_close(what: &str, actual: &[f64], expected: &[f64], tol: f64) -> std::result::Result<(), String> {
+    let show = |v: &[f64]| format!("{:?}", &v[..v.len().min(16)]);
+    match try_rel_err(actual, expected) {
+        Ok(e) if e <= tol => Ok(()),
+        Ok(e) => Err(format!(
+            "{what}: relative error {e:e} > {tol:e} (seed {})\n actual:   {}\n expected: {}",
+            run_seed(),
+            show(actual),
+            show(expected)
+        )),
+        Err(m) => Err(format!(
+            "{what}: {m} (seed {})\n actual:   {}\n expected: {}",
+            run_seed(),
+            show(actual),
+            show(expected)
+        )),
+    }
 }
 
 /// Asserts `rel_err(actual, expected) <= tol`, naming `what` and the run seed.
 pub fn assert_close(what: &str, actual: &[f64], expected: &[f64], tol: f64) {
-    let e = rel_err(actual, expected);
-    assert!(
-        e <= tol,
-        "{what}: relative error {e:e} > {tol:e} (seed {})\n actual:   {:?}\n expected: {:?}",
-        run_seed(),
-        &actual[..actual.len().min(16)],
-        &expected[..expected.len().min(16)]
-    );
+    if let Err(m) = check_close(what, actual, expected, tol) {
+        panic!("{m}");
+    }
+}
+
+/// `Err` unless the values are identical (exact dtypes: ints and bools), naming `what`.
+pub fn check_exact(what: &str, actual: &[f64], expected: &[f64]) -> std::result::Result<(), String> {
+    if actual.len() != expected.len() {
+        return Err(format!("{what}: lengths differ: {} vs {}", actual.len(), expected.len()));
+    }
+    match actual.iter().zip(expected).position(|(a, e)| a != e) {
+        None => Ok(()),
+        Some(i) => Err(format!(
+            "{what}: element {i} is {} but expected {} (seed {})\n actual:   {:?}\n expected: {:?}",
+            actual[i],
+            expected[i],
+            run_seed(),
+            &actual[..actual.len().min(16)],
+            &expected[..expected.len().min(16)]
+        )),
+    }
+}
+
+/// Runs `f`, turning a panic into `Some(message)`, so one test can check many ops and report
+/// every failure at once.
+pub fn catch(name: &str, f: impl FnOnce()) -> Option<String> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(()) => None,
+        Err(e) => {
+            let msg = e
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "panicked".into());
+            Some(format!("{name}: {msg}"))
+        }
+    }
+}
+
+/// Panics listing every failure, if any.
+pub fn report(what: &str, failures: &[String]) {
+    assert!(failures.is_empty(), "{what}: {} failure(s):\n{}", failures.len(), failures.join("\n"));
 }
 
 /// The values of `t` as f64 (any dtype, any place).

@@ -14,6 +14,10 @@ fn walk<const K: usize>(
     mut f: impl FnMut(usize, [isize; K]),
 ) {
     let nd = shape.len();
+    if len == 0 {
+        // Nothing to visit; also keeps a zero-size dimension out of the `%` below.
+        return;
+    }
     if nd == 0 {
         if len > 0 {
             f(start, base);

@@ -399,7 +399,8 @@ binary_ops! {
         float: |a, b| b2f(a != b),
         int: |a, b| (a != b) as i64,
         boolean: |a, b| a != b,
-        wgsl: "a != b",
+        // Not `a != b`: naga lowers float `!=` to an ordered compare, false for NaN.
+        wgsl: "!(a == b)",
         wgsl_i64: "!i64_eq(a, b)",
         wgsl_bool: "a != b",
         out_bool: true,

@@ -33,7 +33,8 @@ fn convert_expr(from: DType, to: DType) -> &'static str {
         (Float32, Float32) => "x",
         (Float32, Int32) => "f32_to_i32(x)",
         (Float32, Int64) => "i64_from_f32(x)",
-        (Float32, Bool) => "x != 0.0",
+        // Not `x != 0.0`: naga lowers float `!=` to an ordered compare, so NaN would be false.
+        (Float32, Bool) => "!(x == 0.0)",
         (Int32, Float32) => "f32(x)",
         (Int32, Int64) => "i64_from_i32(x)",
         (Int32, Bool) => "x != 0",
