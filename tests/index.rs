@@ -49,14 +49,14 @@ fn index_select_and_gather_known_values() {
         }
         // Middle axis of a 3-D tensor, and non-float dtypes move exactly.
         let x: Vec<i64> = (0..24).map(|v| v * 1_000_000_007).collect();
-        let t = Tensor::from_vec_on(x.clone(), &[2, 3, 4], place).unwrap();
+        let t = Tensor::from_vec_on(x.clone(), [2, 3, 4], place).unwrap();
         let y = paddle::index_select(&t, &idx_on(&[2, 0], &[2], DType::Int64, place), 1).unwrap();
         let expect: Vec<i64> = [8, 9, 10, 11, 0, 1, 2, 3, 20, 21, 22, 23, 12, 13, 14, 15]
             .iter()
             .map(|&k| x[k])
             .collect();
         assert_eq!(y.to_vec::<i64>().unwrap(), expect);
-        let b = Tensor::from_vec_on(vec![true, false, false], &[3], place).unwrap();
+        let b = Tensor::from_vec_on(vec![true, false, false], [3], place).unwrap();
         let bi = paddle::gather(&b, &idx_on(&[1, 0, 0], &[3], DType::Int32, place), 0).unwrap();
         assert_eq!(bi.to_vec::<bool>().unwrap(), vec![false, true, true]);
         let h = x33(place).cast(DType::Float16).unwrap();
