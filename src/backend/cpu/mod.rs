@@ -175,3 +175,22 @@ pub(crate) fn par_chunks_mut<T: Send>(out: &mut [T], min_chunk: usize, f: impl F
 pub(crate) fn par_chunks_mut<T: Send>(out: &mut [T], _min_chunk: usize, f: impl Fn(usize, &mut [T]) + Sync) {
     f(0, out);
 }
+
+/// Runs `f(first_block, blocks)` over `out` cut into whole blocks of `block` elements (rows
+/// of a row-wise kernel), several blocks per task, on both cores when it pays.
+#[cfg(not(target_arch = "wasm32"))]
+pub(crate) fn par_blocks_mut<T: Send>(out: &mut [T], block: usize, f: impl Fn(usize, &mut [T]) + Sync) {
+    use rayon::prelude::*;
+    let block = block.max(1);
+    let per_task = ((1 << 14) / block).max(1);
+    if out.len() <= block * per_task {
+        f(0, out);
+        return;
+    }
+    out.par_chunks_mut(block * per_task).enumerate().for_each(|(i, c)| f(i * per_task, c));
+}
+
+#[cfg(target_arch = "wasm32")]
+pub(crate) fn par_blocks_mut<T: Send>(out: &mut [T], _block: usize, f: impl Fn(usize, &mut [T]) + Sync) {
+    f(0, out);
+}

@@ -1,0 +1,92 @@
+// layer_norm backward w.r.t. x, per row of D elements, from the saved mean and rstd:
+//   gw = g · w,  x̂ = (x − mean) · rstd,
+//   dx = rstd · (gw − mean(gw) − x̂ · mean(gw · x̂))
+// `rows`: one workgroup per row (tree reductions); `small`: one invocation per row.
+// params: [rows, D, has_weight]
+
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read> g: array<f32>;
+@group(0) @binding(2) var<storage, read> w: array<f32>;
+@group(0) @binding(3) var<storage, read> mean: array<f32>;
+@group(0) @binding(4) var<storage, read> rstd: array<f32>;
+@group(0) @binding(5) var<storage, read_write> dx: array<f32>;
+@group(0) @binding(6) var<storage, read> params: array<u32>;
+
+var<workgroup> red: array<f32, 256>;
+
+fn wg_sum(lid: u32, v: f32) -> f32 {
+    red[lid] = v;
+    workgroupBarrier();
+    for (var s = 128u; s > 0u; s = s >> 1u) {
+        if (lid < s) {
+            red[lid] = red[lid] + red[lid + s];
+        }
+        workgroupBarrier();
+    }
+    let total = red[0];
+    workgroupBarrier();
+    return total;
+}
+
+fn gw(k: u32, j: u32) -> f32 {
+    if (params[2] != 0u) {
+        return g[k] * w[j];
+    }
+    return g[k];
+}
+
+@compute @workgroup_size(256)
+fn rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let row = wid.x + wid.y * nwg.x;
+    let n = params[0];
+    let d = params[1];
+    let in_range = row < n;
+    let r = min(row, max(n, 1u) - 1u);
+    let base = r * d;
+    let mu = mean[r];
+    let rs = rstd[r];
+    var s1 = 0.0;
+    var s2 = 0.0;
+    if (in_range) {
+        for (var j = lid; j < d; j = j + 256u) {
+            let v = gw(base + j, j);
+            s1 = s1 + v;
+            s2 = s2 + v * (x[base + j] - mu) * rs;
+        }
+    }
+    let a = wg_sum(lid, s1) / f32(d);
+    let c = wg_sum(lid, s2) / f32(d);
+    if (in_range) {
+        for (var j = lid; j < d; j = j + 256u) {
+            let xhat = (x[base + j] - mu) * rs;
+            dx[base + j] = rs * (gw(base + j, j) - a - xhat * c);
+        }
+    }
+}
+
+@compute @workgroup_size(256)
+fn small(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let row = gid.x + gid.y * nwg.x * 256u;
+    let n = params[0];
+    let d = params[1];
+    if (row >= n) {
+        return;
+    }
+    let base = row * d;
+    let mu = mean[row];
+    let rs = rstd[row];
+    var s1 = 0.0;
+    var s2 = 0.0;
+    for (var j = 0u; j < d; j = j + 1u) {
+        let v = gw(base + j, j);
+        s1 = s1 + v;
+        s2 = s2 + v * (x[base + j] - mu) * rs;
+    }
+    let a = s1 / f32(d);
+    let c = s2 / f32(d);
+    for (var j = 0u; j < d; j = j + 1u) {
+        let xhat = (x[base + j] - mu) * rs;
+        dx[base + j] = rs * (gw(base + j, j) - a - xhat * c);
+    }
+}

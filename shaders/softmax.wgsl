@@ -1,0 +1,95 @@
+// softmax / log_softmax over the middle axis of an (outer, R, inner) view, max subtracted.
+// `rows` (inner == 1): one workgroup per row; max, Σexp and the write in one dispatch,
+// the two reductions as tree reductions in workgroup memory.
+// `strided`: one invocation per (outer, inner) line, looping over R.
+// params: [outer, R, inner]
+#include "lib/math.wgsl"
+
+@group(0) @binding(0) var<storage, read> src: array<f32>;
+@group(0) @binding(1) var<storage, read_write> dst: array<f32>;
+@group(0) @binding(2) var<storage, read> params: array<u32>;
+
+const LOG_SOFTMAX: bool = {{LOG}};
+
+var<workgroup> red: array<f32, 256>;
+
+// The result for one element, from x − max and the row's Σexp(x − max).
+fn result(shifted: f32, total: f32) -> f32 {
+    if (LOG_SOFTMAX) {
+        return shifted - log(total);
+    }
+    return exp(shifted) / total;
+}
+
+@compute @workgroup_size(256)
+fn rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let row = wid.x + wid.y * nwg.x;
+    let outer = params[0];
+    let len = params[1];
+    let in_range = row < outer;
+    let base = row * len;
+
+    var m = -f32_inf();
+    if (in_range) {
+        for (var r = lid; r < len; r = r + 256u) {
+            m = max(m, src[base + r]);
+        }
+    }
+    red[lid] = m;
+    workgroupBarrier();
+    for (var s = 128u; s > 0u; s = s >> 1u) {
+        if (lid < s) {
+            red[lid] = max(red[lid], red[lid + s]);
+        }
+        workgroupBarrier();
+    }
+    let row_max = red[0];
+    workgroupBarrier();
+
+    var acc = 0.0;
+    if (in_range) {
+        for (var r = lid; r < len; r = r + 256u) {
+            acc = acc + exp(src[base + r] - row_max);
+        }
+    }
+    red[lid] = acc;
+    workgroupBarrier();
+    for (var s = 128u; s > 0u; s = s >> 1u) {
+        if (lid < s) {
+            red[lid] = red[lid] + red[lid + s];
+        }
+        workgroupBarrier();
+    }
+    let total = red[0];
+
+    if (in_range) {
+        for (var r = lid; r < len; r = r + 256u) {
+            dst[base + r] = result(src[base + r] - row_max, total);
+        }
+    }
+}
+
+@compute @workgroup_size(256)
+fn strided(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let idx = gid.x + gid.y * nwg.x * 256u;
+    let outer = params[0];
+    let len = params[1];
+    let inner = params[2];
+    if (idx >= outer * inner) {
+        return;
+    }
+    let base = (idx / inner) * len * inner + idx % inner;
+    var m = -f32_inf();
+    for (var r = 0u; r < len; r = r + 1u) {
+        m = max(m, src[base + r * inner]);
+    }
+    var total = 0.0;
+    for (var r = 0u; r < len; r = r + 1u) {
+        total = total + exp(src[base + r * inner] - m);
+    }
+    for (var r = 0u; r < len; r = r + 1u) {
+        let k = base + r * inner;
+        dst[k] = result(src[k] - m, total);
+    }
+}

@@ -1,0 +1,80 @@
+// Fused backward of softmax / log_softmax over the middle axis of an (outer, R, inner) view:
+//   softmax:     dx = y · (g − Σ g·y)
+//   log_softmax: dx = g − exp(y) · Σ g
+// `rows` (inner == 1): one workgroup per row, the sum as a tree reduction.
+// `strided`: one invocation per (outer, inner) line.
+// params: [outer, R, inner]
+
+@group(0) @binding(0) var<storage, read> y: array<f32>;
+@group(0) @binding(1) var<storage, read> g: array<f32>;
+@group(0) @binding(2) var<storage, read_write> dx: array<f32>;
+@group(0) @binding(3) var<storage, read> params: array<u32>;
+
+const LOG_SOFTMAX: bool = {{LOG}};
+
+var<workgroup> red: array<f32, 256>;
+
+// The summand of the row reduction.
+fn term(k: u32) -> f32 {
+    if (LOG_SOFTMAX) {
+        return g[k];
+    }
+    return g[k] * y[k];
+}
+
+fn result(k: u32, total: f32) -> f32 {
+    if (LOG_SOFTMAX) {
+        return g[k] - exp(y[k]) * total;
+    }
+    return y[k] * (g[k] - total);
+}
+
+@compute @workgroup_size(256)
+fn rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let row = wid.x + wid.y * nwg.x;
+    let outer = params[0];
+    let len = params[1];
+    let in_range = row < outer;
+    let base = row * len;
+    var acc = 0.0;
+    if (in_range) {
+        for (var r = lid; r < len; r = r + 256u) {
+            acc = acc + term(base + r);
+        }
+    }
+    red[lid] = acc;
+    workgroupBarrier();
+    for (var s = 128u; s > 0u; s = s >> 1u) {
+        if (lid < s) {
+            red[lid] = red[lid] + red[lid + s];
+        }
+        workgroupBarrier();
+    }
+    let total = red[0];
+    if (in_range) {
+        for (var r = lid; r < len; r = r + 256u) {
+            dx[base + r] = result(base + r, total);
+        }
+    }
+}
+
+@compute @workgroup_size(256)
+fn strided(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let idx = gid.x + gid.y * nwg.x * 256u;
+    let outer = params[0];
+    let len = params[1];
+    let inner = params[2];
+    if (idx >= outer * inner) {
+        return;
+    }
+    let base = (idx / inner) * len * inner + idx % inner;
+    var total = 0.0;
+    for (var r = 0u; r < len; r = r + 1u) {
+        total = total + term(base + r * inner);
+    }
+    for (var r = 0u; r < len; r = r + 1u) {
+        let k = base + r * inner;
+        dx[k] = result(k, total);
+    }
+}
