@@ -98,5 +98,9 @@ fn f32_to_i32(x: f32) -> i32 {
     if (is_nan_f(x)) {
         return 0;
     }
-    return i32(clamp(x, -2147483648.0, 2147483520.0));
+    // i32(x) clamps to the largest f32 below 2^31 (2147483520); saturate to i32::MAX.
+    if (x >= 2147483648.0) {
+        return 2147483647;
+    }
+    return i32(max(x, -2147483648.0));
 }

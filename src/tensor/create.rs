@@ -210,22 +210,22 @@ pub fn full(shape: impl IntoShape, value: impl Into<Scalar>, dtype: DType) -> Re
 
 /// Zeros on `place`.
 pub fn zeros_on(shape: impl IntoShape, dtype: DType, place: Place) -> Result<Tensor> {
-    full_on(shape, 0i64, dtype, place)
+    full_on(shape.into_dims("zeros")?, 0i64, dtype, place)
 }
 
 /// Ones on `place`.
 pub fn ones_on(shape: impl IntoShape, dtype: DType, place: Place) -> Result<Tensor> {
-    full_on(shape, 1i64, dtype, place)
+    full_on(shape.into_dims("ones")?, 1i64, dtype, place)
 }
 
 /// Zeros on the current place (`paddle.zeros`).
 pub fn zeros(shape: impl IntoShape, dtype: DType) -> Result<Tensor> {
-    full(shape, 0i64, dtype)
+    full(shape.into_dims("zeros")?, 0i64, dtype)
 }
 
 /// Ones on the current place (`paddle.ones`).
 pub fn ones(shape: impl IntoShape, dtype: DType) -> Result<Tensor> {
-    full(shape, 1i64, dtype)
+    full(shape.into_dims("ones")?, 1i64, dtype)
 }
 
 /// `value` everywhere, with `x`'s shape, dtype and place.

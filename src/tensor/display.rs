@@ -173,12 +173,13 @@ impl Formatter<'_> {
     }
 }
 
-/// Positions of the items `_to_summary` keeps (the edges of every summarised axis).
-fn summary_positions(shape: &[usize], summary: bool, edge: usize) -> Vec<usize> {
+/// Positions of the items Paddle's `_to_summary` keeps: the edges of every axis longer
+/// than `2 * edge`.
+fn summary_positions(shape: &[usize], edge: usize) -> Vec<usize> {
     let mut out = vec![0usize];
     for (d, &n) in shape.iter().enumerate() {
         let stride: usize = shape[d + 1..].iter().product();
-        let idx: Vec<usize> = if summary && n > 2 * edge { (0..edge).chain(n - edge..n).collect() } else { (0..n).collect() };
+        let idx: Vec<usize> = if n > 2 * edge { (0..edge).chain(n - edge..n).collect() } else { (0..n).collect() };
         out = out.iter().flat_map(|&base| idx.iter().map(move |&i| base + i * stride)).collect();
     }
     out
@@ -202,14 +203,14 @@ pub(crate) fn format_data(data: &CpuData, shape: &[usize], indent: usize) -> Str
     let mut width = 0;
     let mut signed = false;
     if !items.is_empty() {
-        for p in summary_positions(shape, summary, opts.edgeitems) {
+        // Paddle measures the width and sign over `_to_summary(x)` even when it does not
+        // summarise, so only the edge items of each axis count (an interior item may print
+        // wider than the rest).
+        for p in summary_positions(shape, opts.edgeitems) {
             let it = items[p];
             signed |= it.negative();
             width = width.max(format_item(it, &opts).len());
         }
-    }
-    if !shape.is_empty() && shape.contains(&0) {
-        return "[]".into();
     }
     Formatter { items: &items, shape, summary, width, signed, opts }.format(0, 0, indent)
 }
