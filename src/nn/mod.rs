@@ -2,9 +2,15 @@
 //! and `functional` with the stateless forms (`F::relu`, `F::conv2d`, ...).
 
 pub mod functional;
+pub mod init;
 mod layer;
 mod layers;
+pub mod loss;
 
 pub use dygraph_derive::Layer;
+pub use init::{BiasAttr, Initializer, ParamAttr, create_parameter};
 pub use layer::{Forward, Layer, StateDict};
 pub use layers::*;
+pub use loss::{
+    BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, CrossEntropyOptions, L1Loss, MSELoss, NLLLoss, Reduction, SmoothL1Loss,
+};

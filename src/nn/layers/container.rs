@@ -9,9 +9,15 @@ pub trait Module: Layer + Forward {}
 impl<T: Layer + Forward> Module for T {}
 
 /// Layers applied in order (`paddle.nn.Sequential`); sublayers are named "0", "1", ...
-#[derive(Default)]
 pub struct Sequential {
     layers: Vec<Box<dyn Module>>,
+    training: bool,
+}
+
+impl Default for Sequential {
+    fn default() -> Self {
+        Sequential { layers: Vec::new(), training: true }
+    }
 }
 
 impl Sequential {
@@ -44,6 +50,17 @@ impl Sequential {
 }
 
 impl Layer for Sequential {
+    fn is_training(&self) -> bool {
+        self.training
+    }
+
+    fn set_training(&mut self, training: bool) {
+        self.training = training;
+        for l in &mut self.layers {
+            l.set_training(training);
+        }
+    }
+
     fn visit_sublayers<'a>(&'a self, f: &mut dyn FnMut(&str, &'a dyn Layer)) {
         for (i, l) in self.layers.iter().enumerate() {
             f(&i.to_string(), l.as_ref() as &dyn Module as &dyn Layer);

@@ -2,6 +2,8 @@
 
 mod activation;
 mod container;
+mod linear;
 
 pub use activation::*;
 pub use container::*;
+pub use linear::*;
