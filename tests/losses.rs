@@ -1,0 +1,142 @@
+//! Losses against values computed by hand, GPU against CPU, and float64 gradchecks.
+
+mod common;
+
+use dygraph::nn::functional as F;
+use dygraph::nn::{CrossEntropyOptions, Reduction};
+use dygraph::{DType, Place, Result, Tensor};
+
+fn t(v: &[f64], shape: &[usize]) -> Tensor {
+    common::tensor(v, shape, DType::Float64, Place::Cpu)
+}
+
+fn labels(v: &[i64], shape: &[usize], place: Place) -> Tensor {
+    Tensor::from_vec_on(v.to_vec(), shape, place).unwrap()
+}
+
+fn scalar(x: &Tensor) -> f64 {
+    common::values(x)[0]
+}
+
+fn log_softmax_row(row: &[f64]) -> Vec<f64> {
+    let m = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    let lse = m + row.iter().map(|v| (v - m).exp()).sum::<f64>().ln();
+    row.iter().map(|v| v - lse).collect()
+}
+
+#[test]
+fn regression_losses_by_hand() {
+    let x = t(&[1.0, -2.0, 0.5, 3.0], &[4]);
+    let y = t(&[0.0, -1.0, 0.5, 1.0], &[4]);
+    assert!((scalar(&F::mse_loss(&x, &y, Reduction::Mean).unwrap()) - (1.0 + 1.0 + 0.0 + 4.0) / 4.0).abs() < 1e-12);
+    assert!((scalar(&F::l1_loss(&x, &y, Reduction::Sum).unwrap()) - 4.0).abs() < 1e-12);
+    // Huber with delta 1: d = [1, -1, 0, 2] → [0.5, 0.5, 0, 1.5].
+    let h = F::smooth_l1_loss(&x, &y, Reduction::None, 1.0).unwrap();
+    assert_eq!(common::values(&h), vec![0.5, 0.5, 0.0, 1.5]);
+    assert!(F::mse_loss(&x, &t(&[1.0], &[1]), Reduction::Mean).is_err(), "shape mismatch is an error");
+}
+
+#[test]
+fn cross_entropy_hard_labels_weights_ignore_and_smoothing() {
+    let logits = [2.0, 1.0, 0.1, 0.5, 2.5, 0.3, -1.0, 0.0, 1.0];
+    let x = t(&logits, &[3, 3]);
+    let lab = [0i64, 1, 2];
+    let rows: Vec<Vec<f64>> = logits.chunks(3).map(log_softmax_row).collect();
+    let nll: Vec<f64> = (0..3).map(|i| -rows[i][lab[i] as usize]).collect();
+    let opts = CrossEntropyOptions::default();
+    let mean = F::cross_entropy(&x, &labels(&lab, &[3], Place::Cpu), &opts).unwrap();
+    assert!((scalar(&mean) - nll.iter().sum::<f64>() / 3.0).abs() < 1e-12);
+    // [N, 1] labels and reduction none keep the [N, 1] shape.
+    let none = F::cross_entropy(&x, &labels(&lab, &[3, 1], Place::Cpu), &CrossEntropyOptions { reduction: Reduction::None, ..Default::default() }).unwrap();
+    assert_eq!(none.shape(), &[3, 1]);
+    common::assert_close("per-sample", &common::values(&none), &nll, 1e-12);
+    // Class weights: weighted mean divides by the sum of the samples' weights.
+    let w = t(&[1.0, 2.0, 0.5], &[3]);
+    let wm = F::cross_entropy(&x, &labels(&lab, &[3], Place::Cpu), &CrossEntropyOptions { weight: Some(w), ..Default::default() }).unwrap();
+    let e = (nll[0] * 1.0 + nll[1] * 2.0 + nll[2] * 0.5) / 3.5;
+    assert!((scalar(&wm) - e).abs() < 1e-12);
+    // ignore_index drops the sample from sum and count.
+    let ig = F::cross_entropy(&x, &labels(&[0, -100, 2], &[3], Place::Cpu), &opts).unwrap();
+    assert!((scalar(&ig) - (nll[0] + nll[2]) / 2.0).abs() < 1e-12);
+    // Label smoothing ε: target (1−ε)·onehot + ε/C.
+    let ls = F::cross_entropy(&x, &labels(&lab, &[3], Place::Cpu), &CrossEntropyOptions { label_smoothing: 0.1, ..Default::default() }).unwrap();
+    let e: f64 = (0..3)
+        .map(|i| -(0..3).map(|c| rows[i][c] * (if c == lab[i] as usize { 0.9 } else { 0.0 } + 0.1 / 3.0)).sum::<f64>())
+        .sum::<f64>()
+        / 3.0;
+    assert!((scalar(&ls) - e).abs() < 1e-12);
+    // Probabilities in (use_softmax=false) and soft labels.
+    let probs = t(&[0.7, 0.2, 0.1], &[1, 3]);
+    let p = F::cross_entropy(&probs, &labels(&[1], &[1], Place::Cpu), &CrossEntropyOptions { use_softmax: false, ..Default::default() }).unwrap();
+    assert!((scalar(&p) + 0.2f64.ln()).abs() < 1e-12);
+    let soft = t(&[0.5, 0.5, 0.0], &[1, 3]);
+    let s = F::cross_entropy(&x.slice(&[0], &[0], &[1]).unwrap(), &soft, &CrossEntropyOptions { soft_label: true, ..Default::default() }).unwrap();
+    assert!((scalar(&s) + 0.5 * (rows[0][0] + rows[0][1])).abs() < 1e-12);
+    // Errors: float hard labels, wrong label shape.
+    assert!(F::cross_entropy(&x, &t(&[0.0, 1.0, 2.0], &[3]), &opts).is_err());
+    let e = F::cross_entropy(&x, &labels(&[0, 1], &[2], Place::Cpu), &opts).unwrap_err().to_string();
+    assert!(e.contains("cross_entropy") && e.contains("[2]"), "{e}");
+}
+
+#[test]
+fn nll_and_binary_losses_by_hand() {
+    let logp = t(&[-0.1, -2.5, -1.2, -0.4], &[2, 2]);
+    let n = F::nll_loss(&logp, &labels(&[0, 1], &[2], Place::Cpu), None, -100, Reduction::Mean).unwrap();
+    assert!((scalar(&n) - (0.1 + 0.4) / 2.0).abs() < 1e-12);
+    let p = t(&[0.9, 0.2], &[2]);
+    let y = t(&[1.0, 0.0], &[2]);
+    let b = F::binary_cross_entropy(&p, &y, None, Reduction::Sum).unwrap();
+    assert!((scalar(&b) + 0.9f64.ln() + 0.8f64.ln()).abs() < 1e-12);
+    let z = t(&[2.0, -1.0], &[2]);
+    let bl = F::binary_cross_entropy_with_logits(&z, &y, None, Reduction::None, None).unwrap();
+    let sig = |v: f64| 1.0 / (1.0 + (-v).exp());
+    common::assert_close("bce logits", &common::values(&bl), &[-sig(2.0).ln(), -(1.0 - sig(-1.0)).ln()], 1e-12);
+    let pw = t(&[3.0, 3.0], &[2]);
+    let bw = F::binary_cross_entropy_with_logits(&z, &y, None, Reduction::None, Some(&pw)).unwrap();
+    common::assert_close("pos_weight", &common::values(&bw), &[-3.0 * sig(2.0).ln(), -(1.0 - sig(-1.0)).ln()], 1e-12);
+    // Stable for large logits.
+    let big = F::binary_cross_entropy_with_logits(&t(&[500.0], &[1]), &t(&[0.0], &[1]), None, Reduction::Sum, None).unwrap();
+    assert!((scalar(&big) - 500.0).abs() < 1e-9);
+}
+
+#[test]
+fn losses_gradcheck_and_gpu_matches_cpu() {
+    let mut rng = common::Rng::new(11);
+    let x = rng.vec(12, -2.0, 2.0);
+    let y = rng.vec(12, -2.0, 2.0);
+    let probs = rng.vec(12, 0.05, 0.95);
+    let bits: Vec<f64> = rng.vec(12, 0.0, 1.0).into_iter().map(|v| v.round()).collect();
+    let lab: Vec<i64> = rng.ints(4, 0, 3);
+    let lab2 = lab.clone();
+    type Case = (&'static str, Box<dyn Fn(&[Tensor]) -> Result<Tensor>>, Vec<(Vec<f64>, Vec<usize>)>);
+    let cases: Vec<Case> = vec![
+        ("mse", Box::new(|v: &[Tensor]| F::mse_loss(&v[0], &v[1], Reduction::Mean)), vec![(x.clone(), vec![3, 4]), (y.clone(), vec![3, 4])]),
+        ("smooth_l1", Box::new(|v: &[Tensor]| F::smooth_l1_loss(&v[0], &v[1], Reduction::Sum, 0.7)), vec![(x.clone(), vec![12]), (y.clone(), vec![12])]),
+        (
+            "cross_entropy",
+            Box::new(move |v: &[Tensor]| {
+                let l = Tensor::from_vec_on(lab.clone(), &[4], v[0].place()).unwrap();
+                F::cross_entropy(&v[0], &l, &CrossEntropyOptions { label_smoothing: 0.05, ..Default::default() })
+            }),
+            vec![(x.clone(), vec![4, 3])],
+        ),
+        (
+            "cross_entropy_axis0",
+            Box::new(move |v: &[Tensor]| {
+                let l = Tensor::from_vec_on(lab2.clone(), &[1, 4], v[0].place()).unwrap();
+                F::cross_entropy(&v[0], &l, &CrossEntropyOptions { axis: 0, ..Default::default() })
+            }),
+            vec![(x.clone(), vec![3, 4])],
+        ),
+        ("bce", Box::new(|v: &[Tensor]| F::binary_cross_entropy(&v[0], &v[1], None, Reduction::Mean)), vec![(probs.clone(), vec![12]), (bits.clone(), vec![12])]),
+        (
+            "bce_logits",
+            Box::new(|v: &[Tensor]| F::binary_cross_entropy_with_logits(&v[0], &v[1], None, Reduction::Mean, None)),
+            vec![(x.clone(), vec![12]), (bits.clone(), vec![12])],
+        ),
+    ];
+    for (name, f, inputs) in &cases {
+        common::gradcheck(name, f.as_ref(), inputs).unwrap();
+        common::gpu_matches_cpu(name, f.as_ref(), inputs, true, 1e-5);
+    }
+}
