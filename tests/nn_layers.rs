@@ -201,3 +201,71 @@ fn fc_builds_its_weight_on_the_first_call() {
     assert_eq!(p[0].0, "weight");
     assert_eq!(p[0].1.shape(), &[80, 10], "built from the flattened input size");
 }
+
+#[test]
+fn batch_norm_switches_statistics_with_train_and_eval() {
+    let mut places = vec![Place::Cpu];
+    places.extend(common::gpu());
+    for place in places {
+        let mut bn = paddle::guard(place, || nn::BatchNorm2D::new(2)).unwrap();
+        let names: Vec<String> = bn.state_dict().keys();
+        assert_eq!(names, ["weight", "bias", "_mean", "_variance"]);
+        assert_eq!(bn.parameters().len(), 2, "running statistics are buffers, not parameters");
+        let xs = common::Rng::new(8).vec(2 * 2 * 3, -1.0, 3.0);
+        let x = common::tensor(&xs, &[2, 2, 3, 1], DType::Float32, place);
+        let y = bn.forward(&x).unwrap();
+        // Training: per-channel batch statistics.
+        for c in 0..2 {
+            let vals: Vec<f64> = (0..2).flat_map(|n| (0..3).map(move |k| (n, k))).map(|(n, k)| xs[n * 6 + c * 3 + k]).collect();
+            let m = vals.iter().sum::<f64>() / 6.0;
+            let v = vals.iter().map(|a| (a - m) * (a - m)).sum::<f64>() / 6.0;
+            let got = common::values(&bn.mean)[c];
+            assert!((got - 0.1 * m).abs() < 1e-5, "running mean {got} on {place}");
+            let rv = common::values(&bn.variance)[c];
+            assert!((rv - (0.9 + 0.1 * v)).abs() < 1e-5, "running variance {rv} on {place}");
+            let yv = common::values(&y);
+            let y0 = yv[c * 3];
+            assert!((y0 - (xs[c * 3] - m) / (v + 1e-5).sqrt()).abs() < 1e-4);
+        }
+        // Eval: running statistics, no update.
+        bn.eval();
+        let before = common::values(&bn.mean);
+        let ye = bn.forward(&x).unwrap();
+        assert_eq!(common::values(&bn.mean), before, "eval leaves running stats alone");
+        let rm = common::values(&bn.mean);
+        let rv = common::values(&bn.variance);
+        let e0 = (xs[0] - rm[0]) / (rv[0] + 1e-5).sqrt();
+        assert!((common::values(&ye)[0] - e0).abs() < 1e-5);
+    }
+}
+
+#[test]
+fn dropout_layer_is_identity_in_eval() {
+    let mut d = nn::Dropout::new(0.5);
+    let x = paddle::guard(Place::Cpu, || paddle::ones(&[1000], DType::Float32)).unwrap();
+    let y = d.forward(&x).unwrap();
+    let v = common::values(&y);
+    assert!(v.iter().all(|&a| a == 0.0 || a == 2.0), "upscale_in_train keeps 1/(1-p)");
+    let kept = v.iter().filter(|&&a| a > 0.0).count();
+    assert!((350..650).contains(&kept), "{kept} kept of 1000");
+    d.eval();
+    assert_eq!(common::values(&d.forward(&x).unwrap()), vec![1.0; 1000]);
+}
+
+#[test]
+fn embedding_and_layer_norm_layers_match_their_functional_forms() {
+    let emb = paddle::guard(Place::Cpu, || nn::Embedding::new(5, 3, Some(1))).unwrap();
+    assert_eq!(common::values(&emb.weight)[3..6], [0.0, 0.0, 0.0], "padding row starts at zero");
+    let ids = Tensor::from_vec_on(vec![0i64, 1, 4, 1], &[2, 2], Place::Cpu).unwrap();
+    let y = emb.forward(&ids).unwrap();
+    assert_eq!(y.shape(), &[2, 2, 3]);
+    assert_eq!(common::values(&y), common::values(&paddle::embedding(&ids, &emb.weight, Some(1)).unwrap()));
+    assert!(nn::Embedding::new(5, 3, Some(5)).is_err());
+    let ln = paddle::guard(Place::Cpu, || nn::LayerNorm::new(&[4])).unwrap();
+    let x = common::tensor(&common::Rng::new(9).vec(8, -2.0, 2.0), &[2, 4], DType::Float32, Place::Cpu);
+    let a = ln.forward(&x).unwrap();
+    let b = paddle::layer_norm(&x, &[4], ln.weight.as_ref(), ln.bias.as_ref(), 1e-5).unwrap();
+    assert_eq!(common::values(&a), common::values(&b));
+    let s = nn::Softmax::default().forward(&x).unwrap();
+    assert_eq!(common::values(&s), common::values(&paddle::softmax(&x, -1).unwrap()));
+}

@@ -3,7 +3,11 @@
 mod activation;
 mod container;
 mod linear;
+mod misc;
+mod norm;
 
 pub use activation::*;
 pub use container::*;
 pub use linear::*;
+pub use misc::*;
+pub use norm::*;

@@ -1,0 +1,126 @@
+//! `Dropout`, `Embedding` and `Softmax` layers.
+
+use crate::nn::init::{Initializer, ParamAttr, create_parameter};
+use crate::nn::{Forward, Layer};
+use crate::ops::nn::{DropoutMode, DropoutOptions};
+use crate::{DType, Error, Result, Tensor};
+
+/// Randomly zeroes elements in training (`paddle.nn.Dropout(p=0.5, mode="upscale_in_train")`).
+pub struct Dropout {
+    /// Probability of zeroing an element.
+    pub p: f64,
+    /// Where the `1/(1−p)` scale goes.
+    pub mode: DropoutMode,
+    training: bool,
+}
+
+impl Dropout {
+    /// Dropout with probability `p`, upscaling in training.
+    pub fn new(p: f64) -> Self {
+        Dropout { p, mode: DropoutMode::UpscaleInTrain, training: true }
+    }
+
+    /// Dropout with an explicit mode.
+    pub fn with_mode(p: f64, mode: DropoutMode) -> Self {
+        Dropout { p, mode, training: true }
+    }
+}
+
+impl Layer for Dropout {
+    fn is_training(&self) -> bool {
+        self.training
+    }
+
+    fn set_training(&mut self, training: bool) {
+        self.training = training;
+    }
+}
+
+impl Forward for Dropout {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        crate::dropout(x, DropoutOptions { p: self.p, training: self.training, mode: self.mode })
+    }
+}
+
+/// A lookup table of `num_embeddings` vectors (`paddle.nn.Embedding`), XavierUniform by
+/// default; the `padding_idx` row starts at zero and receives no gradient.
+pub struct Embedding {
+    /// `[num_embeddings, embedding_dim]`.
+    pub weight: Tensor,
+    /// The padding row, if any.
+    pub padding_idx: Option<i64>,
+    training: bool,
+}
+
+impl Embedding {
+    /// A table of `num_embeddings × embedding_dim`.
+    pub fn new(num_embeddings: usize, embedding_dim: usize, padding_idx: Option<i64>) -> Result<Self> {
+        Embedding::with_attr(num_embeddings, embedding_dim, padding_idx, ParamAttr::default())
+    }
+
+    /// With an explicit weight attribute.
+    pub fn with_attr(num_embeddings: usize, embedding_dim: usize, padding_idx: Option<i64>, attr: ParamAttr) -> Result<Self> {
+        let n = num_embeddings as i64;
+        let padding_idx = match padding_idx {
+            Some(p) if p >= n || p < -n => {
+                return Err(Error::invalid("Embedding", format!("padding_idx {p} is outside [-{n}, {n})")));
+            }
+            Some(p) => Some(if p < 0 { p + n } else { p }),
+            None => None,
+        };
+        let weight = create_parameter(&[num_embeddings, embedding_dim], DType::Float32, &attr, &Initializer::xavier_uniform())?;
+        if let Some(p) = padding_idx {
+            crate::no_grad(|| -> Result<()> {
+                let keep = crate::arange(0, n, 1, DType::Int64)?.to(weight.place())?.not_equal_scalar(p)?;
+                let zeroed = weight.mul(&keep.cast(DType::Float32)?.unsqueeze(&[1])?)?;
+                weight.assign_(&zeroed)
+            })?;
+        }
+        Ok(Embedding { weight, padding_idx, training: true })
+    }
+}
+
+impl Layer for Embedding {
+    fn is_training(&self) -> bool {
+        self.training
+    }
+
+    fn set_training(&mut self, training: bool) {
+        self.training = training;
+    }
+
+    fn visit_parameters<'a>(&'a self, f: &mut dyn FnMut(&str, &'a Tensor)) {
+        f("weight", &self.weight);
+    }
+
+    fn visit_parameters_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor)) {
+        f("weight", &mut self.weight);
+    }
+}
+
+impl Forward for Embedding {
+    fn forward(&self, ids: &Tensor) -> Result<Tensor> {
+        crate::embedding(ids, &self.weight, self.padding_idx)
+    }
+}
+
+/// Softmax over `axis` (`paddle.nn.Softmax(axis=-1)`).
+#[derive(Clone, Copy, Debug)]
+pub struct Softmax {
+    /// The normalised axis.
+    pub axis: isize,
+}
+
+impl Default for Softmax {
+    fn default() -> Self {
+        Softmax { axis: -1 }
+    }
+}
+
+impl Layer for Softmax {}
+
+impl Forward for Softmax {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        crate::softmax(x, self.axis)
+    }
+}

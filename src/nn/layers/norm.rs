@@ -1,0 +1,175 @@
+//! Normalisation layers: `BatchNorm1D/2D` (running statistics as buffers `_mean` and
+//! `_variance`, as Paddle names them) and `LayerNorm`.
+
+use crate::nn::init::{BiasAttr, Initializer, ParamAttr, create_parameter};
+use crate::nn::{Forward, Layer};
+use crate::ops::nn::BatchNormOptions;
+use crate::{DType, Result, Tensor};
+
+/// Batch normalisation over the channel axis 1 (`paddle.nn.BatchNorm1D` / `BatchNorm2D`):
+/// batch statistics in training (updating the running ones), running statistics in eval.
+pub struct BatchNorm {
+    /// Scale `[C]` (ones).
+    pub weight: Option<Tensor>,
+    /// Shift `[C]` (zeros).
+    pub bias: Option<Tensor>,
+    /// Running mean `[C]` (zeros).
+    pub mean: Tensor,
+    /// Running variance `[C]` (ones).
+    pub variance: Tensor,
+    /// `running = momentum · running + (1 − momentum) · batch`.
+    pub momentum: f64,
+    /// Added to the variance.
+    pub epsilon: f64,
+    /// Override of the train/eval choice of statistics.
+    pub use_global_stats: Option<bool>,
+    training: bool,
+}
+
+/// `paddle.nn.BatchNorm1D` (inputs `[N, C]` or `[N, C, L]`).
+pub type BatchNorm1D = BatchNorm;
+/// `paddle.nn.BatchNorm2D` (inputs `[N, C, H, W]`).
+pub type BatchNorm2D = BatchNorm;
+
+impl BatchNorm {
+    /// `num_features` channels, momentum 0.9, epsilon 1e-5 (Paddle's defaults).
+    pub fn new(num_features: usize) -> Result<Self> {
+        BatchNorm::with_attrs(num_features, 0.9, 1e-5, ParamAttr::default(), BiasAttr::default())
+    }
+
+    /// Explicit momentum, epsilon and parameter attributes (`bias_attr: false` drops the
+    /// shift; a non-trainable `weight_attr` freezes the scale).
+    pub fn with_attrs(num_features: usize, momentum: f64, epsilon: f64, weight_attr: ParamAttr, bias_attr: impl Into<BiasAttr>) -> Result<Self> {
+        let c = [num_features];
+        let weight = Some(create_parameter(&c, DType::Float32, &weight_attr, &Initializer::Constant(1.0))?);
+        let bias = match bias_attr.into() {
+            BiasAttr::None => None,
+            BiasAttr::Attr(a) => Some(create_parameter(&c, DType::Float32, &a, &Initializer::Constant(0.0))?),
+        };
+        let place = crate::current_place()?;
+        Ok(BatchNorm {
+            weight,
+            bias,
+            mean: crate::zeros_on(c, DType::Float32, place)?,
+            variance: crate::ones_on(c, DType::Float32, place)?,
+            momentum,
+            epsilon,
+            use_global_stats: None,
+            training: true,
+        })
+    }
+}
+
+impl Layer for BatchNorm {
+    fn is_training(&self) -> bool {
+        self.training
+    }
+
+    fn set_training(&mut self, training: bool) {
+        self.training = training;
+    }
+
+    fn visit_parameters<'a>(&'a self, f: &mut dyn FnMut(&str, &'a Tensor)) {
+        if let Some(w) = &self.weight {
+            f("weight", w);
+        }
+        if let Some(b) = &self.bias {
+            f("bias", b);
+        }
+    }
+
+    fn visit_parameters_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor)) {
+        if let Some(w) = &mut self.weight {
+            f("weight", w);
+        }
+        if let Some(b) = &mut self.bias {
+            f("bias", b);
+        }
+    }
+
+    fn visit_buffers<'a>(&'a self, f: &mut dyn FnMut(&str, &'a Tensor)) {
+        f("_mean", &self.mean);
+        f("_variance", &self.variance);
+    }
+
+    fn visit_buffers_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor)) {
+        f("_mean", &mut self.mean);
+        f("_variance", &mut self.variance);
+    }
+}
+
+impl Forward for BatchNorm {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let opts = BatchNormOptions {
+            training: self.training,
+            momentum: self.momentum,
+            epsilon: self.epsilon,
+            use_global_stats: self.use_global_stats,
+        };
+        crate::batch_norm(x, &self.mean, &self.variance, self.weight.as_ref(), self.bias.as_ref(), &opts)
+    }
+}
+
+/// Layer normalisation over the trailing `normalized_shape` (`paddle.nn.LayerNorm`).
+pub struct LayerNorm {
+    /// Scale (ones), shaped `normalized_shape`.
+    pub weight: Option<Tensor>,
+    /// Shift (zeros).
+    pub bias: Option<Tensor>,
+    /// The normalised trailing dimensions.
+    pub normalized_shape: Vec<usize>,
+    /// Added to the variance.
+    pub epsilon: f64,
+    training: bool,
+}
+
+impl LayerNorm {
+    /// Normalises over `normalized_shape` with epsilon 1e-5.
+    pub fn new(normalized_shape: &[usize]) -> Result<Self> {
+        LayerNorm::with_attrs(normalized_shape, 1e-5, ParamAttr::default(), BiasAttr::default())
+    }
+
+    /// Explicit epsilon and parameter attributes.
+    pub fn with_attrs(normalized_shape: &[usize], epsilon: f64, weight_attr: ParamAttr, bias_attr: impl Into<BiasAttr>) -> Result<Self> {
+        let weight = Some(create_parameter(normalized_shape, DType::Float32, &weight_attr, &Initializer::Constant(1.0))?);
+        let bias = match bias_attr.into() {
+            BiasAttr::None => None,
+            BiasAttr::Attr(a) => Some(create_parameter(normalized_shape, DType::Float32, &a, &Initializer::Constant(0.0))?),
+        };
+        Ok(LayerNorm { weight, bias, normalized_shape: normalized_shape.to_vec(), epsilon, training: true })
+    }
+}
+
+impl Layer for LayerNorm {
+    fn is_training(&self) -> bool {
+        self.training
+    }
+
+    fn set_training(&mut self, training: bool) {
+        self.training = training;
+    }
+
+    fn visit_parameters<'a>(&'a self, f: &mut dyn FnMut(&str, &'a Tensor)) {
+        if let Some(w) = &self.weight {
+            f("weight", w);
+        }
+        if let Some(b) = &self.bias {
+            f("bias", b);
+        }
+    }
+
+    fn visit_parameters_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor)) {
+        if let Some(w) = &mut self.weight {
+            f("weight", w);
+        }
+        if let Some(b) = &mut self.bias {
+            f("bias", b);
+        }
+    }
+}
+
+impl Forward for LayerNorm {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        crate::layer_norm(x, &self.normalized_shape, self.weight.as_ref(), self.bias.as_ref(), self.epsilon)
+    }
+}
