@@ -63,3 +63,51 @@ fn control_flow_pow_on_int64_is_exact() {
         }
     }
 }
+
+#[path = "../examples/control_flow.rs"]
+#[allow(dead_code)]
+mod control_flow;
+
+#[path = "../examples/shared_weights.rs"]
+#[allow(dead_code)]
+mod shared_weights;
+
+#[path = "../examples/dygraph_1x.rs"]
+#[allow(dead_code)]
+mod dygraph_1x;
+
+#[test]
+fn control_flow_mlp_fits_below_0_01() {
+    for place in places() {
+        let losses = control_flow::run(place, 3000).unwrap();
+        let first = losses[0].1;
+        let last = losses.last().unwrap().1;
+        eprintln!("control_flow on {place}: {losses:?}");
+        assert!(first > 0.3, "starting loss {first} on {place}");
+        assert!(last < 0.01, "final loss {last} on {place} (seed: ≈0.0007 after 2800 steps)");
+    }
+}
+
+#[test]
+fn shared_weights_autoencoder_loss_falls_like_the_seed() {
+    for place in places() {
+        let losses = shared_weights::run(place).unwrap();
+        eprintln!("shared_weights on {place}: {losses:?}");
+        assert_eq!(losses.len(), 10);
+        assert!(losses.windows(2).all(|w| w[1] < w[0]), "monotone decrease on {place}: {losses:?}");
+        assert!((0.2..0.5).contains(&losses[0]), "first loss {} (seed ≈0.33)", losses[0]);
+        assert!(losses[9] < 0.16 && losses[9] > 0.02, "tenth loss {} (seed ≈0.11)", losses[9]);
+    }
+}
+
+#[test]
+fn dygraph_1x_programs_give_the_seed_values() {
+    for place in places() {
+        let o = dygraph_1x::run(place).unwrap();
+        assert_eq!(o.sums.data, vec![10.0; 4]);
+        assert_eq!(o.sums.to_string(), "[[10. 10.]\n [10. 10.]]");
+        assert_eq!(o.loss_gradient, vec![1.0]);
+        assert_eq!(o.dy_out, 5.0);
+        assert_eq!(o.dy_grad, vec![2.0, 4.0, 0.0], "d(Σh²)/dh = 2h for h = relu([1, 2, -1])");
+    }
+}
