@@ -90,3 +90,62 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
         }
     }
 }
+
+// The same product without workgroup memory or barriers, each invocation accumulating a
+// 4×4 block in four vec4 registers straight from the buffers. Software adapters (lavapipe,
+// SwiftShader) run this faster than the tiled form, whose barriers they emulate.
+@compute @workgroup_size(16, 16)
+fn direct(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let m_len = params[0];
+    let n_len = params[1];
+    let k_len = params[2];
+    let a_rs = params[3];
+    let a_cs = params[4];
+    let b_rs = params[5];
+    let b_cs = params[6];
+    let z = wid.z + params[7];
+    let nd = params[8];
+    var rem = z;
+    var a_off = 0u;
+    var b_off = 0u;
+    for (var k = nd; k > 0u; k = k - 1u) {
+        let d = k - 1u;
+        let size = params[9u + d];
+        let coord = rem % size;
+        rem = rem / size;
+        a_off = a_off + coord * params[9u + nd + d];
+        b_off = b_off + coord * params[9u + 2u * nd + d];
+    }
+    let last_m = max(m_len, 1u) - 1u;
+    let last_n = max(n_len, 1u) - 1u;
+    // Rows 4·lid.y.., columns lid.x + 16·j: neighbouring invocations read neighbouring
+    // columns of B, and share their rows of A.
+    let m0 = wid.y * 64u + lid.y * 4u;
+    let n0 = wid.x * 64u + lid.x;
+    let ra = vec4<u32>(min(m0, last_m), min(m0 + 1u, last_m), min(m0 + 2u, last_m), min(m0 + 3u, last_m)) * a_rs + a_off;
+    let cb = vec4<u32>(min(n0, last_n), min(n0 + 16u, last_n), min(n0 + 32u, last_n), min(n0 + 48u, last_n)) * b_cs + b_off;
+    var c0 = vec4<f32>(0.0);
+    var c1 = vec4<f32>(0.0);
+    var c2 = vec4<f32>(0.0);
+    var c3 = vec4<f32>(0.0);
+    for (var k = 0u; k < k_len; k = k + 1u) {
+        let ak = k * a_cs;
+        let bk = k * b_rs;
+        let bv = vec4<f32>(b[cb.x + bk], b[cb.y + bk], b[cb.z + bk], b[cb.w + bk]);
+        c0 = c0 + a[ra.x + ak] * bv;
+        c1 = c1 + a[ra.y + ak] * bv;
+        c2 = c2 + a[ra.z + ak] * bv;
+        c3 = c3 + a[ra.w + ak] * bv;
+    }
+    let c_off = z * m_len * n_len;
+    let rows = array<vec4<f32>, 4>(c0, c1, c2, c3);
+    for (var i = 0u; i < 4u; i = i + 1u) {
+        let m = m0 + i;
+        for (var j = 0u; j < 4u; j = j + 1u) {
+            let n = n0 + 16u * j;
+            if (m < m_len && n < n_len) {
+                c[c_off + m * n_len + n] = rows[i][j];
+            }
+        }
+    }
+}

@@ -278,6 +278,12 @@ impl GpuContext {
         }
     }
 
+    /// True for CPU-emulated adapters (lavapipe, SwiftShader), whose workgroup barriers are
+    /// costly: some kernels pick barrier-free variants there.
+    pub fn is_software(&self) -> bool {
+        matches!(self.info.device_type, wgpu::DeviceType::Cpu)
+    }
+
     /// Largest buffer a kernel can bind.
     pub fn max_binding(&self) -> u64 {
         self.limits.max_storage_buffer_binding_size.min(self.limits.max_buffer_size)
