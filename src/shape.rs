@@ -108,11 +108,24 @@ impl IntoShape for Shape {
     }
 }
 
+/// The element count of `dims`, or `None` when it overflows `usize`.
+pub(crate) fn checked_numel(dims: &[usize]) -> Option<usize> {
+    dims.iter().try_fold(1usize, |n, &d| n.checked_mul(d))
+}
+
+/// `dims` unchanged, or an error naming `op` when their element count overflows.
+fn fits(op: &'static str, dims: Vec<usize>) -> Result<Vec<usize>> {
+    match checked_numel(&dims) {
+        Some(_) => Ok(dims),
+        None => Err(Error::invalid(op, format!("shape {dims:?} has more elements than the address space holds"))),
+    }
+}
+
 macro_rules! into_shape_unsigned {
     ($($t:ty),*) => {$(
         impl IntoShape for &[$t] {
-            fn into_dims(self, _op: &'static str) -> Result<Vec<usize>> {
-                Ok(self.iter().map(|&d| d as usize).collect())
+            fn into_dims(self, op: &'static str) -> Result<Vec<usize>> {
+                fits(op, self.iter().map(|&d| d as usize).collect())
             }
         }
     )*};
@@ -123,13 +136,15 @@ macro_rules! into_shape_signed {
     ($($t:ty),*) => {$(
         impl IntoShape for &[$t] {
             fn into_dims(self, op: &'static str) -> Result<Vec<usize>> {
-                self.iter()
+                let dims = self
+                    .iter()
                     .map(|&d| {
                         usize::try_from(d).map_err(|_| {
                             Error::invalid(op, format!("negative dimension {d} in shape {self:?}"))
                         })
                     })
-                    .collect()
+                    .collect::<Result<Vec<usize>>>()?;
+                fits(op, dims)
             }
         }
     )*};
@@ -195,6 +210,9 @@ pub fn broadcast_shapes(op: &'static str, a: &[usize], b: &[usize]) -> Result<Ve
         } else {
             return Err(Error::Broadcast { op, lhs: a.to_vec(), rhs: b.to_vec() });
         };
+    }
+    if checked_numel(&out).is_none() {
+        return Err(Error::shape(op, format!("broadcasting {a:?} and {b:?} gives {out:?}: more elements than the address space holds")));
     }
     Ok(out)
 }

@@ -370,6 +370,7 @@ pub fn argmin(x: &Tensor, axis: Option<isize>, keepdim: bool) -> Result<Tensor> 
 /// `log(Σ exp(x))` over `axis`, computed stably (max subtracted first).
 pub fn logsumexp(x: &Tensor, axis: &[isize], keepdim: bool) -> Result<Tensor> {
     x.expect_float("logsumexp")?;
+    x.shape_ref().axes("logsumexp", axis)?;
     let m = crate::autograd::no_grad(|| max(x, axis, true))?;
     // A row of -inf would give NaN; shift by 0 there instead.
     let m = crate::autograd::no_grad(|| {
@@ -399,6 +400,8 @@ pub fn var(x: &Tensor, axis: &[isize], unbiased: bool, keepdim: bool) -> Result<
 
 /// Standard deviation over `axis`; `unbiased` as `var`.
 pub fn std(x: &Tensor, axis: &[isize], unbiased: bool, keepdim: bool) -> Result<Tensor> {
+    x.expect_float("std")?;
+    x.shape_ref().axes("std", axis)?;
     var(x, axis, unbiased, keepdim)?.sqrt()
 }
 
@@ -407,6 +410,8 @@ pub fn add_n(xs: &[Tensor]) -> Result<Tensor> {
     let (first, rest) = xs.split_first().ok_or_else(|| Error::invalid("add_n", "needs at least one tensor"))?;
     let mut acc = first.clone();
     for (i, x) in rest.iter().enumerate() {
+        first.same_place("add_n", x)?;
+        first.same_dtype("add_n", x)?;
         if x.shape() != first.shape() {
             return Err(Error::shape("add_n", format!("tensor {} has shape {:?} but tensor 0 has {:?}", i + 1, x.shape(), first.shape())));
         }

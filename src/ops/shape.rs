@@ -37,7 +37,8 @@ pub fn reshape(x: &Tensor, shape: &[i64]) -> Result<Tensor> {
             d => dims.push(d as usize),
         }
     }
-    let known: usize = dims.iter().product();
+    let known = crate::shape::checked_numel(&dims)
+        .ok_or_else(|| Error::shape(OP, format!("cannot reshape {:?} into {shape:?}", x.shape())))?;
     if let Some(i) = infer {
         if known == 0 || x.numel() % known != 0 {
             return Err(Error::shape(OP, format!("cannot reshape {:?} into {shape:?}", x.shape())));

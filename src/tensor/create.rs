@@ -151,8 +151,7 @@ impl<T: Element> TensorData for Vec<Vec<T>> {
 
 impl<T: Element> TensorData for NdArray<T> {
     fn into_parts(self) -> Result<(CpuData, Vec<usize>)> {
-        let n: usize = self.shape.iter().product();
-        if n != self.data.len() {
+        if crate::shape::checked_numel(&self.shape) != Some(self.data.len()) {
             return Err(Error::shape(
                 "to_tensor",
                 format!("NdArray of shape {:?} holds {} elements", self.shape, self.data.len()),
@@ -176,16 +175,20 @@ pub fn to_tensor_on(data: impl TensorData, place: Place) -> Result<Tensor> {
 
 /// A tensor of `shape` filled with `value` on `place`.
 pub fn full_on(shape: impl IntoShape, value: impl Into<Scalar>, dtype: DType, place: Place) -> Result<Tensor> {
-    let shape = shape.into_dims("full")?;
-    let value = value.into();
+    fill_on("full", shape, value.into(), dtype, place)
+}
+
+/// `full_on` reporting errors (negative dimensions, device limits) as `op`.
+fn fill_on(op: &'static str, shape: impl IntoShape, value: Scalar, dtype: DType, place: Place) -> Result<Tensor> {
+    let shape = shape.into_dims(op)?;
     let n: usize = shape.iter().product();
     match place {
         Place::Cpu => Ok(Tensor::from_cpu(value.fill(dtype, n), shape)),
         Place::Gpu(i) => {
-            wgsl::check_gpu_dtype("full", dtype, place)?;
+            wgsl::check_gpu_dtype(op, dtype, place)?;
             let ctx = gpu::context(i)?;
             let bytes = gpu_bytes(dtype, n);
-            let buf = ctx.alloc("full", bytes)?;
+            let buf = ctx.alloc(op, bytes)?;
             let words = bytes.div_ceil(4);
             let pattern: Vec<u32> = match dtype {
                 DType::Float16 => {
@@ -210,22 +213,22 @@ pub fn full(shape: impl IntoShape, value: impl Into<Scalar>, dtype: DType) -> Re
 
 /// Zeros on `place`.
 pub fn zeros_on(shape: impl IntoShape, dtype: DType, place: Place) -> Result<Tensor> {
-    full_on(shape.into_dims("zeros")?, 0i64, dtype, place)
+    fill_on("zeros", shape, Scalar::Int(0), dtype, place)
 }
 
 /// Ones on `place`.
 pub fn ones_on(shape: impl IntoShape, dtype: DType, place: Place) -> Result<Tensor> {
-    full_on(shape.into_dims("ones")?, 1i64, dtype, place)
+    fill_on("ones", shape, Scalar::Int(1), dtype, place)
 }
 
 /// Zeros on the current place (`paddle.zeros`).
 pub fn zeros(shape: impl IntoShape, dtype: DType) -> Result<Tensor> {
-    full(shape.into_dims("zeros")?, 0i64, dtype)
+    fill_on("zeros", shape, Scalar::Int(0), dtype, current_place()?)
 }
 
 /// Ones on the current place (`paddle.ones`).
 pub fn ones(shape: impl IntoShape, dtype: DType) -> Result<Tensor> {
-    full(shape.into_dims("ones")?, 1i64, dtype)
+    fill_on("ones", shape, Scalar::Int(1), dtype, current_place()?)
 }
 
 /// `value` everywhere, with `x`'s shape, dtype and place.

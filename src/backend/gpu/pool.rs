@@ -28,15 +28,16 @@ pub(crate) struct BufferPool {
     pub stats: MemoryStats,
 }
 
-/// Rounds a request up to its size class: powers of two up to 4 KiB, then eighths of the
-/// next power of two.
+/// Rounds a request up to its size class: powers of two up to 4 KiB, then sixteenths of
+/// the next power of two (eighths of the power of two below the request, so a class is at
+/// most 1/8 larger than the request).
 pub(crate) fn size_class(bytes: u64) -> u64 {
     let b = bytes.max(256);
     let p = b.next_power_of_two();
     if p <= 4096 {
         return p;
     }
-    let step = p / 8;
+    let step = p / 16;
     b.div_ceil(step) * step
 }
 
@@ -86,7 +87,7 @@ mod tests {
         assert_eq!(size_class(1), 256);
         assert_eq!(size_class(300), 512);
         assert_eq!(size_class(4096), 4096);
-        assert_eq!(size_class(4097), 5120);
+        assert_eq!(size_class(4097), 4608);
         for b in [5000u64, 70_000, 1 << 20, (1 << 20) + 1, 123_456_789] {
             let c = size_class(b);
             assert!(c >= b && c - b <= b / 8 + 1, "{b} -> {c}");
