@@ -1,1 +1,394 @@
-//! CPU convolution: im2col + GEMM.
+//! CPU 2-D convolution (NCHW): im2col + GEMM through the `gemm` crate, and the two
+//! backward products (col2im of `Wᵀ·dy` for the input, `dy·colsᵀ` for the filter).
+//!
+//! Work is spread over the batch (one im2col buffer per worker, reused across the items
+//! it handles); a batch of one lets `gemm` use the cores instead. The filter gradient sums
+//! per-chunk partials in a fixed chunk order, so results do not depend on the thread count.
+
+use std::ops::{Add, AddAssign, Mul};
+
+use gemm::Parallelism;
+
+/// The geometry of one convolution: input `[n, c, h, w]`, weight `[oc, c / groups, kh, kw]`,
+/// output `[n, oc, oh, ow]`, stride, top/left padding, dilation and groups.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ConvGeom {
+    pub n: usize,
+    pub c: usize,
+    pub h: usize,
+    pub w: usize,
+    pub oc: usize,
+    pub kh: usize,
+    pub kw: usize,
+    pub oh: usize,
+    pub ow: usize,
+    pub sh: usize,
+    pub sw: usize,
+    pub pt: usize,
+    pub pl: usize,
+    pub dh: usize,
+    pub dw: usize,
+    pub groups: usize,
+}
+
+impl ConvGeom {
+    /// Input channels per group.
+    pub fn cin_g(&self) -> usize {
+        self.c / self.groups
+    }
+    /// Output channels per group.
+    pub fn cout_g(&self) -> usize {
+        self.oc / self.groups
+    }
+    /// Length of one im2col column: `cin_g · kh · kw`.
+    pub fn k_len(&self) -> usize {
+        self.cin_g() * self.kh * self.kw
+    }
+    /// Output positions per image.
+    pub fn out_hw(&self) -> usize {
+        self.oh * self.ow
+    }
+    /// 1×1 kernel, stride 1, no padding: the input already is its im2col matrix.
+    fn pointwise(&self) -> bool {
+        self.kh == 1 && self.kw == 1 && self.sh == 1 && self.sw == 1 && self.pt == 0 && self.pl == 0
+    }
+    pub fn input_shape(&self) -> [usize; 4] {
+        [self.n, self.c, self.h, self.w]
+    }
+    pub fn weight_shape(&self) -> [usize; 4] {
+        [self.oc, self.cin_g(), self.kh, self.kw]
+    }
+    pub fn output_shape(&self) -> [usize; 4] {
+        [self.n, self.oc, self.oh, self.ow]
+    }
+}
+
+/// The float types the CPU window kernels run in (f32, and f64 for gradchecks).
+pub(crate) trait WinFloat:
+    Copy
+    + Send
+    + Sync
+    + Default
+    + PartialOrd
+    + Add<Output = Self>
+    + Mul<Output = Self>
+    + AddAssign
+    + 'static
+{
+    const ZERO: Self;
+    const ONE: Self;
+    fn from_usize(v: usize) -> Self;
+    fn div(self, d: Self) -> Self;
+    fn is_nan(self) -> bool;
+}
+
+macro_rules! win_float {
+    ($t:ty) => {
+        impl WinFloat for $t {
+            const ZERO: Self = 0.0;
+            const ONE: Self = 1.0;
+            fn from_usize(v: usize) -> Self {
+                v as $t
+            }
+            fn div(self, d: Self) -> Self {
+                self / d
+            }
+            fn is_nan(self) -> bool {
+                <$t>::is_nan(self)
+            }
+        }
+    };
+}
+win_float!(f32);
+win_float!(f64);
+
+/// `dst (m×n, row stride dst_rs) [+]= a (m×k) · b (k×n)`, operands given by
+/// (pointer, row stride, column stride).
+///
+/// # Safety
+/// Every addressed element must lie inside the allocations behind the pointers, and `dst`
+/// must not overlap `a` or `b`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm_into<T: WinFloat>(
+    (m, n, k): (usize, usize, usize),
+    dst: *mut T,
+    dst_rs: usize,
+    accumulate: bool,
+    a: (*const T, usize, usize),
+    b: (*const T, usize, usize),
+    par: Parallelism,
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    // SAFETY: forwarded from the caller's contract.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst,
+            1,
+            dst_rs as isize,
+            accumulate,
+            a.0,
+            a.2 as isize,
+            a.1 as isize,
+            b.0,
+            b.2 as isize,
+            b.1 as isize,
+            T::ONE,
+            T::ONE,
+            false,
+            false,
+            false,
+            par,
+        )
+    }
+}
+
+/// Valid output range `[lo, hi)` along one axis for kernel offset `off` (input index
+/// `o · s + off` must lie in `0..len`), clipped to `0..out`.
+fn valid_range(off: isize, s: usize, len: usize, out: usize) -> (usize, usize) {
+    let s = s as isize;
+    let lo = if off >= 0 { 0 } else { ((-off) + s - 1) / s };
+    let hi = if (len as isize) - off <= 0 {
+        0
+    } else {
+        ((len as isize) - off + s - 1) / s
+    };
+    let lo = (lo as usize).min(out);
+    (lo, (hi as usize).clamp(lo, out))
+}
+
+/// Fills `cols` (`[cin_g·kh·kw, oh·ow]`, row-major) from one group's input planes `xg`.
+fn im2col<T: WinFloat>(xg: &[T], g: &ConvGeom, cols: &mut [T]) {
+    let (h, w, oh, ow) = (g.h, g.w, g.oh, g.ow);
+    let l = oh * ow;
+    for c in 0..g.cin_g() {
+        let plane = &xg[c * h * w..(c + 1) * h * w];
+        for ki in 0..g.kh {
+            for kj in 0..g.kw {
+                let row = &mut cols[((c * g.kh + ki) * g.kw + kj) * l..][..l];
+                let x_off = (kj * g.dw) as isize - g.pl as isize;
+                let (lo, hi) = valid_range(x_off, g.sw, w, ow);
+                for oy in 0..oh {
+                    let r = &mut row[oy * ow..(oy + 1) * ow];
+                    let iy = (oy * g.sh + ki * g.dh) as isize - g.pt as isize;
+                    if iy < 0 || iy >= h as isize || lo == hi {
+                        r.fill(T::ZERO);
+                        continue;
+                    }
+                    let src = &plane[iy as usize * w..(iy as usize + 1) * w];
+                    r[..lo].fill(T::ZERO);
+                    r[hi..].fill(T::ZERO);
+                    let start = (lo * g.sw) as isize + x_off;
+                    if g.sw == 1 {
+                        let s0 = start as usize;
+                        r[lo..hi].copy_from_slice(&src[s0..s0 + hi - lo]);
+                    } else {
+                        for (j, v) in r[lo..hi].iter_mut().enumerate() {
+                            *v = src[(start + (j * g.sw) as isize) as usize];
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Adds `cols` (`[cin_g·kh·kw, oh·ow]`) back into one group's input planes `xg` (the
+/// transpose of `im2col`). Sequential per image, so the sums are deterministic.
+fn col2im<T: WinFloat>(cols: &[T], g: &ConvGeom, xg: &mut [T]) {
+    let (h, w, oh, ow) = (g.h, g.w, g.oh, g.ow);
+    let l = oh * ow;
+    for c in 0..g.cin_g() {
+        let plane = &mut xg[c * h * w..(c + 1) * h * w];
+        for ki in 0..g.kh {
+            for kj in 0..g.kw {
+                let row = &cols[((c * g.kh + ki) * g.kw + kj) * l..][..l];
+                let x_off = (kj * g.dw) as isize - g.pl as isize;
+                let (lo, hi) = valid_range(x_off, g.sw, w, ow);
+                if lo == hi {
+                    continue;
+                }
+                for oy in 0..oh {
+                    let iy = (oy * g.sh + ki * g.dh) as isize - g.pt as isize;
+                    if iy < 0 || iy >= h as isize {
+                        continue;
+                    }
+                    let r = &row[oy * ow + lo..oy * ow + hi];
+                    let dst = &mut plane[iy as usize * w..(iy as usize + 1) * w];
+                    let start = (lo * g.sw) as isize + x_off;
+                    for (j, &v) in r.iter().enumerate() {
+                        dst[(start + (j * g.sw) as isize) as usize] += v;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Runs `f(item, chunk, scratch)` over the `per`-sized chunks of `out`, in parallel on
+/// native targets, each worker starting from its own clone of `scratch` and reusing it
+/// across the items it handles.
+pub(crate) fn for_each_item<T: Send, S: Clone + Send + Sync>(
+    out: &mut [T],
+    per: usize,
+    scratch: S,
+    f: impl Fn(usize, &mut [T], &mut S) + Sync,
+) {
+    if per == 0 {
+        return;
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        use rayon::prelude::*;
+        out.par_chunks_mut(per)
+            .enumerate()
+            .for_each_init(|| scratch.clone(), |s, (i, chunk)| f(i, chunk, s));
+    }
+    #[cfg(target_arch = "wasm32")]
+    {
+        let mut s = scratch;
+        for (i, chunk) in out.chunks_mut(per).enumerate() {
+            f(i, chunk, &mut s);
+        }
+    }
+}
+
+/// GEMM parallelism inside one image: only when there is a single image to work on.
+fn inner_parallelism(g: &ConvGeom, work: usize) -> Parallelism {
+    #[cfg(not(target_arch = "wasm32"))]
+    if g.n == 1 && work >= 1 << 16 {
+        return Parallelism::Rayon(0);
+    }
+    let _ = (g, work);
+    Parallelism::None
+}
+
+/// `y = conv2d(x, w) + bias` (`x` `[n, c, h, w]`, `w` `[oc, c/groups, kh, kw]`, contiguous).
+pub(crate) fn conv2d_forward<T: WinFloat>(
+    x: &[T],
+    wt: &[T],
+    bias: Option<&[T]>,
+    g: &ConvGeom,
+) -> Vec<T> {
+    let (cin_g, cout_g, kk, l) = (g.cin_g(), g.cout_g(), g.k_len(), g.out_hw());
+    let mut out = vec![T::ZERO; g.n * g.oc * l];
+    let par = inner_parallelism(g, cout_g * kk * l);
+    let scratch = vec![T::ZERO; if g.pointwise() { 0 } else { kk * l }];
+    for_each_item(&mut out, g.oc * l, scratch, |ni, o, cols| {
+        let xi = &x[ni * g.c * g.h * g.w..(ni + 1) * g.c * g.h * g.w];
+        for gi in 0..g.groups {
+            let xg = &xi[gi * cin_g * g.h * g.w..(gi + 1) * cin_g * g.h * g.w];
+            let src: &[T] = if g.pointwise() {
+                xg
+            } else {
+                im2col(xg, g, cols);
+                cols
+            };
+            let og = &mut o[gi * cout_g * l..(gi + 1) * cout_g * l];
+            if let Some(b) = bias {
+                for (r, row) in og.chunks_mut(l).enumerate() {
+                    row.fill(b[gi * cout_g + r]);
+                }
+            }
+            let wg = &wt[gi * cout_g * kk..(gi + 1) * cout_g * kk];
+            // SAFETY: wg is cout_g×kk, src kk×l and og cout_g×l, all row-major and in bounds;
+            // og is a distinct allocation.
+            unsafe {
+                gemm_into(
+                    (cout_g, l, kk),
+                    og.as_mut_ptr(),
+                    l,
+                    bias.is_some(),
+                    (wg.as_ptr(), kk, 1),
+                    (src.as_ptr(), l, 1),
+                    par,
+                )
+            };
+        }
+    });
+    out
+}
+
+/// Gradient of the input: `dx = col2im(Wᵀ · dy)` per image and group.
+pub(crate) fn conv2d_backward_data<T: WinFloat>(dy: &[T], wt: &[T], g: &ConvGeom) -> Vec<T> {
+    let (cin_g, cout_g, kk, l) = (g.cin_g(), g.cout_g(), g.k_len(), g.out_hw());
+    let hw = g.h * g.w;
+    let mut dx = vec![T::ZERO; g.n * g.c * hw];
+    let par = inner_parallelism(g, cout_g * kk * l);
+    let scratch = vec![T::ZERO; if g.pointwise() { 0 } else { kk * l }];
+    for_each_item(&mut dx, g.c * hw, scratch, |ni, dxi, cols| {
+        for gi in 0..g.groups {
+            let dyg = &dy[(ni * g.oc + gi * cout_g) * l..(ni * g.oc + (gi + 1) * cout_g) * l];
+            let wg = &wt[gi * cout_g * kk..(gi + 1) * cout_g * kk];
+            let dxg = &mut dxi[gi * cin_g * hw..(gi + 1) * cin_g * hw];
+            // Wᵀ is kk×cout_g: row stride 1, column stride kk.
+            let a = (wg.as_ptr(), 1, kk);
+            let b = (dyg.as_ptr(), l, 1);
+            if g.pointwise() {
+                // SAFETY: dxg is cin_g×l (kk == cin_g, l == h·w) and distinct from wg/dyg.
+                unsafe { gemm_into((kk, l, cout_g), dxg.as_mut_ptr(), l, false, a, b, par) };
+            } else {
+                // SAFETY: cols holds kk×l elements; operands as above.
+                unsafe { gemm_into((kk, l, cout_g), cols.as_mut_ptr(), l, false, a, b, par) };
+                col2im(cols, g, dxg);
+            }
+        }
+    });
+    dx
+}
+
+/// Batch chunks the filter gradient is split into (fixed, so sums are reproducible).
+const FILTER_CHUNKS: usize = 16;
+
+/// Gradient of the weight: `dW_g = Σ_n dy_{n,g} · cols_{n,g}ᵀ`.
+pub(crate) fn conv2d_backward_filter<T: WinFloat>(x: &[T], dy: &[T], g: &ConvGeom) -> Vec<T> {
+    let (cin_g, cout_g, kk, l) = (g.cin_g(), g.cout_g(), g.k_len(), g.out_hw());
+    let wlen = g.oc * kk;
+    let chunks = g.n.clamp(1, FILTER_CHUNKS);
+    let per_chunk = g.n.div_ceil(chunks);
+    let par = inner_parallelism(g, cout_g * kk * l);
+    let scratch = vec![T::ZERO; if g.pointwise() { 0 } else { kk * l }];
+    let mut partials = vec![T::ZERO; chunks * wlen];
+    for_each_item(&mut partials, wlen, scratch, |ci, dw, cols| {
+        let mut first = true;
+        for ni in ci * per_chunk..((ci + 1) * per_chunk).min(g.n) {
+            let xi = &x[ni * g.c * g.h * g.w..(ni + 1) * g.c * g.h * g.w];
+            for gi in 0..g.groups {
+                let xg = &xi[gi * cin_g * g.h * g.w..(gi + 1) * cin_g * g.h * g.w];
+                let src: &[T] = if g.pointwise() {
+                    xg
+                } else {
+                    im2col(xg, g, cols);
+                    cols
+                };
+                let dyg = &dy[(ni * g.oc + gi * cout_g) * l..(ni * g.oc + (gi + 1) * cout_g) * l];
+                let dwg = &mut dw[gi * cout_g * kk..(gi + 1) * cout_g * kk];
+                // colsᵀ is l×kk: row stride 1, column stride l.
+                // SAFETY: dwg is cout_g×kk, dyg cout_g×l, src kk×l; dwg is distinct.
+                unsafe {
+                    gemm_into(
+                        (cout_g, kk, l),
+                        dwg.as_mut_ptr(),
+                        kk,
+                        !first,
+                        (dyg.as_ptr(), l, 1),
+                        (src.as_ptr(), 1, l),
+                        par,
+                    )
+                };
+            }
+            first = false;
+        }
+    });
+    let mut dw = partials[..wlen].to_vec();
+    for p in partials[wlen..].chunks(wlen) {
+        for (a, &b) in dw.iter_mut().zip(p) {
+            *a += b;
+        }
+    }
+    dw
+}

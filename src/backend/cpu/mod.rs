@@ -4,6 +4,7 @@
 pub(crate) mod conv;
 pub(crate) mod elementwise;
 pub(crate) mod matmul;
+pub(crate) mod pool;
 pub(crate) mod reduce;
 
 use half::f16;

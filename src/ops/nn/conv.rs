@@ -1,1 +1,511 @@
-//! conv
+//! 2-D convolution (`paddle.nn.functional.conv2d`, NCHW) and its gradients.
+//!
+//! A convolution layer is three products, each an op here: the output `F(x, w)`, the input
+//! gradient `D(dy, w)` and the weight gradient `W(x, dy)`. With `<dy, F(x, w)> =
+//! <D(dy, w), x> = <W(x, dy), w>`, each op's backward is written in the other two, so
+//! gradients of any order exist:
+//! `d D(g, w) · h = (F(h, w), W(h, g))` and `d W(x, g) · h = (D(g, h), F(x, h))`.
+//!
+//! CPU: im2col + GEMM (`backend/cpu/conv.rs`). GPU: one implicit-GEMM template
+//! (`shaders/conv2d.wgsl`) instantiated for the three products, im2col never materialised:
+//! a tiled entry (64-column tiles, K staged through workgroup memory) and a barrier-free
+//! entry of small per-invocation blocks for software adapters and thin problems (see
+//! `entry`). The weight gradient splits its long reduction (n·oh·ow) over workgroups, each
+//! writing a partial slice that is then summed in a fixed order: deterministic, no atomics.
+
+use std::sync::OnceLock;
+
+use crate::autograd::record1;
+use crate::backend::cpu::CpuData;
+use crate::backend::cpu::conv::{self as cpu, ConvGeom};
+use crate::backend::gpu::{Bind, GpuBuffer, GpuContext, Kernel, Variant, grid};
+use crate::ops::wgsl;
+use crate::tensor::Backend;
+use crate::{DType, Error, Result, Tensor};
+
+use super::window::{Padding, Pair, check_nchw, check_positive};
+
+pub(crate) static CONV2D: Kernel = Kernel {
+    file: "conv2d.wgsl",
+    variants: || {
+        let mut v = Vec::new();
+        for mode in [Mode::Fwd, Mode::BwdData, Mode::BwdFilter] {
+            for rm in [1, 2, 4] {
+                v.push(variant(mode, rm));
+            }
+        }
+        v
+    },
+};
+
+/// Paddle's `conv2d` keyword arguments.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Conv2dOptions {
+    /// Window step `(sh, sw)`; default 1.
+    pub stride: Pair,
+    /// Zero padding; default 0. See [`Padding`].
+    pub padding: Padding,
+    /// Spacing between kernel taps `(dh, dw)`; default 1.
+    pub dilation: Pair,
+    /// Channel groups: input and output channels are split into `groups` independent
+    /// convolutions (`groups == in_channels` is a depthwise convolution); default 1.
+    pub groups: usize,
+    /// Only `"NCHW"` is supported.
+    pub data_format: String,
+}
+
+impl Default for Conv2dOptions {
+    fn default() -> Self {
+        Conv2dOptions {
+            stride: Pair([1, 1]),
+            padding: Padding::default(),
+            dilation: Pair([1, 1]),
+            groups: 1,
+            data_format: "NCHW".into(),
+        }
+    }
+}
+
+impl Conv2dOptions {
+    /// The defaults: stride 1, padding 0, dilation 1, groups 1.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Sets the stride (an int or `[sh, sw]`).
+    pub fn stride(mut self, s: impl Into<Pair>) -> Self {
+        self.stride = s.into();
+        self
+    }
+    /// Sets the padding (an int, `[ph, pw]`, `[top, bottom, left, right]` or a [`Padding`]).
+    pub fn padding(mut self, p: impl Into<Padding>) -> Self {
+        self.padding = p.into();
+        self
+    }
+    /// Sets the dilation (an int or `[dh, dw]`).
+    pub fn dilation(mut self, d: impl Into<Pair>) -> Self {
+        self.dilation = d.into();
+        self
+    }
+    /// Sets the number of groups.
+    pub fn groups(mut self, g: usize) -> Self {
+        self.groups = g;
+        self
+    }
+}
+
+const OP: &str = "conv2d";
+
+/// 2-D convolution of `x` `[N, C, H, W]` with `weight` `[out_c, C / groups, kh, kw]`
+/// (Paddle's layout) plus an optional `bias` `[out_c]`; the output is
+/// `[N, out_c, oh, ow]` with `oh = (H + pad_top + pad_bottom − dh·(kh − 1) − 1) / sh + 1`.
+pub fn conv2d(
+    x: &Tensor,
+    weight: &Tensor,
+    bias: Option<&Tensor>,
+    options: &Conv2dOptions,
+) -> Result<Tensor> {
+    x.same_place(OP, weight)?;
+    x.same_dtype(OP, weight)?;
+    if let Some(b) = bias {
+        x.same_place(OP, b)?;
+        x.same_dtype(OP, b)?;
+    }
+    if !x.dtype().is_float() {
+        return Err(Error::unsupported(
+            OP,
+            x.dtype(),
+            "(conv2d needs float tensors)",
+        ));
+    }
+    if matches!(x.place(), crate::Place::Gpu(_)) {
+        wgsl::check_gpu_dtype(OP, x.dtype(), x.place())?;
+    }
+    let g = geometry(x.shape(), weight.shape(), bias.map(|b| b.shape()), options)?;
+    if x.dtype() == DType::Float16 {
+        let up = |t: &Tensor| t.cast(DType::Float32);
+        let b32 = bias.map(up).transpose()?;
+        return conv_forward(&up(x)?, &up(weight)?, b32.as_ref(), g)?.cast(DType::Float16);
+    }
+    conv_forward(x, weight, bias, g)
+}
+
+/// Validates the shapes and options and works out the output geometry.
+fn geometry(
+    xs: &[usize],
+    ws: &[usize],
+    bs: Option<&[usize]>,
+    o: &Conv2dOptions,
+) -> Result<ConvGeom> {
+    check_nchw(OP, &o.data_format)?;
+    if xs.len() != 4 {
+        return Err(Error::shape(
+            OP,
+            format!("input must be 4-D [N, C, H, W], got shape {xs:?}"),
+        ));
+    }
+    if ws.len() != 4 {
+        return Err(Error::shape(
+            OP,
+            format!("weight must be 4-D [out_c, in_c / groups, kh, kw], got shape {ws:?}"),
+        ));
+    }
+    check_positive(OP, "stride", o.stride)?;
+    check_positive(OP, "dilation", o.dilation)?;
+    if o.groups == 0 {
+        return Err(Error::invalid(OP, "groups must be positive, got 0"));
+    }
+    let [n, c, h, w] = [xs[0], xs[1], xs[2], xs[3]];
+    let [oc, cig, kh, kw] = [ws[0], ws[1], ws[2], ws[3]];
+    if ws.contains(&0) {
+        return Err(Error::shape(
+            OP,
+            format!("weight shape {ws:?} has a zero dimension"),
+        ));
+    }
+    if c != cig * o.groups {
+        return Err(Error::shape(
+            OP,
+            format!(
+                "input channels {c} (input shape {xs:?}) must equal weight in_c {cig} × groups {} (weight shape {ws:?})",
+                o.groups
+            ),
+        ));
+    }
+    if oc % o.groups != 0 {
+        return Err(Error::shape(
+            OP,
+            format!(
+                "output channels {oc} (weight shape {ws:?}) are not divisible by groups {}",
+                o.groups
+            ),
+        ));
+    }
+    if let Some(bs) = bs
+        && bs != [oc]
+    {
+        return Err(Error::shape(
+            OP,
+            format!("bias must have shape [{oc}] (weight shape {ws:?}), got {bs:?}"),
+        ));
+    }
+    let mut dil = o.dilation.0;
+    if o.padding == Padding::Same {
+        // Paddle's SAME ignores dilation (UpdatePaddingAndDilation resets it to 1).
+        dil = [1, 1];
+    }
+    let p = o.padding.resolve([h, w], [kh, kw], o.stride.0);
+    let out = |len: usize, p0: usize, p1: usize, k: usize, d: usize, s: usize| -> Result<usize> {
+        let eff = d * (k - 1) + 1;
+        if len + p0 + p1 < eff {
+            return Err(Error::shape(
+                OP,
+                format!(
+                    "output size would be <= 0: input {xs:?}, weight {ws:?}, padding {p:?}, stride {:?}, dilation {dil:?}",
+                    o.stride.0
+                ),
+            ));
+        }
+        Ok((len + p0 + p1 - eff) / s + 1)
+    };
+    let oh = out(h, p[0], p[1], kh, dil[0], o.stride.h())?;
+    let ow = out(w, p[2], p[3], kw, dil[1], o.stride.w())?;
+    Ok(ConvGeom {
+        n,
+        c,
+        h,
+        w,
+        oc,
+        kh,
+        kw,
+        oh,
+        ow,
+        sh: o.stride.h(),
+        sw: o.stride.w(),
+        pt: p[0],
+        pl: p[2],
+        dh: dil[0],
+        dw: dil[1],
+        groups: o.groups,
+    })
+}
+
+/// The output `F(x, w) + b`, recorded for autograd.
+fn conv_forward(x: &Tensor, w: &Tensor, b: Option<&Tensor>, g: ConvGeom) -> Result<Tensor> {
+    let out = match (x.backend(), w.backend()) {
+        (Backend::Cpu(xd), Backend::Cpu(wd)) => {
+            let bd = b.map(|b| b.to_cpu_data(OP)).transpose()?;
+            let data = match (&*xd, &*wd, bd.as_ref()) {
+                (CpuData::F32(x), CpuData::F32(w), Some(CpuData::F32(b))) => {
+                    CpuData::F32(cpu::conv2d_forward(x, w, Some(b), &g))
+                }
+                (CpuData::F32(x), CpuData::F32(w), None) => {
+                    CpuData::F32(cpu::conv2d_forward(x, w, None, &g))
+                }
+                (CpuData::F64(x), CpuData::F64(w), Some(CpuData::F64(b))) => {
+                    CpuData::F64(cpu::conv2d_forward(x, w, Some(b), &g))
+                }
+                (CpuData::F64(x), CpuData::F64(w), None) => {
+                    CpuData::F64(cpu::conv2d_forward(x, w, None, &g))
+                }
+                _ => return Err(Error::unsupported(OP, x.dtype(), "on the CPU")),
+            };
+            Tensor::from_cpu(data, g.output_shape().to_vec())
+        }
+        (Backend::Gpu(xb), Backend::Gpu(wb)) => {
+            let bb = match b.map(|b| b.backend()) {
+                Some(Backend::Gpu(bb)) => Some(bb.clone()),
+                _ => None,
+            };
+            gpu_conv(Mode::Fwd, wb, xb, bb.as_deref(), &g)?
+        }
+        _ => unreachable!("places were checked equal"),
+    };
+    let inputs: Vec<&Tensor> = std::iter::once(x)
+        .chain(std::iter::once(w))
+        .chain(b)
+        .collect();
+    let (xc, wc) = (x.clone(), w.clone());
+    Ok(record1(OP, &inputs, out, move |c| {
+        let gy = c.grad();
+        Ok(vec![
+            if c.needs(0) {
+                Some(conv_grad_input(gy, &wc, g)?)
+            } else {
+                None
+            },
+            if c.needs(1) {
+                Some(conv_grad_weight(&xc, gy, g)?)
+            } else {
+                None
+            },
+            if c.needs(2) {
+                Some(gy.sum(&[0, 2, 3], false)?)
+            } else {
+                None
+            },
+        ])
+    }))
+}
+
+/// The input gradient `D(dy, w)`, recorded for autograd.
+fn conv_grad_input(dy: &Tensor, w: &Tensor, g: ConvGeom) -> Result<Tensor> {
+    const OPG: &str = "conv2d_grad_input";
+    dy.same_place(OPG, w)?;
+    let dy = dy.cast(w.dtype())?;
+    let out = match (dy.backend(), w.backend()) {
+        (Backend::Cpu(dd), Backend::Cpu(wd)) => {
+            let data = match (&*dd, &*wd) {
+                (CpuData::F32(d), CpuData::F32(w)) => {
+                    CpuData::F32(cpu::conv2d_backward_data(d, w, &g))
+                }
+                (CpuData::F64(d), CpuData::F64(w)) => {
+                    CpuData::F64(cpu::conv2d_backward_data(d, w, &g))
+                }
+                _ => return Err(Error::unsupported(OPG, w.dtype(), "on the CPU")),
+            };
+            Tensor::from_cpu(data, g.input_shape().to_vec())
+        }
+        (Backend::Gpu(db), Backend::Gpu(wb)) => gpu_conv(Mode::BwdData, wb, db, None, &g)?,
+        _ => unreachable!("places were checked equal"),
+    };
+    let (dyc, wc) = (dy.clone(), w.clone());
+    Ok(record1(OPG, &[&dy, w], out, move |c| {
+        let h = c.grad();
+        Ok(vec![
+            if c.needs(0) {
+                Some(conv_forward(h, &wc, None, g)?)
+            } else {
+                None
+            },
+            if c.needs(1) {
+                Some(conv_grad_weight(h, &dyc, g)?)
+            } else {
+                None
+            },
+        ])
+    }))
+}
+
+/// The weight gradient `W(x, dy)`, recorded for autograd.
+fn conv_grad_weight(x: &Tensor, dy: &Tensor, g: ConvGeom) -> Result<Tensor> {
+    const OPG: &str = "conv2d_grad_weight";
+    x.same_place(OPG, dy)?;
+    let dy = dy.cast(x.dtype())?;
+    let out = match (x.backend(), dy.backend()) {
+        (Backend::Cpu(xd), Backend::Cpu(dd)) => {
+            let data = match (&*xd, &*dd) {
+                (CpuData::F32(x), CpuData::F32(d)) => {
+                    CpuData::F32(cpu::conv2d_backward_filter(x, d, &g))
+                }
+                (CpuData::F64(x), CpuData::F64(d)) => {
+                    CpuData::F64(cpu::conv2d_backward_filter(x, d, &g))
+                }
+                _ => return Err(Error::unsupported(OPG, x.dtype(), "on the CPU")),
+            };
+            Tensor::from_cpu(data, g.weight_shape().to_vec())
+        }
+        (Backend::Gpu(xb), Backend::Gpu(db)) => gpu_conv(Mode::BwdFilter, db, xb, None, &g)?,
+        _ => unreachable!("places were checked equal"),
+    };
+    let (xc, dyc) = (x.clone(), dy.clone());
+    Ok(record1(OPG, &[x, &dy], out, move |c| {
+        let h = c.grad();
+        Ok(vec![
+            if c.needs(0) {
+                Some(conv_grad_input(&dyc, h, g)?)
+            } else {
+                None
+            },
+            if c.needs(1) {
+                Some(conv_forward(&xc, h, None, g)?)
+            } else {
+                None
+            },
+        ])
+    }))
+}
+
+/// Which product a `conv2d.wgsl` instance computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Fwd,
+    BwdData,
+    BwdFilter,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Fwd => "fwd",
+            Mode::BwdData => "bwd_data",
+            Mode::BwdFilter => "bwd_filter",
+        }
+    }
+}
+
+/// `rm` output rows per invocation: a 16·rm-row tile.
+fn variant(mode: Mode, rm: u32) -> Variant {
+    vec![
+        ("MODE", mode.name().to_string()),
+        ("RM", rm.to_string()),
+        ("BM", (16 * rm).to_string()),
+        ("A_TILE", (256 * rm).to_string()),
+        ("ACC", (4 * rm).to_string()),
+    ]
+}
+
+/// The kernel entry for a product with `m` GEMM rows: `main` (tiles through workgroup
+/// memory) or `direct` (small per-invocation blocks, no barriers). `direct` serves software
+/// adapters, which emulate barriers slowly, and thin problems (depthwise convolutions,
+/// single-channel images), where most rows of a 16-row tile would idle.
+/// `DYGRAPH_CONV_KERNEL=tiled|direct` forces one (to exercise both on any machine).
+fn entry(ctx: &GpuContext, m: usize) -> &'static str {
+    static FORCED: OnceLock<Option<&'static str>> = OnceLock::new();
+    let forced = FORCED.get_or_init(|| match std::env::var("DYGRAPH_CONV_KERNEL").as_deref() {
+        Ok("tiled") => Some("main"),
+        Ok("direct") => Some("direct"),
+        _ => None,
+    });
+    forced.unwrap_or(if ctx.is_software() || m < 8 {
+        "direct"
+    } else {
+        "main"
+    })
+}
+
+/// Output columns per workgroup tile and reduction depth per stage (as in the shader).
+const BN: usize = 64;
+const BK: usize = 16;
+
+/// Runs one product on the GPU. `a` is the GEMM's left operand (weight, or `dy` for the
+/// filter gradient) and `b` the image-side one (`x`, or `dy` for the input gradient).
+fn gpu_conv(
+    mode: Mode,
+    a: &GpuBuffer,
+    b: &GpuBuffer,
+    bias: Option<&GpuBuffer>,
+    g: &ConvGeom,
+) -> Result<Tensor> {
+    let ctx = &a.ctx;
+    let (khw, l) = (g.kh * g.kw, g.out_hw());
+    let (m, ncols, k, shape) = match mode {
+        Mode::Fwd => (g.cout_g(), g.n * l, g.k_len(), g.output_shape()),
+        Mode::BwdData => (
+            g.cin_g(),
+            g.n * g.h * g.w,
+            g.cout_g() * khw,
+            g.input_shape(),
+        ),
+        Mode::BwdFilter => (g.cout_g(), g.k_len(), g.n * l, g.weight_shape()),
+    };
+    let numel: usize = shape.iter().product();
+    if k == 0 || numel == 0 {
+        return crate::zeros_on(shape.to_vec(), DType::Float32, crate::Place::Gpu(ctx.index));
+    }
+    let entry = entry(ctx, m);
+    let direct = entry == "direct";
+    // Rows per invocation block (direct) or 16·rm rows per workgroup tile (tiled).
+    let rm = match (direct, m) {
+        (true, 1) | (false, 0..=16) => 1,
+        (true, 2) | (false, 17..=32) => 2,
+        _ => 4,
+    };
+    let (row_blocks, col_blocks) = (m.div_ceil(rm), ncols.div_ceil(4));
+    let tiles_m = m.div_ceil(16 * rm);
+    let tiles = if direct {
+        (row_blocks * col_blocks).div_ceil(256)
+    } else {
+        tiles_m * ncols.div_ceil(BN)
+    };
+    let max_z = ctx.limits.max_compute_workgroups_per_dimension.max(1) as usize;
+    // The filter gradient has few outputs and a long reduction (n·oh·ow): split it so
+    // enough workgroups run, each writing its own partial slice.
+    let splits = if mode == Mode::BwdFilter {
+        let want = (k / 256).clamp(1, 64);
+        let by_memory = ((1usize << 24) / numel).max(1);
+        want.min(by_memory).min((max_z / g.groups).max(1))
+    } else {
+        1
+    };
+    let k_chunk = k.div_ceil(splits).div_ceil(BK) * BK;
+    let splits = k.div_ceil(k_chunk);
+    let dst = ctx.alloc(OP, 4 * (numel * splits) as u64)?;
+    let [gx, gy, _] = grid(ctx, tiles as u64)?;
+    let total_z = g.groups * splits;
+    #[rustfmt::skip]
+    let mut params: Vec<u32> = [
+        g.n, g.c, g.h, g.w, g.oc, g.oh, g.ow, g.kh, g.kw, g.sh, g.sw, g.pt, g.pl, g.dh, g.dw,
+        g.cin_g(), g.cout_g(), m, ncols, k, tiles_m, k_chunk, splits, bias.is_some() as usize, 0,
+        row_blocks, col_blocks,
+    ]
+    .iter()
+    .map(|&v| v as u32)
+    .collect();
+    let mut z0 = 0;
+    while z0 < total_z {
+        let zn = (total_z - z0).min(max_z);
+        params[24] = z0 as u32;
+        let binds = [
+            Bind::read(a),
+            Bind::read(b),
+            Bind::read(bias.unwrap_or(a)),
+            Bind::write(&dst),
+        ];
+        ctx.dispatch(
+            &CONV2D,
+            &variant(mode, rm as u32),
+            entry,
+            &binds,
+            &params,
+            [gx, gy, zn as u32],
+        )?;
+        z0 += zn;
+    }
+    let out = Tensor::from_gpu(dst, vec![splits, numel], DType::Float32);
+    let out = if splits > 1 {
+        out.sum(&[0], false)?
+    } else {
+        out
+    };
+    out.reshape(shape.to_vec())
+}

@@ -5,9 +5,11 @@ pub(crate) mod dropout;
 pub(crate) mod norm;
 pub(crate) mod pool;
 pub(crate) mod softmax;
+pub(crate) mod window;
 
 pub use conv::*;
 pub use dropout::*;
 pub use norm::*;
 pub use pool::*;
 pub use softmax::*;
+pub use window::{Pair, Padding};

@@ -1,0 +1,335 @@
+// 2-D convolution (NCHW) as an implicit GEMM: C[M × NC] = A[M × K] · B[K × NC] per group,
+// where B is never materialised — each K-tile of it is gathered from the image straight
+// into workgroup memory. One template, three problems ({{MODE}}):
+//   fwd        y  = W · im2col(x)           M = cout_g, NC = n·oh·ow,  K = cin_g·kh·kw
+//   bwd_data   dx = Wᵀ · dy (transposed)     M = cin_g,  NC = n·h·w,    K = cout_g·kh·kw
+//   bwd_filter dW = dy · im2col(x)ᵀ          M = cout_g, NC = cin_g·kh·kw, K = n·oh·ow
+// Each workgroup (16×16 invocations) computes a BM×64 output tile (BM = 16·RM), every
+// invocation RM×4 outputs strided by 16 so global loads and stores coalesce; K advances in
+// 16-deep tiles staged in workgroup memory. bwd_filter splits K across workgroups (z), each
+// writing its own partial slice; the caller sums the slices in a fixed order (no atomics).
+// Grid: x·y = tiles (m fastest), z = group·splits + split (offset by z_base).
+//
+// params: [0 n, 1 c, 2 h, 3 w, 4 oc, 5 oh, 6 ow, 7 kh, 8 kw, 9 sh, 10 sw, 11 pt, 12 pl,
+//          13 dh, 14 dw, 15 cin_g, 16 cout_g, 17 M, 18 NC, 19 K, 20 tiles_m, 21 k_chunk,
+//          22 splits, 23 has_bias, 24 z_base, 25 row_blocks, 26 col_blocks (direct only)]
+@group(0) @binding(0) var<storage, read> a_src: array<f32>;
+@group(0) @binding(1) var<storage, read> b_src: array<f32>;
+@group(0) @binding(2) var<storage, read> bias: array<f32>;
+@group(0) @binding(3) var<storage, read_write> dst: array<f32>;
+@group(0) @binding(4) var<storage, read> params: array<u32>;
+
+const RM: u32 = {{RM}}u;
+const BM: u32 = {{BM}}u;
+const BN: u32 = 64u;
+const BK: u32 = 16u;
+
+// The parameters, copied once per invocation into private memory so the loaders' index
+// math reads registers rather than the storage buffer.
+var<private> P: array<u32, 27>;
+
+fn load_params() {
+    for (var i = 0u; i < 27u; i = i + 1u) {
+        P[i] = params[i];
+    }
+}
+
+var<workgroup> tile_a: array<f32, {{A_TILE}}>;
+var<workgroup> tile_b: array<f32, 1024>;
+
+// Reduction index k is also carried decomposed as a 3-digit counter `s` (outer, mid,
+// inner) with digit sizes {{MODE}}_k_dims(), so the direct entry steps it without divisions.
+
+fn k_start(k: u32, dims: vec3<u32>) -> vec3<u32> {
+    let inner = k % dims.z;
+    let rest = k / dims.z;
+    return vec3<u32>(rest / dims.y, rest % dims.y, inner);
+}
+
+fn k_next(s: vec3<u32>, dims: vec3<u32>) -> vec3<u32> {
+    var t = s;
+    t.z = t.z + 1u;
+    if (t.z == dims.z) {
+        t.z = 0u;
+        t.y = t.y + 1u;
+        if (t.y == dims.y) {
+            t.y = 0u;
+            t.x = t.x + 1u;
+        }
+    }
+    return t;
+}
+
+// ---- fwd: A = weight [oc, K] row-major, B = im2col(x), C = y (+ bias); k = (c, ki, kj) ----
+
+fn fwd_k_dims() -> vec3<u32> {
+    return vec3<u32>(P[15], P[7], P[8]);
+}
+
+fn fwd_load_a(m: u32, k: u32, s: vec3<u32>, grp: u32) -> f32 {
+    return a_src[(grp * P[16] + m) * P[19] + k];
+}
+
+// Column (image n, output pixel) -> (n, top input row, left input column).
+fn fwd_col_info(col: u32) -> vec3<i32> {
+    let l = P[5] * P[6];
+    let n = col / l;
+    let r = col % l;
+    let oy = r / P[6];
+    let ox = r % P[6];
+    return vec3<i32>(i32(n), i32(oy * P[9]) - i32(P[11]), i32(ox * P[10]) - i32(P[12]));
+}
+
+fn fwd_load_b(s: vec3<u32>, info: vec3<i32>, grp: u32) -> f32 {
+    let iy = info.y + i32(s.y * P[13]);
+    let ix = info.z + i32(s.z * P[14]);
+    if (iy < 0 || ix < 0 || iy >= i32(P[2]) || ix >= i32(P[3])) {
+        return 0.0;
+    }
+    let plane = u32(info.x) * P[1] + grp * P[15] + s.x;
+    return b_src[(plane * P[2] + u32(iy)) * P[3] + u32(ix)];
+}
+
+fn fwd_store(m: u32, col: u32, grp: u32, split: u32, v: f32) {
+    let l = P[5] * P[6];
+    let oc = grp * P[16] + m;
+    var y = v;
+    if (P[23] != 0u) {
+        y = y + bias[oc];
+    }
+    dst[((col / l) * P[4] + oc) * l + col % l] = y;
+}
+
+// ---- bwd_data: A = Wᵀ per group, B = dy through the transposed window, C = dx;
+//      k = (o, ki, kj) ----
+
+fn bwd_data_k_dims() -> vec3<u32> {
+    return vec3<u32>(P[16], P[7], P[8]);
+}
+
+fn bwd_data_load_a(m: u32, k: u32, s: vec3<u32>, grp: u32) -> f32 {
+    return a_src[((grp * P[16] + s.x) * P[15] + m) * P[7] * P[8] + s.y * P[8] + s.z];
+}
+
+// Column (image n, input pixel) -> (n, padded row, padded column).
+fn bwd_data_col_info(col: u32) -> vec3<i32> {
+    let hw = P[2] * P[3];
+    let n = col / hw;
+    let r = col % hw;
+    return vec3<i32>(i32(n), i32(r / P[3] + P[11]), i32(r % P[3] + P[12]));
+}
+
+fn bwd_data_load_b(s: vec3<u32>, info: vec3<i32>, grp: u32) -> f32 {
+    let ty = info.y - i32(s.y * P[13]);
+    let tx = info.z - i32(s.z * P[14]);
+    if (ty < 0 || tx < 0) {
+        return 0.0;
+    }
+    var oy = u32(ty);
+    var ox = u32(tx);
+    if (P[9] != 1u) {
+        if (oy % P[9] != 0u) {
+            return 0.0;
+        }
+        oy = oy / P[9];
+    }
+    if (P[10] != 1u) {
+        if (ox % P[10] != 0u) {
+            return 0.0;
+        }
+        ox = ox / P[10];
+    }
+    if (oy >= P[5] || ox >= P[6]) {
+        return 0.0;
+    }
+    let plane = u32(info.x) * P[4] + grp * P[16] + s.x;
+    return b_src[(plane * P[5] + oy) * P[6] + ox];
+}
+
+fn bwd_data_store(m: u32, col: u32, grp: u32, split: u32, v: f32) {
+    let hw = P[2] * P[3];
+    dst[((col / hw) * P[1] + grp * P[15] + m) * hw + col % hw] = v;
+}
+
+// ---- bwd_filter: A = dy [cout_g × n·oh·ow], B = im2col(x)ᵀ, C = partial dW of one split;
+//      k = (n, oy, ox) ----
+
+fn bwd_filter_k_dims() -> vec3<u32> {
+    return vec3<u32>(P[0], P[5], P[6]);
+}
+
+fn bwd_filter_load_a(m: u32, k: u32, s: vec3<u32>, grp: u32) -> f32 {
+    return a_src[((s.x * P[4] + grp * P[16] + m) * P[5] + s.y) * P[6] + s.z];
+}
+
+// Column (c, ki, kj) of the filter -> (c, row offset, column offset).
+fn bwd_filter_col_info(col: u32) -> vec3<i32> {
+    let khw = P[7] * P[8];
+    let r = col % khw;
+    return vec3<i32>(
+        i32(col / khw),
+        i32((r / P[8]) * P[13]) - i32(P[11]),
+        i32((r % P[8]) * P[14]) - i32(P[12]),
+    );
+}
+
+fn bwd_filter_load_b(s: vec3<u32>, info: vec3<i32>, grp: u32) -> f32 {
+    let iy = i32(s.y * P[9]) + info.y;
+    let ix = i32(s.z * P[10]) + info.z;
+    if (iy < 0 || ix < 0 || iy >= i32(P[2]) || ix >= i32(P[3])) {
+        return 0.0;
+    }
+    let plane = s.x * P[1] + grp * P[15] + u32(info.x);
+    return b_src[(plane * P[2] + u32(iy)) * P[3] + u32(ix)];
+}
+
+fn bwd_filter_store(m: u32, col: u32, grp: u32, split: u32, v: f32) {
+    let nc = P[18];
+    dst[split * P[4] * nc + (grp * P[16] + m) * nc + col] = v;
+}
+
+@compute @workgroup_size(16, 16)
+fn main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(local_invocation_id) lid: vec3<u32>,
+) {
+    load_params();
+    let m_len = P[17];
+    let n_len = P[18];
+    let k_len = P[19];
+    let tiles_m = P[20];
+    let k_chunk = P[21];
+    let splits = P[22];
+    let tile = wid.x + wid.y * nwg.x;
+    let row0 = (tile % tiles_m) * BM;
+    let col0 = (tile / tiles_m) * BN;
+    let z = wid.z + P[24];
+    let grp = z / splits;
+    let split = z % splits;
+    let k_begin = split * k_chunk;
+    let k_end = min(k_len, k_begin + k_chunk);
+    let tid = lid.y * 16u + lid.x;
+    let dims = {{MODE}}_k_dims();
+
+    // BN divides 256, so each invocation always loads the same B column: decode it once.
+    let b_n = tid % BN;
+    let b_k = tid / BN;
+    let b_col = col0 + b_n;
+    let info = {{MODE}}_col_info(min(b_col, max(n_len, 1u) - 1u));
+
+    var acc: array<f32, {{ACC}}>;
+    for (var i = 0u; i < RM * 4u; i = i + 1u) {
+        acc[i] = 0.0;
+    }
+    for (var k0 = k_begin; k0 < k_end; k0 = k0 + BK) {
+        for (var i = 0u; i < RM; i = i + 1u) {
+            let e = tid + i * 256u;
+            let am = e / BK;
+            let ak = e % BK;
+            var av = 0.0;
+            if (row0 + am < m_len && k0 + ak < k_end) {
+                av = {{MODE}}_load_a(row0 + am, k0 + ak, k_start(k0 + ak, dims), grp);
+            }
+            tile_a[ak * BM + am] = av;
+        }
+        for (var i = 0u; i < 4u; i = i + 1u) {
+            let bk = b_k + i * 4u;
+            var bv = 0.0;
+            if (b_col < n_len && k0 + bk < k_end) {
+                bv = {{MODE}}_load_b(k_start(k0 + bk, dims), info, grp);
+            }
+            tile_b[bk * BN + b_n] = bv;
+        }
+        workgroupBarrier();
+        for (var kk = 0u; kk < BK; kk = kk + 1u) {
+            var ar: array<f32, {{RM}}>;
+            var br: array<f32, 4>;
+            for (var i = 0u; i < RM; i = i + 1u) {
+                ar[i] = tile_a[kk * BM + lid.y + 16u * i];
+            }
+            for (var j = 0u; j < 4u; j = j + 1u) {
+                br[j] = tile_b[kk * BN + lid.x + 16u * j];
+            }
+            for (var i = 0u; i < RM; i = i + 1u) {
+                for (var j = 0u; j < 4u; j = j + 1u) {
+                    acc[i * 4u + j] = acc[i * 4u + j] + ar[i] * br[j];
+                }
+            }
+        }
+        workgroupBarrier();
+    }
+    for (var i = 0u; i < RM; i = i + 1u) {
+        let m = row0 + lid.y + 16u * i;
+        for (var j = 0u; j < 4u; j = j + 1u) {
+            let col = col0 + lid.x + 16u * j;
+            if (m < m_len && col < n_len) {
+                {{MODE}}_store(m, col, grp, split, acc[i * 4u + j]);
+            }
+        }
+    }
+}
+
+// The same products without workgroup memory or barriers, for software adapters (lavapipe,
+// SwiftShader) that emulate barriers slowly: a flat grid of invocations, each computing an
+// RM-row × 4-column block (P[25] row blocks × P[26] column blocks per group and split) by
+// streaming its A rows and B columns from the buffers, stepping k as a counter (no
+// divisions in the loop). Blocks this small waste almost nothing on thin problems.
+@compute @workgroup_size(256)
+fn direct(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    load_params();
+    let m_len = P[17];
+    let n_len = P[18];
+    let splits = P[22];
+    let row_blocks = P[25];
+    let col_blocks = P[26];
+    let t = gid.x + gid.y * nwg.x * 256u;
+    if (t >= row_blocks * col_blocks) {
+        return;
+    }
+    let row0 = (t / col_blocks) * RM;
+    let col0 = (t % col_blocks) * 4u;
+    let z = gid.z + P[24];
+    let grp = z / splits;
+    let split = z % splits;
+    let k_begin = split * P[21];
+    let k_end = min(P[19], k_begin + P[21]);
+    let dims = {{MODE}}_k_dims();
+    // Rows and columns past the end compute on clamped indices and are not stored.
+    let last_m = m_len - 1u;
+    let last_n = n_len - 1u;
+    var rows: array<u32, {{RM}}>;
+    for (var i = 0u; i < RM; i = i + 1u) {
+        rows[i] = min(row0 + i, last_m);
+    }
+    let i0 = {{MODE}}_col_info(min(col0, last_n));
+    let i1 = {{MODE}}_col_info(min(col0 + 1u, last_n));
+    let i2 = {{MODE}}_col_info(min(col0 + 2u, last_n));
+    let i3 = {{MODE}}_col_info(min(col0 + 3u, last_n));
+    var acc: array<vec4<f32>, {{RM}}>;
+    for (var i = 0u; i < RM; i = i + 1u) {
+        acc[i] = vec4<f32>(0.0);
+    }
+    var s = k_start(k_begin, dims);
+    for (var k = k_begin; k < k_end; k = k + 1u) {
+        let bv = vec4<f32>(
+            {{MODE}}_load_b(s, i0, grp),
+            {{MODE}}_load_b(s, i1, grp),
+            {{MODE}}_load_b(s, i2, grp),
+            {{MODE}}_load_b(s, i3, grp),
+        );
+        for (var i = 0u; i < RM; i = i + 1u) {
+            acc[i] = acc[i] + {{MODE}}_load_a(rows[i], k, s, grp) * bv;
+        }
+        s = k_next(s, dims);
+    }
+    for (var i = 0u; i < RM; i = i + 1u) {
+        let m = row0 + i;
+        for (var j = 0u; j < 4u; j = j + 1u) {
+            let col = col0 + j;
+            if (m < m_len && col < n_len) {
+                {{MODE}}_store(m, col, grp, split, acc[i][j]);
+            }
+        }
+    }
+}

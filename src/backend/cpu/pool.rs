@@ -1,0 +1,192 @@
+//! CPU 2-D pooling (NCHW, every `h × w` plane independent): max (with argmax indices) and
+//! average, fixed-window or adaptive, and their backward passes. Parallel over planes.
+
+use super::conv::{WinFloat, for_each_item};
+
+/// Geometry of one pooling: `n · c` input planes of `h × w`, output planes `oh × ow`.
+/// Fixed windows are `kh × kw` moved by `(sh, sw)` from `(-pt, -pl)` and clipped to the
+/// input; adaptive windows are Paddle's `[floor(i·in/out), ceil((i+1)·in/out))`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PoolGeom {
+    pub n: usize,
+    pub c: usize,
+    pub h: usize,
+    pub w: usize,
+    pub oh: usize,
+    pub ow: usize,
+    pub kh: usize,
+    pub kw: usize,
+    pub sh: usize,
+    pub sw: usize,
+    pub pt: usize,
+    pub pl: usize,
+    pub adaptive: bool,
+    /// Average over the in-input part of the window only (else over `kh · kw`).
+    pub exclusive: bool,
+}
+
+/// Window `[start, end)` of output `o` along one axis.
+fn window(
+    o: usize,
+    len: usize,
+    out: usize,
+    k: usize,
+    s: usize,
+    p: usize,
+    adaptive: bool,
+) -> (usize, usize) {
+    if adaptive {
+        return (o * len / out, ((o + 1) * len).div_ceil(out));
+    }
+    let start = (o * s) as isize - p as isize;
+    let end = (start + k as isize).min(len as isize);
+    (start.max(0) as usize, end.max(0) as usize)
+}
+
+impl PoolGeom {
+    /// Rows `[start, end)` of output row `oy`.
+    pub fn rows(&self, oy: usize) -> (usize, usize) {
+        window(
+            oy,
+            self.h,
+            self.oh,
+            self.kh,
+            self.sh,
+            self.pt,
+            self.adaptive,
+        )
+    }
+    /// Columns `[start, end)` of output column `ox`.
+    pub fn cols(&self, ox: usize) -> (usize, usize) {
+        window(
+            ox,
+            self.w,
+            self.ow,
+            self.kw,
+            self.sw,
+            self.pl,
+            self.adaptive,
+        )
+    }
+    /// The divisor of output `(oy, ox)` of an average pool.
+    pub fn count(&self, oy: usize, ox: usize) -> usize {
+        if self.exclusive || self.adaptive {
+            let (r0, r1) = self.rows(oy);
+            let (c0, c1) = self.cols(ox);
+            (r1 - r0) * (c1 - c0)
+        } else {
+            self.kh * self.kw
+        }
+    }
+    /// Number of planes (`n · c`).
+    pub fn planes(&self) -> usize {
+        self.n * self.c
+    }
+    pub fn in_plane(&self) -> usize {
+        self.h * self.w
+    }
+    pub fn out_plane(&self) -> usize {
+        self.oh * self.ow
+    }
+    pub fn input_shape(&self) -> [usize; 4] {
+        [self.n, self.c, self.h, self.w]
+    }
+    pub fn output_shape(&self) -> [usize; 4] {
+        [self.n, self.c, self.oh, self.ow]
+    }
+}
+
+/// Max pooling: the maxima and their flat indices within each `h × w` plane. The first
+/// maximum in row-major window order wins ties; a NaN wins over numbers.
+pub(crate) fn max_pool<T: WinFloat>(x: &[T], g: &PoolGeom) -> (Vec<T>, Vec<i32>) {
+    let (ip, op) = (g.in_plane(), g.out_plane());
+    let mut out: Vec<(T, i32)> = vec![(T::ZERO, 0); g.planes() * op];
+    for_each_item(&mut out, op, (), |p, o, _| {
+        let plane = &x[p * ip..(p + 1) * ip];
+        for oy in 0..g.oh {
+            let (r0, r1) = g.rows(oy);
+            for ox in 0..g.ow {
+                let (c0, c1) = g.cols(ox);
+                let mut bi = r0 * g.w + c0;
+                let mut best = plane[bi];
+                for iy in r0..r1 {
+                    for ix in c0..c1 {
+                        let v = plane[iy * g.w + ix];
+                        if v > best || (v.is_nan() && !best.is_nan()) {
+                            best = v;
+                            bi = iy * g.w + ix;
+                        }
+                    }
+                }
+                o[oy * g.ow + ox] = (best, bi as i32);
+            }
+        }
+    });
+    out.into_iter().unzip()
+}
+
+/// Average pooling.
+pub(crate) fn avg_pool<T: WinFloat>(x: &[T], g: &PoolGeom) -> Vec<T> {
+    let (ip, op) = (g.in_plane(), g.out_plane());
+    let mut out = vec![T::ZERO; g.planes() * op];
+    for_each_item(&mut out, op, (), |p, o, _| {
+        let plane = &x[p * ip..(p + 1) * ip];
+        for oy in 0..g.oh {
+            let (r0, r1) = g.rows(oy);
+            for ox in 0..g.ow {
+                let (c0, c1) = g.cols(ox);
+                let mut s = T::ZERO;
+                for iy in r0..r1 {
+                    for &v in &plane[iy * g.w + c0..iy * g.w + c1] {
+                        s += v;
+                    }
+                }
+                o[oy * g.ow + ox] = s.div(T::from_usize(g.count(oy, ox)));
+            }
+        }
+    });
+    out
+}
+
+/// Gradient of max pooling: each output's gradient goes to its recorded argmax (summed in
+/// output order where windows overlap).
+pub(crate) fn max_pool_backward<T: WinFloat>(dy: &[T], idx: &[i32], g: &PoolGeom) -> Vec<T> {
+    let (ip, op) = (g.in_plane(), g.out_plane());
+    let mut dx = vec![T::ZERO; g.planes() * ip];
+    for_each_item(&mut dx, ip, (), |p, d, _| {
+        for o in p * op..(p + 1) * op {
+            d[idx[o] as usize] += dy[o];
+        }
+    });
+    dx
+}
+
+/// Gradient of average pooling: each output's gradient spread over its window.
+pub(crate) fn avg_pool_backward<T: WinFloat>(dy: &[T], g: &PoolGeom) -> Vec<T> {
+    let (ip, op) = (g.in_plane(), g.out_plane());
+    let mut dx = vec![T::ZERO; g.planes() * ip];
+    for_each_item(&mut dx, ip, (), |p, d, _| {
+        for oy in 0..g.oh {
+            let (r0, r1) = g.rows(oy);
+            for ox in 0..g.ow {
+                let (c0, c1) = g.cols(ox);
+                let v = dy[p * op + oy * g.ow + ox].div(T::from_usize(g.count(oy, ox)));
+                for iy in r0..r1 {
+                    for e in &mut d[iy * g.w + c0..iy * g.w + c1] {
+                        *e += v;
+                    }
+                }
+            }
+        }
+    });
+    dx
+}
+
+/// `out[p, o] = src[p, idx[p, o]]`: the transpose of `max_pool_backward` (its gradient).
+pub(crate) fn plane_gather<T: WinFloat>(src: &[T], idx: &[i32], g: &PoolGeom) -> Vec<T> {
+    let (ip, op) = (g.in_plane(), g.out_plane());
+    idx.iter()
+        .enumerate()
+        .map(|(o, &i)| src[(o / op) * ip + i as usize])
+        .collect()
+}
