@@ -161,15 +161,16 @@ fn valid_range(off: isize, s: usize, len: usize, out: usize) -> (usize, usize) {
     (lo, (hi as usize).clamp(lo, out))
 }
 
-/// Fills `cols` (`[cin_g·kh·kw, oh·ow]`, row-major) from one group's input planes `xg`.
-fn im2col<T: WinFloat>(xg: &[T], g: &ConvGeom, cols: &mut [T]) {
+/// Fills `cols` (`[cin_g·kh·kw, oh·ow]`, row-major with row stride `ld`) from one group's
+/// input planes `xg`.
+fn im2col<T: WinFloat>(xg: &[T], g: &ConvGeom, cols: &mut [T], ld: usize) {
     let (h, w, oh, ow) = (g.h, g.w, g.oh, g.ow);
     let l = oh * ow;
     for c in 0..g.cin_g() {
         let plane = &xg[c * h * w..(c + 1) * h * w];
         for ki in 0..g.kh {
             for kj in 0..g.kw {
-                let row = &mut cols[((c * g.kh + ki) * g.kw + kj) * l..][..l];
+                let row = &mut cols[((c * g.kh + ki) * g.kw + kj) * ld..][..l];
                 let x_off = (kj * g.dw) as isize - g.pl as isize;
                 let (lo, hi) = valid_range(x_off, g.sw, w, ow);
                 for oy in 0..oh {
@@ -285,7 +286,7 @@ pub(crate) fn conv2d_forward<T: WinFloat>(
             let src: &[T] = if g.pointwise() {
                 xg
             } else {
-                im2col(xg, g, cols);
+                im2col(xg, g, cols, l);
                 cols
             };
             let og = &mut o[gi * cout_g * l..(gi + 1) * cout_g * l];
@@ -344,39 +345,52 @@ pub(crate) fn conv2d_backward_data<T: WinFloat>(dy: &[T], wt: &[T], g: &ConvGeom
 /// Batch chunks the filter gradient is split into (fixed, so sums are reproducible).
 const FILTER_CHUNKS: usize = 16;
 
-/// Gradient of the weight: `dW_g = Σ_n dy_{n,g} · cols_{n,g}ᵀ`.
+/// Largest im2col block (elements) the filter gradient builds for several images at once.
+const FILTER_BLOCK: usize = 1 << 22;
+
+/// Gradient of the weight: `dW_g = Σ_n dy_{n,g} · cols_{n,g}ᵀ`. Each chunk of the batch
+/// lays the im2col matrices of several images side by side (`[kk, b·l]`, with their `dy`
+/// rows likewise) so one GEMM reduces over `b·l` rather than `l` (MNIST conv2: l = 64).
 pub(crate) fn conv2d_backward_filter<T: WinFloat>(x: &[T], dy: &[T], g: &ConvGeom) -> Vec<T> {
     let (cin_g, cout_g, kk, l) = (g.cin_g(), g.cout_g(), g.k_len(), g.out_hw());
     let wlen = g.oc * kk;
     let chunks = g.n.clamp(1, FILTER_CHUNKS);
     let per_chunk = g.n.div_ceil(chunks);
-    let par = inner_parallelism(g, cout_g * kk * l);
-    let scratch = vec![T::ZERO; if g.pointwise() { 0 } else { kk * l }];
+    let block = (FILTER_BLOCK / (kk * l).max(1)).clamp(1, per_chunk.max(1));
+    let par = inner_parallelism(g, cout_g * kk * l * block);
+    let scratch = (
+        vec![T::ZERO; kk * l * block],
+        vec![T::ZERO; cout_g * l * block],
+    );
     let mut partials = vec![T::ZERO; chunks * wlen];
-    for_each_item(&mut partials, wlen, scratch, |ci, dw, cols| {
+    let chw = g.c * g.h * g.w;
+    for_each_item(&mut partials, wlen, scratch, |ci, dw, (cols, dys)| {
+        let (n0, n1) = ((ci * per_chunk).min(g.n), ((ci + 1) * per_chunk).min(g.n));
         let mut first = true;
-        for ni in ci * per_chunk..((ci + 1) * per_chunk).min(g.n) {
-            let xi = &x[ni * g.c * g.h * g.w..(ni + 1) * g.c * g.h * g.w];
+        for b0 in (n0..n1).step_by(block) {
+            let items = block.min(n1 - b0);
+            let ld = items * l;
             for gi in 0..g.groups {
-                let xg = &xi[gi * cin_g * g.h * g.w..(gi + 1) * cin_g * g.h * g.w];
-                let src: &[T] = if g.pointwise() {
-                    xg
-                } else {
-                    im2col(xg, g, cols);
-                    cols
-                };
-                let dyg = &dy[(ni * g.oc + gi * cout_g) * l..(ni * g.oc + (gi + 1) * cout_g) * l];
+                for (bi, ni) in (b0..b0 + items).enumerate() {
+                    let xg = &x[ni * chw + gi * cin_g * g.h * g.w..][..cin_g * g.h * g.w];
+                    im2col(xg, g, &mut cols[bi * l..], ld);
+                    for m in 0..cout_g {
+                        let src = &dy[(ni * g.oc + gi * cout_g + m) * l..][..l];
+                        dys[m * ld + bi * l..m * ld + (bi + 1) * l].copy_from_slice(src);
+                    }
+                }
                 let dwg = &mut dw[gi * cout_g * kk..(gi + 1) * cout_g * kk];
-                // colsᵀ is l×kk: row stride 1, column stride l.
-                // SAFETY: dwg is cout_g×kk, dyg cout_g×l, src kk×l; dwg is distinct.
+                // colsᵀ is (b·l)×kk: row stride 1, column stride ld.
+                // SAFETY: dwg is cout_g×kk, dys cout_g×ld and cols kk×ld (row stride ld),
+                // all inside their buffers; dwg is distinct from both.
                 unsafe {
                     gemm_into(
-                        (cout_g, kk, l),
+                        (cout_g, kk, ld),
                         dwg.as_mut_ptr(),
                         kk,
                         !first,
-                        (dyg.as_ptr(), l, 1),
-                        (src.as_ptr(), 1, l),
+                        (dys.as_ptr(), ld, 1),
+                        (cols.as_ptr(), 1, ld),
                         par,
                     )
                 };
