@@ -885,3 +885,31 @@ fn mnist_sized_convs_timing() {
         );
     }
 }
+
+#[test]
+fn empty_batch() {
+    let mut places = vec![Place::Cpu];
+    places.extend(common::gpu());
+    for place in places {
+        let x = common::tensor(&[], &[0, 2, 5, 5], DType::Float32, place);
+        let w = common::tensor(&[0.5; 3 * 2 * 9], &[3, 2, 3, 3], DType::Float32, place);
+        let b = common::tensor(&[1.0; 3], &[3], DType::Float32, place);
+        for t in [&x, &w, &b] {
+            t.set_stop_gradient(false);
+        }
+        let y = paddle::conv2d(&x, &w, Some(&b), &Conv2dOptions::new().padding(1)).unwrap();
+        assert_eq!(y.shape(), [0, 3, 5, 5]);
+        y.sum(&[], false).unwrap().backward().unwrap();
+        assert_eq!(x.grad().unwrap().shape(), [0, 2, 5, 5]);
+        assert_eq!(
+            common::values(&w.grad().unwrap()),
+            vec![0.0; 54],
+            "on {place}"
+        );
+        assert_eq!(
+            common::values(&b.grad().unwrap()),
+            vec![0.0; 3],
+            "on {place}"
+        );
+    }
+}

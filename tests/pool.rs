@@ -573,3 +573,27 @@ fn errors_are_typed_and_name_the_op() {
         "{e}"
     );
 }
+
+#[test]
+fn empty_batch() {
+    let mut places = vec![Place::Cpu];
+    places.extend(common::gpu());
+    for place in places {
+        let x = common::tensor(&[], &[0, 2, 4, 4], DType::Float32, place);
+        x.set_stop_gradient(false);
+        let o = Pool2dOptions::new(2);
+        let (y, idx) = paddle::max_pool2d_with_index(&x, &o).unwrap();
+        assert_eq!(
+            (y.shape(), idx.shape()),
+            ([0, 2, 2, 2].as_slice(), [0, 2, 2, 2].as_slice())
+        );
+        let z = paddle::avg_pool2d(&x, &o).unwrap();
+        y.add(&z)
+            .unwrap()
+            .sum(&[], false)
+            .unwrap()
+            .backward()
+            .unwrap();
+        assert_eq!(x.grad().unwrap().shape(), [0, 2, 4, 4], "on {place}");
+    }
+}
