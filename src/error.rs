@@ -39,13 +39,7 @@ pub enum Error {
 
     /// A request over one of the adapter's limits.
     #[error("{op}: {what} needs {requested} but the device limit {limit_name} is {limit}")]
-    DeviceLimit {
-        op: &'static str,
-        what: String,
-        requested: u64,
-        limit_name: &'static str,
-        limit: u64,
-    },
+    DeviceLimit { op: &'static str, what: String, requested: u64, limit_name: &'static str, limit: u64 },
 
     /// No usable GPU adapter, or an unknown device string.
     #[error("device: {0}")]
@@ -60,9 +54,7 @@ pub enum Error {
     Gpu { op: &'static str, msg: String },
 
     /// A blocking call where blocking is impossible (wasm's main thread).
-    #[error(
-        "{op}: blocking readback is not available on this target; use the async form (to_vec_async().await)"
-    )]
+    #[error("{op}: blocking readback is not available on this target; use the async form (to_vec_async().await)")]
     WouldBlock { op: &'static str },
 
     /// Misuse of the autograd engine.

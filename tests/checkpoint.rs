@@ -95,8 +95,7 @@ fn python() -> Option<PathBuf> {
         Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python")),
     ];
     let found = candidates.into_iter().flatten().find(|p| {
-        p.exists()
-            && Command::new(p).args(["-c", "import safetensors, numpy"]).status().is_ok_and(|s| s.success())
+        p.exists() && Command::new(p).args(["-c", "import safetensors, numpy"]).status().is_ok_and(|s| s.success())
     });
     if found.is_none() {
         if std::env::var("CI").is_ok_and(|v| v == "true") {

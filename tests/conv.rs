@@ -11,7 +11,17 @@ fn t64(v: &[f64], shape: &[usize]) -> Tensor {
 }
 
 /// Naive direct convolution in f64 (the second reference).
-fn naive(x: &[f64], xs: [usize; 4], w: &[f64], ws: [usize; 4], b: Option<&[f64]>, s: [usize; 2], p: [usize; 4], d: [usize; 2], groups: usize) -> (Vec<f64>, [usize; 4]) {
+fn naive(
+    x: &[f64],
+    xs: [usize; 4],
+    w: &[f64],
+    ws: [usize; 4],
+    b: Option<&[f64]>,
+    s: [usize; 2],
+    p: [usize; 4],
+    d: [usize; 2],
+    groups: usize,
+) -> (Vec<f64>, [usize; 4]) {
     let [n, c, h, wd] = xs;
     let [co, cig, kh, kw] = ws;
     let oh = (h + p[0] + p[1] - d[0] * (kh - 1) - 1) / s[0] + 1;
@@ -33,7 +43,8 @@ fn naive(x: &[f64], xs: [usize; 4], w: &[f64], ws: [usize; 4], b: Option<&[f64]>
                                     continue;
                                 }
                                 let cin = g * cig + ci;
-                                acc += x[((ni * c + cin) * h + iy as usize) * wd + ix as usize] * w[((o * cig + ci) * kh + ky) * kw + kx];
+                                acc += x[((ni * c + cin) * h + iy as usize) * wd + ix as usize]
+                                    * w[((o * cig + ci) * kh + ky) * kw + kx];
                             }
                         }
                     }
@@ -55,13 +66,27 @@ fn hand_computed_values() {
     assert_eq!(y.shape(), &[1, 1, 2, 2]);
     assert_eq!(common::values(&y), vec![6.0, 6.0, 6.0, 6.0], "x[i,j] − x[i+1,j+1] + 10 = −4 + 10");
     // Padding 1, stride 2: corners of the zero-padded 5×5 image.
-    let y = paddle::conv2d(&x, &t64(&[1., 1., 1., 1.], &[1, 1, 2, 2]), None, &Conv2dOptions::default().padding(1).stride(2)).unwrap();
+    let y = paddle::conv2d(
+        &x,
+        &t64(&[1., 1., 1., 1.], &[1, 1, 2, 2]),
+        None,
+        &Conv2dOptions::default().padding(1).stride(2),
+    )
+    .unwrap();
     assert_eq!(common::values(&y), vec![1., 5., 11., 28.]);
     // SAME keeps ceil(in/stride); VALID drops the border.
-    let same = paddle::conv2d(&x, &t64(&[1.; 9], &[1, 1, 3, 3]), None, &Conv2dOptions::default().padding(Padding::Same)).unwrap();
+    let same =
+        paddle::conv2d(&x, &t64(&[1.; 9], &[1, 1, 3, 3]), None, &Conv2dOptions::default().padding(Padding::Same))
+            .unwrap();
     assert_eq!(same.shape(), &[1, 1, 3, 3]);
     assert_eq!(common::values(&same), vec![12., 21., 16., 27., 45., 33., 24., 39., 28.]);
-    let valid = paddle::conv2d(&x, &t64(&[1.; 9], &[1, 1, 3, 3]), None, &Conv2dOptions::default().padding(Padding::parse("valid").unwrap())).unwrap();
+    let valid = paddle::conv2d(
+        &x,
+        &t64(&[1.; 9], &[1, 1, 3, 3]),
+        None,
+        &Conv2dOptions::default().padding(Padding::parse("valid").unwrap()),
+    )
+    .unwrap();
     assert_eq!(common::values(&valid), vec![45.]);
 }
 
@@ -92,8 +117,19 @@ fn cpu_matches_a_naive_reference_across_the_grid() {
         let n: usize = case.xs.iter().product();
         let m: usize = case.ws.iter().product();
         let (xv, wv, bv) = (rng.vec(n, -1.0, 1.0), rng.vec(m, -1.0, 1.0), rng.vec(case.ws[0], -1.0, 1.0));
-        let y = paddle::conv2d(&t64(&xv, &case.xs), &t64(&wv, &case.ws), Some(&t64(&bv, &[case.ws[0]])), &case.opts).unwrap();
-        let (e, shape) = naive(&xv, case.xs, &wv, case.ws, Some(&bv), case.opts.stride.0, case.pads, case.opts.dilation.0, case.opts.groups);
+        let y = paddle::conv2d(&t64(&xv, &case.xs), &t64(&wv, &case.ws), Some(&t64(&bv, &[case.ws[0]])), &case.opts)
+            .unwrap();
+        let (e, shape) = naive(
+            &xv,
+            case.xs,
+            &wv,
+            case.ws,
+            Some(&bv),
+            case.opts.stride.0,
+            case.pads,
+            case.opts.dilation.0,
+            case.opts.groups,
+        );
         assert_eq!(y.shape(), &shape, "{:?}", case.opts);
         common::assert_close(&format!("conv2d {:?}", case.opts), &common::values(&y), &e, 1e-12);
     }
@@ -156,7 +192,8 @@ fn bad_inputs_are_typed_errors() {
     let x = t64(&[0.0; 2 * 4 * 5 * 5], &[2, 4, 5, 5]);
     let e = paddle::conv2d(&x, &t64(&[0.0; 3 * 3 * 9], &[3, 3, 3, 3]), None, &Conv2dOptions::default()).unwrap_err();
     assert!(matches!(e, Error::Shape { op: "conv2d", .. }) && e.to_string().contains("[2, 4, 5, 5]"), "{e}");
-    let e = paddle::conv2d(&x, &t64(&[0.0; 3 * 2 * 9], &[3, 2, 3, 3]), None, &Conv2dOptions::default().groups(2)).unwrap_err();
+    let e = paddle::conv2d(&x, &t64(&[0.0; 3 * 2 * 9], &[3, 2, 3, 3]), None, &Conv2dOptions::default().groups(2))
+        .unwrap_err();
     assert!(e.to_string().contains("groups=2"), "{e}");
     let w = t64(&[0.0; 4 * 4 * 9], &[4, 4, 3, 3]);
     let e = paddle::conv2d(&x, &w, Some(&t64(&[0.0; 3], &[3])), &Conv2dOptions::default()).unwrap_err();
@@ -168,10 +205,16 @@ fn bad_inputs_are_typed_errors() {
     assert!(paddle::conv2d(&x, &w, None, &Conv2dOptions::default().stride(0)).is_err());
     assert!(Padding::parse("full").is_err());
     let f32w = common::tensor(&[0.0; 144], &[4, 4, 3, 3], DType::Float32, Place::Cpu);
-    assert!(matches!(paddle::conv2d(&x, &f32w, None, &Conv2dOptions::default()).unwrap_err(), Error::DTypeMismatch { .. }));
+    assert!(matches!(
+        paddle::conv2d(&x, &f32w, None, &Conv2dOptions::default()).unwrap_err(),
+        Error::DTypeMismatch { .. }
+    ));
     if let Some(gpu) = common::gpu() {
         let wg = f32w.to(gpu).unwrap();
         let xf = x.cast(DType::Float32).unwrap();
-        assert!(matches!(paddle::conv2d(&xf, &wg, None, &Conv2dOptions::default()).unwrap_err(), Error::PlaceMismatch { .. }));
+        assert!(matches!(
+            paddle::conv2d(&xf, &wg, None, &Conv2dOptions::default()).unwrap_err(),
+            Error::PlaceMismatch { .. }
+        ));
     }
 }

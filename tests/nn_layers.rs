@@ -31,12 +31,16 @@ impl Forward for Mlp {
 
 fn mlp(place: Place) -> Mlp {
     paddle::guard(place, || {
-        let scale = nn::create_parameter(&[1], DType::Float32, &ParamAttr::default(), &Initializer::Constant(2.0)).unwrap();
+        let scale =
+            nn::create_parameter(&[1], DType::Float32, &ParamAttr::default(), &Initializer::Constant(2.0)).unwrap();
         Mlp {
             linear1: nn::Linear::new(4, 8).unwrap(),
             linear2: nn::Linear::new(8, 3).unwrap(),
             head: None,
-            blocks: vec![nn::Linear::new(3, 3).unwrap(), nn::Linear::with_attrs(3, 3, ParamAttr::default(), false).unwrap()],
+            blocks: vec![
+                nn::Linear::new(3, 3).unwrap(),
+                nn::Linear::with_attrs(3, 3, ParamAttr::default(), false).unwrap(),
+            ],
             scale,
             hidden: 8,
         }
@@ -110,7 +114,12 @@ fn initializers_produce_their_distributions() {
 
 #[test]
 fn param_attr_sets_name_trainable_and_lr_multiplier() {
-    let attr = ParamAttr { name: Some("fc_w".into()), initializer: Some(Initializer::Constant(1.0)), learning_rate: 0.1, trainable: false };
+    let attr = ParamAttr {
+        name: Some("fc_w".into()),
+        initializer: Some(Initializer::Constant(1.0)),
+        learning_rate: 0.1,
+        trainable: false,
+    };
     let l = paddle::guard(Place::Cpu, || nn::Linear::with_attrs(2, 2, attr, BiasAttr::None)).unwrap();
     assert!(l.bias.is_none());
     assert_eq!(l.weight.name().as_deref(), Some("fc_w"));
@@ -216,7 +225,8 @@ fn batch_norm_switches_statistics_with_train_and_eval() {
         let y = bn.forward(&x).unwrap();
         // Training: per-channel batch statistics.
         for c in 0..2 {
-            let vals: Vec<f64> = (0..2).flat_map(|n| (0..3).map(move |k| (n, k))).map(|(n, k)| xs[n * 6 + c * 3 + k]).collect();
+            let vals: Vec<f64> =
+                (0..2).flat_map(|n| (0..3).map(move |k| (n, k))).map(|(n, k)| xs[n * 6 + c * 3 + k]).collect();
             let m = vals.iter().sum::<f64>() / 6.0;
             let v = vals.iter().map(|a| (a - m) * (a - m)).sum::<f64>() / 6.0;
             let got = common::values(&bn.mean)[c];

@@ -166,7 +166,8 @@ fn learning_rate_schedules() {
     close(&seq(&StepDecay::new(1.0, 2, 0.5), 5), &[1.0, 1.0, 0.5, 0.5, 0.25]);
     close(&seq(&MultiStepDecay::new(1.0, &[1, 3], 0.1), 5), &[1.0, 0.1, 0.1, 0.01, 0.01]);
     close(&seq(&ExponentialDecay::new(2.0, 0.5), 3), &[2.0, 1.0, 0.5]);
-    let cos: Vec<f64> = (0..5).map(|e| 0.1 + 0.9 * (1.0 + (std::f64::consts::PI * e as f64 / 4.0).cos()) / 2.0).collect();
+    let cos: Vec<f64> =
+        (0..5).map(|e| 0.1 + 0.9 * (1.0 + (std::f64::consts::PI * e as f64 / 4.0).cos()) / 2.0).collect();
     close(&seq(&CosineAnnealingDecay::new(1.0, 4, 0.1), 5), &cos);
     close(&seq(&LinearWarmup::new(AfterWarmup::Constant(0.5), 2, 0.0, 0.5), 4), &[0.0, 0.25, 0.5, 0.5]);
     let plateau = ReduceOnPlateau::new(1.0, PlateauMode::Min, 0.5, 1, 1e-4, 0, 0.1);

@@ -125,8 +125,12 @@ fn plan(op: &'static str, x: &Tensor, axes: &[isize]) -> Result<Plan> {
 
 fn cpu_reduce(kind: Reduce, d: &CpuData, g: (usize, usize, usize)) -> Option<CpuData> {
     let len = g.1 as f64;
-    let nan_max = |a: f64, x: f64| if a.is_nan() || x.is_nan() { f64::NAN } else { a.max(x) };
-    let nan_min = |a: f64, x: f64| if a.is_nan() || x.is_nan() { f64::NAN } else { a.min(x) };
+    let nan_max = |a: f64, x: f64| {
+        if a.is_nan() || x.is_nan() { f64::NAN } else { a.max(x) }
+    };
+    let nan_min = |a: f64, x: f64| {
+        if a.is_nan() || x.is_nan() { f64::NAN } else { a.min(x) }
+    };
     let floats = |v: Vec<f64>| -> Vec<f64> { v };
     let float_reduce = |get: &dyn Fn(usize) -> f64, n: usize| -> Vec<f64> {
         let xs: Vec<f64> = (0..n).map(get).collect();
@@ -147,7 +151,9 @@ fn cpu_reduce(kind: Reduce, d: &CpuData, g: (usize, usize, usize)) -> Option<Cpu
         }
     };
     Some(match d {
-        CpuData::F32(v) => CpuData::F32(float_reduce(&|i| v[i] as f64, v.len()).into_iter().map(|x| x as f32).collect()),
+        CpuData::F32(v) => {
+            CpuData::F32(float_reduce(&|i| v[i] as f64, v.len()).into_iter().map(|x| x as f32).collect())
+        }
         CpuData::F64(v) => CpuData::F64(float_reduce(&|i| v[i], v.len())),
         CpuData::I64(v) => CpuData::I64(int_reduce(v)),
         CpuData::I32(v) => {
@@ -158,7 +164,12 @@ fn cpu_reduce(kind: Reduce, d: &CpuData, g: (usize, usize, usize)) -> Option<Cpu
     })
 }
 
-fn gpu_reduce(kind: Reduce, buf: &GpuBuffer, dtype: DType, (outer, len, inner): (usize, usize, usize)) -> Result<GpuBuffer> {
+fn gpu_reduce(
+    kind: Reduce,
+    buf: &GpuBuffer,
+    dtype: DType,
+    (outer, len, inner): (usize, usize, usize),
+) -> Result<GpuBuffer> {
     let ctx = &buf.ctx;
     let scale = (1.0f32 / len.max(1) as f32).to_bits();
     let bytes = |n: usize| crate::backend::cpu::gpu_bytes(dtype, n);
@@ -181,7 +192,14 @@ fn gpu_reduce(kind: Reduce, buf: &GpuBuffer, dtype: DType, (outer, len, inner): 
     }
     let out = ctx.alloc(kind.name(), bytes(outer * inner))?;
     let params = [outer as u32, len as u32, inner as u32, 1, len as u32, scale];
-    ctx.dispatch_1d(&REDUCE, &kind.variant(dtype), "strided", &[Bind::read(buf), Bind::write(&out)], &params, (outer * inner) as u64)?;
+    ctx.dispatch_1d(
+        &REDUCE,
+        &kind.variant(dtype),
+        "strided",
+        &[Bind::read(buf), Bind::write(&out)],
+        &params,
+        (outer * inner) as u64,
+    )?;
     Ok(out)
 }
 
@@ -191,22 +209,30 @@ fn reduce_op(kind: Reduce, x: &Tensor, axes: &[isize], keepdim: bool) -> Result<
         (Reduce::Mean, d) if !d.is_float() => {
             return Err(Error::unsupported(op, d, "(mean needs a float tensor; cast first)"));
         }
-        (Reduce::Sum, DType::Bool | DType::Int32) => return reduce_op(kind, &x.cast(DType::Int64)?, axes, keepdim),
-        (_, DType::Bool) => return Err(Error::unsupported(op, DType::Bool, "(cast to an integer or float type first)")),
-        (_, DType::Float16) => return reduce_op(kind, &x.cast(DType::Float32)?, axes, keepdim)?.cast(DType::Float16),
+        (Reduce::Sum, DType::Bool | DType::Int32) => {
+            return reduce_op(kind, &x.cast(DType::Int64)?, axes, keepdim);
+        }
+        (_, DType::Bool) => {
+            return Err(Error::unsupported(op, DType::Bool, "(cast to an integer or float type first)"));
+        }
+        (_, DType::Float16) => {
+            return reduce_op(kind, &x.cast(DType::Float32)?, axes, keepdim)?.cast(DType::Float16);
+        }
         _ => {}
     }
     let p = plan(op, x, axes)?;
     if p.len == 0 && matches!(kind, Reduce::Max | Reduce::Min) && p.outer * p.inner > 0 {
-        return Err(Error::shape(op, format!("zero-size reduction over axes {axes:?} of {:?} has no identity", x.shape())));
+        return Err(Error::shape(
+            op,
+            format!("zero-size reduction over axes {axes:?} of {:?} has no identity", x.shape()),
+        ));
     }
     let geom = (p.outer, p.len, p.inner);
     let shape = if keepdim { p.keep_shape.clone() } else { p.out_shape.clone() };
     let out = match p.src.backend() {
-        Backend::Cpu(d) => Tensor::from_cpu(
-            cpu_reduce(kind, &d, geom).ok_or_else(|| Error::unsupported(op, x.dtype(), ""))?,
-            shape,
-        ),
+        Backend::Cpu(d) => {
+            Tensor::from_cpu(cpu_reduce(kind, &d, geom).ok_or_else(|| Error::unsupported(op, x.dtype(), ""))?, shape)
+        }
         Backend::Gpu(b) => {
             if p.outer * p.inner == 0 {
                 crate::zeros_on(&shape, x.dtype(), x.place())?
@@ -294,7 +320,9 @@ fn arg_variant(largest: bool, dtype: DType) -> Variant {
 
 fn arg_reduce(op: &'static str, largest: bool, x: &Tensor, axis: Option<isize>, keepdim: bool) -> Result<Tensor> {
     match x.dtype() {
-        DType::Float16 | DType::Bool => return arg_reduce(op, largest, &x.cast(DType::Float32)?, axis, keepdim),
+        DType::Float16 | DType::Bool => {
+            return arg_reduce(op, largest, &x.cast(DType::Float32)?, axis, keepdim);
+        }
         DType::Float64 if x.place().is_gpu() => unreachable!("float64 never lives on a GPU"),
         _ => {}
     }
@@ -350,7 +378,14 @@ fn arg_reduce(op: &'static str, largest: bool, x: &Tensor, axis: Option<isize>, 
             let outputs = geom.0 * geom.2;
             let out = ctx.alloc(op, 8 * outputs as u64)?;
             let params = [geom.0 as u32, geom.1 as u32, geom.2 as u32];
-            ctx.dispatch_1d(&ARGREDUCE, &arg_variant(largest, x.dtype()), "main", &[Bind::read(b), Bind::write(&out)], &params, outputs as u64)?;
+            ctx.dispatch_1d(
+                &ARGREDUCE,
+                &arg_variant(largest, x.dtype()),
+                "main",
+                &[Bind::read(b), Bind::write(&out)],
+                &params,
+                outputs as u64,
+            )?;
             Tensor::from_gpu(out, shape, DType::Int64)
         }
     };
@@ -413,7 +448,10 @@ pub fn add_n(xs: &[Tensor]) -> Result<Tensor> {
         first.same_place("add_n", x)?;
         first.same_dtype("add_n", x)?;
         if x.shape() != first.shape() {
-            return Err(Error::shape("add_n", format!("tensor {} has shape {:?} but tensor 0 has {:?}", i + 1, x.shape(), first.shape())));
+            return Err(Error::shape(
+                "add_n",
+                format!("tensor {} has shape {:?} but tensor 0 has {:?}", i + 1, x.shape(), first.shape()),
+            ));
         }
         acc = acc.add(x)?;
     }

@@ -113,7 +113,18 @@ fn col2im<T: Real>(col: &[T], g: usize, geo: &ConvGeom, dx: &mut [T]) {
 /// `c = a · b` for row-major `a: [m, k]`, `b: [k, n]` (or transposed operands), overwriting
 /// or accumulating into `c: [m, n]`.
 #[allow(clippy::too_many_arguments)]
-fn gemm_rm<T: Real>(m: usize, n: usize, k: usize, c: &mut [T], a: &[T], a_t: bool, b: &[T], b_t: bool, accumulate: bool, par: Parallelism) {
+fn gemm_rm<T: Real>(
+    m: usize,
+    n: usize,
+    k: usize,
+    c: &mut [T],
+    a: &[T],
+    a_t: bool,
+    b: &[T],
+    b_t: bool,
+    accumulate: bool,
+    par: Parallelism,
+) {
     if m == 0 || n == 0 {
         return;
     }

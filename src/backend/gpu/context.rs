@@ -149,9 +149,7 @@ pub(crate) fn context(index: usize) -> Result<Arc<GpuContext>> {
     {
         with_registry(|r| match r.contexts.get(index) {
             Some(Some(c)) => Ok(c.clone()),
-            _ => Err(Error::Device(format!(
-                "gpu:{index} is not initialised; call dygraph::init_gpu().await first"
-            ))),
+            _ => Err(Error::Device(format!("gpu:{index} is not initialised; call dygraph::init_gpu().await first"))),
         })
     }
 }
@@ -216,8 +214,7 @@ pub fn empty_cache(index: usize) -> Result<()> {
 /// Submits all recorded GPU work on every opened device and surfaces any GPU error.
 /// Readback does this implicitly; call it to bound latency or to check for errors.
 pub fn sync() -> Result<()> {
-    let contexts: Vec<Arc<GpuContext>> =
-        with_registry(|r| r.contexts.iter().flatten().cloned().collect());
+    let contexts: Vec<Arc<GpuContext>> = with_registry(|r| r.contexts.iter().flatten().cloned().collect());
     for c in contexts {
         c.sync()?;
     }
@@ -401,10 +398,8 @@ impl GpuContext {
             label: Some(kernel.file),
             source: wgpu::ShaderSource::Wgsl(source.into()),
         });
-        let layout = self.device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-            label: None,
-            entries: &entries,
-        });
+        let layout =
+            self.device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: None, entries: &entries });
         let pipeline_layout = self.device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
             label: None,
             bind_group_layouts: &[Some(&layout)],

@@ -20,7 +20,14 @@ pub struct Conv2D {
 impl Conv2D {
     /// `in_channels → out_channels` with a `kernel_size` kernel and Paddle's defaults.
     pub fn new(in_channels: usize, out_channels: usize, kernel_size: impl Into<Size2>) -> Result<Self> {
-        Conv2D::with_options(in_channels, out_channels, kernel_size, Conv2dOptions::default(), ParamAttr::default(), BiasAttr::default())
+        Conv2D::with_options(
+            in_channels,
+            out_channels,
+            kernel_size,
+            Conv2dOptions::default(),
+            ParamAttr::default(),
+            BiasAttr::default(),
+        )
     }
 
     /// With explicit options and parameter attributes.
@@ -38,7 +45,9 @@ impl Conv2D {
         let weight = create_parameter(&shape, DType::Float32, &weight_attr, &Initializer::kaiming_normal())?;
         let bias = match bias_attr.into() {
             BiasAttr::None => None,
-            BiasAttr::Attr(a) => Some(create_parameter(&[out_channels], DType::Float32, &a, &Initializer::Constant(0.0))?),
+            BiasAttr::Attr(a) => {
+                Some(create_parameter(&[out_channels], DType::Float32, &a, &Initializer::Constant(0.0))?)
+            }
         };
         Ok(Conv2D { weight, bias, options, training: true })
     }

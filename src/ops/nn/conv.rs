@@ -155,7 +155,15 @@ fn geometry_of(xs: &[usize], wsh: &[usize], opts: &Conv2dOptions) -> Result<Conv
     let [sh, sw] = opts.stride.0;
     let [dh, dw] = opts.dilation.0;
     if sh == 0 || sw == 0 || dh == 0 || dw == 0 || kh == 0 || kw == 0 {
-        return Err(Error::invalid(OP, format!("stride {:?}, dilation {:?} and kernel {:?} must be positive", opts.stride.0, opts.dilation.0, [kh, kw])));
+        return Err(Error::invalid(
+            OP,
+            format!(
+                "stride {:?}, dilation {:?} and kernel {:?} must be positive",
+                opts.stride.0,
+                opts.dilation.0,
+                [kh, kw]
+            ),
+        ));
     }
     let (ekh, ekw) = (dh * (kh - 1) + 1, dw * (kw - 1) + 1);
     let [pt, pb, pl, pr] = match opts.padding {
@@ -174,7 +182,12 @@ fn geometry_of(xs: &[usize], wsh: &[usize], opts: &Conv2dOptions) -> Result<Conv
     if hp < ekh || wp < ekw {
         return Err(Error::shape(
             OP,
-            format!("kernel {:?} (dilated to {:?}) is larger than the padded input {:?}", [kh, kw], [ekh, ekw], [hp, wp]),
+            format!(
+                "kernel {:?} (dilated to {:?}) is larger than the padded input {:?}",
+                [kh, kw],
+                [ekh, ekw],
+                [hp, wp]
+            ),
         ));
     }
     let (oh, ow) = ((hp - ekh) / sh + 1, (wp - ekw) / sw + 1);
@@ -205,12 +218,22 @@ fn run(p: Product, a: &Tensor, b: &Tensor, bias: Option<&Tensor>, geo: &ConvGeom
             };
             let data = match (&*ad, &*bd, &bias_data) {
                 (CpuData::F32(a), CpuData::F32(b), bias) => CpuData::F32(match p {
-                    Product::Forward => cpu_conv::conv2d_forward(b, a, bias.as_ref().and_then(|d| crate::backend::cpu::typed_ref::<f32>(d)).map(|v| v.as_slice()), geo),
+                    Product::Forward => cpu_conv::conv2d_forward(
+                        b,
+                        a,
+                        bias.as_ref().and_then(|d| crate::backend::cpu::typed_ref::<f32>(d)).map(|v| v.as_slice()),
+                        geo,
+                    ),
                     Product::GradInput => cpu_conv::conv2d_grad_input(b, a, geo),
                     Product::GradWeight => cpu_conv::conv2d_grad_weight(b, a, geo),
                 }),
                 (CpuData::F64(a), CpuData::F64(b), bias) => CpuData::F64(match p {
-                    Product::Forward => cpu_conv::conv2d_forward(b, a, bias.as_ref().and_then(|d| crate::backend::cpu::typed_ref::<f64>(d)).map(|v| v.as_slice()), geo),
+                    Product::Forward => cpu_conv::conv2d_forward(
+                        b,
+                        a,
+                        bias.as_ref().and_then(|d| crate::backend::cpu::typed_ref::<f64>(d)).map(|v| v.as_slice()),
+                        geo,
+                    ),
                     Product::GradInput => cpu_conv::conv2d_grad_input(b, a, geo),
                     Product::GradWeight => cpu_conv::conv2d_grad_weight(b, a, geo),
                 }),
@@ -229,8 +252,27 @@ fn run(p: Product, a: &Tensor, b: &Tensor, bias: Option<&Tensor>, geo: &ConvGeom
             };
             if numel > 0 {
                 let params = [
-                    m, n, k, geo.n, geo.c, geo.h, geo.w, geo.cout, geo.oh, geo.ow, geo.kh, geo.kw, geo.sh, geo.sw, geo.pt,
-                    geo.pl, geo.dh, geo.dw, geo.cin_g(), geo.cout_g(), bias.is_some() as usize,
+                    m,
+                    n,
+                    k,
+                    geo.n,
+                    geo.c,
+                    geo.h,
+                    geo.w,
+                    geo.cout,
+                    geo.oh,
+                    geo.ow,
+                    geo.kh,
+                    geo.kw,
+                    geo.sh,
+                    geo.sw,
+                    geo.pt,
+                    geo.pl,
+                    geo.dh,
+                    geo.dw,
+                    geo.cin_g(),
+                    geo.cout_g(),
+                    bias.is_some() as usize,
                 ]
                 .map(|v| v as u32);
                 let bias_buf = match bias.map(|t| t.backend()) {
@@ -264,7 +306,10 @@ fn conv_impl(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>, opts: Conv2dOpt
         x.same_place("conv2d", b)?;
         x.same_dtype("conv2d", b)?;
         if b.shape() != [geo.cout] {
-            return Err(Error::shape("conv2d", format!("bias {:?} must be [{}] (the weight's output channels)", b.shape(), geo.cout)));
+            return Err(Error::shape(
+                "conv2d",
+                format!("bias {:?} must be [{}] (the weight's output channels)", b.shape(), geo.cout),
+            ));
         }
     }
     let out = run(Product::Forward, weight, x, bias, &geo)?;
@@ -339,7 +384,10 @@ fn grad_weight(x: &Tensor, g: &Tensor, w_shape: &[usize], opts: Conv2dOptions) -
 fn check_grad_shape(g: &Tensor, geo: &ConvGeom) -> Result<()> {
     let expect = [geo.n, geo.cout, geo.oh, geo.ow];
     if g.shape() != expect {
-        return Err(Error::shape("conv2d", format!("output gradient {:?} does not match the output shape {expect:?}", g.shape())));
+        return Err(Error::shape(
+            "conv2d",
+            format!("output gradient {:?} does not match the output shape {expect:?}", g.shape()),
+        ));
     }
     Ok(())
 }
