@@ -12,8 +12,8 @@ use dygraph::{self as paddle, Place, Result, Tensor};
 
 /// `while first < second: first += 2; second += 1` on one-element tensors.
 pub fn while_loop(place: Place) -> Result<(f32, f32)> {
-    let mut first = paddle::to_tensor_on(&[0.0f32], place)?;
-    let mut second = paddle::to_tensor_on(&[10.0f32], place)?;
+    let mut first = paddle::to_tensor_on([0.0f32], place)?;
+    let mut second = paddle::to_tensor_on([10.0f32], place)?;
     while first.less_than(&second)?.item::<bool>()? {
         first = first.add_scalar(2.0)?;
         second = second.add_scalar(1.0)?;
@@ -23,8 +23,8 @@ pub fn while_loop(place: Place) -> Result<(f32, f32)> {
 
 /// `z = x + y if x > y else x − y` for `x, y = rand(1)`.
 pub fn cond(place: Place) -> Result<(f32, f32, f32)> {
-    let x = paddle::rand_on(&[1], place)?;
-    let y = paddle::rand_on(&[1], place)?;
+    let x = paddle::rand_on([1], place)?;
+    let y = paddle::rand_on([1], place)?;
     let z = if x.greater_than(&y)?.item::<bool>()? { x.add(&y)? } else { x.sub(&y)? };
     Ok((x.item()?, y.item()?, z.item()?))
 }
@@ -32,7 +32,7 @@ pub fn cond(place: Place) -> Result<(f32, f32, f32)> {
 /// The seed's Conv2D with Xavier-normal weights and relu; returns (input, conv, output).
 pub fn conv(place: Place) -> Result<(Tensor, nn::Conv2D, Tensor)> {
     paddle::guard(place, || {
-        let x = paddle::rand(&[1, 3, 32, 32])?;
+        let x = paddle::rand([1, 3, 32, 32])?;
         let attr = ParamAttr {
             name: Some("conv2d.weight".into()),
             initializer: Some(Initializer::xavier_normal()),

@@ -11,6 +11,7 @@ fn t64(v: &[f64], shape: &[usize]) -> Tensor {
 }
 
 /// Naive direct convolution in f64 (the second reference).
+#[allow(clippy::too_many_arguments)]
 fn naive(
     x: &[f64],
     xs: [usize; 4],

@@ -1,4 +1,6 @@
 //! The seed programs ported under examples/, checked on their outcomes on both places.
+// Each example includes the shared examples/common module.
+#![allow(clippy::duplicate_mod)]
 
 mod common;
 

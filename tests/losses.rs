@@ -149,7 +149,7 @@ fn losses_gradcheck_and_gpu_matches_cpu() {
         (
             "cross_entropy",
             Box::new(move |v: &[Tensor]| {
-                let l = Tensor::from_vec_on(lab.clone(), &[4], v[0].place()).unwrap();
+                let l = Tensor::from_vec_on(lab.clone(), [4], v[0].place()).unwrap();
                 F::cross_entropy(&v[0], &l, &CrossEntropyOptions { label_smoothing: 0.05, ..Default::default() })
             }),
             vec![(x.clone(), vec![4, 3])],
@@ -157,7 +157,7 @@ fn losses_gradcheck_and_gpu_matches_cpu() {
         (
             "cross_entropy_axis0",
             Box::new(move |v: &[Tensor]| {
-                let l = Tensor::from_vec_on(lab2.clone(), &[1, 4], v[0].place()).unwrap();
+                let l = Tensor::from_vec_on(lab2.clone(), [1, 4], v[0].place()).unwrap();
                 F::cross_entropy(&v[0], &l, &CrossEntropyOptions { axis: 0, ..Default::default() })
             }),
             vec![(x.clone(), vec![3, 4])],

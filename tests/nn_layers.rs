@@ -146,7 +146,7 @@ fn state_dict_round_trip_and_strict_loading() {
         }
     }
     bad.insert("extra.weight", sd.get("scale").unwrap().clone());
-    bad.insert("linear2.bias", Tensor::from_vec_on(vec![0.0f32; 5], &[5], Place::Cpu).unwrap());
+    bad.insert("linear2.bias", Tensor::from_vec_on(vec![0.0f32; 5], [5], Place::Cpu).unwrap());
     let e = b.set_state_dict(&bad).unwrap_err().to_string();
     assert!(e.contains("linear1.bias") && e.contains("extra.weight") && e.contains("linear2.bias"), "{e}");
 }
@@ -203,7 +203,7 @@ fn sequential_and_activation_layers() {
 fn fc_builds_its_weight_on_the_first_call() {
     let fc = nn::FC::new(10).param_attr(Initializer::Normal { mean: 0.0, std: 0.01 });
     assert!(fc.parameters().is_empty(), "no parameters before the first call");
-    let x = paddle::guard(Place::Cpu, || paddle::randn(&[2, 5, 4, 4])).unwrap();
+    let x = paddle::guard(Place::Cpu, || paddle::randn([2, 5, 4, 4])).unwrap();
     let y = paddle::guard(Place::Cpu, || fc.forward(&x)).unwrap();
     assert_eq!(y.shape(), &[2, 10]);
     let p = fc.named_parameters();
@@ -252,7 +252,7 @@ fn batch_norm_switches_statistics_with_train_and_eval() {
 #[test]
 fn dropout_layer_is_identity_in_eval() {
     let mut d = nn::Dropout::new(0.5);
-    let x = paddle::guard(Place::Cpu, || paddle::ones(&[1000], DType::Float32)).unwrap();
+    let x = paddle::guard(Place::Cpu, || paddle::ones([1000], DType::Float32)).unwrap();
     let y = d.forward(&x).unwrap();
     let v = common::values(&y);
     assert!(v.iter().all(|&a| a == 0.0 || a == 2.0), "upscale_in_train keeps 1/(1-p)");
@@ -266,7 +266,7 @@ fn dropout_layer_is_identity_in_eval() {
 fn embedding_and_layer_norm_layers_match_their_functional_forms() {
     let emb = paddle::guard(Place::Cpu, || nn::Embedding::new(5, 3, Some(1))).unwrap();
     assert_eq!(common::values(&emb.weight)[3..6], [0.0, 0.0, 0.0], "padding row starts at zero");
-    let ids = Tensor::from_vec_on(vec![0i64, 1, 4, 1], &[2, 2], Place::Cpu).unwrap();
+    let ids = Tensor::from_vec_on(vec![0i64, 1, 4, 1], [2, 2], Place::Cpu).unwrap();
     let y = emb.forward(&ids).unwrap();
     assert_eq!(y.shape(), &[2, 2, 3]);
     assert_eq!(common::values(&y), common::values(&paddle::embedding(&ids, &emb.weight, Some(1)).unwrap()));

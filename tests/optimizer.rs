@@ -17,14 +17,14 @@ fn places() -> Vec<Place> {
 }
 
 fn param(v: &[f32], place: Place) -> Tensor {
-    let t = Tensor::from_vec_on(v.to_vec(), &[v.len()], place).unwrap();
+    let t = Tensor::from_vec_on(v.to_vec(), [v.len()], place).unwrap();
     t.set_stop_gradient(false);
     t
 }
 
 /// Sets p.grad = g by backpropagating Σ p·g.
 fn set_grad(p: &Tensor, g: &[f32]) {
-    let gt = Tensor::from_vec_on(g.to_vec(), &[g.len()], p.place()).unwrap();
+    let gt = Tensor::from_vec_on(g.to_vec(), [g.len()], p.place()).unwrap();
     p.mul(&gt).unwrap().sum(&[], false).unwrap().backward().unwrap();
 }
 
@@ -134,8 +134,8 @@ fn rmsprop_centered_and_plain() {
 fn gradient_clipping_by_value_norm_and_global_norm() {
     for place in places() {
         let grads = vec![
-            Tensor::from_vec_on(vec![3.0f32, 4.0], &[2], place).unwrap(),
-            Tensor::from_vec_on(vec![12.0f32], &[1], place).unwrap(),
+            Tensor::from_vec_on(vec![3.0f32, 4.0], [2], place).unwrap(),
+            Tensor::from_vec_on(vec![12.0f32], [1], place).unwrap(),
         ];
         let v = GradClip::by_value(3.5, None).apply(&grads).unwrap();
         assert_eq!(vals(&v[0]), vec![3.0, 3.5]);

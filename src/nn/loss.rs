@@ -134,7 +134,7 @@ fn from_log_probs(
     let (idx, keep_last) = hard_index(op, input, label, axis)?;
     let valid = idx.not_equal_scalar(options.ignore_index)?;
     let safe = crate::where_(&valid, &idx, &idx.zeros_like()?)?;
-    let picked = crate::take_along_axis(&logp, &safe, axis as isize)?.neg()?;
+    let picked = crate::take_along_axis(logp, &safe, axis as isize)?.neg()?;
     let mut mask = valid.cast(input.dtype())?;
     if let Some(w) = &options.weight {
         let wsel = crate::gather(w, &safe.flatten(0, -1)?, 0)?.reshape(safe.shape())?;

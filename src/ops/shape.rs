@@ -45,7 +45,7 @@ pub fn reshape(x: &Tensor, shape: &[i64]) -> Result<Tensor> {
     let known = crate::shape::checked_numel(&dims)
         .ok_or_else(|| Error::shape(OP, format!("cannot reshape {:?} into {shape:?}", x.shape())))?;
     if let Some(i) = infer {
-        if known == 0 || x.numel() % known != 0 {
+        if known == 0 || !x.numel().is_multiple_of(known) {
             return Err(Error::shape(OP, format!("cannot reshape {:?} into {shape:?}", x.shape())));
         }
         dims[i] = x.numel() / known;
@@ -341,7 +341,7 @@ pub fn split(x: &Tensor, sections: impl Into<Sections>, axis: isize) -> Result<V
     let sizes: Vec<usize> = match sections.into() {
         Sections::Count(0) => return Err(Error::invalid(OP, "cannot split into 0 parts")),
         Sections::Count(n) => {
-            if d % n != 0 {
+            if !d.is_multiple_of(n) {
                 return Err(Error::shape(
                     OP,
                     format!("axis {ax} of size {d} ({:?}) does not divide into {n} parts", x.shape()),
@@ -406,7 +406,7 @@ pub fn tile(x: &Tensor, repeat_times: &[usize]) -> Result<Tensor> {
 pub fn pad(x: &Tensor, pad: &[usize], value: f64) -> Result<Tensor> {
     const OP: &str = "pad";
     let n = x.ndim();
-    if pad.len() % 2 != 0 || pad.len() > 2 * n {
+    if !pad.len().is_multiple_of(2) || pad.len() > 2 * n {
         return Err(Error::invalid(OP, format!("pad {pad:?} must hold two values per padded axis of {:?}", x.shape())));
     }
     let mut before = vec![0; n];

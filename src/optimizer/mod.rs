@@ -220,7 +220,7 @@ impl<K: Kind> Optimizer for Optim<K> {
         const OP: &str = "optimizer.set_state_dict";
         let mut known = vec!["@step".to_string(), "@lr_epoch".to_string()];
         let mut new_states = self.states.clone();
-        for i in 0..self.params.len() {
+        for (i, slot) in new_states.iter_mut().enumerate() {
             let names = self.kind.state_names();
             let keys: Vec<String> = names.iter().map(|n| format!("{}.{n}", self.param_name(i))).collect();
             known.extend(keys.iter().cloned());
@@ -240,7 +240,7 @@ impl<K: Kind> Optimizer for Optim<K> {
                 }
                 loaded.push(t.cast(p.dtype())?.to(p.place())?.clone_data()?);
             }
-            new_states[i] = loaded;
+            *slot = loaded;
         }
         let unexpected: Vec<String> = state.keys().into_iter().filter(|k| !known.contains(k)).collect();
         if !unexpected.is_empty() {

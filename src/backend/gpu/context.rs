@@ -56,6 +56,8 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 struct Registry {
+    // Requests adapters on wasm; natively the enumerated adapters are enough.
+    #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
     instance: wgpu::Instance,
     adapters: Vec<wgpu::Adapter>,
     contexts: Vec<Option<Arc<GpuContext>>>,
@@ -439,11 +441,6 @@ pub(crate) struct GpuBuffer {
 impl GpuBuffer {
     pub fn raw(&self) -> &wgpu::Buffer {
         self.buffer.as_ref().expect("GpuBuffer used after drop")
-    }
-
-    /// Capacity in bytes (the size class).
-    pub fn capacity(&self) -> u64 {
-        self.class
     }
 }
 

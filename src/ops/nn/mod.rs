@@ -9,5 +9,4 @@ pub(crate) mod softmax;
 pub use conv::*;
 pub use dropout::*;
 pub use norm::*;
-pub use pool::*;
 pub use softmax::*;
