@@ -32,6 +32,7 @@ mod place;
 mod random;
 mod shape;
 mod tensor;
+pub mod vision;
 
 pub use autograd::{GradOptions, enable_grad, grad, is_grad_enabled, no_grad, no_grad_guard};
 pub use backend::gpu::{

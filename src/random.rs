@@ -430,7 +430,14 @@ pub fn randperm_on(n: usize, dtype: DType, place: Place) -> Result<Tensor> {
     if place.is_gpu() {
         wgsl::check_gpu_dtype(OP, dtype, place)?;
     }
-    let mut perm: Vec<i64> = (0..n as i64).collect();
+    let perm = permutation(n);
+    Tensor::from_data_on(CpuData::from_i64(dtype, perm.into_iter().map(|v| v as i64)), vec![n], place)
+}
+
+/// A permutation of `0..n` on the host (Fisher–Yates on the global Philox stream): what
+/// `randperm` and shuffling data loaders draw.
+pub(crate) fn permutation(n: usize) -> Vec<usize> {
+    let mut perm: Vec<usize> = (0..n).collect();
     let draws = n.saturating_sub(1);
     let stream = Stream::for_elements(draws, 2);
     for k in 0..draws {
@@ -438,7 +445,7 @@ pub fn randperm_on(n: usize, dtype: DType, place: Place) -> Result<Tensor> {
         let j = below(stream.word64(k), (i + 1) as u64) as usize;
         perm.swap(i, j);
     }
-    Tensor::from_data_on(CpuData::from_i64(dtype, perm.into_iter()), vec![n], place)
+    perm
 }
 
 /// Dropout's keep-mask scaled by `scale`: element `i` is `scale` where the uniform draw
