@@ -9,4 +9,5 @@ pub(crate) mod softmax;
 pub use conv::*;
 pub use dropout::*;
 pub use norm::*;
+pub use pool::*;
 pub use softmax::*;
