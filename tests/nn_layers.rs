@@ -279,3 +279,24 @@ fn embedding_and_layer_norm_layers_match_their_functional_forms() {
     let s = nn::Softmax::default().forward(&x).unwrap();
     assert_eq!(common::values(&s), common::values(&paddle::softmax(&x, -1).unwrap()));
 }
+
+#[test]
+fn conv_and_pool_layers_match_their_functional_forms() {
+    let conv = paddle::guard(Place::Cpu, || nn::Conv2D::new(3, 4, 3)).unwrap();
+    assert_eq!(conv.weight.shape(), &[4, 3, 3, 3], "Conv2D weight is [out, in/groups, kh, kw]");
+    assert_eq!(common::values(conv.bias.as_ref().unwrap()), vec![0.0; 4]);
+    // KaimingNormal: std √(2 / fan_in), fan_in = 27.
+    let w = common::values(&conv.weight);
+    let std = (w.iter().map(|v| v * v).sum::<f64>() / w.len() as f64).sqrt();
+    assert!((0.1..0.5).contains(&std), "{std}");
+    let x = common::tensor(&common::Rng::new(12).vec(2 * 3 * 8 * 8, -1.0, 1.0), &[2, 3, 8, 8], DType::Float32, Place::Cpu);
+    let y = conv.forward(&x).unwrap();
+    let f = paddle::conv2d(&x, &conv.weight, conv.bias.as_ref(), &nn::Conv2dOptions::default()).unwrap();
+    assert_eq!(common::values(&y), common::values(&f));
+    let opts = nn::Pool2dOptions::new(2);
+    assert_eq!(common::values(&nn::MaxPool2D::new(2).forward(&y).unwrap()), common::values(&paddle::max_pool2d(&y, &opts).unwrap()));
+    assert_eq!(common::values(&nn::AvgPool2D::new(2).forward(&y).unwrap()), common::values(&paddle::avg_pool2d(&y, &opts).unwrap()));
+    let g = nn::AdaptiveAvgPool2D::new(1).forward(&y).unwrap();
+    assert_eq!(g.shape(), &[2, 4, 1, 1]);
+    assert_eq!(nn::AdaptiveMaxPool2D::new([3, 2]).forward(&y).unwrap().shape(), &[2, 4, 3, 2]);
+}

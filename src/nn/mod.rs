@@ -7,7 +7,7 @@ mod layer;
 mod layers;
 pub mod loss;
 
-pub use crate::ops::nn::{Conv2dOptions, Padding, Size2};
+pub use crate::ops::nn::{Conv2dOptions, Padding, Pool2dOptions, Size2};
 pub use dygraph_derive::Layer;
 pub use init::{BiasAttr, Initializer, ParamAttr, create_parameter};
 pub use layer::{Forward, Layer, StateDict};

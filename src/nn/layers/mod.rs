@@ -6,6 +6,7 @@ mod conv;
 mod linear;
 mod misc;
 mod norm;
+mod pool;
 
 pub use activation::*;
 pub use container::*;
@@ -13,3 +14,4 @@ pub use conv::*;
 pub use linear::*;
 pub use misc::*;
 pub use norm::*;
+pub use pool::*;
