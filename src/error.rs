@@ -67,15 +67,18 @@ pub enum Error {
 }
 
 impl Error {
-    pub(crate) fn shape(op: &'static str, msg: impl Into<String>) -> Self {
+    /// A shape error of `op`.
+    pub fn shape(op: &'static str, msg: impl Into<String>) -> Self {
         Error::Shape { op, msg: msg.into() }
     }
 
-    pub(crate) fn invalid(op: &'static str, msg: impl Into<String>) -> Self {
+    /// An invalid-argument error of `op`.
+    pub fn invalid(op: &'static str, msg: impl Into<String>) -> Self {
         Error::InvalidArgument { op, msg: msg.into() }
     }
 
-    pub(crate) fn unsupported(op: &'static str, dtype: DType, context: impl Into<String>) -> Self {
+    /// An unsupported-dtype error of `op`.
+    pub fn unsupported(op: &'static str, dtype: DType, context: impl Into<String>) -> Self {
         Error::UnsupportedDType { op, dtype, context: context.into() }
     }
 }
