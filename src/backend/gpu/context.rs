@@ -216,7 +216,9 @@ pub fn empty_cache(index: usize) -> Result<()> {
 /// Submits all recorded GPU work on every opened device and surfaces any GPU error.
 /// Readback does this implicitly; call it to bound latency or to check for errors.
 pub fn sync() -> Result<()> {
-    let contexts: Vec<Arc<GpuContext>> = with_registry(|r| r.contexts.iter().flatten().cloned().collect());
+    // Only devices already opened have work to submit: never open one here.
+    let contexts: Vec<Arc<GpuContext>> =
+        lock(&REGISTRY).as_ref().map(|r| r.contexts.iter().flatten().cloned().collect()).unwrap_or_default();
     for c in contexts {
         c.sync()?;
     }
