@@ -30,7 +30,13 @@ pub struct SimpleImgConvPool {
 }
 
 impl SimpleImgConvPool {
-    pub fn new(num_channels: usize, num_filters: usize, filter_size: usize, pool_size: usize, pool_stride: usize) -> Result<Self> {
+    pub fn new(
+        num_channels: usize,
+        num_filters: usize,
+        filter_size: usize,
+        pool_size: usize,
+        pool_stride: usize,
+    ) -> Result<Self> {
         Ok(SimpleImgConvPool {
             conv2d: nn::Conv2D::new(num_channels, num_filters, filter_size)?,
             pool: Pool2dOptions::new(pool_size).stride(pool_stride),
@@ -76,7 +82,11 @@ impl Forward for MnistNet {
 
 /// The seed's `fluid.layers.cross_entropy(cost, label)` on probabilities, averaged.
 fn loss_of(probs: &Tensor, label: &Tensor) -> Result<Tensor> {
-    paddle::nn::functional::cross_entropy(probs, label, &CrossEntropyOptions { use_softmax: false, ..Default::default() })
+    paddle::nn::functional::cross_entropy(
+        probs,
+        label,
+        &CrossEntropyOptions { use_softmax: false, ..Default::default() },
+    )
 }
 
 /// Which optimizer trains the network.
@@ -264,8 +274,10 @@ fn progress_bar(on: bool, len: u64, epoch: usize) -> Option<indicatif::ProgressB
         return None;
     }
     let bar = indicatif::ProgressBar::new(len);
-    let style = indicatif::ProgressStyle::with_template(&format!("epoch {epoch} {{bar:40}} {{pos}}/{{len}} {{msg}} ({{elapsed}})"))
-        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
+    let style = indicatif::ProgressStyle::with_template(&format!(
+        "epoch {epoch} {{bar:40}} {{pos}}/{{len}} {{msg}} ({{elapsed}})"
+    ))
+    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
     bar.set_style(style);
     Some(bar)
 }
@@ -372,7 +384,10 @@ fn main() -> Result<()> {
     };
     let config = Config {
         place,
-        epochs: common::arg("epochs").map(|e| e.parse().map_err(|_| Error::invalid("mnist", format!("bad --epochs {e:?}")))).transpose()?.unwrap_or(1),
+        epochs: common::arg("epochs")
+            .map(|e| e.parse().map_err(|_| Error::invalid("mnist", format!("bad --epochs {e:?}"))))
+            .transpose()?
+            .unwrap_or(1),
         optimizer,
         data_dir: common::arg("data").map(PathBuf::from),
         checkpoint,

@@ -642,6 +642,7 @@ fn grad_case(op: &OpInfo, rng: &mut Rng) -> Option<Vec<(Vec<f64>, Vec<usize>)>> 
         },
         "pow_tensor" => |a, _| a > 0.2,
         "maximum" | "minimum" => |a, b| (a - b).abs() > 0.1,
+        "relu_grad" => |a, _| a.abs() > 0.1,
         _ => return None,
     };
     let (lo, hi) = if op.name == "pow_tensor" { (0.2, 2.5) } else { (-2.0, 2.0) };

@@ -289,13 +289,20 @@ fn conv_and_pool_layers_match_their_functional_forms() {
     let w = common::values(&conv.weight);
     let std = (w.iter().map(|v| v * v).sum::<f64>() / w.len() as f64).sqrt();
     assert!((0.1..0.5).contains(&std), "{std}");
-    let x = common::tensor(&common::Rng::new(12).vec(2 * 3 * 8 * 8, -1.0, 1.0), &[2, 3, 8, 8], DType::Float32, Place::Cpu);
+    let x =
+        common::tensor(&common::Rng::new(12).vec(2 * 3 * 8 * 8, -1.0, 1.0), &[2, 3, 8, 8], DType::Float32, Place::Cpu);
     let y = conv.forward(&x).unwrap();
     let f = paddle::conv2d(&x, &conv.weight, conv.bias.as_ref(), &nn::Conv2dOptions::default()).unwrap();
     assert_eq!(common::values(&y), common::values(&f));
     let opts = nn::Pool2dOptions::new(2);
-    assert_eq!(common::values(&nn::MaxPool2D::new(2).forward(&y).unwrap()), common::values(&paddle::max_pool2d(&y, &opts).unwrap()));
-    assert_eq!(common::values(&nn::AvgPool2D::new(2).forward(&y).unwrap()), common::values(&paddle::avg_pool2d(&y, &opts).unwrap()));
+    assert_eq!(
+        common::values(&nn::MaxPool2D::new(2).forward(&y).unwrap()),
+        common::values(&paddle::max_pool2d(&y, &opts).unwrap())
+    );
+    assert_eq!(
+        common::values(&nn::AvgPool2D::new(2).forward(&y).unwrap()),
+        common::values(&paddle::avg_pool2d(&y, &opts).unwrap())
+    );
     let g = nn::AdaptiveAvgPool2D::new(1).forward(&y).unwrap();
     assert_eq!(g.shape(), &[2, 4, 1, 1]);
     assert_eq!(nn::AdaptiveMaxPool2D::new([3, 2]).forward(&y).unwrap().shape(), &[2, 4, 3, 2]);

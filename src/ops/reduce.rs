@@ -123,43 +123,37 @@ fn plan(op: &'static str, x: &Tensor, axes: &[isize]) -> Result<Plan> {
     })
 }
 
+/// Float reductions straight off the typed slice, accumulating in f64.
+fn float_reduce<T: Copy + Sync + Into<f64>>(kind: Reduce, xs: &[T], g: (usize, usize, usize)) -> Vec<f64> {
+    let nan_max = |a: f64, x: f64| if a.is_nan() || x.is_nan() { f64::NAN } else { a.max(x) };
+    let nan_min = |a: f64, x: f64| if a.is_nan() || x.is_nan() { f64::NAN } else { a.min(x) };
+    match kind {
+        Reduce::Sum => reduce(xs, g, 0.0, |a, x: T| a + x.into(), |a, b| a + b),
+        Reduce::Mean => {
+            reduce(xs, g, 0.0, |a, x: T| a + x.into(), |a, b| a + b).into_iter().map(|s| s / g.1 as f64).collect()
+        }
+        Reduce::Prod => reduce(xs, g, 1.0, |a, x: T| a * x.into(), |a, b| a * b),
+        Reduce::Max => reduce(xs, g, f64::NEG_INFINITY, |a, x: T| nan_max(a, x.into()), nan_max),
+        Reduce::Min => reduce(xs, g, f64::INFINITY, |a, x: T| nan_min(a, x.into()), nan_min),
+    }
+}
+
+/// Integer reductions with wrapping i64 arithmetic.
+fn int_reduce<T: Copy + Sync + Into<i64>>(kind: Reduce, xs: &[T], g: (usize, usize, usize)) -> Vec<i64> {
+    match kind {
+        Reduce::Sum | Reduce::Mean => reduce(xs, g, 0i64, |a, x: T| a.wrapping_add(x.into()), |a, b| a.wrapping_add(b)),
+        Reduce::Prod => reduce(xs, g, 1i64, |a, x: T| a.wrapping_mul(x.into()), |a, b| a.wrapping_mul(b)),
+        Reduce::Max => reduce(xs, g, i64::MIN, |a, x: T| a.max(x.into()), |a, b| a.max(b)),
+        Reduce::Min => reduce(xs, g, i64::MAX, |a, x: T| a.min(x.into()), |a, b| a.min(b)),
+    }
+}
+
 fn cpu_reduce(kind: Reduce, d: &CpuData, g: (usize, usize, usize)) -> Option<CpuData> {
-    let len = g.1 as f64;
-    let nan_max = |a: f64, x: f64| {
-        if a.is_nan() || x.is_nan() { f64::NAN } else { a.max(x) }
-    };
-    let nan_min = |a: f64, x: f64| {
-        if a.is_nan() || x.is_nan() { f64::NAN } else { a.min(x) }
-    };
-    let floats = |v: Vec<f64>| -> Vec<f64> { v };
-    let float_reduce = |get: &dyn Fn(usize) -> f64, n: usize| -> Vec<f64> {
-        let xs: Vec<f64> = (0..n).map(get).collect();
-        floats(match kind {
-            Reduce::Sum => reduce(&xs, g, 0.0, |a, x| a + x, |a, b| a + b),
-            Reduce::Mean => reduce(&xs, g, 0.0, |a, x| a + x, |a, b| a + b).into_iter().map(|s| s / len).collect(),
-            Reduce::Prod => reduce(&xs, g, 1.0, |a, x| a * x, |a, b| a * b),
-            Reduce::Max => reduce(&xs, g, f64::NEG_INFINITY, nan_max, nan_max),
-            Reduce::Min => reduce(&xs, g, f64::INFINITY, nan_min, nan_min),
-        })
-    };
-    let int_reduce = |xs: &[i64]| -> Vec<i64> {
-        match kind {
-            Reduce::Sum | Reduce::Mean => reduce(xs, g, 0i64, |a, x| a.wrapping_add(x), |a, b| a.wrapping_add(b)),
-            Reduce::Prod => reduce(xs, g, 1i64, |a, x| a.wrapping_mul(x), |a, b| a.wrapping_mul(b)),
-            Reduce::Max => reduce(xs, g, i64::MIN, |a, x| a.max(x), |a, b| a.max(b)),
-            Reduce::Min => reduce(xs, g, i64::MAX, |a, x| a.min(x), |a, b| a.min(b)),
-        }
-    };
     Some(match d {
-        CpuData::F32(v) => {
-            CpuData::F32(float_reduce(&|i| v[i] as f64, v.len()).into_iter().map(|x| x as f32).collect())
-        }
-        CpuData::F64(v) => CpuData::F64(float_reduce(&|i| v[i], v.len())),
-        CpuData::I64(v) => CpuData::I64(int_reduce(v)),
-        CpuData::I32(v) => {
-            let xs: Vec<i64> = v.iter().map(|&x| x as i64).collect();
-            CpuData::I32(int_reduce(&xs).into_iter().map(|x| x as i32).collect())
-        }
+        CpuData::F32(v) => CpuData::F32(float_reduce(kind, v, g).into_iter().map(|x| x as f32).collect()),
+        CpuData::F64(v) => CpuData::F64(float_reduce(kind, v, g)),
+        CpuData::I64(v) => CpuData::I64(int_reduce(kind, v, g)),
+        CpuData::I32(v) => CpuData::I32(int_reduce(kind, v, g).into_iter().map(|x| x as i32).collect()),
         _ => return None,
     })
 }
@@ -219,6 +213,30 @@ fn reduce_op(kind: Reduce, x: &Tensor, axes: &[isize], keepdim: bool) -> Result<
             return reduce_op(kind, &x.cast(DType::Float32)?, axes, keepdim)?.cast(DType::Float16);
         }
         _ => {}
+    }
+    // Non-adjacent axes (a bias gradient's [0, 2, 3]): reduce each run of adjacent axes in
+    // turn, last first, instead of transposing a copy. Exact for every kind (a mean of equal-
+    // sized means is the mean).
+    let norm = x.shape_ref().axes(op, axes)?;
+    let runs: Vec<Vec<usize>> = norm.iter().fold(Vec::new(), |mut runs: Vec<Vec<usize>>, &a| {
+        match runs.last_mut() {
+            Some(r) if *r.last().expect("runs are non-empty") + 1 == a => r.push(a),
+            _ => runs.push(vec![a]),
+        }
+        runs
+    });
+    if runs.len() > 1 {
+        let mut y = x.clone();
+        for run in runs.iter().rev() {
+            let run: Vec<isize> = run.iter().map(|&a| a as isize).collect();
+            y = reduce_op(kind, &y, &run, true)?;
+        }
+        if keepdim {
+            return Ok(y);
+        }
+        let shape: Vec<usize> =
+            x.shape().iter().enumerate().filter(|(i, _)| !norm.contains(i)).map(|(_, &d)| d).collect();
+        return y.reshape(shape);
     }
     let p = plan(op, x, axes)?;
     if p.len == 0 && matches!(kind, Reduce::Max | Reduce::Min) && p.outer * p.inner > 0 {

@@ -405,6 +405,16 @@ binary_ops! {
             Ok([Some(g.multiply(&ma)?), Some(g.multiply(&ma.scale(-1.0, 1.0)?)?)])
         },
     }
+    /// `b` where `a > 0`, else 0: relu's gradient in one pass (`a` the input, `b` the output
+    /// gradient).
+    #[doc(hidden)]
+    relu_grad {
+        float: |a, b| if a > 0.0 { b } else { 0.0 },
+        int:,
+        boolean:,
+        wgsl: "select(0.0, b, a > 0.0)",
+        backward: |a, b, y, g| Ok([None, Some(crate::ops::elementwise::binary::relu_grad(a, g)?)]),
+    }
     /// `a == b`.
     equal {
         float: |a, b| b2f(a == b),

@@ -405,7 +405,7 @@ unary_ops! {
         float: |x| if x > 0.0 { x } else { 0.0 * x },
         int:,
         wgsl: "select(0.0, x, x > 0.0)",
-        backward: |x, y, g| g.mul(&mask(x, x.greater_than_scalar(0.0))?),
+        backward: |x, y, g| crate::ops::elementwise::binary::relu_grad(x, g),
     }
     /// `min(max(x, 0), 6)`.
     relu6() {

@@ -176,87 +176,146 @@ fn adaptive_geom(op: &'static str, x: &Tensor, out: Size2) -> Result<PoolGeom> {
     Ok(PoolGeom { planes: n * c, h, w, oh, ow, k: [0; 2], s: [1; 2], pad: [0; 4], adaptive: true, exclusive: true })
 }
 
-/// CPU forward: (output, argmax flat indices) of max pooling, or the averages.
-fn cpu_forward(x: &[f64], g: &PoolGeom, max: bool) -> (Vec<f64>, Vec<i64>) {
+/// Numbers the CPU pooling kernels run on (float32 natively, float64 for gradchecks).
+trait PoolReal: Copy + Send + Sync + PartialOrd + Default + 'static {
+    fn nan(self) -> bool;
+    fn neg_inf() -> Self;
+    fn to_f64(self) -> f64;
+    fn from_f64(v: f64) -> Self;
+}
+
+impl PoolReal for f32 {
+    fn nan(self) -> bool {
+        self.is_nan()
+    }
+    fn neg_inf() -> Self {
+        f32::NEG_INFINITY
+    }
+    fn to_f64(self) -> f64 {
+        self as f64
+    }
+    fn from_f64(v: f64) -> Self {
+        v as f32
+    }
+}
+
+impl PoolReal for f64 {
+    fn nan(self) -> bool {
+        self.is_nan()
+    }
+    fn neg_inf() -> Self {
+        f64::NEG_INFINITY
+    }
+    fn to_f64(self) -> f64 {
+        self
+    }
+    fn from_f64(v: f64) -> Self {
+        v
+    }
+}
+
+/// CPU forward over each plane: the output and, for max, the argmax flat indices.
+fn cpu_forward<T: PoolReal>(x: &[T], g: &PoolGeom, max: bool) -> (Vec<T>, Vec<i64>) {
     let per = g.oh * g.ow;
-    let mut out = vec![0.0; g.planes * per];
+    let mut out = vec![T::default(); g.planes * per];
     let mut idx = vec![0i64; if max { g.planes * per } else { 0 }];
-    par_chunks_mut(&mut out, 1, |start, chunk| {
-        for (j, o) in chunk.iter_mut().enumerate() {
-            let i = start + j;
-            let plane = &x[(i / per) * g.h * g.w..][..g.h * g.w];
-            let (wy, wx) = (g.window(0, (i / g.ow) % g.oh), g.window(1, i % g.ow));
-            let (ys, ye, xs, xe) =
-                (wy.0.max(0) as usize, wy.1.min(g.h as isize), wx.0.max(0) as usize, wx.1.min(g.w as isize));
-            if max {
-                let mut best = f64::NEG_INFINITY;
-                let mut found = false;
-                for y in ys..ye.max(0) as usize {
-                    for xx in xs..xe.max(0) as usize {
-                        let v = plane[y * g.w + xx];
-                        if !found || v > best || (v.is_nan() && !best.is_nan()) {
-                            best = v;
-                            found = true;
+    let rows: Vec<(usize, usize)> = (0..g.oh).map(|o| clip(g.window(0, o), g.h)).collect();
+    let cols: Vec<(usize, usize)> = (0..g.ow).map(|o| clip(g.window(1, o), g.w)).collect();
+    let counts: Vec<f64> = (0..per).map(|i| g.count(g.window(0, i / g.ow), g.window(1, i % g.ow)).max(1.0)).collect();
+    let work = |p: usize, o_plane: &mut [T], i_plane: Option<&mut [i64]>| {
+        let plane = &x[p * g.h * g.w..][..g.h * g.w];
+        let mut i_plane = i_plane;
+        for (oy, &(ys, ye)) in rows.iter().enumerate() {
+            for (ox, &(xs, xe)) in cols.iter().enumerate() {
+                let o = oy * g.ow + ox;
+                if max {
+                    let (mut best, mut arg, mut found) = (T::neg_inf(), 0usize, false);
+                    for y in ys..ye {
+                        for (xx, &v) in plane[y * g.w + xs..y * g.w + xe].iter().enumerate() {
+                            if !found || v > best || (v.nan() && !best.nan()) {
+                                best = v;
+                                arg = y * g.w + xs + xx;
+                                found = true;
+                            }
                         }
                     }
-                }
-                *o = best;
-            } else {
-                let mut acc = 0.0;
-                for y in ys..ye.max(0) as usize {
-                    for xx in xs..xe.max(0) as usize {
-                        acc += plane[y * g.w + xx];
+                    o_plane[o] = best;
+                    if let Some(ip) = i_plane.as_deref_mut() {
+                        ip[o] = arg as i64;
                     }
+                } else {
+                    let mut acc = 0.0f64;
+                    for y in ys..ye {
+                        for &v in &plane[y * g.w + xs..y * g.w + xe] {
+                            acc += v.to_f64();
+                        }
+                    }
+                    o_plane[o] = T::from_f64(acc / counts[o]);
                 }
-                *o = acc / g.count(wy, wx).max(1.0);
             }
         }
-    });
+    };
     if max {
-        par_chunks_mut(&mut idx, 1, |start, chunk| {
-            for (j, o) in chunk.iter_mut().enumerate() {
-                let i = start + j;
-                let plane = &x[(i / per) * g.h * g.w..][..g.h * g.w];
-                let (wy, wx) = (g.window(0, (i / g.ow) % g.oh), g.window(1, i % g.ow));
-                let mut best = f64::NEG_INFINITY;
-                let mut arg = 0usize;
-                let mut found = false;
-                for y in wy.0.max(0) as usize..wy.1.min(g.h as isize).max(0) as usize {
-                    for xx in wx.0.max(0) as usize..wx.1.min(g.w as isize).max(0) as usize {
-                        let v = plane[y * g.w + xx];
-                        if !found || v > best || (v.is_nan() && !best.is_nan()) {
-                            best = v;
-                            arg = y * g.w + xx;
-                            found = true;
-                        }
-                    }
-                }
-                *o = arg as i64;
+        par_pairs(&mut out, &mut idx, per, |p, o, i| work(p, o, Some(i)));
+    } else {
+        par_chunks_mut(&mut out, per, |start, chunk| {
+            for (k, o) in chunk.chunks_mut(per).enumerate() {
+                work(start / per + k, o, None);
             }
         });
     }
     (out, idx)
 }
 
+/// Clips a window to `[0, len)`.
+fn clip(w: (isize, isize, isize), len: usize) -> (usize, usize) {
+    let s = w.0.max(0) as usize;
+    (s.min(len), (w.1.min(len as isize).max(0) as usize).max(s.min(len)))
+}
+
+/// Runs `f(plane, out_plane, idx_plane)` over planes, in parallel natively.
+fn par_pairs<T: Send>(out: &mut [T], idx: &mut [i64], per: usize, f: impl Fn(usize, &mut [T], &mut [i64]) + Sync) {
+    if per == 0 {
+        return;
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        use rayon::prelude::*;
+        out.par_chunks_mut(per).zip(idx.par_chunks_mut(per)).enumerate().for_each(|(p, (o, i))| f(p, o, i));
+    }
+    #[cfg(target_arch = "wasm32")]
+    for (p, (o, i)) in out.chunks_mut(per).zip(idx.chunks_mut(per)).enumerate() {
+        f(p, o, i);
+    }
+}
+
 /// CPU backward: scatter `gy` through the argmax indices (max) or evenly (avg).
-fn cpu_backward(gy: &[f64], idx: Option<&[i64]>, g: &PoolGeom) -> Vec<f64> {
+fn cpu_backward<T: PoolReal>(gy: &[T], idx: Option<&[i64]>, g: &PoolGeom) -> Vec<T> {
     let per_in = g.h * g.w;
     let per_out = g.oh * g.ow;
-    let mut dx = vec![0.0; g.planes * per_in];
+    let mut dx = vec![T::default(); g.planes * per_in];
+    let rows: Vec<(usize, usize)> = (0..g.oh).map(|o| clip(g.window(0, o), g.h)).collect();
+    let cols: Vec<(usize, usize)> = (0..g.ow).map(|o| clip(g.window(1, o), g.w)).collect();
     par_chunks_mut(&mut dx, per_in, |start, chunk| {
         for (pi, plane) in chunk.chunks_mut(per_in).enumerate() {
             let p = start / per_in + pi;
-            for oy in 0..g.oh {
-                for ox in 0..g.ow {
-                    let o = p * per_out + oy * g.ow + ox;
-                    match idx {
-                        Some(idx) => plane[idx[o] as usize] += gy[o],
-                        None => {
-                            let (wy, wx) = (g.window(0, oy), g.window(1, ox));
-                            let share = gy[o] / g.count(wy, wx).max(1.0);
-                            for y in wy.0.max(0) as usize..wy.1.min(g.h as isize).max(0) as usize {
-                                for x in wx.0.max(0) as usize..wx.1.min(g.w as isize).max(0) as usize {
-                                    plane[y * g.w + x] += share;
+            let gp = &gy[p * per_out..][..per_out];
+            match idx {
+                Some(idx) => {
+                    let ip = &idx[p * per_out..][..per_out];
+                    for (o, &at) in ip.iter().enumerate() {
+                        let v = &mut plane[at as usize];
+                        *v = T::from_f64(v.to_f64() + gp[o].to_f64());
+                    }
+                }
+                None => {
+                    for (oy, &(ys, ye)) in rows.iter().enumerate() {
+                        for (ox, &(xs, xe)) in cols.iter().enumerate() {
+                            let o = oy * g.ow + ox;
+                            let share = gp[o].to_f64() / g.count(g.window(0, oy), g.window(1, ox)).max(1.0);
+                            for y in ys..ye {
+                                for v in &mut plane[y * g.w + xs..y * g.w + xe] {
+                                    *v = T::from_f64(v.to_f64() + share);
                                 }
                             }
                         }
@@ -268,12 +327,16 @@ fn cpu_backward(gy: &[f64], idx: Option<&[i64]>, g: &PoolGeom) -> Vec<f64> {
     dx
 }
 
-fn f64s(t: &Tensor) -> Result<Vec<f64>> {
-    t.to_f64_vec()
-}
-
-fn like(values: Vec<f64>, dtype: DType, shape: Vec<usize>) -> Tensor {
-    Tensor::from_cpu(CpuData::from_f64(dtype, values.into_iter()), shape)
+/// Runs `f32` or `f64` CPU kernel `k` on the host data of `t`.
+fn on_cpu<R>(t: &Tensor, k32: impl FnOnce(&[f32]) -> R, k64: impl FnOnce(&[f64]) -> R) -> Result<R> {
+    match t.backend() {
+        Backend::Cpu(d) => match &*d {
+            CpuData::F32(v) => Ok(k32(v)),
+            CpuData::F64(v) => Ok(k64(v)),
+            other => Err(Error::unsupported("pool2d", other.dtype(), "(float32 or float64)")),
+        },
+        Backend::Gpu(_) => unreachable!("CPU path"),
+    }
 }
 
 /// Runs a pooling forward; returns the output and, for max, the indices (int64).
@@ -287,9 +350,19 @@ fn forward(op: &'static str, x: &Tensor, g: PoolGeom, max: bool) -> Result<(Tens
     let shape = vec![n, c, g.oh, g.ow];
     let (out, idx) = match x.backend() {
         Backend::Cpu(_) => {
-            let (o, i) = cpu_forward(&f64s(x)?, &g, max);
+            let (o, i) = on_cpu(
+                x,
+                |v| {
+                    let (o, i) = cpu_forward(v, &g, max);
+                    (CpuData::F32(o), i)
+                },
+                |v| {
+                    let (o, i) = cpu_forward(v, &g, max);
+                    (CpuData::F64(o), i)
+                },
+            )?;
             let idx = max.then(|| Tensor::from_cpu(CpuData::I64(i), shape.clone()));
-            (like(o, x.dtype(), shape.clone()), idx)
+            (Tensor::from_cpu(o, shape.clone()), idx)
         }
         Backend::Gpu(b) => {
             let ctx = &b.ctx;
@@ -321,7 +394,12 @@ fn backward(op: &'static str, gy: &Tensor, idx: Option<&Tensor>, x: &Tensor, g: 
                 Some(t) => Some(t.to_vec::<i64>()?),
                 None => None,
             };
-            like(cpu_backward(&f64s(gy)?, i.as_deref(), &g), gy.dtype(), x.shape().to_vec())
+            let data = on_cpu(
+                gy,
+                |v| CpuData::F32(cpu_backward(v, i.as_deref(), &g)),
+                |v| CpuData::F64(cpu_backward(v, i.as_deref(), &g)),
+            )?;
+            Tensor::from_cpu(data, x.shape().to_vec())
         }
         Backend::Gpu(b) => {
             let ctx = &b.ctx;
