@@ -292,7 +292,7 @@ pub fn load_image(path: &Path, place: Place) -> Result<Tensor> {
         px.iter_mut().for_each(|v| *v = 255.0 - *v);
     }
     let px: Vec<f32> = px.into_iter().map(|v| v / 255.0 * 2.0 - 1.0).collect();
-    Tensor::from_vec_on(px, &[1, 1, 28, 28], place)
+    Tensor::from_vec_on(px, [1, 1, 28, 28], place)
 }
 
 /// Predicts the digit in `image` with the model saved at `checkpoint`.

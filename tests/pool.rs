@@ -42,6 +42,9 @@ fn hand_computed_values() {
     assert_eq!(common::values(&paddle::adaptive_max_pool2d(&x, [2, 1]).unwrap()), vec![8., 16.]);
 }
 
+/// A pooling under test.
+type Op = dyn Fn(&[Tensor]) -> Result<Tensor>;
+
 struct Case {
     shape: [usize; 4],
     opts: Pool2dOptions,
@@ -77,7 +80,7 @@ fn gpu_matches_cpu_and_gradcheck_over_the_grid() {
         let n: usize = case.shape.iter().product();
         let inputs = vec![(distinct(n, &mut rng), case.shape.to_vec())];
         let o = case.opts;
-        let fs: Vec<(&str, Box<dyn Fn(&[Tensor]) -> Result<Tensor>>)> = vec![
+        let fs: Vec<(&str, Box<Op>)> = vec![
             ("max", Box::new(move |v: &[Tensor]| paddle::max_pool2d(&v[0], &o))),
             ("avg", Box::new(move |v: &[Tensor]| paddle::avg_pool2d(&v[0], &o))),
         ];
@@ -148,6 +151,6 @@ fn mnist_sized_pools_agree_and_errors_are_typed() {
     assert!(e.to_string().contains("half the kernel"), "{e}");
     assert!(paddle::max_pool2d(&x, &Pool2dOptions::new(5)).is_err());
     assert!(paddle::adaptive_avg_pool2d(&x, 0).is_err());
-    let ints = Tensor::from_vec_on(vec![1i64; 16], &[1, 1, 4, 4], Place::Cpu).unwrap();
+    let ints = Tensor::from_vec_on(vec![1i64; 16], [1, 1, 4, 4], Place::Cpu).unwrap();
     assert!(paddle::max_pool2d(&ints, &Pool2dOptions::new(2)).is_err());
 }

@@ -65,7 +65,7 @@ impl Collate for (NdArray<f32>, i64) {
     fn upload((images, labels): Self::Host, place: Place) -> Result<Self::Batch> {
         let n = labels.len();
         let x = Tensor::from_vec_on(images.data, images.shape, place)?;
-        let y = Tensor::from_vec_on(labels, &[n, 1], place)?;
+        let y = Tensor::from_vec_on(labels, [n, 1], place)?;
         debug_assert_eq!(y.dtype(), DType::Int64);
         Ok((x, y))
     }

@@ -21,7 +21,7 @@ pub struct Normalize {
 impl Normalize {
     /// With per-channel (or single) mean and std.
     pub fn new(mean: &[f32], std: &[f32]) -> Result<Self> {
-        if mean.is_empty() || mean.len() != std.len() || std.iter().any(|&s| s == 0.0) {
+        if mean.is_empty() || mean.len() != std.len() || std.contains(&0.0) {
             return Err(Error::invalid(
                 "Normalize",
                 format!("mean {mean:?} and std {std:?} must have the same non-zero length, std non-zero"),
@@ -34,7 +34,7 @@ impl Normalize {
 impl Transform for Normalize {
     fn apply(&self, mut image: NdArray<f32>) -> Result<NdArray<f32>> {
         let channels = image.shape.first().copied().unwrap_or(1).max(1);
-        if image.data.len() != image.shape.iter().product::<usize>() || image.data.len() % channels != 0 {
+        if image.data.len() != image.shape.iter().product::<usize>() || !image.data.len().is_multiple_of(channels) {
             return Err(Error::shape(
                 "Normalize",
                 format!("{} values do not fill an image of shape {:?}", image.data.len(), image.shape),
