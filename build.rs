@@ -7,7 +7,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 fn walk(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = fs::read_dir(dir) else { return };
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
     let mut entries: Vec<_> = entries.flatten().map(|e| e.path()).collect();
     entries.sort();
     for p in entries {
@@ -43,15 +45,18 @@ fn main() {
     for p in &rust {
         let text = fs::read_to_string(p).unwrap();
         let rel = p.strip_prefix(&src_dir).unwrap().with_extension("");
-        let mut module: Vec<String> =
-            rel.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
+        let mut module: Vec<String> = rel.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
         if module.last().is_some_and(|m| m == "mod" || m == "lib") {
             module.pop();
         }
         for line in text.lines() {
             let line = line.trim_start();
-            let Some(rest) = line.strip_prefix("pub(crate) static ") else { continue };
-            let Some((name, ty)) = rest.split_once(':') else { continue };
+            let Some(rest) = line.strip_prefix("pub(crate) static ") else {
+                continue;
+            };
+            let Some((name, ty)) = rest.split_once(':') else {
+                continue;
+            };
             if ty.trim_start().starts_with("Kernel =") {
                 let path = std::iter::once("crate".to_string())
                     .chain(module.iter().cloned())

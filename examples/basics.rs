@@ -18,7 +18,7 @@ pub struct Basics {
 
 /// `a = randn([4, 2])`, `b = arange(1, 3)`, `c = a + b`, `d = matmul(a, b)`.
 pub fn basics(place: Place) -> Result<Basics> {
-    let a = paddle::randn_on(&[4, 2], place)?;
+    let a = paddle::randn_on([4, 2], place)?;
     let b = paddle::arange(1, 3, 1, DType::Float32)?.to(place)?;
     let c = &a + &b;
     let d = paddle::matmul(&a, &b, false, false)?;
@@ -34,11 +34,11 @@ pub struct Step {
 
 /// `c = pow(a, i) ± b` for i in 0..10, adding when `rand([1]) > 0.5`.
 pub fn control_flow(place: Place) -> Result<Vec<Step>> {
-    let a = paddle::to_tensor_on(&[1i64, 2, 3], place)?;
-    let b = paddle::to_tensor_on(&[4i64, 5, 6], place)?;
+    let a = paddle::to_tensor_on([1i64, 2, 3], place)?;
+    let b = paddle::to_tensor_on([4i64, 5, 6], place)?;
     let mut steps = Vec::new();
     for i in 0..10u32 {
-        let r = paddle::rand_on(&[1], place)?;
+        let r = paddle::rand_on([1], place)?;
         let plus = r.greater_than_scalar(0.5)?.item::<bool>()?;
         let c = if plus { &a.pow(i as i64)? + &b } else { &a.pow(i as i64)? - &b };
         steps.push(Step { i, plus, c: c.to_vec::<i64>()? });

@@ -32,7 +32,7 @@ impl Forward for MyModel {
     fn forward(&self, inputs: &Tensor) -> Result<Tensor> {
         let mut x = self.linear1.forward(inputs)?.relu()?;
         // Plain Rust control flow on a tensor value: the graph differs from step to step.
-        if paddle::rand_on(&[1], inputs.place())?.greater_than_scalar(0.5)?.item::<bool>()? {
+        if paddle::rand_on([1], inputs.place())?.greater_than_scalar(0.5)?.item::<bool>()? {
             x = self.linear2.forward(&x)?.relu()?;
         }
         self.linear3.forward(&x)
@@ -43,8 +43,8 @@ impl Forward for MyModel {
 pub fn run(place: Place, steps: usize) -> Result<Vec<(usize, f32)>> {
     paddle::guard(place, || {
         let (total_data, batch_size, input_size, hidden_size) = (1000, 64, 128, 256);
-        let x_data = paddle::randn(&[total_data, input_size])?;
-        let y_data = paddle::randn(&[total_data, 1])?;
+        let x_data = paddle::randn([total_data, input_size])?;
+        let y_data = paddle::randn([total_data, 1])?;
         let model = MyModel::new(input_size, hidden_size)?;
         let loss_fn = nn::MSELoss::new(Reduction::Mean);
         let mut optimizer = SGD::new(0.01, model.parameters());

@@ -37,7 +37,7 @@ pub fn run(place: Place, input: &[[f32; 2]; 2]) -> Result<Report> {
     let run_one = |custom: bool| -> Result<(f32, Vec<f32>)> {
         let x = paddle::to_tensor_on(input, place)?;
         x.set_stop_gradient(false);
-        let y = if custom { CusTanh::apply(&[x.clone()])?.remove(0) } else { x.tanh()? };
+        let y = if custom { CusTanh::apply(std::slice::from_ref(&x))?.remove(0) } else { x.tanh()? };
         let dy_out: f32 = y.to_vec::<f32>()?.iter().sum();
         y.sum(&[], false)?.backward()?;
         let grad = x.gradient::<f32>()?.expect("x requires a gradient").data;

@@ -38,7 +38,7 @@ pub struct Outputs {
 pub fn run(place: Place) -> Result<Outputs> {
     paddle::guard(place, || {
         let x = [[1.0f32; 2]; 2];
-        let inputs: Vec<Tensor> = (0..10).map(|_| paddle::to_tensor(&x)).collect::<Result<_>>()?;
+        let inputs: Vec<Tensor> = (0..10).map(|_| paddle::to_tensor(x)).collect::<Result<_>>()?;
         for v in &inputs {
             v.set_stop_gradient(false);
         }
@@ -50,7 +50,7 @@ pub fn run(place: Place) -> Result<Outputs> {
         let loss_gradient = loss.gradient::<f32>()?.map(|g| g.data).unwrap_or_default();
 
         let np_inp = [1.0f32, 2.0, -1.0];
-        let var_inp = paddle::to_tensor(&np_inp)?;
+        let var_inp = paddle::to_tensor(np_inp)?;
         var_inp.set_stop_gradient(false);
         let l = MyLayer::default();
         let x = l.forward(&var_inp)?;

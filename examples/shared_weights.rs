@@ -14,7 +14,7 @@ use dygraph::{self as paddle, Place, Result};
 /// The ten losses.
 pub fn run(place: Place) -> Result<Vec<f32>> {
     paddle::guard(place, || {
-        let inputs = paddle::rand(&[256, 64])?;
+        let inputs = paddle::rand([256, 64])?;
         let linear = nn::Linear::with_attrs(64, 8, ParamAttr::default(), false)?;
         let loss_fn = nn::MSELoss::default();
         let mut optimizer = Adam::new(0.01, linear.parameters());

@@ -27,14 +27,8 @@ pub enum DType {
 
 impl DType {
     /// Every dtype, for tests and tooling.
-    pub const ALL: [DType; 6] = [
-        DType::Bool,
-        DType::Int32,
-        DType::Int64,
-        DType::Float16,
-        DType::Float32,
-        DType::Float64,
-    ];
+    pub const ALL: [DType; 6] =
+        [DType::Bool, DType::Int32, DType::Int64, DType::Float16, DType::Float32, DType::Float64];
 
     /// Paddle's name of the dtype.
     pub fn name(self) -> &'static str {
@@ -88,9 +82,7 @@ impl FromStr for DType {
             _ => {
                 return Err(Error::invalid(
                     "dtype",
-                    format!(
-                        "unknown dtype {s:?}; expected one of bool, int32, int64, float16, float32, float64"
-                    ),
+                    format!("unknown dtype {s:?}; expected one of bool, int32, int64, float16, float32, float64"),
                 ));
             }
         })

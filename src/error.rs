@@ -39,13 +39,7 @@ pub enum Error {
 
     /// A request over one of the adapter's limits.
     #[error("{op}: {what} needs {requested} but the device limit {limit_name} is {limit}")]
-    DeviceLimit {
-        op: &'static str,
-        what: String,
-        requested: u64,
-        limit_name: &'static str,
-        limit: u64,
-    },
+    DeviceLimit { op: &'static str, what: String, requested: u64, limit_name: &'static str, limit: u64 },
 
     /// No usable GPU adapter, or an unknown device string.
     #[error("device: {0}")]
@@ -60,9 +54,7 @@ pub enum Error {
     Gpu { op: &'static str, msg: String },
 
     /// A blocking call where blocking is impossible (wasm's main thread).
-    #[error(
-        "{op}: blocking readback is not available on this target; use the async form (to_vec_async().await)"
-    )]
+    #[error("{op}: blocking readback is not available on this target; use the async form (to_vec_async().await)")]
     WouldBlock { op: &'static str },
 
     /// Misuse of the autograd engine.
@@ -75,15 +67,18 @@ pub enum Error {
 }
 
 impl Error {
-    pub(crate) fn shape(op: &'static str, msg: impl Into<String>) -> Self {
+    /// A shape error of `op`.
+    pub fn shape(op: &'static str, msg: impl Into<String>) -> Self {
         Error::Shape { op, msg: msg.into() }
     }
 
-    pub(crate) fn invalid(op: &'static str, msg: impl Into<String>) -> Self {
+    /// An invalid-argument error of `op`.
+    pub fn invalid(op: &'static str, msg: impl Into<String>) -> Self {
         Error::InvalidArgument { op, msg: msg.into() }
     }
 
-    pub(crate) fn unsupported(op: &'static str, dtype: DType, context: impl Into<String>) -> Self {
+    /// An unsupported-dtype error of `op`.
+    pub fn unsupported(op: &'static str, dtype: DType, context: impl Into<String>) -> Self {
         Error::UnsupportedDType { op, dtype, context: context.into() }
     }
 }

@@ -26,17 +26,18 @@ mod dtype;
 mod error;
 pub mod io;
 pub mod nn;
-pub mod optimizer;
 mod ops;
+pub mod optimizer;
 mod place;
 mod random;
 mod shape;
 mod tensor;
+pub mod vision;
 
 pub use autograd::{GradOptions, enable_grad, grad, is_grad_enabled, no_grad, no_grad_guard};
 pub use backend::gpu::{
-    GpuInfo, MemoryStats, all_shader_variants, empty_cache, gpu_count, gpu_info, init_gpu, kernel_files,
-    memory_stats, reset_peak_memory, shader_files, sync,
+    GpuInfo, MemoryStats, all_shader_variants, empty_cache, gpu_count, gpu_info, init_gpu, kernel_files, memory_stats,
+    reset_peak_memory, shader_files, sync,
 };
 pub use dtype::{DType, Element, Scalar};
 pub use error::{Error, Result};
@@ -44,15 +45,15 @@ pub use io::{load, save};
 pub use ops::elementwise::*;
 pub use ops::index::*;
 pub use ops::matmul::*;
+pub use ops::nn::*;
 pub use ops::reduce::*;
+pub use ops::registry::{OpInfo, apply_elementwise, elementwise_ops};
 pub use ops::shape::*;
 pub use place::{Place, current_place, get_device, guard, set_device, set_place};
 pub use random::*;
 pub use shape::{IntoShape, Shape, broadcast_shapes};
+pub use tensor::overload::{PowArg, pow};
 pub use tensor::{
     NdArray, PrintOptions, Tensor, TensorData, arange, eye, full, full_like, full_on, linspace, ones, ones_like,
     ones_on, set_printoptions, to_tensor, to_tensor_on, zeros, zeros_like, zeros_on,
 };
-pub use ops::nn::*;
-pub use ops::registry::{OpInfo, apply_elementwise, elementwise_ops};
-pub use tensor::overload::{PowArg, pow};

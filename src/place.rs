@@ -43,15 +43,11 @@ impl FromStr for Place {
         match s.as_str() {
             "cpu" => Ok(Place::Cpu),
             "gpu" => Ok(Place::Gpu(0)),
-            _ => s
-                .strip_prefix("gpu:")
-                .and_then(|n| n.parse().ok())
-                .map(Place::Gpu)
-                .ok_or_else(|| {
-                    Error::Device(format!(
-                        "unknown device {s:?}; expected \"cpu\", \"gpu\" or \"gpu:N\""
-                    ))
-                }),
+            _ => {
+                s.strip_prefix("gpu:").and_then(|n| n.parse().ok()).map(Place::Gpu).ok_or_else(|| {
+                    Error::Device(format!("unknown device {s:?}; expected \"cpu\", \"gpu\" or \"gpu:N\""))
+                })
+            }
         }
     }
 }

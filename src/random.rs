@@ -39,10 +39,7 @@ use crate::ops::wgsl;
 use crate::shape::IntoShape;
 use crate::{DType, Error, Place, Result, Tensor, current_place};
 
-pub(crate) static RANDOM: Kernel = Kernel {
-    file: "random.wgsl",
-    variants: || vec![vec![]],
-};
+pub(crate) static RANDOM: Kernel = Kernel { file: "random.wgsl", variants: || vec![vec![]] };
 
 const PHILOX_M0: u32 = 0xD251_1F53;
 const PHILOX_M1: u32 = 0xCD9E_8D57;
@@ -62,12 +59,7 @@ pub fn philox4x32_10(counter: [u32; 4], key: [u32; 2]) -> [u32; 4] {
         }
         let p0 = PHILOX_M0 as u64 * c[0] as u64;
         let p1 = PHILOX_M1 as u64 * c[2] as u64;
-        c = [
-            (p1 >> 32) as u32 ^ c[1] ^ k[0],
-            p1 as u32,
-            (p0 >> 32) as u32 ^ c[3] ^ k[1],
-            p0 as u32,
-        ];
+        c = [(p1 >> 32) as u32 ^ c[1] ^ k[0], p1 as u32, (p0 >> 32) as u32 ^ c[3] ^ k[1], p0 as u32];
     }
     c
 }
@@ -123,10 +115,7 @@ impl Stream {
     /// Reserves `blocks` counter blocks.
     pub fn reserve(blocks: u64) -> Stream {
         with_generator(|g| {
-            let s = Stream {
-                seed: g.seed,
-                offset: g.offset,
-            };
+            let s = Stream { seed: g.seed, offset: g.offset };
             g.offset = g.offset.wrapping_add(blocks);
             s
         })
@@ -140,10 +129,7 @@ impl Stream {
     /// The four words of block `j`.
     pub fn block(&self, j: u64) -> [u32; 4] {
         let b = self.offset.wrapping_add(j);
-        philox4x32_10(
-            [b as u32, (b >> 32) as u32, 0, 0],
-            [self.seed as u32, (self.seed >> 32) as u32],
-        )
+        philox4x32_10([b as u32, (b >> 32) as u32, 0, 0], [self.seed as u32, (self.seed >> 32) as u32])
     }
 
     /// The 64-bit word of element `i` under the 64-bit layout.
@@ -155,22 +141,11 @@ impl Stream {
 
     /// `[n, seed_lo, seed_hi, offset_lo, offset_hi]`: the common head of the kernel params.
     fn params(&self, n: usize) -> Vec<u32> {
-        vec![
-            n as u32,
-            self.seed as u32,
-            (self.seed >> 32) as u32,
-            self.offset as u32,
-            (self.offset >> 32) as u32,
-        ]
+        vec![n as u32, self.seed as u32, (self.seed >> 32) as u32, self.offset as u32, (self.offset >> 32) as u32]
     }
 
     /// Fills `out[i] = f(block(i / per_block), i % per_block)`, computing each block once.
-    fn fill<T: Send>(
-        &self,
-        out: &mut [T],
-        per_block: usize,
-        f: impl Fn(&[u32; 4], usize) -> T + Sync,
-    ) {
+    fn fill<T: Send>(&self, out: &mut [T], per_block: usize, f: impl Fn(&[u32; 4], usize) -> T + Sync) {
         par_chunks_mut(out, 1 << 14, |start, chunk| {
             let mut current = u64::MAX;
             let mut words = [0u32; 4];
@@ -197,22 +172,13 @@ impl Stream {
         dtype: DType,
         extra: &[u32],
     ) -> Result<GpuBuffer> {
-        let Place::Gpu(index) = place else {
-            unreachable!("dispatch is only called for GPU places")
-        };
+        let Place::Gpu(index) = place else { unreachable!("dispatch is only called for GPU places") };
         let per_block = if dtype.is_int() { 2 } else { 4 };
         let ctx = gpu::context(index)?;
         let out = ctx.alloc(op, gpu_bytes(dtype, n))?;
         let mut params = self.params(n);
         params.extend_from_slice(extra);
-        ctx.dispatch_1d(
-            &RANDOM,
-            &vec![],
-            entry,
-            &[Bind::write(&out)],
-            &params,
-            n.div_ceil(per_block) as u64,
-        )?;
+        ctx.dispatch_1d(&RANDOM, &vec![], entry, &[Bind::write(&out)], &params, n.div_ceil(per_block) as u64)?;
         Ok(out)
     }
 }
@@ -249,19 +215,9 @@ enum Dist {
 }
 
 /// A float tensor of `dist` on `place` (float16 is drawn as float32 and cast).
-fn float_random(
-    op: &'static str,
-    shape: Vec<usize>,
-    dtype: DType,
-    place: Place,
-    dist: Dist,
-) -> Result<Tensor> {
+fn float_random(op: &'static str, shape: Vec<usize>, dtype: DType, place: Place, dist: Dist) -> Result<Tensor> {
     if !dtype.is_float() {
-        return Err(Error::unsupported(
-            op,
-            dtype,
-            "(expected float16, float32 or float64)",
-        ));
+        return Err(Error::unsupported(op, dtype, "(expected float16, float32 or float64)"));
     }
     if place.is_gpu() {
         wgsl::check_gpu_dtype(op, dtype, place)?;
@@ -278,9 +234,7 @@ fn float_random(
             match dist {
                 Dist::Uniform { min, max } => {
                     let scale = max - min;
-                    stream.fill(&mut out, 2, |w, h| {
-                        (u64_of(w, h) >> 11) as f64 * TWO_NEG53 * scale + min
-                    })
+                    stream.fill(&mut out, 2, |w, h| (u64_of(w, h) >> 11) as f64 * TWO_NEG53 * scale + min)
                 }
                 Dist::Normal { mean, std } => stream.fill(&mut out, 2, |w, h| {
                     let (c, s) = box_muller_f64(u64_of(w, 0), u64_of(w, 1));
@@ -294,9 +248,7 @@ fn float_random(
             match dist {
                 Dist::Uniform { min, max } => {
                     let (scale, shift) = ((max - min) as f32, min as f32);
-                    stream.fill(&mut out, 4, |w, l| {
-                        (w[l] >> 8) as f32 * TWO_NEG24 * scale + shift
-                    })
+                    stream.fill(&mut out, 4, |w, l| (w[l] >> 8) as f32 * TWO_NEG24 * scale + shift)
                 }
                 Dist::Normal { mean, std } => {
                     let (mean, std) = (mean as f32, std as f32);
@@ -322,10 +274,7 @@ fn float_random(
 
 fn check_finite(op: &'static str, what: &str, v: f64) -> Result<()> {
     if !v.is_finite() {
-        return Err(Error::invalid(
-            op,
-            format!("{what} must be finite, got {v}"),
-        ));
+        return Err(Error::invalid(op, format!("{what} must be finite, got {v}")));
     }
     Ok(())
 }
@@ -337,13 +286,7 @@ pub fn rand(shape: impl IntoShape) -> Result<Tensor> {
 
 /// [`rand`] on an explicit place.
 pub fn rand_on(shape: impl IntoShape, place: Place) -> Result<Tensor> {
-    float_random(
-        "rand",
-        shape.into_dims("rand")?,
-        DType::Float32,
-        place,
-        Dist::Uniform { min: 0.0, max: 1.0 },
-    )
+    float_random("rand", shape.into_dims("rand")?, DType::Float32, place, Dist::Uniform { min: 0.0, max: 1.0 })
 }
 
 /// Standard-normal float32 values of `shape` on the current place (`paddle.randn`).
@@ -353,16 +296,7 @@ pub fn randn(shape: impl IntoShape) -> Result<Tensor> {
 
 /// [`randn`] on an explicit place.
 pub fn randn_on(shape: impl IntoShape, place: Place) -> Result<Tensor> {
-    float_random(
-        "randn",
-        shape.into_dims("randn")?,
-        DType::Float32,
-        place,
-        Dist::Normal {
-            mean: 0.0,
-            std: 1.0,
-        },
-    )
+    float_random("randn", shape.into_dims("randn")?, DType::Float32, place, Dist::Normal { mean: 0.0, std: 1.0 })
 }
 
 /// Standard-normal values of `dtype` (float16/32/64) (`paddle.standard_normal`).
@@ -373,16 +307,7 @@ pub fn standard_normal(shape: impl IntoShape, dtype: DType) -> Result<Tensor> {
 /// [`standard_normal`] on an explicit place.
 pub fn standard_normal_on(shape: impl IntoShape, dtype: DType, place: Place) -> Result<Tensor> {
     let shape = shape.into_dims("standard_normal")?;
-    float_random(
-        "standard_normal",
-        shape,
-        dtype,
-        place,
-        Dist::Normal {
-            mean: 0.0,
-            std: 1.0,
-        },
-    )
+    float_random("standard_normal", shape, dtype, place, Dist::Normal { mean: 0.0, std: 1.0 })
 }
 
 /// Uniform values in `[min, max)` of `dtype` (float16/32/64) (`paddle.uniform`). With float
@@ -392,22 +317,13 @@ pub fn uniform(shape: impl IntoShape, dtype: DType, min: f64, max: f64) -> Resul
 }
 
 /// [`uniform`] on an explicit place.
-pub fn uniform_on(
-    shape: impl IntoShape,
-    dtype: DType,
-    min: f64,
-    max: f64,
-    place: Place,
-) -> Result<Tensor> {
+pub fn uniform_on(shape: impl IntoShape, dtype: DType, min: f64, max: f64, place: Place) -> Result<Tensor> {
     const OP: &str = "uniform";
     let shape = shape.into_dims(OP)?;
     check_finite(OP, "min", min)?;
     check_finite(OP, "max", max)?;
     if min > max {
-        return Err(Error::invalid(
-            OP,
-            format!("min {min} is greater than max {max}"),
-        ));
+        return Err(Error::invalid(OP, format!("min {min} is greater than max {max}")));
     }
     float_random(OP, shape, dtype, place, Dist::Uniform { min, max })
 }
@@ -429,49 +345,25 @@ pub fn gaussian(shape: impl IntoShape, mean: f64, std: f64, dtype: DType) -> Res
 }
 
 /// [`gaussian`] on an explicit place.
-pub fn gaussian_on(
-    shape: impl IntoShape,
-    mean: f64,
-    std: f64,
-    dtype: DType,
-    place: Place,
-) -> Result<Tensor> {
+pub fn gaussian_on(shape: impl IntoShape, mean: f64, std: f64, dtype: DType, place: Place) -> Result<Tensor> {
     const OP: &str = "normal";
     let shape = shape.into_dims(OP)?;
     check_finite(OP, "mean", mean)?;
     check_finite(OP, "std", std)?;
     if std < 0.0 {
-        return Err(Error::invalid(
-            OP,
-            format!("std must be non-negative, got {std}"),
-        ));
+        return Err(Error::invalid(OP, format!("std must be non-negative, got {std}")));
     }
     float_random(OP, shape, dtype, place, Dist::Normal { mean, std })
 }
 
 /// Uniform values in `[0, 1)` with `x`'s shape, dtype (a float type) and place.
 pub fn rand_like(x: &Tensor) -> Result<Tensor> {
-    float_random(
-        "rand_like",
-        x.shape().to_vec(),
-        x.dtype(),
-        x.place(),
-        Dist::Uniform { min: 0.0, max: 1.0 },
-    )
+    float_random("rand_like", x.shape().to_vec(), x.dtype(), x.place(), Dist::Uniform { min: 0.0, max: 1.0 })
 }
 
 /// Standard-normal values with `x`'s shape, dtype (a float type) and place.
 pub fn randn_like(x: &Tensor) -> Result<Tensor> {
-    float_random(
-        "randn_like",
-        x.shape().to_vec(),
-        x.dtype(),
-        x.place(),
-        Dist::Normal {
-            mean: 0.0,
-            std: 1.0,
-        },
-    )
+    float_random("randn_like", x.shape().to_vec(), x.dtype(), x.place(), Dist::Normal { mean: 0.0, std: 1.0 })
 }
 
 /// Uniform integers in `[low, high)` of `dtype` (int32 or int64) (`paddle.randint`).
@@ -480,29 +372,17 @@ pub fn randint(low: i64, high: i64, shape: impl IntoShape, dtype: DType) -> Resu
 }
 
 /// [`randint`] on an explicit place.
-pub fn randint_on(
-    low: i64,
-    high: i64,
-    shape: impl IntoShape,
-    dtype: DType,
-    place: Place,
-) -> Result<Tensor> {
+pub fn randint_on(low: i64, high: i64, shape: impl IntoShape, dtype: DType, place: Place) -> Result<Tensor> {
     const OP: &str = "randint";
     let shape = shape.into_dims(OP)?;
     if !dtype.is_int() {
         return Err(Error::unsupported(OP, dtype, "(expected int32 or int64)"));
     }
     if low >= high {
-        return Err(Error::invalid(
-            OP,
-            format!("low {low} must be less than high {high}"),
-        ));
+        return Err(Error::invalid(OP, format!("low {low} must be less than high {high}")));
     }
     if dtype == DType::Int32 && (low < i32::MIN as i64 || high - 1 > i32::MAX as i64) {
-        return Err(Error::invalid(
-            OP,
-            format!("[{low}, {high}) does not fit int32"),
-        ));
+        return Err(Error::invalid(OP, format!("[{low}, {high}) does not fit int32")));
     }
     let range = high.wrapping_sub(low) as u64;
     let n: usize = shape.iter().product();
@@ -522,17 +402,8 @@ pub fn randint_on(
             Ok(Tensor::from_cpu(data, shape))
         }
         Place::Gpu(_) => {
-            let entry = if dtype == DType::Int32 {
-                "randint_i32"
-            } else {
-                "randint_i64"
-            };
-            let extra = [
-                low as u32,
-                (low >> 32) as u32,
-                range as u32,
-                (range >> 32) as u32,
-            ];
+            let entry = if dtype == DType::Int32 { "randint_i32" } else { "randint_i64" };
+            let extra = [low as u32, (low >> 32) as u32, range as u32, (range >> 32) as u32];
             let buf = stream.dispatch(place, OP, entry, n, dtype, &extra)?;
             Ok(Tensor::from_gpu(buf, shape, dtype))
         }
@@ -551,11 +422,7 @@ pub fn randperm(n: usize, dtype: DType) -> Result<Tensor> {
 pub fn randperm_on(n: usize, dtype: DType, place: Place) -> Result<Tensor> {
     const OP: &str = "randperm";
     if dtype == DType::Bool {
-        return Err(Error::unsupported(
-            OP,
-            dtype,
-            "(expected an integer or float dtype)",
-        ));
+        return Err(Error::unsupported(OP, dtype, "(expected an integer or float dtype)"));
     }
     if dtype == DType::Int32 && n > i32::MAX as usize {
         return Err(Error::invalid(OP, format!("n = {n} does not fit int32")));
@@ -563,7 +430,14 @@ pub fn randperm_on(n: usize, dtype: DType, place: Place) -> Result<Tensor> {
     if place.is_gpu() {
         wgsl::check_gpu_dtype(OP, dtype, place)?;
     }
-    let mut perm: Vec<i64> = (0..n as i64).collect();
+    let perm = permutation(n);
+    Tensor::from_data_on(CpuData::from_i64(dtype, perm.into_iter().map(|v| v as i64)), vec![n], place)
+}
+
+/// A permutation of `0..n` on the host (Fisher–Yates on the global Philox stream): what
+/// `randperm` and shuffling data loaders draw.
+pub(crate) fn permutation(n: usize) -> Vec<usize> {
+    let mut perm: Vec<usize> = (0..n).collect();
     let draws = n.saturating_sub(1);
     let stream = Stream::for_elements(draws, 2);
     for k in 0..draws {
@@ -571,45 +445,32 @@ pub fn randperm_on(n: usize, dtype: DType, place: Place) -> Result<Tensor> {
         let j = below(stream.word64(k), (i + 1) as u64) as usize;
         perm.swap(i, j);
     }
-    Tensor::from_data_on(CpuData::from_i64(dtype, perm.into_iter()), vec![n], place)
+    perm
 }
 
 /// Dropout's keep-mask scaled by `scale`: element `i` is `scale` where the uniform draw
 /// `(w >> 8) · 2^-24` (32-bit layout) is `>= p`, else 0. float32 (float64 on a float64 CPU
 /// request); the comparison is done on the integer `w >> 8` against `ceil(p · 2^24)`, so it is
 /// exact and the same on every place.
-pub(crate) fn dropout_mask(
-    shape: &[usize],
-    p: f64,
-    scale: f64,
-    dtype: DType,
-    place: Place,
-) -> Result<Tensor> {
+pub(crate) fn dropout_mask(shape: &[usize], p: f64, scale: f64, dtype: DType, place: Place) -> Result<Tensor> {
     let n: usize = shape.iter().product();
     let threshold = (p * 16_777_216.0).ceil().clamp(0.0, 16_777_216.0) as u32;
     let stream = Stream::for_elements(n, 4);
     match place {
         Place::Cpu if dtype == DType::Float64 => {
             let mut out = vec![0.0f64; n];
-            stream.fill(&mut out, 4, |w, l| {
-                if (w[l] >> 8) >= threshold { scale } else { 0.0 }
-            });
+            stream.fill(&mut out, 4, |w, l| if (w[l] >> 8) >= threshold { scale } else { 0.0 });
             Ok(Tensor::from_cpu(CpuData::F64(out), shape.to_vec()))
         }
         Place::Cpu => {
             let s = scale as f32;
             let mut out = vec![0.0f32; n];
-            stream.fill(
-                &mut out,
-                4,
-                |w, l| if (w[l] >> 8) >= threshold { s } else { 0.0 },
-            );
+            stream.fill(&mut out, 4, |w, l| if (w[l] >> 8) >= threshold { s } else { 0.0 });
             Ok(Tensor::from_cpu(CpuData::F32(out), shape.to_vec()))
         }
         Place::Gpu(_) => {
             let extra = [threshold, (scale as f32).to_bits()];
-            let buf =
-                stream.dispatch(place, "dropout", "dropout_mask", n, DType::Float32, &extra)?;
+            let buf = stream.dispatch(place, "dropout", "dropout_mask", n, DType::Float32, &extra)?;
             Ok(Tensor::from_gpu(buf, shape.to_vec(), DType::Float32))
         }
     }

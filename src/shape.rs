@@ -212,7 +212,10 @@ pub fn broadcast_shapes(op: &'static str, a: &[usize], b: &[usize]) -> Result<Ve
         };
     }
     if checked_numel(&out).is_none() {
-        return Err(Error::shape(op, format!("broadcasting {a:?} and {b:?} gives {out:?}: more elements than the address space holds")));
+        return Err(Error::shape(
+            op,
+            format!("broadcasting {a:?} and {b:?} gives {out:?}: more elements than the address space holds"),
+        ));
     }
     Ok(out)
 }
@@ -222,9 +225,7 @@ pub fn broadcast_shapes(op: &'static str, a: &[usize], b: &[usize]) -> Result<Ve
 pub(crate) fn broadcast_strides(from: &[usize], to: &[usize]) -> Vec<usize> {
     let own = contiguous_strides(from);
     let lead = to.len() - from.len();
-    (0..to.len())
-        .map(|i| if i < lead || from[i - lead] == 1 { 0 } else { own[i - lead] })
-        .collect()
+    (0..to.len()).map(|i| if i < lead || from[i - lead] == 1 { 0 } else { own[i - lead] }).collect()
 }
 
 /// A strided reading (or writing) of a flat buffer: element at coordinates `c` lives at

@@ -86,9 +86,9 @@ fn second_order_gradient_of_cube_is_6x() {
     for place in places() {
         let x = leaf(&[0.5, -1.0, 2.0], &[3], place);
         let y = x.pow(3).unwrap().sum(&[], false).unwrap();
-        let dx = paddle::grad(&[y], &[x.clone()], None, false, true, false).unwrap().remove(0).unwrap();
+        let dx = paddle::grad(&[y], std::slice::from_ref(&x), None, false, true, false).unwrap().remove(0).unwrap();
         common::assert_close("d(x³)/dx", &common::values(&dx), &[0.75, 3.0, 12.0], 1e-6);
-        let d2 = paddle::grad(&[dx.sum(&[], false).unwrap()], &[x.clone()], None, false, false, false)
+        let d2 = paddle::grad(&[dx.sum(&[], false).unwrap()], std::slice::from_ref(&x), None, false, false, false)
             .unwrap()
             .remove(0)
             .unwrap();
@@ -156,7 +156,7 @@ fn hooks_see_and_may_replace_gradients() {
 fn stop_gradient_prunes_and_detach_cuts() {
     for place in places() {
         let x = leaf(&[1.0, 2.0], &[2], place);
-        let c = Tensor::from_vec_on(vec![3.0f32, 4.0], &[2], place).unwrap();
+        let c = Tensor::from_vec_on(vec![3.0f32, 4.0], [2], place).unwrap();
         assert!(c.stop_gradient(), "to_tensor gives stop_gradient=True");
         let y = x.mul(&c).unwrap().add(&x.detach().mul_scalar(100.0).unwrap()).unwrap();
         y.sum(&[], false).unwrap().backward().unwrap();
@@ -211,16 +211,18 @@ fn bad_backward_and_grad_calls_are_clear_errors() {
 
     let unused = leaf(&[1.0], &[1], Place::Cpu);
     let s = y.sum(&[], false).unwrap();
-    let e = paddle::grad(&[s.clone()], &[unused.clone()], None, true, false, false).unwrap_err();
+    let e =
+        paddle::grad(std::slice::from_ref(&s), std::slice::from_ref(&unused), None, true, false, false).unwrap_err();
     assert!(e.to_string().contains("not reachable"), "{e}");
-    let g = paddle::grad(&[s.clone()], &[x.clone(), unused], None, true, false, true).unwrap();
+    let g = paddle::grad(std::slice::from_ref(&s), &[x.clone(), unused], None, true, false, true).unwrap();
     assert!(g[0].is_some() && g[1].is_none());
 
-    let wrong = Tensor::from_vec_on(vec![1.0f32; 3], &[3], Place::Cpu).unwrap();
-    let e = paddle::grad(&[y.clone()], &[x.clone()], Some(&[wrong]), true, false, false).unwrap_err();
+    let wrong = Tensor::from_vec_on(vec![1.0f32; 3], [3], Place::Cpu).unwrap();
+    let e = paddle::grad(std::slice::from_ref(&y), std::slice::from_ref(&x), Some(&[wrong]), true, false, false)
+        .unwrap_err();
     assert!(e.to_string().contains("grad_outputs[0]") && e.to_string().contains("[3]"), "{e}");
 
-    let frozen = Tensor::from_vec_on(vec![1.0f32], &[1], Place::Cpu).unwrap();
+    let frozen = Tensor::from_vec_on(vec![1.0f32], [1], Place::Cpu).unwrap();
     assert!(frozen.sum(&[], false).unwrap().backward().is_err());
 }
 
@@ -229,7 +231,7 @@ fn backward_with_an_explicit_gradient_tensor() {
     for place in places() {
         let x = leaf(&[1.0, 2.0, 3.0], &[3], place);
         let y = x.square().unwrap();
-        let g = Tensor::from_vec_on(vec![1.0f32, 0.5, 0.0], &[3], place).unwrap();
+        let g = Tensor::from_vec_on(vec![1.0f32, 0.5, 0.0], [3], place).unwrap();
         y.backward_with(GradOptions { grad_tensor: Some(g), retain_graph: false }).unwrap();
         assert_eq!(grad_of(&x), vec![2.0, 2.0, 0.0], "{place}");
     }

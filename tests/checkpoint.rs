@@ -18,14 +18,14 @@ fn tmp(name: &str) -> PathBuf {
 
 fn sample(place: Place) -> StateDict {
     let mut sd = StateDict::new();
-    sd.insert("linear1.weight", Tensor::from_vec_on(vec![1.5f32, -2.0, 0.25, 4.0, 5.0, 6.0], &[2, 3], place).unwrap());
-    sd.insert("linear1.bias", Tensor::from_vec_on(vec![0.5f32, -0.5, 1.0], &[3], place).unwrap());
-    sd.insert("steps", Tensor::from_vec_on(vec![7i64, -3], &[2], place).unwrap());
+    sd.insert("linear1.weight", Tensor::from_vec_on(vec![1.5f32, -2.0, 0.25, 4.0, 5.0, 6.0], [2, 3], place).unwrap());
+    sd.insert("linear1.bias", Tensor::from_vec_on(vec![0.5f32, -0.5, 1.0], [3], place).unwrap());
+    sd.insert("steps", Tensor::from_vec_on(vec![7i64, -3], [2], place).unwrap());
     sd.insert("count", Tensor::from_vec_on(vec![42i32], &[] as &[usize], place).unwrap());
-    sd.insert("mask", Tensor::from_vec_on(vec![true, false, true], &[3], place).unwrap());
-    sd.insert("half", Tensor::from_vec_on(vec![1.0f32, 0.5], &[2], place).unwrap().cast(DType::Float16).unwrap());
+    sd.insert("mask", Tensor::from_vec_on(vec![true, false, true], [3], place).unwrap());
+    sd.insert("half", Tensor::from_vec_on(vec![1.0f32, 0.5], [2], place).unwrap().cast(DType::Float16).unwrap());
     if place == Place::Cpu {
-        sd.insert("double", Tensor::from_vec_on(vec![std::f64::consts::PI], &[1], place).unwrap());
+        sd.insert("double", Tensor::from_vec_on(vec![std::f64::consts::PI], [1], place).unwrap());
     }
     sd
 }
@@ -95,8 +95,7 @@ fn python() -> Option<PathBuf> {
         Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python")),
     ];
     let found = candidates.into_iter().flatten().find(|p| {
-        p.exists()
-            && Command::new(p).args(["-c", "import safetensors, numpy"]).status().is_ok_and(|s| s.success())
+        p.exists() && Command::new(p).args(["-c", "import safetensors, numpy"]).status().is_ok_and(|s| s.success())
     });
     if found.is_none() {
         if std::env::var("CI").is_ok_and(|v| v == "true") {

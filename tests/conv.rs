@@ -32,12 +32,7 @@ fn hand_computed_values() {
     let x: Vec<f64> = seq(9, 1.0); // [[1,2,3],[4,5,6],[7,8,9]]
     let w = [1.0, 2.0, 3.0, 4.0];
     // Plain 2×2 kernel, stride 1, no padding.
-    let (s, v) = conv64(
-        (&x, &[1, 1, 3, 3]),
-        (&w, &[1, 1, 2, 2]),
-        None,
-        &Conv2dOptions::default(),
-    );
+    let (s, v) = conv64((&x, &[1, 1, 3, 3]), (&w, &[1, 1, 2, 2]), None, &Conv2dOptions::default());
     assert_eq!(s, [1, 1, 2, 2]);
     assert_eq!(v, [37.0, 47.0, 67.0, 77.0]);
 
@@ -49,26 +44,14 @@ fn hand_computed_values() {
 
     // Dilation 2 on x[i, j] = 5i + j: out(i, j) = 10·(5i + j) + (2·2 + 3·10 + 4·12).
     let x5 = seq(25, 0.0);
-    let (s, v) = conv64(
-        (&x5, &[1, 1, 5, 5]),
-        (&w, &[1, 1, 2, 2]),
-        None,
-        &Conv2dOptions::new().dilation(2),
-    );
+    let (s, v) = conv64((&x5, &[1, 1, 5, 5]), (&w, &[1, 1, 2, 2]), None, &Conv2dOptions::new().dilation(2));
     assert_eq!(s, [1, 1, 3, 3]);
-    let expect: Vec<f64> = (0..9)
-        .map(|k| 82.0 + 10.0 * (5 * (k / 3) + k % 3) as f64)
-        .collect();
+    let expect: Vec<f64> = (0..9).map(|k| 82.0 + 10.0 * (5 * (k / 3) + k % 3) as f64).collect();
     assert_eq!(v, expect);
 
     // Groups 2 with 1×1 kernels: channel 0 doubled, channel 1 negated.
     let xg = seq(8, 1.0);
-    let (s, v) = conv64(
-        (&xg, &[1, 2, 2, 2]),
-        (&[2.0, -1.0], &[2, 1, 1, 1]),
-        None,
-        &Conv2dOptions::new().groups(2),
-    );
+    let (s, v) = conv64((&xg, &[1, 2, 2, 2]), (&[2.0, -1.0], &[2, 1, 1, 1]), None, &Conv2dOptions::new().groups(2));
     assert_eq!(s, [1, 2, 2, 2]);
     assert_eq!(v, [2.0, 4.0, 6.0, 8.0, -5.0, -6.0, -7.0, -8.0]);
 
@@ -102,12 +85,7 @@ fn hand_computed_values() {
 
     // VALID is no padding.
     let valid: Padding = "VALID".try_into().unwrap();
-    let (s, v) = conv64(
-        (&x, &[1, 1, 3, 3]),
-        (&w, &[1, 1, 2, 2]),
-        None,
-        &Conv2dOptions::new().padding(valid),
-    );
+    let (s, v) = conv64((&x, &[1, 1, 3, 3]), (&w, &[1, 1, 2, 2]), None, &Conv2dOptions::new().padding(valid));
     assert_eq!(s, [1, 1, 2, 2]);
     assert_eq!(v, [37.0, 47.0, 67.0, 77.0]);
 
@@ -144,10 +122,7 @@ fn hand_computed_gradients() {
     }
     let y = paddle::conv2d(&x, &w, Some(&b), &Conv2dOptions::default()).unwrap();
     y.sum(&[], false).unwrap().backward().unwrap();
-    assert_eq!(
-        common::values(&x.grad().unwrap()),
-        [1.0, 3.0, 2.0, 4.0, 10.0, 6.0, 3.0, 7.0, 4.0]
-    );
+    assert_eq!(common::values(&x.grad().unwrap()), [1.0, 3.0, 2.0, 4.0, 10.0, 6.0, 3.0, 7.0, 4.0]);
     assert_eq!(common::values(&w.grad().unwrap()), [12.0, 16.0, 24.0, 28.0]);
     assert_eq!(common::values(&b.grad().unwrap()), [4.0]);
 }
@@ -175,18 +150,7 @@ fn cfg(
     groups: usize,
     bias: bool,
 ) -> Cfg {
-    Cfg {
-        name,
-        x,
-        oc,
-        k,
-        opts: Conv2dOptions::new()
-            .stride(s)
-            .padding(p)
-            .dilation(d)
-            .groups(groups),
-        bias,
-    }
+    Cfg { name, x, oc, k, opts: Conv2dOptions::new().stride(s).padding(p).dilation(d).groups(groups), bias }
 }
 
 impl Cfg {
@@ -196,10 +160,7 @@ impl Cfg {
     fn inputs(&self, rng: &mut common::Rng) -> Vec<(Vec<f64>, Vec<usize>)> {
         let xn: usize = self.x.iter().product();
         let wn: usize = self.w_shape().iter().product();
-        let mut v = vec![
-            (rng.vec(xn, -1.0, 1.0), self.x.to_vec()),
-            (rng.vec(wn, -1.0, 1.0), self.w_shape().to_vec()),
-        ];
+        let mut v = vec![(rng.vec(xn, -1.0, 1.0), self.x.to_vec()), (rng.vec(wn, -1.0, 1.0), self.w_shape().to_vec())];
         if self.bias {
             v.push((rng.vec(self.oc, -1.0, 1.0), vec![self.oc]));
         }
@@ -213,182 +174,22 @@ impl Cfg {
 fn grid() -> Vec<Cfg> {
     use Padding::{Explicit, Same, Valid};
     vec![
-        cfg(
-            "basic",
-            [2, 3, 7, 7],
-            4,
-            [3, 3],
-            [1, 1],
-            Explicit([0; 4]),
-            [1, 1],
-            1,
-            true,
-        ),
-        cfg(
-            "stride2_pad1",
-            [2, 3, 8, 7],
-            5,
-            [3, 3],
-            [2, 2],
-            1.into(),
-            [1, 1],
-            1,
-            true,
-        ),
-        cfg(
-            "pair_pad_dil2_groups2",
-            [1, 4, 9, 9],
-            6,
-            [3, 3],
-            [1, 1],
-            [1, 2].into(),
-            [2, 2],
-            2,
-            false,
-        ),
-        cfg(
-            "depthwise_same",
-            [2, 4, 6, 6],
-            4,
-            [3, 3],
-            [1, 1],
-            Same,
-            [1, 1],
-            4,
-            true,
-        ),
-        cfg(
-            "same_stride2_asym",
-            [2, 4, 7, 8],
-            8,
-            [3, 2],
-            [2, 2],
-            Same,
-            [1, 1],
-            2,
-            true,
-        ),
-        cfg(
-            "valid",
-            [2, 3, 6, 6],
-            4,
-            [3, 3],
-            [1, 1],
-            Valid,
-            [1, 1],
-            1,
-            true,
-        ),
-        cfg(
-            "asym_pad4",
-            [2, 2, 7, 6],
-            3,
-            [3, 3],
-            [2, 1],
-            [0, 1, 2, 1].into(),
-            [1, 2],
-            1,
-            true,
-        ),
-        cfg(
-            "many_out_channels",
-            [2, 3, 6, 6],
-            40,
-            [3, 3],
-            [1, 1],
-            1.into(),
-            [1, 1],
-            1,
-            true,
-        ),
-        cfg(
-            "many_in_channels",
-            [1, 36, 5, 5],
-            4,
-            [3, 3],
-            [1, 1],
-            1.into(),
-            [1, 1],
-            1,
-            false,
-        ),
-        cfg(
-            "mid_channels_groups",
-            [2, 6, 5, 5],
-            48,
-            [2, 2],
-            [1, 1],
-            0.into(),
-            [1, 1],
-            2,
-            true,
-        ),
-        cfg(
-            "pointwise",
-            [2, 5, 4, 4],
-            3,
-            [1, 1],
-            [1, 1],
-            0.into(),
-            [1, 1],
-            1,
-            true,
-        ),
-        cfg(
-            "pointwise_stride2",
-            [2, 5, 5, 5],
-            3,
-            [1, 1],
-            [2, 2],
-            0.into(),
-            [1, 1],
-            1,
-            false,
-        ),
-        cfg(
-            "split_k_filter",
-            [4, 2, 16, 16],
-            3,
-            [3, 3],
-            [1, 1],
-            1.into(),
-            [1, 1],
-            1,
-            true,
-        ),
-        cfg(
-            "stride3_dil2_groups3",
-            [2, 6, 11, 10],
-            6,
-            [3, 3],
-            [3, 3],
-            2.into(),
-            [2, 2],
-            3,
-            true,
-        ),
-        cfg(
-            "depthwise_multiplier",
-            [2, 3, 6, 5],
-            6,
-            [3, 3],
-            [2, 1],
-            1.into(),
-            [1, 1],
-            3,
-            true,
-        ),
-        cfg(
-            "mnist_like",
-            [3, 1, 12, 12],
-            4,
-            [5, 5],
-            [1, 1],
-            0.into(),
-            [1, 1],
-            1,
-            true,
-        ),
+        cfg("basic", [2, 3, 7, 7], 4, [3, 3], [1, 1], Explicit([0; 4]), [1, 1], 1, true),
+        cfg("stride2_pad1", [2, 3, 8, 7], 5, [3, 3], [2, 2], 1.into(), [1, 1], 1, true),
+        cfg("pair_pad_dil2_groups2", [1, 4, 9, 9], 6, [3, 3], [1, 1], [1, 2].into(), [2, 2], 2, false),
+        cfg("depthwise_same", [2, 4, 6, 6], 4, [3, 3], [1, 1], Same, [1, 1], 4, true),
+        cfg("same_stride2_asym", [2, 4, 7, 8], 8, [3, 2], [2, 2], Same, [1, 1], 2, true),
+        cfg("valid", [2, 3, 6, 6], 4, [3, 3], [1, 1], Valid, [1, 1], 1, true),
+        cfg("asym_pad4", [2, 2, 7, 6], 3, [3, 3], [2, 1], [0, 1, 2, 1].into(), [1, 2], 1, true),
+        cfg("many_out_channels", [2, 3, 6, 6], 40, [3, 3], [1, 1], 1.into(), [1, 1], 1, true),
+        cfg("many_in_channels", [1, 36, 5, 5], 4, [3, 3], [1, 1], 1.into(), [1, 1], 1, false),
+        cfg("mid_channels_groups", [2, 6, 5, 5], 48, [2, 2], [1, 1], 0.into(), [1, 1], 2, true),
+        cfg("pointwise", [2, 5, 4, 4], 3, [1, 1], [1, 1], 0.into(), [1, 1], 1, true),
+        cfg("pointwise_stride2", [2, 5, 5, 5], 3, [1, 1], [2, 2], 0.into(), [1, 1], 1, false),
+        cfg("split_k_filter", [4, 2, 16, 16], 3, [3, 3], [1, 1], 1.into(), [1, 1], 1, true),
+        cfg("stride3_dil2_groups3", [2, 6, 11, 10], 6, [3, 3], [3, 3], 2.into(), [2, 2], 3, true),
+        cfg("depthwise_multiplier", [2, 3, 6, 5], 6, [3, 3], [2, 1], 1.into(), [1, 1], 3, true),
+        cfg("mnist_like", [3, 1, 12, 12], 4, [5, 5], [1, 1], 0.into(), [1, 1], 1, true),
     ]
 }
 
@@ -461,20 +262,12 @@ fn cpu_matches_naive_reference() {
         let inputs = c.inputs(&mut rng);
         let ts: Vec<Tensor> = inputs.iter().map(|(v, s)| t64(v, s)).collect();
         let got = common::values(&c.run(&ts).unwrap());
-        let expect = naive(
-            &c,
-            &inputs[0].0,
-            &inputs[1].0,
-            inputs.get(2).map(|b| b.0.as_slice()),
-        );
+        let expect = naive(&c, &inputs[0].0, &inputs[1].0, inputs.get(2).map(|b| b.0.as_slice()));
         if let Err(m) = common::check_close(c.name, &got, &expect, 1e-12) {
             failures.push(m);
         }
         // float32 on the CPU agrees too.
-        let ts32: Vec<Tensor> = inputs
-            .iter()
-            .map(|(v, s)| common::tensor(v, s, DType::Float32, Place::Cpu))
-            .collect();
+        let ts32: Vec<Tensor> = inputs.iter().map(|(v, s)| common::tensor(v, s, DType::Float32, Place::Cpu)).collect();
         let got32 = common::values(&c.run(&ts32).unwrap());
         if let Err(m) = common::check_close(&format!("{} f32", c.name), &got32, &expect, 1e-5) {
             failures.push(m);
@@ -490,9 +283,7 @@ fn gpu_matches_cpu_forward_and_gradients() {
     for c in grid() {
         let inputs = c.inputs(&mut rng);
         let f = |t: &[Tensor]| c.run(t);
-        if let Some(m) = common::catch(c.name, || {
-            common::gpu_matches_cpu(c.name, &f, &inputs, true, 1e-4)
-        }) {
+        if let Some(m) = common::catch(c.name, || common::gpu_matches_cpu(c.name, &f, &inputs, true, 1e-4)) {
             failures.push(m);
         }
     }
@@ -509,21 +300,13 @@ fn gpu_matches_cpu_with_each_kernel_forced() {
     }
     for kernel in ["tiled", "direct"] {
         let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args([
-                "gpu_matches_cpu_forward_and_gradients",
-                "--exact",
-                "--test-threads=1",
-            ])
+            .args(["gpu_matches_cpu_forward_and_gradients", "--exact", "--test-threads=1"])
             .env("DYGRAPH_CONV_KERNEL", kernel)
             .env("DYGRAPH_TEST_SEED", common::run_seed().to_string())
             .output()
             .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout).into_owned()
-            + &String::from_utf8_lossy(&out.stderr);
-        assert!(
-            out.status.success(),
-            "GPU grid with DYGRAPH_CONV_KERNEL={kernel} failed:\n{text}"
-        );
+        let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "GPU grid with DYGRAPH_CONV_KERNEL={kernel} failed:\n{text}");
         assert!(text.contains("1 passed"), "the child ran no test:\n{text}");
     }
 }
@@ -532,72 +315,12 @@ fn gpu_matches_cpu_with_each_kernel_forced() {
 fn gradcheck_input_weight_bias_float64() {
     use Padding::{Explicit, Same, Valid};
     let configs = [
-        cfg(
-            "g_basic_pad1",
-            [2, 2, 5, 5],
-            3,
-            [3, 3],
-            [1, 1],
-            1.into(),
-            [1, 1],
-            1,
-            true,
-        ),
-        cfg(
-            "g_same_stride2_groups2",
-            [2, 4, 6, 6],
-            4,
-            [3, 3],
-            [2, 2],
-            Same,
-            [1, 1],
-            2,
-            true,
-        ),
-        cfg(
-            "g_asym_dil2_stride12",
-            [2, 2, 6, 5],
-            2,
-            [2, 3],
-            [1, 2],
-            Explicit([1, 0, 0, 2]),
-            [2, 1],
-            1,
-            true,
-        ),
-        cfg(
-            "g_depthwise",
-            [2, 3, 5, 5],
-            3,
-            [3, 3],
-            [1, 1],
-            1.into(),
-            [1, 1],
-            3,
-            true,
-        ),
-        cfg(
-            "g_multiplier_valid_stride2",
-            [2, 2, 6, 6],
-            4,
-            [2, 2],
-            [2, 2],
-            Valid,
-            [1, 1],
-            2,
-            true,
-        ),
-        cfg(
-            "g_pointwise",
-            [2, 3, 4, 4],
-            2,
-            [1, 1],
-            [1, 1],
-            0.into(),
-            [1, 1],
-            1,
-            false,
-        ),
+        cfg("g_basic_pad1", [2, 2, 5, 5], 3, [3, 3], [1, 1], 1.into(), [1, 1], 1, true),
+        cfg("g_same_stride2_groups2", [2, 4, 6, 6], 4, [3, 3], [2, 2], Same, [1, 1], 2, true),
+        cfg("g_asym_dil2_stride12", [2, 2, 6, 5], 2, [2, 3], [1, 2], Explicit([1, 0, 0, 2]), [2, 1], 1, true),
+        cfg("g_depthwise", [2, 3, 5, 5], 3, [3, 3], [1, 1], 1.into(), [1, 1], 3, true),
+        cfg("g_multiplier_valid_stride2", [2, 2, 6, 6], 4, [2, 2], [2, 2], Valid, [1, 1], 2, true),
+        cfg("g_pointwise", [2, 3, 4, 4], 2, [1, 1], [1, 1], 0.into(), [1, 1], 1, false),
     ];
     let mut rng = common::Rng::new(3);
     let mut failures = Vec::new();
@@ -614,17 +337,7 @@ fn gradcheck_input_weight_bias_float64() {
 fn second_order_gradients() {
     // d/dw of (∂/∂x <v, conv(x, w)>) and d/dx of (∂/∂w <v, conv(x, w)>): the backward ops'
     // own backward rules, checked by finite differences.
-    let c = cfg(
-        "second_order",
-        [2, 2, 5, 5],
-        3,
-        [3, 3],
-        [2, 1],
-        [1, 0, 1, 1].into(),
-        [1, 2],
-        1,
-        false,
-    );
+    let c = cfg("second_order", [2, 2, 5, 5], 3, [3, 3], [2, 1], [1, 0, 1, 1].into(), [1, 2], 1, false);
     let mut rng = common::Rng::new(4);
     let inputs = c.inputs(&mut rng);
     let ts: Vec<Tensor> = inputs.iter().map(|(v, s)| t64(v, s)).collect();
@@ -638,20 +351,13 @@ fn second_order_gradients() {
             let _g = paddle::enable_grad();
             let y = c.run(t)?;
             let l = y.mul(&v)?.sum(&[], false)?;
-            Ok(
-                paddle::grad(&[l], &[t[which].clone()], None, true, true, false)?[0]
-                    .clone()
-                    .unwrap(),
-            )
+            Ok(paddle::grad(&[l], &[t[which].clone()], None, true, true, false)?[0].clone().unwrap())
         }
     };
     let gx = grad_of(0);
     let gw = grad_of(1);
     let mut failures = Vec::new();
-    for (name, f) in [
-        ("d(dx)", &gx as &dyn Fn(&[Tensor]) -> Result<Tensor>),
-        ("d(dw)", &gw),
-    ] {
+    for (name, f) in [("d(dx)", &gx as &dyn Fn(&[Tensor]) -> Result<Tensor>), ("d(dw)", &gw)] {
         if let Err(m) = common::gradcheck(name, f, &inputs) {
             failures.push(m);
         }
@@ -661,39 +367,19 @@ fn second_order_gradients() {
 
 #[test]
 fn results_are_deterministic() {
-    let c = cfg(
-        "det",
-        [4, 3, 16, 16],
-        5,
-        [3, 3],
-        [1, 1],
-        1.into(),
-        [1, 1],
-        1,
-        true,
-    );
+    let c = cfg("det", [4, 3, 16, 16], 5, [3, 3], [1, 1], 1.into(), [1, 1], 1, true);
     let mut rng = common::Rng::new(5);
     let inputs = c.inputs(&mut rng);
     let mut places = vec![Place::Cpu];
     places.extend(common::gpu());
     for place in places {
         let run = || {
-            let ts: Vec<Tensor> = inputs
-                .iter()
-                .map(|(v, s)| common::tensor(v, s, DType::Float32, place))
-                .collect();
+            let ts: Vec<Tensor> = inputs.iter().map(|(v, s)| common::tensor(v, s, DType::Float32, place)).collect();
             for t in &ts {
                 t.set_stop_gradient(false);
             }
-            c.run(&ts)
-                .unwrap()
-                .sum(&[], false)
-                .unwrap()
-                .backward()
-                .unwrap();
-            ts.iter()
-                .map(|t| common::values(&t.grad().unwrap()))
-                .collect::<Vec<_>>()
+            c.run(&ts).unwrap().sum(&[], false).unwrap().backward().unwrap();
+            ts.iter().map(|t| common::values(&t.grad().unwrap())).collect::<Vec<_>>()
         };
         assert_eq!(run(), run(), "gradients differ between two runs on {place}");
     }
@@ -702,12 +388,7 @@ fn results_are_deterministic() {
 #[test]
 fn float16_runs_in_float32() {
     let x = common::tensor(&seq(9, 1.0), &[1, 1, 3, 3], DType::Float16, Place::Cpu);
-    let w = common::tensor(
-        &[1.0, 2.0, 3.0, 4.0],
-        &[1, 1, 2, 2],
-        DType::Float16,
-        Place::Cpu,
-    );
+    let w = common::tensor(&[1.0, 2.0, 3.0, 4.0], &[1, 1, 2, 2], DType::Float16, Place::Cpu);
     let y = paddle::conv2d(&x, &w, None, &Conv2dOptions::default()).unwrap();
     assert_eq!(y.dtype(), DType::Float16);
     assert_eq!(common::values(&y), [37.0, 47.0, 67.0, 77.0]);
@@ -728,56 +409,17 @@ fn errors_are_typed_and_name_the_op() {
     let shape_err = |e: Error, needle: &str| {
         let m = e.to_string();
         assert!(matches!(e, Error::Shape { .. }), "{m}");
-        assert!(
-            m.contains("conv2d") && m.contains(needle),
-            "{m} (wanted {needle})"
-        );
+        assert!(m.contains("conv2d") && m.contains(needle), "{m} (wanted {needle})");
     };
-    shape_err(
-        err(paddle::conv2d(&t64(&[0.0; 100], &[4, 5, 5]), &w, None, &d)),
-        "[4, 5, 5]",
-    );
-    shape_err(
-        err(paddle::conv2d(&x, &t64(&[0.0; 24], &[6, 4]), None, &d)),
-        "[6, 4]",
-    );
+    shape_err(err(paddle::conv2d(&t64(&[0.0; 100], &[4, 5, 5]), &w, None, &d)), "[4, 5, 5]");
+    shape_err(err(paddle::conv2d(&x, &t64(&[0.0; 24], &[6, 4]), None, &d)), "[6, 4]");
     // in_c 4 != weight in_c 3 × groups 1.
-    shape_err(
-        err(paddle::conv2d(
-            &x,
-            &t64(&[0.0; 6 * 27], &[6, 3, 3, 3]),
-            None,
-            &d,
-        )),
-        "[6, 3, 3, 3]",
-    );
+    shape_err(err(paddle::conv2d(&x, &t64(&[0.0; 6 * 27], &[6, 3, 3, 3]), None, &d)), "[6, 3, 3, 3]");
     // out_c 6 not divisible by groups 4 (in_c 4 = 1 × 4 is fine).
-    shape_err(
-        err(paddle::conv2d(
-            &x,
-            &t64(&[0.0; 54], &[6, 1, 3, 3]),
-            None,
-            &d.clone().groups(4),
-        )),
-        "groups 4",
-    );
-    shape_err(
-        err(paddle::conv2d(&x, &w, Some(&t64(&[0.0; 5], &[5])), &d)),
-        "[5]",
-    );
-    shape_err(
-        err(paddle::conv2d(
-            &x,
-            &t64(&[0.0; 6 * 4 * 36], &[6, 4, 6, 6]),
-            None,
-            &d,
-        )),
-        "<= 0",
-    );
-    shape_err(
-        err(paddle::conv2d(&x, &w, None, &d.clone().dilation(3))),
-        "<= 0",
-    );
+    shape_err(err(paddle::conv2d(&x, &t64(&[0.0; 54], &[6, 1, 3, 3]), None, &d.clone().groups(4))), "groups 4");
+    shape_err(err(paddle::conv2d(&x, &w, Some(&t64(&[0.0; 5], &[5])), &d)), "[5]");
+    shape_err(err(paddle::conv2d(&x, &t64(&[0.0; 6 * 4 * 36], &[6, 4, 6, 6]), None, &d)), "<= 0");
+    shape_err(err(paddle::conv2d(&x, &w, None, &d.clone().dilation(3))), "<= 0");
 
     let invalid = |e: Error| {
         let m = e.to_string();
@@ -786,50 +428,25 @@ fn errors_are_typed_and_name_the_op() {
     };
     invalid(err(paddle::conv2d(&x, &w, None, &d.clone().stride(0))));
     invalid(err(paddle::conv2d(&x, &w, None, &d.clone().groups(0))));
-    invalid(err(paddle::conv2d(
-        &x,
-        &w,
-        None,
-        &Conv2dOptions {
-            data_format: "NHWC".into(),
-            ..d.clone()
-        },
-    )));
+    invalid(err(paddle::conv2d(&x, &w, None, &Conv2dOptions { data_format: "NHWC".into(), ..d.clone() })));
     invalid(Padding::parse("FULL").unwrap_err());
 
     let w32 = common::tensor(&[0.0; 6 * 4 * 9], &[6, 4, 3, 3], DType::Float32, Place::Cpu);
     let e = err(paddle::conv2d(&x, &w32, None, &d));
-    assert!(
-        matches!(e, Error::DTypeMismatch { op: "conv2d", .. }),
-        "{e}"
-    );
+    assert!(matches!(e, Error::DTypeMismatch { op: "conv2d", .. }), "{e}");
     let xi = common::tensor(&[0.0; 100], &[1, 4, 5, 5], DType::Int32, Place::Cpu);
     let wi = common::tensor(&[0.0; 6 * 36], &[6, 4, 3, 3], DType::Int32, Place::Cpu);
     let e = err(paddle::conv2d(&xi, &wi, None, &d));
-    assert!(
-        matches!(e, Error::UnsupportedDType { op: "conv2d", .. }),
-        "{e}"
-    );
+    assert!(matches!(e, Error::UnsupportedDType { op: "conv2d", .. }), "{e}");
 
     if let Some(gpu) = common::gpu() {
         let wg = w.cast(DType::Float32).unwrap().to(gpu).unwrap();
-        let e = err(paddle::conv2d(
-            &x.cast(DType::Float32).unwrap(),
-            &wg,
-            None,
-            &d,
-        ));
-        assert!(
-            matches!(e, Error::PlaceMismatch { op: "conv2d", .. }),
-            "{e}"
-        );
+        let e = err(paddle::conv2d(&x.cast(DType::Float32).unwrap(), &wg, None, &d));
+        assert!(matches!(e, Error::PlaceMismatch { op: "conv2d", .. }), "{e}");
         let bg = common::tensor(&[0.0; 6], &[6], DType::Float32, gpu);
         let xg = x.cast(DType::Float32).unwrap().to(gpu).unwrap();
         let e = err(paddle::conv2d(&xg, &wg, Some(&bg.cpu().unwrap()), &d));
-        assert!(
-            matches!(e, Error::PlaceMismatch { op: "conv2d", .. }),
-            "{e}"
-        );
+        assert!(matches!(e, Error::PlaceMismatch { op: "conv2d", .. }), "{e}");
     }
 }
 
@@ -842,12 +459,7 @@ fn mnist_sized_convs_timing() {
     places.extend(common::gpu());
     for place in places {
         let mk = |shape: &[usize], rng: &mut common::Rng, grad: bool| {
-            let t = common::tensor(
-                &rng.vec(shape.iter().product(), -0.5, 0.5),
-                shape,
-                DType::Float32,
-                place,
-            );
+            let t = common::tensor(&rng.vec(shape.iter().product(), -0.5, 0.5), shape, DType::Float32, place);
             t.set_stop_gradient(!grad);
             t
         };
@@ -863,11 +475,7 @@ fn mnist_sized_convs_timing() {
             let t0 = std::time::Instant::now();
             let y1 = paddle::conv2d(&x, &w1, Some(&b1), &o).unwrap();
             let y2 = paddle::conv2d(&x2, &w2, Some(&b2), &o).unwrap();
-            let loss = y1
-                .sum(&[], false)
-                .unwrap()
-                .add(&y2.sum(&[], false).unwrap())
-                .unwrap();
+            let loss = y1.sum(&[], false).unwrap().add(&y2.sum(&[], false).unwrap()).unwrap();
             let _ = common::values(&loss);
             let t1 = std::time::Instant::now();
             loss.backward().unwrap();
@@ -901,15 +509,7 @@ fn empty_batch() {
         assert_eq!(y.shape(), [0, 3, 5, 5]);
         y.sum(&[], false).unwrap().backward().unwrap();
         assert_eq!(x.grad().unwrap().shape(), [0, 2, 5, 5]);
-        assert_eq!(
-            common::values(&w.grad().unwrap()),
-            vec![0.0; 54],
-            "on {place}"
-        );
-        assert_eq!(
-            common::values(&b.grad().unwrap()),
-            vec![0.0; 3],
-            "on {place}"
-        );
+        assert_eq!(common::values(&w.grad().unwrap()), vec![0.0; 54], "on {place}");
+        assert_eq!(common::values(&b.grad().unwrap()), vec![0.0; 3], "on {place}");
     }
 }

@@ -1,4 +1,6 @@
 //! The seed programs ported under examples/, checked on their outcomes on both places.
+// Each example includes the shared examples/common module.
+#![allow(clippy::duplicate_mod)]
 
 mod common;
 
@@ -109,5 +111,30 @@ fn dygraph_1x_programs_give_the_seed_values() {
         assert_eq!(o.loss_gradient, vec![1.0]);
         assert_eq!(o.dy_out, 5.0);
         assert_eq!(o.dy_grad, vec![2.0, 4.0, 0.0], "d(Σh²)/dh = 2h for h = relu([1, 2, -1])");
+    }
+}
+
+#[path = "../examples/static_vs_dynamic.rs"]
+#[allow(dead_code)]
+mod static_vs_dynamic;
+
+#[test]
+fn static_vs_dynamic_programs() {
+    for place in places() {
+        assert_eq!(static_vs_dynamic::while_loop(place).unwrap(), (20.0, 20.0));
+        let (x, y, z) = static_vs_dynamic::cond(place).unwrap();
+        assert_eq!(z, if x > y { x + y } else { x - y });
+        let (x, conv, out) = static_vs_dynamic::conv(place).unwrap();
+        assert_eq!(out.shape(), &[1, 2, 30, 30]);
+        assert_eq!(conv.weight.learning_rate_multiplier(), 0.001);
+        assert_eq!(conv.weight.name().as_deref(), Some("conv2d.weight"));
+        // Xavier normal: std = √(2 / (fan_in + fan_out)) = √(2 / (27 + 18)).
+        let w = common::values(&conv.weight);
+        let std = (w.iter().map(|v| v * v).sum::<f64>() / w.len() as f64).sqrt();
+        assert!(std > 0.07 && std < 0.35, "weight std {std}");
+        // relu(conv(x)) against the functional form, and non-negative.
+        let f = dygraph::conv2d(&x, &conv.weight, conv.bias.as_ref(), &Default::default()).unwrap().relu().unwrap();
+        assert_eq!(common::values(&out), common::values(&f));
+        assert!(common::values(&out).iter().all(|&v| v >= 0.0));
     }
 }

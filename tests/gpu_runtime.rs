@@ -36,11 +36,7 @@ fn prints_the_adapter() {
         dygraph::gpu_count()
     );
     assert!(!info.name.is_empty() && !info.backend.is_empty() && !info.device_type.is_empty());
-    assert!(
-        info.max_binding_bytes >= 1 << 27,
-        "WebGPU guarantees 128 MiB bindings: {}",
-        info.max_binding_bytes
-    );
+    assert!(info.max_binding_bytes >= 1 << 27, "WebGPU guarantees 128 MiB bindings: {}", info.max_binding_bytes);
     assert!(dygraph::gpu_count() >= 1);
     let again = pollster::block_on(dygraph::init_gpu()).unwrap();
     assert_eq!(again.name, info.name, "init_gpu opens the same adapter");
@@ -58,37 +54,22 @@ fn memory_counters_follow_allocations() {
     // 1000 float32 = 4000 bytes: the 4096-byte size class.
     let t = dygraph::zeros_on([1000], DType::Float32, g).unwrap();
     let s1 = dygraph::memory_stats(0).unwrap();
-    assert_eq!(
-        s1.allocated,
-        s0.allocated + 4096,
-        "allocated goes up by the size class"
-    );
+    assert_eq!(s1.allocated, s0.allocated + 4096, "allocated goes up by the size class");
     assert_eq!(s1.buffers_created, s0.buffers_created + 1);
     assert!(s1.peak_allocated >= s1.allocated);
 
     drop(t);
     let s2 = dygraph::memory_stats(0).unwrap();
-    assert_eq!(
-        s2.allocated, s0.allocated,
-        "allocated comes back down when the tensor drops"
-    );
+    assert_eq!(s2.allocated, s0.allocated, "allocated comes back down when the tensor drops");
     assert_eq!(s2.pooled, 4096, "the buffer went to the pool");
     assert_eq!(s2.peak_allocated, s1.peak_allocated);
 
     let t = dygraph::ones_on([1000], DType::Float32, g).unwrap();
     let s3 = dygraph::memory_stats(0).unwrap();
-    assert_eq!(
-        s3.pool_hits,
-        s2.pool_hits + 1,
-        "the same size class is served from the pool"
-    );
+    assert_eq!(s3.pool_hits, s2.pool_hits + 1, "the same size class is served from the pool");
     assert_eq!(s3.buffers_created, s2.buffers_created, "no new buffer");
     assert_eq!((s3.pooled, s3.allocated), (0, s1.allocated));
-    assert_eq!(
-        values(&t),
-        vec![1.0; 1000],
-        "a reused buffer holds the new values"
-    );
+    assert_eq!(values(&t), vec![1.0; 1000], "a reused buffer holds the new values");
 
     // A different size class is a new buffer; the pooled one stays for later.
     let u = dygraph::zeros_on([10_000], DType::Float32, g).unwrap();
@@ -120,10 +101,7 @@ fn memory_counters_follow_allocations() {
         y = y.add(&x).unwrap().scale(0.5, 0.0).unwrap();
     }
     let after = dygraph::memory_stats(0).unwrap();
-    assert_eq!(
-        after.buffers_created, warm.buffers_created,
-        "the pool serves every temporary"
-    );
+    assert_eq!(after.buffers_created, warm.buffers_created, "the pool serves every temporary");
     assert!(after.pool_hits >= warm.pool_hits + 100);
     assert_eq!(values(&y), vec![1.0; 4096]);
 }
@@ -136,16 +114,8 @@ fn sync_and_long_dispatch_chains() {
     // About 830 kernels without a readback: crosses the 512-dispatch batch bound, with every
     // intermediate freed and its buffer reused inside the batch.
     let mut rng = Rng::new(1);
-    let v: Vec<f32> = rng
-        .vec(777, -1.0, 1.0)
-        .into_iter()
-        .map(|x| x as f32)
-        .collect();
-    let w: Vec<f32> = rng
-        .vec(777, 0.5, 1.5)
-        .into_iter()
-        .map(|x| x as f32)
-        .collect();
+    let v: Vec<f32> = rng.vec(777, -1.0, 1.0).into_iter().map(|x| x as f32).collect();
+    let w: Vec<f32> = rng.vec(777, 0.5, 1.5).into_iter().map(|x| x as f32).collect();
     let run = |place: Place| {
         let a = upload(&v, &[777], place);
         let b = upload(&w, &[777], place);
@@ -162,12 +132,7 @@ fn sync_and_long_dispatch_chains() {
     let d = run(g);
     dygraph::sync().unwrap();
     let c = run(Place::Cpu);
-    common::assert_close(
-        "830-kernel chain GPU vs CPU",
-        &values(&d),
-        &values(&c),
-        1e-5,
-    );
+    common::assert_close("830-kernel chain GPU vs CPU", &values(&d), &values(&c), 1e-5);
 
     // An exact count: 2000 increments, four batches' worth of dispatches.
     let mut x = dygraph::zeros_on([3], DType::Int64, g).unwrap();
@@ -232,20 +197,13 @@ fn freed_buffers_reused_while_their_readers_are_pending() {
         for (k, o) in outs {
             let v = o.to_vec::<f32>().unwrap();
             assert!(
-                v.iter()
-                    .enumerate()
-                    .all(|(i, &x)| x == 2.0 * (i + k) as f32),
+                v.iter().enumerate().all(|(i, &x)| x == 2.0 * (i + k) as f32),
                 "n = {n}, step {k}: kernel saw overwritten input"
             );
         }
         for (k, t) in news {
             let v = t.to_vec::<f32>().unwrap();
-            assert!(
-                v.iter()
-                    .enumerate()
-                    .all(|(i, &x)| x == -((i * 3 + k) as f32)),
-                "n = {n}, step {k}: upload lost"
-            );
+            assert!(v.iter().enumerate().all(|(i, &x)| x == -((i * 3 + k) as f32)), "n = {n}, step {k}: upload lost");
         }
     }
 }
@@ -295,23 +253,13 @@ fn dispatch_grids_past_the_per_dimension_limit() {
     let x = upload(&v, &[n], g);
     let y = x.scale(1.0, 1.0).unwrap().to_vec::<f32>().unwrap();
     let bad = y.iter().zip(&v).position(|(a, b)| *a != b + 1.0);
-    assert_eq!(
-        bad, None,
-        "element {bad:?} of the 2-D grid dispatch is wrong"
-    );
+    assert_eq!(bad, None, "element {bad:?} of the 2-D grid dispatch is wrong");
     drop(y);
-    let s = x
-        .reshape([n / 4097, 4097])
-        .unwrap()
-        .max(&[1], false)
-        .unwrap();
+    let s = x.reshape([n / 4097, 4097]).unwrap().max(&[1], false).unwrap();
     assert_eq!(s.shape(), [n / 4097]);
     let m = x.sum(&[], false).unwrap().item::<f32>().unwrap() as f64;
     let exact: f64 = v.iter().map(|&a| a as f64).sum();
-    assert!(
-        (m - exact).abs() / exact < 1e-5,
-        "sum of {n} elements: {m} vs {exact}"
-    );
+    assert!((m - exact).abs() / exact < 1e-5, "sum of {n} elements: {m} vs {exact}");
     drop(x);
     dygraph::empty_cache(0).unwrap();
 }
@@ -329,9 +277,5 @@ fn async_readback() {
         1e-6,
     );
     let e = upload(&[], &[0], g);
-    assert!(
-        pollster::block_on(e.to_vec_async::<f32>())
-            .unwrap()
-            .is_empty()
-    );
+    assert!(pollster::block_on(e.to_vec_async::<f32>()).unwrap().is_empty());
 }

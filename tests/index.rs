@@ -11,10 +11,7 @@ fn f32_on(v: &[f32], shape: &[usize], place: Place) -> Tensor {
 }
 
 fn idx_on(v: &[i64], shape: &[usize], dtype: DType, place: Place) -> Tensor {
-    Tensor::from_vec_on(v.to_vec(), shape, place)
-        .unwrap()
-        .cast(dtype)
-        .unwrap()
+    Tensor::from_vec_on(v.to_vec(), shape, place).unwrap().cast(dtype).unwrap()
 }
 
 fn places() -> Vec<Place> {
@@ -33,9 +30,7 @@ fn index_select_and_gather_known_values() {
             let rows = paddle::index_select(&x, &idx_on(&[2, 0], &[2], dt, place), 0).unwrap();
             assert_eq!(rows.shape(), &[2, 3]);
             assert_eq!(values(&rows), vec![7., 8., 9., 1., 2., 3.], "{place} {dt}");
-            let cols = x
-                .index_select(&idx_on(&[1, 1, 0], &[3], dt, place), -1)
-                .unwrap();
+            let cols = x.index_select(&idx_on(&[1, 1, 0], &[3], dt, place), -1).unwrap();
             assert_eq!(cols.shape(), &[3, 3]);
             assert_eq!(values(&cols), vec![2., 2., 1., 5., 5., 4., 8., 8., 7.]);
             let g = paddle::gather(&x, &idx_on(&[1, 2], &[2], dt, place), 1).unwrap();
@@ -51,10 +46,8 @@ fn index_select_and_gather_known_values() {
         let x: Vec<i64> = (0..24).map(|v| v * 1_000_000_007).collect();
         let t = Tensor::from_vec_on(x.clone(), [2, 3, 4], place).unwrap();
         let y = paddle::index_select(&t, &idx_on(&[2, 0], &[2], DType::Int64, place), 1).unwrap();
-        let expect: Vec<i64> = [8, 9, 10, 11, 0, 1, 2, 3, 20, 21, 22, 23, 12, 13, 14, 15]
-            .iter()
-            .map(|&k| x[k])
-            .collect();
+        let expect: Vec<i64> =
+            [8, 9, 10, 11, 0, 1, 2, 3, 20, 21, 22, 23, 12, 13, 14, 15].iter().map(|&k| x[k]).collect();
         assert_eq!(y.to_vec::<i64>().unwrap(), expect);
         let b = Tensor::from_vec_on(vec![true, false, false], [3], place).unwrap();
         let bi = paddle::gather(&b, &idx_on(&[1, 0, 0], &[3], DType::Int32, place), 0).unwrap();
@@ -76,18 +69,12 @@ fn take_along_axis_known_values() {
         // indices broadcast along the other axis: [2, 1] against [2, 3] on axis 0.
         let i = idx_on(&[1, 0], &[2, 1], DType::Int32, place);
         let y = arr.take_along_axis(&i, 0).unwrap();
-        assert_eq!(
-            (y.shape(), values(&y)),
-            (&[2usize, 3][..], vec![60., 40., 50., 10., 30., 20.])
-        );
+        assert_eq!((y.shape(), values(&y)), (&[2usize, 3][..], vec![60., 40., 50., 10., 30., 20.]));
         // arr broadcasts too: [1, 3] against indices [2, 2] on axis 1.
         let a = f32_on(&[1., 2., 3.], &[1, 3], place);
         let i = idx_on(&[2, 0, 1, 1], &[2, 2], DType::Int64, place);
         let y = paddle::take_along_axis(&a, &i, -1).unwrap();
-        assert_eq!(
-            (y.shape(), values(&y)),
-            (&[2usize, 2][..], vec![3., 1., 2., 2.])
-        );
+        assert_eq!((y.shape(), values(&y)), (&[2usize, 2][..], vec![3., 1., 2., 2.]));
     }
 }
 
@@ -96,14 +83,8 @@ fn one_hot_known_values() {
     for place in places() {
         for dt in [DType::Int32, DType::Int64] {
             let y = paddle::one_hot(&idx_on(&[0, 2, 1, 2], &[2, 2], dt, place), 3).unwrap();
-            assert_eq!(
-                (y.shape(), y.dtype()),
-                (&[2usize, 2, 3][..], DType::Float32)
-            );
-            assert_eq!(
-                values(&y),
-                vec![1., 0., 0., 0., 0., 1., 0., 1., 0., 0., 0., 1.]
-            );
+            assert_eq!((y.shape(), y.dtype()), (&[2usize, 2, 3][..], DType::Float32));
+            assert_eq!(values(&y), vec![1., 0., 0., 0., 0., 1., 0., 1., 0., 0., 0., 1.]);
         }
     }
 }
@@ -122,17 +103,8 @@ fn embedding_known_values() {
         let w = f32_on(&[0., 1., 10., 11., 20., 21.], &[3, 2], place);
         w.set_stop_gradient(false);
         let ids = idx_on(&[1, 0, 1, 2], &[4], DType::Int32, place);
-        paddle::embedding(&ids, &w, Some(2))
-            .unwrap()
-            .sum(&[], false)
-            .unwrap()
-            .backward()
-            .unwrap();
-        assert_eq!(
-            values(&w.grad().unwrap()),
-            vec![1., 1., 2., 2., 0., 0.],
-            "{place}"
-        );
+        paddle::embedding(&ids, &w, Some(2)).unwrap().sum(&[], false).unwrap().backward().unwrap();
+        assert_eq!(values(&w.grad().unwrap()), vec![1., 1., 2., 2., 0., 0.], "{place}");
     }
 }
 
@@ -141,20 +113,10 @@ fn gradients_accumulate_on_repeated_indices() {
     for place in places() {
         let x = x33(place);
         x.set_stop_gradient(false);
-        let y =
-            paddle::index_select(&x, &idx_on(&[2, 2, 0], &[3], DType::Int64, place), 1).unwrap();
+        let y = paddle::index_select(&x, &idx_on(&[2, 2, 0], &[3], DType::Int64, place), 1).unwrap();
         let w = f32_on(&[1., 2., 3., 4., 5., 6., 7., 8., 9.], &[3, 3], place);
-        y.mul(&w)
-            .unwrap()
-            .sum(&[], false)
-            .unwrap()
-            .backward()
-            .unwrap();
-        assert_eq!(
-            values(&x.grad().unwrap()),
-            vec![3., 0., 3., 6., 0., 9., 9., 0., 15.],
-            "{place}"
-        );
+        y.mul(&w).unwrap().sum(&[], false).unwrap().backward().unwrap();
+        assert_eq!(values(&x.grad().unwrap()), vec![3., 0., 3., 6., 0., 9., 9., 0., 15.], "{place}");
     }
 }
 
@@ -300,12 +262,7 @@ fn bad_inputs_are_errors() {
     let dtype = |e: &Error| matches!(e, Error::UnsupportedDType { .. });
     let invalid = |e: &Error| matches!(e, Error::InvalidArgument { .. });
     let shape = |e: &Error| matches!(e, Error::Shape { .. });
-    assert_err(
-        paddle::index_select(&x, &i, 2),
-        "index_select",
-        axis,
-        &["axis 2"],
-    );
+    assert_err(paddle::index_select(&x, &i, 2), "index_select", axis, &["axis 2"]);
     assert_err(paddle::gather(&x, &i, -3), "gather", axis, &[]);
     assert_err(
         paddle::take_along_axis(&x, &idx_on(&[0, 0, 0], &[1, 3], DType::Int64, p), 5),
@@ -314,18 +271,8 @@ fn bad_inputs_are_errors() {
         &[],
     );
     let fidx = f32_on(&[0., 1.], &[2], p);
-    assert_err(
-        paddle::index_select(&x, &fidx, 0),
-        "index_select",
-        dtype,
-        &["float32"],
-    );
-    assert_err(
-        paddle::embedding(&fidx, &x, None),
-        "embedding",
-        dtype,
-        &["float32"],
-    );
+    assert_err(paddle::index_select(&x, &fidx, 0), "index_select", dtype, &["float32"]);
+    assert_err(paddle::embedding(&fidx, &x, None), "embedding", dtype, &["float32"]);
     assert_err(paddle::one_hot(&fidx, 3), "one_hot", dtype, &["float32"]);
     assert_err(
         paddle::index_select(&x, &idx_on(&[0, 3], &[2], DType::Int64, p), 0),
@@ -351,19 +298,9 @@ fn bad_inputs_are_errors() {
         invalid,
         &["index 4", "size 3"],
     );
-    assert_err(
-        paddle::one_hot(&idx_on(&[3], &[1], DType::Int64, p), 3),
-        "one_hot",
-        invalid,
-        &["label 3"],
-    );
+    assert_err(paddle::one_hot(&idx_on(&[3], &[1], DType::Int64, p), 3), "one_hot", invalid, &["label 3"]);
     assert_err(paddle::one_hot(&i, 0), "one_hot", invalid, &[]);
-    assert_err(
-        paddle::embedding(&i, &x, Some(3)),
-        "embedding",
-        invalid,
-        &["padding_idx 3"],
-    );
+    assert_err(paddle::embedding(&i, &x, Some(3)), "embedding", invalid, &["padding_idx 3"]);
     // Shapes.
     assert_err(
         paddle::take_along_axis(&x, &idx_on(&[0, 0], &[1, 2], DType::Int64, p), 0),
@@ -383,24 +320,11 @@ fn bad_inputs_are_errors() {
         shape,
         &["1-D"],
     );
-    assert_err(
-        paddle::index_select(&x, &idx_on(&[0], &[], DType::Int64, p), 0),
-        "index_select",
-        shape,
-        &["1-D"],
-    );
-    assert_err(
-        paddle::embedding(&i, &f32_on(&[1., 2.], &[2], p), None),
-        "embedding",
-        shape,
-        &["2-D"],
-    );
+    assert_err(paddle::index_select(&x, &idx_on(&[0], &[], DType::Int64, p), 0), "index_select", shape, &["1-D"]);
+    assert_err(paddle::embedding(&i, &f32_on(&[1., 2.], &[2], p), None), "embedding", shape, &["2-D"]);
     if let Some(g) = gpu() {
         let e = paddle::index_select(&x33(g), &i, 0).unwrap_err();
-        assert!(
-            matches!(e, Error::PlaceMismatch { .. }) && e.to_string().contains("index_select"),
-            "{e}"
-        );
+        assert!(matches!(e, Error::PlaceMismatch { .. }) && e.to_string().contains("index_select"), "{e}");
     }
 }
 
@@ -409,21 +333,14 @@ fn index_shaders_validate() {
     let sources = paddle::all_shader_variants().unwrap();
     let mut count = 0;
     for (key, src) in &sources {
-        if !["gather.wgsl", "scatter_add.wgsl", "one_hot.wgsl"]
-            .iter()
-            .any(|f| key.starts_with(f))
-        {
+        if !["gather.wgsl", "scatter_add.wgsl", "one_hot.wgsl"].iter().any(|f| key.starts_with(f)) {
             continue;
         }
         count += 1;
-        let module = naga::front::wgsl::parse_str(src)
-            .unwrap_or_else(|e| panic!("{key}: {}", e.emit_to_string(src)));
-        naga::valid::Validator::new(
-            naga::valid::ValidationFlags::all(),
-            naga::valid::Capabilities::empty(),
-        )
-        .validate(&module)
-        .unwrap_or_else(|e| panic!("{key}: {e:?}"));
+        let module = naga::front::wgsl::parse_str(src).unwrap_or_else(|e| panic!("{key}: {}", e.emit_to_string(src)));
+        naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::empty())
+            .validate(&module)
+            .unwrap_or_else(|e| panic!("{key}: {e:?}"));
     }
     assert_eq!(count, 8);
 }

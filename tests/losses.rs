@@ -47,19 +47,34 @@ fn cross_entropy_hard_labels_weights_ignore_and_smoothing() {
     let mean = F::cross_entropy(&x, &labels(&lab, &[3], Place::Cpu), &opts).unwrap();
     assert!((scalar(&mean) - nll.iter().sum::<f64>() / 3.0).abs() < 1e-12);
     // [N, 1] labels and reduction none keep the [N, 1] shape.
-    let none = F::cross_entropy(&x, &labels(&lab, &[3, 1], Place::Cpu), &CrossEntropyOptions { reduction: Reduction::None, ..Default::default() }).unwrap();
+    let none = F::cross_entropy(
+        &x,
+        &labels(&lab, &[3, 1], Place::Cpu),
+        &CrossEntropyOptions { reduction: Reduction::None, ..Default::default() },
+    )
+    .unwrap();
     assert_eq!(none.shape(), &[3, 1]);
     common::assert_close("per-sample", &common::values(&none), &nll, 1e-12);
     // Class weights: weighted mean divides by the sum of the samples' weights.
     let w = t(&[1.0, 2.0, 0.5], &[3]);
-    let wm = F::cross_entropy(&x, &labels(&lab, &[3], Place::Cpu), &CrossEntropyOptions { weight: Some(w), ..Default::default() }).unwrap();
+    let wm = F::cross_entropy(
+        &x,
+        &labels(&lab, &[3], Place::Cpu),
+        &CrossEntropyOptions { weight: Some(w), ..Default::default() },
+    )
+    .unwrap();
     let e = (nll[0] * 1.0 + nll[1] * 2.0 + nll[2] * 0.5) / 3.5;
     assert!((scalar(&wm) - e).abs() < 1e-12);
     // ignore_index drops the sample from sum and count.
     let ig = F::cross_entropy(&x, &labels(&[0, -100, 2], &[3], Place::Cpu), &opts).unwrap();
     assert!((scalar(&ig) - (nll[0] + nll[2]) / 2.0).abs() < 1e-12);
     // Label smoothing ε: target (1−ε)·onehot + ε/C.
-    let ls = F::cross_entropy(&x, &labels(&lab, &[3], Place::Cpu), &CrossEntropyOptions { label_smoothing: 0.1, ..Default::default() }).unwrap();
+    let ls = F::cross_entropy(
+        &x,
+        &labels(&lab, &[3], Place::Cpu),
+        &CrossEntropyOptions { label_smoothing: 0.1, ..Default::default() },
+    )
+    .unwrap();
     let e: f64 = (0..3)
         .map(|i| -(0..3).map(|c| rows[i][c] * (if c == lab[i] as usize { 0.9 } else { 0.0 } + 0.1 / 3.0)).sum::<f64>())
         .sum::<f64>()
@@ -67,10 +82,20 @@ fn cross_entropy_hard_labels_weights_ignore_and_smoothing() {
     assert!((scalar(&ls) - e).abs() < 1e-12);
     // Probabilities in (use_softmax=false) and soft labels.
     let probs = t(&[0.7, 0.2, 0.1], &[1, 3]);
-    let p = F::cross_entropy(&probs, &labels(&[1], &[1], Place::Cpu), &CrossEntropyOptions { use_softmax: false, ..Default::default() }).unwrap();
+    let p = F::cross_entropy(
+        &probs,
+        &labels(&[1], &[1], Place::Cpu),
+        &CrossEntropyOptions { use_softmax: false, ..Default::default() },
+    )
+    .unwrap();
     assert!((scalar(&p) + 0.2f64.ln()).abs() < 1e-12);
     let soft = t(&[0.5, 0.5, 0.0], &[1, 3]);
-    let s = F::cross_entropy(&x.slice(&[0], &[0], &[1]).unwrap(), &soft, &CrossEntropyOptions { soft_label: true, ..Default::default() }).unwrap();
+    let s = F::cross_entropy(
+        &x.slice(&[0], &[0], &[1]).unwrap(),
+        &soft,
+        &CrossEntropyOptions { soft_label: true, ..Default::default() },
+    )
+    .unwrap();
     assert!((scalar(&s) + 0.5 * (rows[0][0] + rows[0][1])).abs() < 1e-12);
     // Errors: float hard labels, wrong label shape.
     assert!(F::cross_entropy(&x, &t(&[0.0, 1.0, 2.0], &[3]), &opts).is_err());
@@ -95,7 +120,8 @@ fn nll_and_binary_losses_by_hand() {
     let bw = F::binary_cross_entropy_with_logits(&z, &y, None, Reduction::None, Some(&pw)).unwrap();
     common::assert_close("pos_weight", &common::values(&bw), &[-3.0 * sig(2.0).ln(), -(1.0 - sig(-1.0)).ln()], 1e-12);
     // Stable for large logits.
-    let big = F::binary_cross_entropy_with_logits(&t(&[500.0], &[1]), &t(&[0.0], &[1]), None, Reduction::Sum, None).unwrap();
+    let big =
+        F::binary_cross_entropy_with_logits(&t(&[500.0], &[1]), &t(&[0.0], &[1]), None, Reduction::Sum, None).unwrap();
     assert!((scalar(&big) - 500.0).abs() < 1e-9);
 }
 
@@ -110,12 +136,20 @@ fn losses_gradcheck_and_gpu_matches_cpu() {
     let lab2 = lab.clone();
     type Case = (&'static str, Box<dyn Fn(&[Tensor]) -> Result<Tensor>>, Vec<(Vec<f64>, Vec<usize>)>);
     let cases: Vec<Case> = vec![
-        ("mse", Box::new(|v: &[Tensor]| F::mse_loss(&v[0], &v[1], Reduction::Mean)), vec![(x.clone(), vec![3, 4]), (y.clone(), vec![3, 4])]),
-        ("smooth_l1", Box::new(|v: &[Tensor]| F::smooth_l1_loss(&v[0], &v[1], Reduction::Sum, 0.7)), vec![(x.clone(), vec![12]), (y.clone(), vec![12])]),
+        (
+            "mse",
+            Box::new(|v: &[Tensor]| F::mse_loss(&v[0], &v[1], Reduction::Mean)),
+            vec![(x.clone(), vec![3, 4]), (y.clone(), vec![3, 4])],
+        ),
+        (
+            "smooth_l1",
+            Box::new(|v: &[Tensor]| F::smooth_l1_loss(&v[0], &v[1], Reduction::Sum, 0.7)),
+            vec![(x.clone(), vec![12]), (y.clone(), vec![12])],
+        ),
         (
             "cross_entropy",
             Box::new(move |v: &[Tensor]| {
-                let l = Tensor::from_vec_on(lab.clone(), &[4], v[0].place()).unwrap();
+                let l = Tensor::from_vec_on(lab.clone(), [4], v[0].place()).unwrap();
                 F::cross_entropy(&v[0], &l, &CrossEntropyOptions { label_smoothing: 0.05, ..Default::default() })
             }),
             vec![(x.clone(), vec![4, 3])],
@@ -123,12 +157,16 @@ fn losses_gradcheck_and_gpu_matches_cpu() {
         (
             "cross_entropy_axis0",
             Box::new(move |v: &[Tensor]| {
-                let l = Tensor::from_vec_on(lab2.clone(), &[1, 4], v[0].place()).unwrap();
+                let l = Tensor::from_vec_on(lab2.clone(), [1, 4], v[0].place()).unwrap();
                 F::cross_entropy(&v[0], &l, &CrossEntropyOptions { axis: 0, ..Default::default() })
             }),
             vec![(x.clone(), vec![3, 4])],
         ),
-        ("bce", Box::new(|v: &[Tensor]| F::binary_cross_entropy(&v[0], &v[1], None, Reduction::Mean)), vec![(probs.clone(), vec![12]), (bits.clone(), vec![12])]),
+        (
+            "bce",
+            Box::new(|v: &[Tensor]| F::binary_cross_entropy(&v[0], &v[1], None, Reduction::Mean)),
+            vec![(probs.clone(), vec![12]), (bits.clone(), vec![12])],
+        ),
         (
             "bce_logits",
             Box::new(|v: &[Tensor]| F::binary_cross_entropy_with_logits(&v[0], &v[1], None, Reduction::Mean, None)),

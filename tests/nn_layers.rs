@@ -31,12 +31,16 @@ impl Forward for Mlp {
 
 fn mlp(place: Place) -> Mlp {
     paddle::guard(place, || {
-        let scale = nn::create_parameter(&[1], DType::Float32, &ParamAttr::default(), &Initializer::Constant(2.0)).unwrap();
+        let scale =
+            nn::create_parameter(&[1], DType::Float32, &ParamAttr::default(), &Initializer::Constant(2.0)).unwrap();
         Mlp {
             linear1: nn::Linear::new(4, 8).unwrap(),
             linear2: nn::Linear::new(8, 3).unwrap(),
             head: None,
-            blocks: vec![nn::Linear::new(3, 3).unwrap(), nn::Linear::with_attrs(3, 3, ParamAttr::default(), false).unwrap()],
+            blocks: vec![
+                nn::Linear::new(3, 3).unwrap(),
+                nn::Linear::with_attrs(3, 3, ParamAttr::default(), false).unwrap(),
+            ],
             scale,
             hidden: 8,
         }
@@ -96,9 +100,9 @@ fn initializers_produce_their_distributions() {
     check(Initializer::Normal { mean: 1.0, std: 2.0 }, &[n], 1.0, 2.0);
     check(Initializer::Uniform { low: -3.0, high: 1.0 }, &[n], -1.0, 4.0 / 12f64.sqrt());
     check(Initializer::xavier_normal(), &[400, 600], 0.0, (2.0f64 / 1000.0).sqrt());
-    // Conv-shaped fans: fan_in = 3·5·5.
-    check(Initializer::kaiming_normal(), &[64, 3, 5, 5], 0.0, (2.0f64 / 75.0).sqrt());
-    check(Initializer::kaiming_uniform(), &[64, 3, 5, 5], 0.0, (6.0f64 / 75.0).sqrt() / 3f64.sqrt());
+    // Conv-shaped fans: fan_in = 16·5·5, with enough samples (160 000) for ≥ 5σ bounds.
+    check(Initializer::kaiming_normal(), &[400, 16, 5, 5], 0.0, (2.0f64 / 400.0).sqrt());
+    check(Initializer::kaiming_uniform(), &[400, 16, 5, 5], 0.0, (6.0f64 / 400.0).sqrt() / 3f64.sqrt());
     let t = check(Initializer::TruncatedNormal { mean: 0.0, std: 1.0 }, &[n], 0.0, 0.8796);
     assert!(t.iter().all(|v| v.abs() <= 2.0), "truncated at two standard deviations");
     let c = Initializer::Constant(0.5).init(&[3], DType::Float32, Place::Cpu).unwrap();
@@ -110,7 +114,12 @@ fn initializers_produce_their_distributions() {
 
 #[test]
 fn param_attr_sets_name_trainable_and_lr_multiplier() {
-    let attr = ParamAttr { name: Some("fc_w".into()), initializer: Some(Initializer::Constant(1.0)), learning_rate: 0.1, trainable: false };
+    let attr = ParamAttr {
+        name: Some("fc_w".into()),
+        initializer: Some(Initializer::Constant(1.0)),
+        learning_rate: 0.1,
+        trainable: false,
+    };
     let l = paddle::guard(Place::Cpu, || nn::Linear::with_attrs(2, 2, attr, BiasAttr::None)).unwrap();
     assert!(l.bias.is_none());
     assert_eq!(l.weight.name().as_deref(), Some("fc_w"));
@@ -137,7 +146,7 @@ fn state_dict_round_trip_and_strict_loading() {
         }
     }
     bad.insert("extra.weight", sd.get("scale").unwrap().clone());
-    bad.insert("linear2.bias", Tensor::from_vec_on(vec![0.0f32; 5], &[5], Place::Cpu).unwrap());
+    bad.insert("linear2.bias", Tensor::from_vec_on(vec![0.0f32; 5], [5], Place::Cpu).unwrap());
     let e = b.set_state_dict(&bad).unwrap_err().to_string();
     assert!(e.contains("linear1.bias") && e.contains("extra.weight") && e.contains("linear2.bias"), "{e}");
 }
@@ -194,7 +203,7 @@ fn sequential_and_activation_layers() {
 fn fc_builds_its_weight_on_the_first_call() {
     let fc = nn::FC::new(10).param_attr(Initializer::Normal { mean: 0.0, std: 0.01 });
     assert!(fc.parameters().is_empty(), "no parameters before the first call");
-    let x = paddle::guard(Place::Cpu, || paddle::randn(&[2, 5, 4, 4])).unwrap();
+    let x = paddle::guard(Place::Cpu, || paddle::randn([2, 5, 4, 4])).unwrap();
     let y = paddle::guard(Place::Cpu, || fc.forward(&x)).unwrap();
     assert_eq!(y.shape(), &[2, 10]);
     let p = fc.named_parameters();
@@ -216,7 +225,8 @@ fn batch_norm_switches_statistics_with_train_and_eval() {
         let y = bn.forward(&x).unwrap();
         // Training: per-channel batch statistics.
         for c in 0..2 {
-            let vals: Vec<f64> = (0..2).flat_map(|n| (0..3).map(move |k| (n, k))).map(|(n, k)| xs[n * 6 + c * 3 + k]).collect();
+            let vals: Vec<f64> =
+                (0..2).flat_map(|n| (0..3).map(move |k| (n, k))).map(|(n, k)| xs[n * 6 + c * 3 + k]).collect();
             let m = vals.iter().sum::<f64>() / 6.0;
             let v = vals.iter().map(|a| (a - m) * (a - m)).sum::<f64>() / 6.0;
             let got = common::values(&bn.mean)[c];
@@ -242,7 +252,7 @@ fn batch_norm_switches_statistics_with_train_and_eval() {
 #[test]
 fn dropout_layer_is_identity_in_eval() {
     let mut d = nn::Dropout::new(0.5);
-    let x = paddle::guard(Place::Cpu, || paddle::ones(&[1000], DType::Float32)).unwrap();
+    let x = paddle::guard(Place::Cpu, || paddle::ones([1000], DType::Float32)).unwrap();
     let y = d.forward(&x).unwrap();
     let v = common::values(&y);
     assert!(v.iter().all(|&a| a == 0.0 || a == 2.0), "upscale_in_train keeps 1/(1-p)");
@@ -256,7 +266,7 @@ fn dropout_layer_is_identity_in_eval() {
 fn embedding_and_layer_norm_layers_match_their_functional_forms() {
     let emb = paddle::guard(Place::Cpu, || nn::Embedding::new(5, 3, Some(1))).unwrap();
     assert_eq!(common::values(&emb.weight)[3..6], [0.0, 0.0, 0.0], "padding row starts at zero");
-    let ids = Tensor::from_vec_on(vec![0i64, 1, 4, 1], &[2, 2], Place::Cpu).unwrap();
+    let ids = Tensor::from_vec_on(vec![0i64, 1, 4, 1], [2, 2], Place::Cpu).unwrap();
     let y = emb.forward(&ids).unwrap();
     assert_eq!(y.shape(), &[2, 2, 3]);
     assert_eq!(common::values(&y), common::values(&paddle::embedding(&ids, &emb.weight, Some(1)).unwrap()));
@@ -268,4 +278,32 @@ fn embedding_and_layer_norm_layers_match_their_functional_forms() {
     assert_eq!(common::values(&a), common::values(&b));
     let s = nn::Softmax::default().forward(&x).unwrap();
     assert_eq!(common::values(&s), common::values(&paddle::softmax(&x, -1).unwrap()));
+}
+
+#[test]
+fn conv_and_pool_layers_match_their_functional_forms() {
+    let conv = paddle::guard(Place::Cpu, || nn::Conv2D::new(3, 4, 3)).unwrap();
+    assert_eq!(conv.weight.shape(), &[4, 3, 3, 3], "Conv2D weight is [out, in/groups, kh, kw]");
+    assert_eq!(common::values(conv.bias.as_ref().unwrap()), vec![0.0; 4]);
+    // KaimingNormal: std √(2 / fan_in), fan_in = 27.
+    let w = common::values(&conv.weight);
+    let std = (w.iter().map(|v| v * v).sum::<f64>() / w.len() as f64).sqrt();
+    assert!((0.1..0.5).contains(&std), "{std}");
+    let x =
+        common::tensor(&common::Rng::new(12).vec(2 * 3 * 8 * 8, -1.0, 1.0), &[2, 3, 8, 8], DType::Float32, Place::Cpu);
+    let y = conv.forward(&x).unwrap();
+    let f = paddle::conv2d(&x, &conv.weight, conv.bias.as_ref(), &nn::Conv2dOptions::default()).unwrap();
+    assert_eq!(common::values(&y), common::values(&f));
+    let opts = nn::Pool2dOptions::new(2);
+    assert_eq!(
+        common::values(&nn::MaxPool2D::new(2).forward(&y).unwrap()),
+        common::values(&paddle::max_pool2d(&y, &opts).unwrap())
+    );
+    assert_eq!(
+        common::values(&nn::AvgPool2D::new(2).forward(&y).unwrap()),
+        common::values(&paddle::avg_pool2d(&y, &opts).unwrap())
+    );
+    let g = nn::AdaptiveAvgPool2D::new(1).forward(&y).unwrap();
+    assert_eq!(g.shape(), &[2, 4, 1, 1]);
+    assert_eq!(nn::AdaptiveMaxPool2D::new([3, 2]).forward(&y).unwrap().shape(), &[2, 4, 3, 2]);
 }

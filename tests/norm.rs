@@ -32,9 +32,8 @@ fn layer_norm_known_values_cpu() {
     let w = cpu(&[1.0, 2.0, 3.0, 4.0], &[4]);
     let b = cpu(&[0.5, 0.0, -0.5, 1.0], &[4]);
     let y = paddle::layer_norm(&x, &[4], Some(&w), Some(&b), eps).unwrap();
-    let want: Vec<f64> = (0..8)
-        .map(|k| plain[k] * [1.0, 2.0, 3.0, 4.0][k % 4] + [0.5, 0.0, -0.5, 1.0][k % 4])
-        .collect();
+    let want: Vec<f64> =
+        (0..8).map(|k| plain[k] * [1.0, 2.0, 3.0, 4.0][k % 4] + [0.5, 0.0, -0.5, 1.0][k % 4]).collect();
     assert_close("layer_norm affine", &values(&y), &want, 1e-15);
 
     // Two normalised dims: [2, 2, 3] over [2, 3] normalises each 6-element block.
@@ -46,10 +45,7 @@ fn layer_norm_known_values_cpu() {
         let var = row.iter().map(|a| (a - mu) * (a - mu)).sum::<f64>() / 6.0;
         for j in 0..6 {
             let want = (row[j] - mu) / (var + eps).sqrt();
-            assert!(
-                (y[block * 6 + j] - want).abs() < 1e-12,
-                "block {block} j {j}"
-            );
+            assert!((y[block * 6 + j] - want).abs() < 1e-12, "block {block} j {j}");
         }
     }
 
@@ -57,21 +53,14 @@ fn layer_norm_known_values_cpu() {
     let x32 = x.cast(DType::Float32).unwrap();
     let w32 = w.cast(DType::Float32).unwrap();
     let y = paddle::layer_norm(&x32, &[4], Some(&w32), None, eps).unwrap();
-    let want: Vec<f64> = (0..8)
-        .map(|k| plain[k] * [1.0, 2.0, 3.0, 4.0][k % 4])
-        .collect();
+    let want: Vec<f64> = (0..8).map(|k| plain[k] * [1.0, 2.0, 3.0, 4.0][k % 4]).collect();
     assert_close("layer_norm float32", &values(&y), &want, 1e-6);
 }
 
 /// (shape, normalized_shape): short rows (one invocation per row on the GPU), rows of
 /// ≥ 32 and > 256 elements (a workgroup per row), many rows (chunked dweight/dbias).
-const LN_CASES: &[(&[usize], &[usize])] = &[
-    (&[8, 300], &[300]),
-    (&[50, 16], &[16]),
-    (&[4, 6, 10], &[6, 10]),
-    (&[200, 40], &[40]),
-    (&[3, 2, 5], &[3, 2, 5]),
-];
+const LN_CASES: &[(&[usize], &[usize])] =
+    &[(&[8, 300], &[300]), (&[50, 16], &[16]), (&[4, 6, 10], &[6, 10]), (&[200, 40], &[40]), (&[3, 2, 5], &[3, 2, 5])];
 
 #[test]
 fn layer_norm_gpu_matches_cpu() {
@@ -109,11 +98,7 @@ fn layer_norm_gpu_matches_cpu() {
 #[test]
 fn layer_norm_gradcheck() {
     let mut rng = Rng::new(12);
-    for (shape, ns) in [
-        (vec![3usize, 5], vec![5usize]),
-        (vec![2, 3, 4], vec![3, 4]),
-        (vec![4, 3], vec![4, 3]),
-    ] {
+    for (shape, ns) in [(vec![3usize, 5], vec![5usize]), (vec![2, 3, 4], vec![3, 4]), (vec![4, 3], vec![4, 3])] {
         let n: usize = shape.iter().product();
         let d: usize = ns.iter().product();
         let x = (rng.vec(n, -2.0, 2.0), shape.clone());
@@ -131,46 +116,26 @@ fn layer_norm_gradcheck() {
             &[x.clone(), w],
         )
         .unwrap();
-        gradcheck(
-            &format!("layer_norm {shape:?} x"),
-            &|xs| paddle::layer_norm(&xs[0], &ns, None, None, 1e-3),
-            &[x],
-        )
-        .unwrap();
+        gradcheck(&format!("layer_norm {shape:?} x"), &|xs| paddle::layer_norm(&xs[0], &ns, None, None, 1e-3), &[x])
+            .unwrap();
     }
 }
 
 /// Gradients of Σ f(inputs)·v with respect to every input, kept differentiable.
-fn grads_of(
-    f: &dyn Fn(&[Tensor]) -> dygraph::Result<Tensor>,
-    xs: &[Tensor],
-) -> dygraph::Result<Vec<Tensor>> {
+fn grads_of(f: &dyn Fn(&[Tensor]) -> dygraph::Result<Tensor>, xs: &[Tensor]) -> dygraph::Result<Vec<Tensor>> {
     let _grad = dygraph::enable_grad();
     let y = f(xs)?;
     let mut rng = Rng::new(13);
-    let v = tensor(
-        &rng.vec(y.numel(), -1.0, 1.0),
-        y.shape(),
-        y.dtype(),
-        y.place(),
-    );
+    let v = tensor(&rng.vec(y.numel(), -1.0, 1.0), y.shape(), y.dtype(), y.place());
     let loss = y.mul(&v)?.sum(&[], false)?;
     let g = paddle::grad(&[loss], xs, None, true, true, false)?;
-    Ok(g.into_iter()
-        .map(|g| g.expect("every input is used"))
-        .collect())
+    Ok(g.into_iter().map(|g| g.expect("every input is used")).collect())
 }
 
 /// Σ over all first-order gradients, each weighted, as one differentiable scalar-ish tensor
 /// (a flat concatenation) for second-order checks.
-fn flat_grads(
-    f: &dyn Fn(&[Tensor]) -> dygraph::Result<Tensor>,
-    xs: &[Tensor],
-) -> dygraph::Result<Tensor> {
-    let gs: Vec<Tensor> = grads_of(f, xs)?
-        .iter()
-        .map(|g| g.reshape([g.numel()]))
-        .collect::<dygraph::Result<_>>()?;
+fn flat_grads(f: &dyn Fn(&[Tensor]) -> dygraph::Result<Tensor>, xs: &[Tensor]) -> dygraph::Result<Tensor> {
+    let gs: Vec<Tensor> = grads_of(f, xs)?.iter().map(|g| g.reshape([g.numel()])).collect::<dygraph::Result<_>>()?;
     paddle::concat(&gs, 0)
 }
 
@@ -192,18 +157,8 @@ fn check_double_backward(
     let composite: Vec<Vec<f64>> = grads_of(f, &xs).unwrap().iter().map(values).collect();
     let y = f(&xs).unwrap();
     let mut rng = Rng::new(13);
-    let v = tensor(
-        &rng.vec(y.numel(), -1.0, 1.0),
-        y.shape(),
-        y.dtype(),
-        y.place(),
-    );
-    y.mul(&v)
-        .unwrap()
-        .sum(&[], false)
-        .unwrap()
-        .backward()
-        .unwrap();
+    let v = tensor(&rng.vec(y.numel(), -1.0, 1.0), y.shape(), y.dtype(), y.place());
+    y.mul(&v).unwrap().sum(&[], false).unwrap().backward().unwrap();
     for (i, (x, c)) in xs.iter().zip(&composite).enumerate() {
         assert_close(
             &format!("{name}: create_graph vs fused grad of input {i}"),
@@ -212,29 +167,15 @@ fn check_double_backward(
             1e-10,
         );
     }
-    gradcheck(
-        &format!("{name} double backward"),
-        &|xs| flat_grads(f, xs),
-        inputs,
-    )
-    .unwrap();
-    gpu_matches_cpu(
-        &format!("{name} double backward"),
-        &|xs| flat_grads(f, xs),
-        inputs,
-        true,
-        1e-4,
-    );
+    gradcheck(&format!("{name} double backward"), &|xs| flat_grads(f, xs), inputs).unwrap();
+    gpu_matches_cpu(&format!("{name} double backward"), &|xs| flat_grads(f, xs), inputs, true, 1e-4);
 }
 
 #[test]
 fn layer_norm_double_backward() {
     let mut rng = Rng::new(14);
-    let inputs = [
-        (rng.vec(12, -2.0, 2.0), vec![3, 4]),
-        (rng.vec(4, 0.5, 1.5), vec![4]),
-        (rng.vec(4, -1.0, 1.0), vec![4]),
-    ];
+    let inputs =
+        [(rng.vec(12, -2.0, 2.0), vec![3, 4]), (rng.vec(4, 0.5, 1.5), vec![4]), (rng.vec(4, -1.0, 1.0), vec![4])];
     check_double_backward(
         "layer_norm",
         &|xs| paddle::layer_norm(&xs[0], &[4], Some(&xs[1]), Some(&xs[2]), 1e-3),
@@ -247,21 +188,14 @@ fn layer_norm_float16() {
     let mut rng = Rng::new(15);
     let v = rng.vec(4 * 40, -2.0, 2.0);
     let w = rng.vec(40, 0.5, 1.5);
-    let reference = values(
-        &paddle::layer_norm(&cpu(&v, &[4, 40]), &[40], Some(&cpu(&w, &[40])), None, 1e-5).unwrap(),
-    );
+    let reference = values(&paddle::layer_norm(&cpu(&v, &[4, 40]), &[40], Some(&cpu(&w, &[40])), None, 1e-5).unwrap());
     for place in places() {
         let x = tensor(&v, &[4, 40], DType::Float16, place);
         for wd in [DType::Float16, DType::Float32] {
             let wt = tensor(&w, &[40], wd, place);
             let y = paddle::layer_norm(&x, &[40], Some(&wt), None, 1e-5).unwrap();
             assert_eq!(y.dtype(), DType::Float16);
-            assert_close(
-                &format!("float16 layer_norm on {place} (weight {wd})"),
-                &values(&y),
-                &reference,
-                3e-3,
-            );
+            assert_close(&format!("float16 layer_norm on {place} (weight {wd})"), &values(&y), &reference, 3e-3);
         }
     }
 }
@@ -323,10 +257,7 @@ fn bn_reference(
     let mut mean = vec![0.0; c];
     let mut var = vec![0.0; c];
     for ch in 0..c {
-        let vals: Vec<f64> = (0..n)
-            .flat_map(|i| (0..s).map(move |k| (i, k)))
-            .map(|(i, k)| x[at(i, ch, k)])
-            .collect();
+        let vals: Vec<f64> = (0..n).flat_map(|i| (0..s).map(move |k| (i, k))).map(|(i, k)| x[at(i, ch, k)]).collect();
         let m = vals.iter().sum::<f64>() / vals.len() as f64;
         mean[ch] = m;
         var[ch] = vals.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / vals.len() as f64;
@@ -352,10 +283,7 @@ fn batch_norm_known_values_cpu() {
     let x = cpu(&[1.0, 2.0, 3.0, 6.0], &[2, 2]);
     let rm = cpu(&[0.0, 0.0], &[2]);
     let rv = cpu(&[1.0, 1.0], &[2]);
-    let train = BatchNormOptions {
-        training: true,
-        ..Default::default()
-    };
+    let train = BatchNormOptions { training: true, ..Default::default() };
     let y = paddle::batch_norm(&x, &rm, &rv, None, None, &train).unwrap();
     let (a, b) = (1.0 / (1.0f64 + eps).sqrt(), 2.0 / (4.0f64 + eps).sqrt());
     assert_close("batch_norm training", &values(&y), &[-a, -b, a, b], 1e-15);
@@ -366,15 +294,7 @@ fn batch_norm_known_values_cpu() {
     // Inference uses (and keeps) the running statistics.
     let w = cpu(&[2.0, -1.0], &[2]);
     let bias = cpu(&[0.5, 1.0], &[2]);
-    let y = paddle::batch_norm(
-        &x,
-        &rm,
-        &rv,
-        Some(&w),
-        Some(&bias),
-        &BatchNormOptions::default(),
-    )
-    .unwrap();
+    let y = paddle::batch_norm(&x, &rm, &rv, Some(&w), Some(&bias), &BatchNormOptions::default()).unwrap();
     let want = [
         (1.0 - 0.2) / (1.0f64 + eps).sqrt() * 2.0 + 0.5,
         1.0 - (2.0 - 0.4) / (1.3f64 + eps).sqrt(),
@@ -389,12 +309,7 @@ fn batch_norm_known_values_cpu() {
 #[test]
 fn batch_norm_matches_reference_cpu() {
     let mut rng = Rng::new(21);
-    for shape in [
-        vec![5usize, 3],
-        vec![4, 3, 7],
-        vec![2, 4, 3, 5],
-        vec![2, 2, 2, 3, 2],
-    ] {
+    for shape in [vec![5usize, 3], vec![4, 3, 7], vec![2, 4, 3, 5], vec![2, 2, 2, 3, 2]] {
         let n: usize = shape.iter().product();
         let c = shape[1];
         let v = rng.vec(n, -3.0, 3.0);
@@ -402,54 +317,21 @@ fn batch_norm_matches_reference_cpu() {
         let (rm0, rv0) = (rng.vec(c, -0.5, 0.5), rng.vec(c, 0.5, 2.0));
         for momentum in [0.9, 0.5] {
             let (rm, rv) = (cpu(&rm0, &[c]), cpu(&rv0, &[c]));
-            let opts = BatchNormOptions {
-                training: true,
-                momentum,
-                epsilon: 1e-4,
-                use_global_stats: None,
-            };
-            let y = paddle::batch_norm(
-                &cpu(&v, &shape),
-                &rm,
-                &rv,
-                Some(&cpu(&w, &[c])),
-                Some(&cpu(&b, &[c])),
-                &opts,
-            )
-            .unwrap();
+            let opts = BatchNormOptions { training: true, momentum, epsilon: 1e-4, use_global_stats: None };
+            let y = paddle::batch_norm(&cpu(&v, &shape), &rm, &rv, Some(&cpu(&w, &[c])), Some(&cpu(&b, &[c])), &opts)
+                .unwrap();
             let (want, mean, var) = bn_reference(&v, &shape, None, Some(&w), Some(&b), 1e-4);
-            assert_close(
-                &format!("batch_norm {shape:?} training"),
-                &values(&y),
-                &want,
-                1e-13,
-            );
-            let want_rm: Vec<f64> = (0..c)
-                .map(|k| momentum * rm0[k] + (1.0 - momentum) * mean[k])
-                .collect();
-            let want_rv: Vec<f64> = (0..c)
-                .map(|k| momentum * rv0[k] + (1.0 - momentum) * var[k])
-                .collect();
+            assert_close(&format!("batch_norm {shape:?} training"), &values(&y), &want, 1e-13);
+            let want_rm: Vec<f64> = (0..c).map(|k| momentum * rm0[k] + (1.0 - momentum) * mean[k]).collect();
+            let want_rv: Vec<f64> = (0..c).map(|k| momentum * rv0[k] + (1.0 - momentum) * var[k]).collect();
             assert_close("running_mean", &values(&rm), &want_rm, 1e-13);
             assert_close("running_var", &values(&rv), &want_rv, 1e-13);
         }
         let (rm, rv) = (cpu(&rm0, &[c]), cpu(&rv0, &[c]));
-        let y = paddle::batch_norm(
-            &cpu(&v, &shape),
-            &rm,
-            &rv,
-            Some(&cpu(&w, &[c])),
-            None,
-            &Default::default(),
-        )
-        .unwrap();
+        let y =
+            paddle::batch_norm(&cpu(&v, &shape), &rm, &rv, Some(&cpu(&w, &[c])), None, &Default::default()).unwrap();
         let (want, _, _) = bn_reference(&v, &shape, Some((&rm0, &rv0)), Some(&w), None, 1e-5);
-        assert_close(
-            &format!("batch_norm {shape:?} inference"),
-            &values(&y),
-            &want,
-            1e-13,
-        );
+        assert_close(&format!("batch_norm {shape:?} inference"), &values(&y), &want, 1e-13);
     }
 }
 
@@ -461,22 +343,14 @@ fn batch_norm_use_global_stats() {
     let (rm0, rv0) = (vec![0.3, -0.2], vec![1.5, 0.7]);
     // Some(true) in training: running statistics normalise and are not updated.
     let (rm, rv) = (cpu(&rm0, &[2]), cpu(&rv0, &[2]));
-    let opts = BatchNormOptions {
-        training: true,
-        use_global_stats: Some(true),
-        ..Default::default()
-    };
+    let opts = BatchNormOptions { training: true, use_global_stats: Some(true), ..Default::default() };
     let y = paddle::batch_norm(&cpu(&v, &shape), &rm, &rv, None, None, &opts).unwrap();
     let (want, mean, var) = bn_reference(&v, &shape, Some((&rm0, &rv0)), None, None, 1e-5);
     assert_close("use_global_stats=true", &values(&y), &want, 1e-13);
     assert_eq!(values(&rm), rm0);
     assert_eq!(values(&rv), rv0);
     // Some(false) in inference: batch statistics normalise and update the running ones.
-    let opts = BatchNormOptions {
-        training: false,
-        use_global_stats: Some(false),
-        ..Default::default()
-    };
+    let opts = BatchNormOptions { training: false, use_global_stats: Some(false), ..Default::default() };
     let y = paddle::batch_norm(&cpu(&v, &shape), &rm, &rv, None, None, &opts).unwrap();
     let (want, _, _) = bn_reference(&v, &shape, None, None, None, 1e-5);
     assert_close("use_global_stats=false", &values(&y), &want, 1e-13);
@@ -492,20 +366,11 @@ fn bn(xs: &[Tensor], training: bool) -> dygraph::Result<Tensor> {
     let place = xs[0].place();
     let rm = tensor(&vec![0.1; c], &[c], xs[0].dtype(), place);
     let rv = tensor(&vec![1.2; c], &[c], xs[0].dtype(), place);
-    let opts = BatchNormOptions {
-        training,
-        ..Default::default()
-    };
+    let opts = BatchNormOptions { training, ..Default::default() };
     paddle::batch_norm(&xs[0], &rm, &rv, xs.get(1), xs.get(2), &opts)
 }
 
-const BN_SHAPES: &[&[usize]] = &[
-    &[8, 3],
-    &[4, 3, 50],
-    &[2, 4, 9, 9],
-    &[2, 3, 20, 20],
-    &[1, 2, 600],
-];
+const BN_SHAPES: &[&[usize]] = &[&[8, 3], &[4, 3, 50], &[2, 4, 9, 9], &[2, 3, 20, 20], &[1, 2, 600]];
 
 #[test]
 fn batch_norm_gpu_matches_cpu() {
@@ -551,34 +416,15 @@ fn batch_norm_running_stats_gpu_matches_cpu() {
             let rm = tensor(&rm0, &[c], DType::Float32, place);
             let rv = tensor(&rv0, &[c], DType::Float32, place);
             let x = tensor(&v, shape, DType::Float32, place);
-            let opts = BatchNormOptions {
-                training: true,
-                momentum: 0.8,
-                ..Default::default()
-            };
+            let opts = BatchNormOptions { training: true, momentum: 0.8, ..Default::default() };
             paddle::batch_norm(&x, &rm, &rv, None, None, &opts).unwrap();
             let want_rm: Vec<f64> = (0..c).map(|k| 0.8 * rm0[k] + 0.2 * mean[k]).collect();
             let want_rv: Vec<f64> = (0..c).map(|k| 0.8 * rv0[k] + 0.2 * var[k]).collect();
-            assert_close(
-                &format!("running_mean {shape:?} on {place}"),
-                &values(&rm),
-                &want_rm,
-                1e-6,
-            );
-            assert_close(
-                &format!("running_var {shape:?} on {place}"),
-                &values(&rv),
-                &want_rv,
-                1e-6,
-            );
+            assert_close(&format!("running_mean {shape:?} on {place}"), &values(&rm), &want_rm, 1e-6);
+            assert_close(&format!("running_var {shape:?} on {place}"), &values(&rv), &want_rv, 1e-6);
             results.push((values(&rm), values(&rv)));
         }
-        assert_close(
-            "running_mean GPU vs CPU",
-            &results[1].0,
-            &results[0].0,
-            1e-5,
-        );
+        assert_close("running_mean GPU vs CPU", &results[1].0, &results[0].0, 1e-5);
         assert_close("running_var GPU vs CPU", &results[1].1, &results[0].1, 1e-5);
     }
 }
@@ -600,12 +446,8 @@ fn batch_norm_gradcheck() {
                 &[x.clone(), w.clone(), b.clone()],
             )
             .unwrap();
-            gradcheck(
-                &format!("batch_norm {shape:?} {mode} x"),
-                &|xs| bn(xs, training),
-                std::slice::from_ref(&x),
-            )
-            .unwrap();
+            gradcheck(&format!("batch_norm {shape:?} {mode} x"), &|xs| bn(xs, training), std::slice::from_ref(&x))
+                .unwrap();
         }
     }
 }
@@ -613,11 +455,8 @@ fn batch_norm_gradcheck() {
 #[test]
 fn batch_norm_double_backward() {
     let mut rng = Rng::new(26);
-    let inputs = [
-        (rng.vec(18, -2.0, 2.0), vec![3, 2, 3]),
-        (rng.vec(2, 0.5, 1.5), vec![2]),
-        (rng.vec(2, -1.0, 1.0), vec![2]),
-    ];
+    let inputs =
+        [(rng.vec(18, -2.0, 2.0), vec![3, 2, 3]), (rng.vec(2, 0.5, 1.5), vec![2]), (rng.vec(2, -1.0, 1.0), vec![2])];
     check_double_backward("batch_norm training", &|xs| bn(xs, true), &inputs);
     check_double_backward("batch_norm inference", &|xs| bn(xs, false), &inputs);
 }
@@ -633,25 +472,11 @@ fn batch_norm_float16() {
         // float32 running statistics with a float16 input, as Paddle's AMP keeps them.
         let rm = tensor(&[0.0; 3], &[3], DType::Float32, place);
         let rv = tensor(&[1.0; 3], &[3], DType::Float32, place);
-        let y = paddle::batch_norm(
-            &x,
-            &rm,
-            &rv,
-            None,
-            None,
-            &BatchNormOptions {
-                training: true,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        let y =
+            paddle::batch_norm(&x, &rm, &rv, None, None, &BatchNormOptions { training: true, ..Default::default() })
+                .unwrap();
         assert_eq!(y.dtype(), DType::Float16);
-        assert_close(
-            &format!("float16 batch_norm on {place}"),
-            &values(&y),
-            &want,
-            3e-3,
-        );
+        assert_close(&format!("float16 batch_norm on {place}"), &values(&y), &want, 3e-3);
         let want_rm: Vec<f64> = mean.iter().map(|m| 0.1 * m).collect();
         let want_rv: Vec<f64> = var.iter().map(|v| 0.9 + 0.1 * v).collect();
         assert_close("float16 running_mean", &values(&rm), &want_rm, 3e-3);
@@ -696,39 +521,14 @@ fn batch_norm_errors() {
     assert!(matches!(e, Error::DTypeMismatch { .. }), "{e}");
     named(&e, &[]);
     // Bad epsilon / momentum.
-    let e = paddle::batch_norm(
-        &x,
-        &rm,
-        &rv,
-        None,
-        None,
-        &BatchNormOptions {
-            epsilon: f64::NAN,
-            ..opts
-        },
-    )
-    .unwrap_err();
+    let e = paddle::batch_norm(&x, &rm, &rv, None, None, &BatchNormOptions { epsilon: f64::NAN, ..opts }).unwrap_err();
     assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
     named(&e, &["epsilon"]);
-    let e = paddle::batch_norm(
-        &x,
-        &rm,
-        &rv,
-        None,
-        None,
-        &BatchNormOptions {
-            momentum: 1.5,
-            ..opts
-        },
-    )
-    .unwrap_err();
+    let e = paddle::batch_norm(&x, &rm, &rv, None, None, &BatchNormOptions { momentum: 1.5, ..opts }).unwrap_err();
     named(&e, &["momentum"]);
     // Batch statistics of an empty batch.
     let empty = cpu(&[], &[0, 3, 4]);
-    let train = BatchNormOptions {
-        training: true,
-        ..opts
-    };
+    let train = BatchNormOptions { training: true, ..opts };
     let e = paddle::batch_norm(&empty, &rm, &rv, None, None, &train).unwrap_err();
     assert!(matches!(e, Error::Shape { .. }), "{e}");
     named(&e, &["[0, 3, 4]"]);
@@ -744,19 +544,13 @@ fn batch_norm_errors() {
 #[test]
 fn norm_shaders_validate() {
     let sources = paddle::all_shader_variants().unwrap();
-    let mine: Vec<_> = sources
-        .iter()
-        .filter(|(k, _)| k.starts_with("layer_norm") || k.starts_with("batch_norm"))
-        .collect();
+    let mine: Vec<_> =
+        sources.iter().filter(|(k, _)| k.starts_with("layer_norm") || k.starts_with("batch_norm")).collect();
     assert_eq!(mine.len(), 7);
     for (key, src) in mine {
-        let module = naga::front::wgsl::parse_str(src)
-            .unwrap_or_else(|e| panic!("{key}: {}", e.emit_to_string(src)));
-        naga::valid::Validator::new(
-            naga::valid::ValidationFlags::all(),
-            naga::valid::Capabilities::empty(),
-        )
-        .validate(&module)
-        .unwrap_or_else(|e| panic!("{key}: {e:?}"));
+        let module = naga::front::wgsl::parse_str(src).unwrap_or_else(|e| panic!("{key}: {}", e.emit_to_string(src)));
+        naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::empty())
+            .validate(&module)
+            .unwrap_or_else(|e| panic!("{key}: {e:?}"));
     }
 }

@@ -17,14 +17,14 @@ fn places() -> Vec<Place> {
 }
 
 fn param(v: &[f32], place: Place) -> Tensor {
-    let t = Tensor::from_vec_on(v.to_vec(), &[v.len()], place).unwrap();
+    let t = Tensor::from_vec_on(v.to_vec(), [v.len()], place).unwrap();
     t.set_stop_gradient(false);
     t
 }
 
 /// Sets p.grad = g by backpropagating Σ p·g.
 fn set_grad(p: &Tensor, g: &[f32]) {
-    let gt = Tensor::from_vec_on(g.to_vec(), &[g.len()], p.place()).unwrap();
+    let gt = Tensor::from_vec_on(g.to_vec(), [g.len()], p.place()).unwrap();
     p.mul(&gt).unwrap().sum(&[], false).unwrap().backward().unwrap();
 }
 
@@ -134,8 +134,8 @@ fn rmsprop_centered_and_plain() {
 fn gradient_clipping_by_value_norm_and_global_norm() {
     for place in places() {
         let grads = vec![
-            Tensor::from_vec_on(vec![3.0f32, 4.0], &[2], place).unwrap(),
-            Tensor::from_vec_on(vec![12.0f32], &[1], place).unwrap(),
+            Tensor::from_vec_on(vec![3.0f32, 4.0], [2], place).unwrap(),
+            Tensor::from_vec_on(vec![12.0f32], [1], place).unwrap(),
         ];
         let v = GradClip::by_value(3.5, None).apply(&grads).unwrap();
         assert_eq!(vals(&v[0]), vec![3.0, 3.5]);
@@ -166,7 +166,8 @@ fn learning_rate_schedules() {
     close(&seq(&StepDecay::new(1.0, 2, 0.5), 5), &[1.0, 1.0, 0.5, 0.5, 0.25]);
     close(&seq(&MultiStepDecay::new(1.0, &[1, 3], 0.1), 5), &[1.0, 0.1, 0.1, 0.01, 0.01]);
     close(&seq(&ExponentialDecay::new(2.0, 0.5), 3), &[2.0, 1.0, 0.5]);
-    let cos: Vec<f64> = (0..5).map(|e| 0.1 + 0.9 * (1.0 + (std::f64::consts::PI * e as f64 / 4.0).cos()) / 2.0).collect();
+    let cos: Vec<f64> =
+        (0..5).map(|e| 0.1 + 0.9 * (1.0 + (std::f64::consts::PI * e as f64 / 4.0).cos()) / 2.0).collect();
     close(&seq(&CosineAnnealingDecay::new(1.0, 4, 0.1), 5), &cos);
     close(&seq(&LinearWarmup::new(AfterWarmup::Constant(0.5), 2, 0.0, 0.5), 4), &[0.0, 0.25, 0.5, 0.5]);
     let plateau = ReduceOnPlateau::new(1.0, PlateauMode::Min, 0.5, 1, 1e-4, 0, 0.1);

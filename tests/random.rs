@@ -22,19 +22,10 @@ fn f32s(t: &Tensor) -> Vec<f32> {
 #[test]
 fn philox_known_answers() {
     // Random123's kat_vectors for philox4x32_10.
+    assert_eq!(paddle::philox4x32_10([0; 4], [0; 2]), [0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8]);
+    assert_eq!(paddle::philox4x32_10([u32::MAX; 4], [u32::MAX; 2]), [0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd]);
     assert_eq!(
-        paddle::philox4x32_10([0; 4], [0; 2]),
-        [0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8]
-    );
-    assert_eq!(
-        paddle::philox4x32_10([u32::MAX; 4], [u32::MAX; 2]),
-        [0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd]
-    );
-    assert_eq!(
-        paddle::philox4x32_10(
-            [0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344],
-            [0xa4093822, 0x299f31d0]
-        ),
+        paddle::philox4x32_10([0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344], [0xa4093822, 0x299f31d0]),
         [0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1]
     );
 }
@@ -50,10 +41,7 @@ fn rand_follows_the_documented_bit_layout() {
     let b1 = paddle::philox4x32_10([1, 0, 0, 0], key);
     let b2 = paddle::philox4x32_10([2, 0, 0, 0], key);
     let words = [b1[0], b1[1], b1[2], b1[3], b2[0], b2[1]];
-    let expect: Vec<f32> = words
-        .iter()
-        .map(|w| (w >> 8) as f32 / 16_777_216.0)
-        .collect();
+    let expect: Vec<f32> = words.iter().map(|w| (w >> 8) as f32 / 16_777_216.0).collect();
     assert_eq!(x, expect);
 }
 
@@ -61,10 +49,7 @@ fn rand_follows_the_documented_bit_layout() {
 fn randint_follows_the_documented_bit_layout() {
     let _g = lock();
     paddle::seed(7);
-    let x = paddle::randint_on(-5, 1000, [3], DType::Int64, Place::Cpu)
-        .unwrap()
-        .to_vec::<i64>()
-        .unwrap();
+    let x = paddle::randint_on(-5, 1000, [3], DType::Int64, Place::Cpu).unwrap().to_vec::<i64>().unwrap();
     assert_eq!(paddle::get_seed_offset(), (7, 2));
     let b0 = paddle::philox4x32_10([0, 0, 0, 0], [7, 0]);
     let b1 = paddle::philox4x32_10([1, 0, 0, 0], [7, 0]);
@@ -86,31 +71,15 @@ fn seed_makes_sequences_reproducible_and_calls_fresh() {
         paddle::seed(42);
         let a1 = f32s(&paddle::rand_on([1000], place).unwrap());
         let a2 = f32s(&paddle::randn_on([37], place).unwrap());
-        let a3 = paddle::randint_on(0, 10, [50], DType::Int32, place)
-            .unwrap()
-            .to_vec::<i32>()
-            .unwrap();
+        let a3 = paddle::randint_on(0, 10, [50], DType::Int32, place).unwrap().to_vec::<i32>().unwrap();
         paddle::seed(42);
-        assert_eq!(
-            f32s(&paddle::rand_on([1000], place).unwrap()),
-            a1,
-            "{place}"
-        );
+        assert_eq!(f32s(&paddle::rand_on([1000], place).unwrap()), a1, "{place}");
         assert_eq!(f32s(&paddle::randn_on([37], place).unwrap()), a2, "{place}");
-        assert_eq!(
-            paddle::randint_on(0, 10, [50], DType::Int32, place)
-                .unwrap()
-                .to_vec::<i32>()
-                .unwrap(),
-            a3
-        );
+        assert_eq!(paddle::randint_on(0, 10, [50], DType::Int32, place).unwrap().to_vec::<i32>().unwrap(), a3);
         // Consecutive calls differ.
         let b = f32s(&paddle::rand_on([1000], place).unwrap());
         let same = a1.iter().zip(&b).filter(|(x, y)| x == y).count();
-        assert!(
-            same < 5,
-            "{place}: consecutive rand calls share {same} of 1000 values"
-        );
+        assert!(same < 5, "{place}: consecutive rand calls share {same} of 1000 values");
         // A different seed differs.
         paddle::seed(43);
         let c = f32s(&paddle::rand_on([1000], place).unwrap());
@@ -139,26 +108,15 @@ fn gpu_bits_equal_cpu_bits() {
         let run = |place: Place| {
             paddle::set_seed_offset(seed, offset);
             let r = f32s(&paddle::rand_on([1001], place).unwrap());
-            let i32s = paddle::randint_on(-7, 93, [333], DType::Int32, place)
-                .unwrap()
-                .to_vec::<i32>()
-                .unwrap();
+            let i32s = paddle::randint_on(-7, 93, [333], DType::Int32, place).unwrap().to_vec::<i32>().unwrap();
             let i64s = paddle::randint_on(i64::MIN / 2, i64::MAX, [9, 7], DType::Int64, place)
                 .unwrap()
                 .to_vec::<i64>()
                 .unwrap();
             let u = f32s(&paddle::uniform_on([257], DType::Float32, -2.5, 4.0, place).unwrap());
             let n = f32s(&paddle::randn_on([1003], place).unwrap());
-            let h = paddle::rand_on([5], place)
-                .unwrap()
-                .cast(DType::Float16)
-                .unwrap()
-                .to_f64_vec()
-                .unwrap();
-            let hs = paddle::uniform_on([5], DType::Float16, 0.0, 1.0, place)
-                .unwrap()
-                .to_f64_vec()
-                .unwrap();
+            let h = paddle::rand_on([5], place).unwrap().cast(DType::Float16).unwrap().to_f64_vec().unwrap();
+            let hs = paddle::uniform_on([5], DType::Float16, 0.0, 1.0, place).unwrap().to_f64_vec().unwrap();
             (r, i32s, i64s, u, n, h, hs, paddle::get_seed_offset())
         };
         let c = run(Place::Cpu);
@@ -166,21 +124,12 @@ fn gpu_bits_equal_cpu_bits() {
         assert_eq!(c.0, g.0, "rand bits differ between CPU and GPU");
         assert_eq!(c.1, g.1, "randint int32 differs between CPU and GPU");
         assert_eq!(c.2, g.2, "randint int64 differs between CPU and GPU");
-        let ud: Vec<f64> =
-            c.3.iter()
-                .zip(&g.3)
-                .map(|(a, b)| (a - b).abs() as f64)
-                .collect();
+        let ud: Vec<f64> = c.3.iter().zip(&g.3).map(|(a, b)| (a - b).abs() as f64).collect();
         assert!(ud.iter().all(|&d| d <= 1e-6), "uniform differs: {ud:?}");
-        let (cn, gn): (Vec<f64>, Vec<f64>) = (
-            c.4.iter().map(|&v| v as f64).collect(),
-            g.4.iter().map(|&v| v as f64).collect(),
-        );
+        let (cn, gn): (Vec<f64>, Vec<f64>) =
+            (c.4.iter().map(|&v| v as f64).collect(), g.4.iter().map(|&v| v as f64).collect());
         common::assert_close("randn GPU vs CPU", &gn, &cn, 1e-5);
-        assert!(
-            cn.iter().zip(&gn).all(|(a, b)| (a - b).abs() < 1e-4),
-            "randn differs beyond 1e-4"
-        );
+        assert!(cn.iter().zip(&gn).all(|(a, b)| (a - b).abs() < 1e-4), "randn differs beyond 1e-4");
         assert_eq!(c.5, g.5, "float16 cast of rand differs");
         assert_eq!(c.6, g.6, "float16 uniform differs");
         assert_eq!(c.7, g.7, "generator offsets differ");
@@ -199,10 +148,7 @@ fn rand_statistics() {
     let _g = lock();
     // Seeded: the statistical bounds (at least ~4.5 sigma) then hold deterministically.
     paddle::seed(100);
-    let x = paddle::rand_on([100_000], Place::Cpu)
-        .unwrap()
-        .to_f64_vec()
-        .unwrap();
+    let x = paddle::rand_on([100_000], Place::Cpu).unwrap().to_f64_vec().unwrap();
     assert!(x.iter().all(|&v| (0.0..1.0).contains(&v)));
     let (m, v) = mean_var(&x);
     assert!((m - 0.5).abs() < 0.01, "mean {m}");
@@ -212,19 +158,13 @@ fn rand_statistics() {
     for &u in &x {
         bins[(u * 10.0) as usize] += 1;
     }
-    assert!(
-        bins.iter().all(|&b| (9_000..11_000).contains(&b)),
-        "{bins:?}"
-    );
+    assert!(bins.iter().all(|&b| (9_000..11_000).contains(&b)), "{bins:?}");
     let x64 = paddle::uniform_on([100_000], DType::Float64, -1.0, 3.0, Place::Cpu).unwrap();
     assert_eq!(x64.dtype(), DType::Float64);
     let x64 = x64.to_f64_vec().unwrap();
     assert!(x64.iter().all(|&v| (-1.0..3.0).contains(&v)));
     let (m, v) = mean_var(&x64);
-    assert!(
-        (m - 1.0).abs() < 0.02 && (v - 16.0 / 12.0).abs() < 0.04,
-        "{m} {v}"
-    );
+    assert!((m - 1.0).abs() < 0.02 && (v - 16.0 / 12.0).abs() < 0.04, "{m} {v}");
 }
 
 #[test]
@@ -241,24 +181,14 @@ fn randn_statistics() {
         assert!(m.abs() < 0.015, "{dtype}: mean {m}");
         assert!((v.sqrt() - 1.0).abs() < 0.015, "{dtype}: std {}", v.sqrt());
         let within1 = x.iter().filter(|v| v.abs() < 1.0).count() as f64 / x.len() as f64;
-        assert!(
-            (within1 - 0.6827).abs() < 0.01,
-            "{dtype}: P(|z|<1) = {within1}"
-        );
+        assert!((within1 - 0.6827).abs() < 0.01, "{dtype}: P(|z|<1) = {within1}");
         // Pairs (cos, sin) are uncorrelated.
         let corr = x.chunks(2).map(|p| p[0] * p[1]).sum::<f64>() / (x.len() / 2) as f64;
         assert!(corr.abs() < 0.02, "{dtype}: pair correlation {corr}");
     }
-    let y = paddle::normal_on(3.0, 0.5, [50_000], Place::Cpu)
-        .unwrap()
-        .to_f64_vec()
-        .unwrap();
+    let y = paddle::normal_on(3.0, 0.5, [50_000], Place::Cpu).unwrap().to_f64_vec().unwrap();
     let (m, v) = mean_var(&y);
-    assert!(
-        (m - 3.0).abs() < 0.01 && (v.sqrt() - 0.5).abs() < 0.01,
-        "{m} {}",
-        v.sqrt()
-    );
+    assert!((m - 3.0).abs() < 0.01 && (v.sqrt() - 0.5).abs() < 0.01, "{m} {}", v.sqrt());
 }
 
 #[test]
@@ -267,16 +197,9 @@ fn gpu_statistics() {
     // Seeded: the statistical bounds (at least ~4.5 sigma) then hold deterministically.
     paddle::seed(102);
     let Some(gpu) = common::gpu() else { return };
-    let x = paddle::randn_on([65_536], gpu)
-        .unwrap()
-        .to_f64_vec()
-        .unwrap();
+    let x = paddle::randn_on([65_536], gpu).unwrap().to_f64_vec().unwrap();
     let (m, v) = mean_var(&x);
-    assert!(
-        m.abs() < 0.02 && (v.sqrt() - 1.0).abs() < 0.02,
-        "{m} {}",
-        v.sqrt()
-    );
+    assert!(m.abs() < 0.02 && (v.sqrt() - 1.0).abs() < 0.02, "{m} {}", v.sqrt());
     let h = paddle::standard_normal_on([1000], DType::Float16, gpu).unwrap();
     assert_eq!(h.dtype(), DType::Float16);
     assert!(h.to_f64_vec().unwrap().iter().all(|v| v.is_finite()));
@@ -294,32 +217,16 @@ fn randint_range_and_coverage() {
             let v = x.to_f64_vec().unwrap();
             let mut counts = [0usize; 7];
             for &k in &v {
-                assert!(
-                    (-3.0..4.0).contains(&k),
-                    "{place} {dtype}: {k} out of [-3, 4)"
-                );
+                assert!((-3.0..4.0).contains(&k), "{place} {dtype}: {k} out of [-3, 4)");
                 counts[(k + 3.0) as usize] += 1;
             }
-            assert!(
-                counts.iter().all(|&c| (2_500..3_200).contains(&c)),
-                "{place} {dtype}: {counts:?}"
-            );
+            assert!(counts.iter().all(|&c| (2_500..3_200).contains(&c)), "{place} {dtype}: {counts:?}");
         }
         // The full int32 range and a huge int64 range stay in bounds.
-        let full = paddle::randint_on(
-            i32::MIN as i64,
-            i32::MAX as i64 + 1,
-            [1000],
-            DType::Int32,
-            place,
-        )
-        .unwrap();
+        let full = paddle::randint_on(i32::MIN as i64, i32::MAX as i64 + 1, [1000], DType::Int32, place).unwrap();
         let v = full.to_vec::<i32>().unwrap();
         assert!(v.iter().any(|&k| k < 0) && v.iter().any(|&k| k > 0));
-        let big = paddle::randint_on(i64::MIN, i64::MAX, [1000], DType::Int64, place)
-            .unwrap()
-            .to_vec::<i64>()
-            .unwrap();
+        let big = paddle::randint_on(i64::MIN, i64::MAX, [1000], DType::Int64, place).unwrap().to_vec::<i64>().unwrap();
         assert!(big.iter().all(|&k| k < i64::MAX));
         assert!(big.iter().any(|&k| k < -(1 << 62)) && big.iter().any(|&k| k > 1 << 62));
     }
@@ -338,31 +245,18 @@ fn randperm_is_a_permutation() {
             v.sort_unstable();
             assert_eq!(v, (0..n as i64).collect::<Vec<_>>(), "{place} n={n}");
         }
-        let p = paddle::randperm_on(50, DType::Int32, place)
-            .unwrap()
-            .to_vec::<i32>()
-            .unwrap();
-        assert_ne!(
-            p,
-            (0..50).collect::<Vec<_>>(),
-            "a 50-permutation came out sorted"
-        );
+        let p = paddle::randperm_on(50, DType::Int32, place).unwrap().to_vec::<i32>().unwrap();
+        assert_ne!(p, (0..50).collect::<Vec<_>>(), "a 50-permutation came out sorted");
     }
     // Every position gets every value about equally often (n = 4, 4000 draws).
     let mut counts = [[0usize; 4]; 4];
     for _ in 0..4000 {
-        let p = paddle::randperm_on(4, DType::Int64, Place::Cpu)
-            .unwrap()
-            .to_vec::<i64>()
-            .unwrap();
+        let p = paddle::randperm_on(4, DType::Int64, Place::Cpu).unwrap().to_vec::<i64>().unwrap();
         for (pos, &v) in p.iter().enumerate() {
             counts[pos][v as usize] += 1;
         }
     }
-    assert!(
-        counts.iter().flatten().all(|&c| (850..1150).contains(&c)),
-        "{counts:?}"
-    );
+    assert!(counts.iter().flatten().all(|&c| (850..1150).contains(&c)), "{counts:?}");
     let f = paddle::randperm_on(6, DType::Float32, Place::Cpu).unwrap();
     let mut v = f.to_vec::<f32>().unwrap();
     v.sort_by(f32::total_cmp);
@@ -374,25 +268,15 @@ fn like_variants_and_current_place() {
     let _g = lock();
     let x = paddle::zeros_on([2, 3], DType::Float64, Place::Cpu).unwrap();
     let r = paddle::rand_like(&x).unwrap();
-    assert_eq!(
-        (r.shape(), r.dtype(), r.place()),
-        (&[2usize, 3][..], DType::Float64, Place::Cpu)
-    );
+    assert_eq!((r.shape(), r.dtype(), r.place()), (&[2usize, 3][..], DType::Float64, Place::Cpu));
     let n = paddle::randn_like(&x).unwrap();
     assert_eq!((n.shape(), n.dtype()), (&[2usize, 3][..], DType::Float64));
     paddle::guard(Place::Cpu, || {
         let a = paddle::rand([4, 5]).unwrap();
-        assert_eq!(
-            (a.shape(), a.dtype(), a.place()),
-            (&[4usize, 5][..], DType::Float32, Place::Cpu)
-        );
+        assert_eq!((a.shape(), a.dtype(), a.place()), (&[4usize, 5][..], DType::Float32, Place::Cpu));
         let b = paddle::randint(0, 3, vec![2i64, 2], DType::Int64).unwrap();
         assert_eq!(b.place(), Place::Cpu);
-        assert!(
-            paddle::uniform([0], DType::Float32, 0.0, 1.0)
-                .unwrap()
-                .is_empty()
-        );
+        assert!(paddle::uniform([0], DType::Float32, 0.0, 1.0).unwrap().is_empty());
     });
     if let Some(gpu) = common::gpu() {
         let g = paddle::zeros_on([7], DType::Float32, gpu).unwrap();
@@ -404,73 +288,39 @@ fn like_variants_and_current_place() {
 fn bad_arguments_are_errors() {
     let _g = lock();
     let cases: Vec<(&str, paddle::Result<Tensor>)> = vec![
-        (
-            "rand_like",
-            paddle::rand_like(&paddle::zeros_on([2], DType::Int64, Place::Cpu).unwrap()),
-        ),
-        (
-            "uniform",
-            paddle::uniform_on([2], DType::Int32, 0.0, 1.0, Place::Cpu),
-        ),
-        (
-            "uniform",
-            paddle::uniform_on([2], DType::Float32, 2.0, 1.0, Place::Cpu),
-        ),
+        ("rand_like", paddle::rand_like(&paddle::zeros_on([2], DType::Int64, Place::Cpu).unwrap())),
+        ("uniform", paddle::uniform_on([2], DType::Int32, 0.0, 1.0, Place::Cpu)),
+        ("uniform", paddle::uniform_on([2], DType::Float32, 2.0, 1.0, Place::Cpu)),
         ("normal", paddle::normal_on(0.0, -1.0, [2], Place::Cpu)),
-        (
-            "randint",
-            paddle::randint_on(5, 5, [2], DType::Int64, Place::Cpu),
-        ),
-        (
-            "randint",
-            paddle::randint_on(0, 5, [2], DType::Float32, Place::Cpu),
-        ),
-        (
-            "randint",
-            paddle::randint_on(0, 1 << 40, [2], DType::Int32, Place::Cpu),
-        ),
+        ("randint", paddle::randint_on(5, 5, [2], DType::Int64, Place::Cpu)),
+        ("randint", paddle::randint_on(0, 5, [2], DType::Float32, Place::Cpu)),
+        ("randint", paddle::randint_on(0, 1 << 40, [2], DType::Int32, Place::Cpu)),
         ("randperm", paddle::randperm_on(3, DType::Bool, Place::Cpu)),
         ("rand", paddle::rand_on([-1i64, 2], Place::Cpu)),
     ];
     for (op, r) in cases {
         let e = r.expect_err(op);
         assert!(
-            matches!(
-                e,
-                Error::InvalidArgument { .. } | Error::UnsupportedDType { .. }
-            ),
+            matches!(e, Error::InvalidArgument { .. } | Error::UnsupportedDType { .. }),
             "{op}: unexpected error kind {e:?}"
         );
-        assert!(
-            e.to_string().contains(op),
-            "{op}: message does not name the op: {e}"
-        );
+        assert!(e.to_string().contains(op), "{op}: message does not name the op: {e}");
     }
     if let Some(gpu) = common::gpu() {
         let e = paddle::uniform_on([2], DType::Float64, 0.0, 1.0, gpu).unwrap_err();
-        assert!(
-            matches!(e, Error::UnsupportedDType { .. }) && e.to_string().contains("uniform"),
-            "{e}"
-        );
+        assert!(matches!(e, Error::UnsupportedDType { .. }) && e.to_string().contains("uniform"), "{e}");
     }
 }
 
 #[test]
 fn random_shader_validates() {
     let sources = paddle::all_shader_variants().unwrap();
-    let mine: Vec<_> = sources
-        .iter()
-        .filter(|(k, _)| k.starts_with("random.wgsl"))
-        .collect();
+    let mine: Vec<_> = sources.iter().filter(|(k, _)| k.starts_with("random.wgsl")).collect();
     assert_eq!(mine.len(), 1);
     for (key, src) in mine {
-        let module = naga::front::wgsl::parse_str(src)
-            .unwrap_or_else(|e| panic!("{key}: {}", e.emit_to_string(src)));
-        naga::valid::Validator::new(
-            naga::valid::ValidationFlags::all(),
-            naga::valid::Capabilities::empty(),
-        )
-        .validate(&module)
-        .unwrap_or_else(|e| panic!("{key}: {e:?}"));
+        let module = naga::front::wgsl::parse_str(src).unwrap_or_else(|e| panic!("{key}: {}", e.emit_to_string(src)));
+        naga::valid::Validator::new(naga::valid::ValidationFlags::all(), naga::valid::Capabilities::empty())
+            .validate(&module)
+            .unwrap_or_else(|e| panic!("{key}: {e:?}"));
     }
 }

@@ -26,9 +26,7 @@ fn check(key: &str, source: &str) -> Result<(), String> {
         .map_err(|e| format!("{key}: validation error:\n{}", e.emit_to_string(source)))?;
 
     let mut layouter = naga::proc::Layouter::default();
-    layouter
-        .update(module.to_ctx())
-        .map_err(|e| format!("{key}: layout: {e}"))?;
+    layouter.update(module.to_ctx()).map_err(|e| format!("{key}: layout: {e}"))?;
     let mut workgroup_bytes = 0;
     let mut storage_buffers = 0;
     for (_, var) in module.global_variables.iter() {
@@ -39,30 +37,19 @@ fn check(key: &str, source: &str) -> Result<(), String> {
         }
     }
     if workgroup_bytes > MAX_WORKGROUP_BYTES {
-        return Err(format!(
-            "{key}: {workgroup_bytes} bytes of workgroup memory > {MAX_WORKGROUP_BYTES}"
-        ));
+        return Err(format!("{key}: {workgroup_bytes} bytes of workgroup memory > {MAX_WORKGROUP_BYTES}"));
     }
     if storage_buffers > MAX_STORAGE_BUFFERS {
-        return Err(format!(
-            "{key}: {storage_buffers} storage buffers > {MAX_STORAGE_BUFFERS}"
-        ));
+        return Err(format!("{key}: {storage_buffers} storage buffers > {MAX_STORAGE_BUFFERS}"));
     }
-    let entries: Vec<_> = module
-        .entry_points
-        .iter()
-        .filter(|e| e.stage == naga::ShaderStage::Compute)
-        .collect();
+    let entries: Vec<_> = module.entry_points.iter().filter(|e| e.stage == naga::ShaderStage::Compute).collect();
     if entries.is_empty() {
         return Err(format!("{key}: no compute entry point"));
     }
     for e in entries {
         let [x, y, z] = e.workgroup_size;
         if x * y * z > MAX_INVOCATIONS || x > MAX_SIZE[0] || y > MAX_SIZE[1] || z > MAX_SIZE[2] {
-            return Err(format!(
-                "{key}: entry {} has workgroup size {:?}",
-                e.name, e.workgroup_size
-            ));
+            return Err(format!("{key}: entry {} has workgroup size {:?}", e.name, e.workgroup_size));
         }
     }
     Ok(())
@@ -70,8 +57,7 @@ fn check(key: &str, source: &str) -> Result<(), String> {
 
 #[test]
 fn every_shader_variant_validates_at_webgpu_capabilities() {
-    let variants =
-        dygraph::all_shader_variants().expect("every variant expands (no unfilled placeholder)");
+    let variants = dygraph::all_shader_variants().expect("every variant expands (no unfilled placeholder)");
     assert!(!variants.is_empty(), "no shader variants registered");
     let mut failures = Vec::new();
     let mut kernels = std::collections::BTreeSet::new();
@@ -81,11 +67,7 @@ fn every_shader_variant_validates_at_webgpu_capabilities() {
             failures.push(e);
         }
     }
-    println!(
-        "validated {} shader variants of {} kernel files with naga",
-        variants.len(),
-        kernels.len()
-    );
+    println!("validated {} shader variants of {} kernel files with naga", variants.len(), kernels.len());
     assert!(
         failures.is_empty(),
         "{} of {} shader variants fail:\n{}",
@@ -101,31 +83,17 @@ fn the_validator_rejects_what_browsers_reject() {
     let f64_src = "@group(0) @binding(0) var<storage, read_write> x: array<f64>;\n@compute @workgroup_size(1) fn main() { x[0] = x[0] * 2.0lf; }";
     assert!(check("f64", f64_src).is_err(), "f64 must be rejected");
     let f16_src = "enable f16;\n@group(0) @binding(0) var<storage, read_write> x: array<f16>;\n@compute @workgroup_size(1) fn main() { x[0] = x[0] * 2.0h; }";
-    assert!(
-        check("f16", f16_src).is_err(),
-        "the f16 extension must be rejected"
-    );
+    assert!(check("f16", f16_src).is_err(), "the f16 extension must be rejected");
     let i64_src = "@group(0) @binding(0) var<storage, read_write> x: array<i64>;\n@compute @workgroup_size(1) fn main() { x[0] = x[0] * 2li; }";
     assert!(check("i64", i64_src).is_err(), "i64 must be rejected");
     let packed = "@group(0) @binding(0) var<storage, read_write> x: array<u32>;\n@compute @workgroup_size(1) fn main() { x[0] = pack2x16float(unpack2x16float(x[0]) * 2.0); }";
     check("pack2x16float", packed).unwrap();
     let big = "var<workgroup> t: array<f32, 8192>;\n@compute @workgroup_size(64) fn main(@builtin(local_invocation_index) i: u32) { t[i] = 1.0; }";
-    assert!(
-        check("workgroup memory", big)
-            .unwrap_err()
-            .contains("workgroup memory")
-    );
+    assert!(check("workgroup memory", big).unwrap_err().contains("workgroup memory"));
     let wide = "@compute @workgroup_size(512) fn main() {}";
-    assert!(
-        check("workgroup size", wide)
-            .unwrap_err()
-            .contains("workgroup size")
-    );
+    assert!(check("workgroup size", wide).unwrap_err().contains("workgroup size"));
     let reserved = "@compute @workgroup_size(1) fn main() { let filter = 1; }";
-    assert!(
-        check("reserved word", reserved).is_err(),
-        "reserved words must be rejected"
-    );
+    assert!(check("reserved word", reserved).is_err(), "reserved words must be rejected");
     let ok = "@group(0) @binding(0) var<storage, read_write> x: array<f32>;\n@compute @workgroup_size(256) fn main(@builtin(global_invocation_id) g: vec3<u32>) { x[g.x] = 1.0; }";
     check("ok", ok).unwrap();
 }
@@ -137,21 +105,12 @@ fn every_shader_file_belongs_to_a_kernel() {
     assert!(!files.is_empty() && !kernels.is_empty());
     for f in &files {
         if !f.starts_with("lib/") {
-            assert!(
-                kernels.contains(f),
-                "shaders/{f} is not used by any registered Kernel"
-            );
+            assert!(kernels.contains(f), "shaders/{f} is not used by any registered Kernel");
         }
     }
     for k in &kernels {
-        assert!(
-            files.contains(k),
-            "a Kernel names shaders/{k}, which does not exist"
-        );
+        assert!(files.contains(k), "a Kernel names shaders/{k}, which does not exist");
     }
-    assert!(
-        files.iter().any(|f| f.starts_with("lib/")),
-        "the shared WGSL library is embedded"
-    );
+    assert!(files.iter().any(|f| f.starts_with("lib/")), "the shared WGSL library is embedded");
     println!("{} shader files, {} kernels", files.len(), kernels.len());
 }

@@ -54,53 +54,25 @@ fn reshape_flatten_squeeze_unsqueeze() {
         let v = iota(24);
         let x = tensor(&v, &[2, 3, 4], DType::Float32, place);
         let w = |s: &str| format!("{s} on {place}");
-        check(
-            &w("reshape [0, -1]"),
-            &dygraph::reshape(&x, &[0, -1]).unwrap(),
-            &[2, 12],
-            &v,
-        );
-        check(
-            &w("reshape [-1, 4]"),
-            &dygraph::reshape(&x, &[-1, 4]).unwrap(),
-            &[6, 4],
-            &v,
-        );
-        check(
-            &w("reshape [4, 0, 2]"),
-            &dygraph::reshape(&x, &[4, 0, 2]).unwrap(),
-            &[4, 3, 2],
-            &v,
-        );
+        check(&w("reshape [0, -1]"), &dygraph::reshape(&x, &[0, -1]).unwrap(), &[2, 12], &v);
+        check(&w("reshape [-1, 4]"), &dygraph::reshape(&x, &[-1, 4]).unwrap(), &[6, 4], &v);
+        check(&w("reshape [4, 0, 2]"), &dygraph::reshape(&x, &[4, 0, 2]).unwrap(), &[4, 3, 2], &v);
         check(&w("reshape [24]"), &x.reshape([24]).unwrap(), &[24], &v);
         check(
             &w("reshape to 0-d"),
-            &tensor(&[5.0], &[1, 1], DType::Float32, place)
-                .reshape([0usize; 0])
-                .unwrap(),
+            &tensor(&[5.0], &[1, 1], DType::Float32, place).reshape([0usize; 0]).unwrap(),
             &[],
             &[5.0],
         );
         check(&w("flatten 1..2"), &x.flatten(1, 2).unwrap(), &[2, 12], &v);
         check(&w("flatten 0..-1"), &x.flatten(0, -1).unwrap(), &[24], &v);
         check(&w("flatten 0..1"), &x.flatten(0, 1).unwrap(), &[6, 4], &v);
-        check(
-            &w("flatten 0-d"),
-            &tensor(&[5.0], &[], DType::Float32, place)
-                .flatten(0, -1)
-                .unwrap(),
-            &[1],
-            &[5.0],
-        );
+        check(&w("flatten 0-d"), &tensor(&[5.0], &[], DType::Float32, place).flatten(0, -1).unwrap(), &[1], &[5.0]);
 
         let y = tensor(&iota(6), &[1, 3, 1, 2], DType::Float32, place);
         assert_eq!(y.squeeze(&[]).unwrap().shape(), [3, 2]);
         assert_eq!(y.squeeze(&[0]).unwrap().shape(), [3, 1, 2]);
-        assert_eq!(
-            y.squeeze(&[1]).unwrap().shape(),
-            [1, 3, 1, 2],
-            "a listed axis that is not 1 stays"
-        );
+        assert_eq!(y.squeeze(&[1]).unwrap().shape(), [1, 3, 1, 2], "a listed axis that is not 1 stays");
         assert_eq!(y.squeeze(&[-2, 0]).unwrap().shape(), [3, 2]);
         check(&w("squeeze"), &y.squeeze(&[]).unwrap(), &[3, 2], &iota(6));
         let z = tensor(&iota(6), &[2, 3], DType::Float32, place);
@@ -108,12 +80,7 @@ fn reshape_flatten_squeeze_unsqueeze() {
         assert_eq!(z.unsqueeze(&[-1]).unwrap().shape(), [2, 3, 1]);
         assert_eq!(z.unsqueeze(&[0, 2]).unwrap().shape(), [1, 2, 1, 3]);
         assert_eq!(z.unsqueeze(&[1, -1]).unwrap().shape(), [2, 1, 3, 1]);
-        check(
-            &w("unsqueeze"),
-            &z.unsqueeze(&[1]).unwrap(),
-            &[2, 1, 3],
-            &iota(6),
-        );
+        check(&w("unsqueeze"), &z.unsqueeze(&[1]).unwrap(), &[2, 1, 3], &iota(6));
     }
 }
 
@@ -133,18 +100,11 @@ fn transpose_flip_slice_values() {
                 }
                 at(&v, &xs, &d)
             });
-            check(
-                &w(&format!("transpose {perm:?}")),
-                &x.transpose(&perm).unwrap(),
-                &out,
-                &expected,
-            );
+            check(&w(&format!("transpose {perm:?}")), &x.transpose(&perm).unwrap(), &out, &expected);
         }
         check(
             &w("t"),
-            &tensor(&iota(6), &[2, 3], DType::Float32, place)
-                .t()
-                .unwrap(),
+            &tensor(&iota(6), &[2, 3], DType::Float32, place).t().unwrap(),
             &[3, 2],
             &[0.0, 3.0, 1.0, 4.0, 2.0, 5.0],
         );
@@ -155,73 +115,30 @@ fn transpose_flip_slice_values() {
                 at(
                     &v,
                     &xs,
-                    &(0..3)
-                        .map(|d| {
-                            if flipped.contains(&d) {
-                                xs[d] - 1 - c[d]
-                            } else {
-                                c[d]
-                            }
-                        })
-                        .collect::<Vec<_>>(),
+                    &(0..3).map(|d| if flipped.contains(&d) { xs[d] - 1 - c[d] } else { c[d] }).collect::<Vec<_>>(),
                 )
             });
-            check(
-                &w(&format!("flip {axes:?}")),
-                &x.flip(&axes).unwrap(),
-                &xs,
-                &expected,
-            );
+            check(&w(&format!("flip {axes:?}")), &x.flip(&axes).unwrap(), &xs, &expected);
         }
 
         // slice: negative bounds count from the end, out-of-range bounds clamp.
         let s = x.slice(&[2], &[-3], &[100]).unwrap();
-        check(
-            &w("slice [-3:100]"),
-            &s,
-            &[2, 3, 3],
-            &build(&[2, 3, 3], |c| at(&v, &xs, &[c[0], c[1], c[2] + 1])),
-        );
+        check(&w("slice [-3:100]"), &s, &[2, 3, 3], &build(&[2, 3, 3], |c| at(&v, &xs, &[c[0], c[1], c[2] + 1])));
         let s = x.slice(&[2], &[-100], &[2]).unwrap();
-        check(
-            &w("slice [-100:2]"),
-            &s,
-            &[2, 3, 2],
-            &build(&[2, 3, 2], |c| at(&v, &xs, &[c[0], c[1], c[2]])),
-        );
+        check(&w("slice [-100:2]"), &s, &[2, 3, 2], &build(&[2, 3, 2], |c| at(&v, &xs, &[c[0], c[1], c[2]])));
         let s = x.slice(&[0, 2], &[1, 1], &[2, -1]).unwrap();
-        check(
-            &w("slice two axes"),
-            &s,
-            &[1, 3, 2],
-            &build(&[1, 3, 2], |c| at(&v, &xs, &[1, c[1], c[2] + 1])),
-        );
+        check(&w("slice two axes"), &s, &[1, 3, 2], &build(&[1, 3, 2], |c| at(&v, &xs, &[1, c[1], c[2] + 1])));
         let s = x.slice(&[1], &[2], &[1]).unwrap();
         assert_eq!(s.shape(), [2, 0, 4], "an empty slice on {place}");
         let s = x.slice(&[-2], &[1], &[3]).unwrap();
-        check(
-            &w("slice axis -2"),
-            &s,
-            &[2, 2, 4],
-            &build(&[2, 2, 4], |c| at(&v, &xs, &[c[0], c[1] + 1, c[2]])),
-        );
+        check(&w("slice axis -2"), &s, &[2, 2, 4], &build(&[2, 2, 4], |c| at(&v, &xs, &[c[0], c[1] + 1, c[2]])));
 
         // strided_slice with negative steps (numpy's a[s:e:k]).
         let a = tensor(&iota(10), &[10], DType::Float32, place);
-        let ss = |s: i64, e: i64, k: i64| {
-            values(&dygraph::strided_slice(&a, &[0], &[s], &[e], &[k]).unwrap())
-        };
+        let ss = |s: i64, e: i64, k: i64| values(&dygraph::strided_slice(&a, &[0], &[s], &[e], &[k]).unwrap());
         assert_eq!(ss(8, 1, -3), [8.0, 5.0, 2.0], "a[8:1:-3] on {place}");
-        assert_eq!(
-            ss(-1, -11, -1),
-            [9.0, 8.0, 7.0, 6.0, 5.0, 4.0, 3.0, 2.0, 1.0, 0.0],
-            "a[-1:-11:-1]"
-        );
-        assert_eq!(
-            ss(100, -100, -2),
-            [9.0, 7.0, 5.0, 3.0, 1.0],
-            "a[100:-100:-2] clamps"
-        );
+        assert_eq!(ss(-1, -11, -1), [9.0, 8.0, 7.0, 6.0, 5.0, 4.0, 3.0, 2.0, 1.0, 0.0], "a[-1:-11:-1]");
+        assert_eq!(ss(100, -100, -2), [9.0, 7.0, 5.0, 3.0, 1.0], "a[100:-100:-2] clamps");
         assert_eq!(ss(-2, 2, -1), [8.0, 7.0, 6.0, 5.0, 4.0, 3.0], "a[-2:2:-1]");
         assert_eq!(ss(1, 8, 3), [1.0, 4.0, 7.0], "a[1:8:3]");
         assert_eq!(ss(2, 5, -1), [] as [f64; 0], "a[2:5:-1] is empty");
@@ -230,9 +147,7 @@ fn transpose_flip_slice_values() {
             &w("strided 2-D"),
             &m,
             &[2, 2, 2],
-            &build(&[2, 2, 2], |c| {
-                at(&v, &xs, &[c[0], 2 - 2 * c[1], 3 - 2 * c[2]])
-            }),
+            &build(&[2, 2, 2], |c| at(&v, &xs, &[c[0], 2 - 2 * c[1], 3 - 2 * c[2]])),
         );
     }
 }
@@ -262,34 +177,14 @@ fn concat_stack_split_chunk() {
             &[3, 3],
             &[0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 20.0, 21.0, 22.0],
         );
-        check(
-            &w("concat one"),
-            &dygraph::concat(std::slice::from_ref(&a), 0).unwrap(),
-            &[2, 3],
-            &iota(6),
-        );
+        check(&w("concat one"), &dygraph::concat(std::slice::from_ref(&a), 0).unwrap(), &[2, 3], &iota(6));
         let e = tensor(&[], &[0, 3], DType::Float32, place);
-        check(
-            &w("concat empty"),
-            &dygraph::concat(&[e, c.clone()], 0).unwrap(),
-            &[1, 3],
-            &[20.0, 21.0, 22.0],
-        );
+        check(&w("concat empty"), &dygraph::concat(&[e, c.clone()], 0).unwrap(), &[1, 3], &[20.0, 21.0, 22.0]);
 
         let p = tensor(&[1.0, 2.0], &[2], DType::Float32, place);
         let q = tensor(&[3.0, 4.0], &[2], DType::Float32, place);
-        check(
-            &w("stack 0"),
-            &dygraph::stack(&[p.clone(), q.clone()], 0).unwrap(),
-            &[2, 2],
-            &[1.0, 2.0, 3.0, 4.0],
-        );
-        check(
-            &w("stack 1"),
-            &dygraph::stack(&[p.clone(), q.clone()], 1).unwrap(),
-            &[2, 2],
-            &[1.0, 3.0, 2.0, 4.0],
-        );
+        check(&w("stack 0"), &dygraph::stack(&[p.clone(), q.clone()], 0).unwrap(), &[2, 2], &[1.0, 2.0, 3.0, 4.0]);
+        check(&w("stack 1"), &dygraph::stack(&[p.clone(), q.clone()], 1).unwrap(), &[2, 2], &[1.0, 3.0, 2.0, 4.0]);
         check(
             &w("stack -1"),
             &dygraph::stack(&[p.clone(), q.clone(), p.clone()], -1).unwrap(),
@@ -298,45 +193,22 @@ fn concat_stack_split_chunk() {
         );
         let a3 = dygraph::stack(&[a.clone(), a.clone()], 1).unwrap();
         assert_eq!(a3.shape(), [2, 2, 3]);
-        check(
-            &w("stack 2-D"),
-            &a3,
-            &[2, 2, 3],
-            &[0.0, 1.0, 2.0, 0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 3.0, 4.0, 5.0],
-        );
+        check(&w("stack 2-D"), &a3, &[2, 2, 3], &[0.0, 1.0, 2.0, 0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 3.0, 4.0, 5.0]);
 
         let x = tensor(&iota(12), &[2, 6], DType::Float32, place);
         let parts = x.split(3, 1).unwrap();
         assert_eq!(parts.len(), 3);
         check(&w("split 3 [0]"), &parts[0], &[2, 2], &[0.0, 1.0, 6.0, 7.0]);
-        check(
-            &w("split 3 [2]"),
-            &parts[2],
-            &[2, 2],
-            &[4.0, 5.0, 10.0, 11.0],
-        );
+        check(&w("split 3 [2]"), &parts[2], &[2, 2], &[4.0, 5.0, 10.0, 11.0]);
         let parts = dygraph::split(&x, [1, -1, 2], -1).unwrap();
-        assert_eq!(
-            parts.iter().map(|p| p.shape()[1]).collect::<Vec<_>>(),
-            [1, 3, 2]
-        );
-        check(
-            &w("split sizes [1]"),
-            &parts[1],
-            &[2, 3],
-            &[1.0, 2.0, 3.0, 7.0, 8.0, 9.0],
-        );
+        assert_eq!(parts.iter().map(|p| p.shape()[1]).collect::<Vec<_>>(), [1, 3, 2]);
+        check(&w("split sizes [1]"), &parts[1], &[2, 3], &[1.0, 2.0, 3.0, 7.0, 8.0, 9.0]);
         let parts = dygraph::split(&x, Sections::Sizes(vec![6, 0]), 1).unwrap();
         assert_eq!(parts[1].shape(), [2, 0]);
         let parts = x.split(&[1i64, 1][..], 0).unwrap();
         check(&w("split axis 0"), &parts[1], &[1, 6], &iota(12)[6..]);
         let chunks = x.chunk(2, 1).unwrap();
-        check(
-            &w("chunk"),
-            &chunks[1],
-            &[2, 3],
-            &[3.0, 4.0, 5.0, 9.0, 10.0, 11.0],
-        );
+        check(&w("chunk"), &chunks[1], &[2, 3], &[3.0, 4.0, 5.0, 9.0, 10.0, 11.0]);
     }
 }
 
@@ -345,31 +217,16 @@ fn expand_tile_pad() {
     for place in places() {
         let w = |s: &str| format!("{s} on {place}");
         let r = tensor(&[1.0, 2.0, 3.0], &[3], DType::Float32, place);
-        check(
-            &w("expand"),
-            &r.expand(&[2, -1]).unwrap(),
-            &[2, 3],
-            &[1.0, 2.0, 3.0, 1.0, 2.0, 3.0],
-        );
+        check(&w("expand"), &r.expand(&[2, -1]).unwrap(), &[2, 3], &[1.0, 2.0, 3.0, 1.0, 2.0, 3.0]);
         let col = tensor(&[1.0, 2.0], &[2, 1], DType::Float32, place);
-        check(
-            &w("expand col"),
-            &col.expand(&[2, 3]).unwrap(),
-            &[2, 3],
-            &[1.0, 1.0, 1.0, 2.0, 2.0, 2.0],
-        );
+        check(&w("expand col"), &col.expand(&[2, 3]).unwrap(), &[2, 3], &[1.0, 1.0, 1.0, 2.0, 2.0, 2.0]);
         check(
             &w("broadcast_to"),
             &r.reshape([1, 3]).unwrap().broadcast_to(&[4, 3]).unwrap(),
             &[4, 3],
             &[1.0, 2.0, 3.0].repeat(4),
         );
-        check(
-            &w("broadcast_to same"),
-            &r.broadcast_to(&[3]).unwrap(),
-            &[3],
-            &[1.0, 2.0, 3.0],
-        );
+        check(&w("broadcast_to same"), &r.broadcast_to(&[3]).unwrap(), &[3], &[1.0, 2.0, 3.0]);
         check(&w("expand to 0"), &r.expand(&[0, 3]).unwrap(), &[0, 3], &[]);
 
         let xs = [2usize, 3];
@@ -385,32 +242,15 @@ fn expand_tile_pad() {
                 let n = c.len();
                 at(&v, &xs, &[c[n - 2] % 2, c[n - 1] % 3])
             });
-            check(
-                &w(&format!("tile {reps:?}")),
-                &x.tile(&reps).unwrap(),
-                &out,
-                &expected,
-            );
+            check(&w(&format!("tile {reps:?}")), &x.tile(&reps).unwrap(), &out, &expected);
         }
 
         // pad: 2·rank values pad every axis from the first; fewer pad the last axes backwards.
         let p = dygraph::pad(&x, &[1, 0, 0, 2], 9.0).unwrap();
-        let expected = build(&[3, 5], |c| {
-            if c[0] >= 1 && c[1] < 3 {
-                at(&v, &xs, &[c[0] - 1, c[1]])
-            } else {
-                9.0
-            }
-        });
+        let expected = build(&[3, 5], |c| if c[0] >= 1 && c[1] < 3 { at(&v, &xs, &[c[0] - 1, c[1]]) } else { 9.0 });
         check(&w("pad 2·rank"), &p, &[3, 5], &expected);
         let p = dygraph::pad(&x, &[1, 2], 0.0).unwrap();
-        let expected = build(&[2, 6], |c| {
-            if (1..4).contains(&c[1]) {
-                at(&v, &xs, &[c[0], c[1] - 1])
-            } else {
-                0.0
-            }
-        });
+        let expected = build(&[2, 6], |c| if (1..4).contains(&c[1]) { at(&v, &xs, &[c[0], c[1] - 1]) } else { 0.0 });
         check(&w("pad last axis"), &p, &[2, 6], &expected);
         let img = tensor(&iota(4), &[1, 1, 2, 2], DType::Float32, place);
         let p = dygraph::pad(&img, &[1, 0, 0, 1], -1.0).unwrap();
@@ -422,10 +262,7 @@ fn expand_tile_pad() {
         );
         let i = Tensor::from_vec_on(vec![1i64, 2], [2], place).unwrap();
         assert_eq!(
-            dygraph::pad(&i, &[1, 1], 7.0)
-                .unwrap()
-                .to_vec::<i64>()
-                .unwrap(),
+            dygraph::pad(&i, &[1, 1], 7.0).unwrap().to_vec::<i64>().unwrap(),
             [7, 1, 2, 7],
             "int64 pad on {place}"
         );
@@ -433,14 +270,7 @@ fn expand_tile_pad() {
 }
 
 /// Naive batched matmul in f64 with numpy promotion of 1-D operands and broadcast batches.
-fn naive_matmul(
-    x: &[f64],
-    xs: &[usize],
-    y: &[f64],
-    ys: &[usize],
-    tx: bool,
-    ty: bool,
-) -> (Vec<f64>, Vec<usize>) {
+fn naive_matmul(x: &[f64], xs: &[usize], y: &[f64], ys: &[usize], tx: bool, ty: bool) -> (Vec<f64>, Vec<usize>) {
     let (xv, yv) = (xs.len() == 1, ys.len() == 1);
     let xs2: Vec<usize> = if xv { vec![1, xs[0]] } else { xs.to_vec() };
     let ys2: Vec<usize> = if yv { vec![ys[0], 1] } else { ys.to_vec() };
@@ -452,11 +282,7 @@ fn naive_matmul(
     let bx = &xs2[..xs2.len() - 2];
     let by = &ys2[..ys2.len() - 2];
     let nb = bx.len().max(by.len());
-    let pad = |b: &[usize]| -> Vec<usize> {
-        std::iter::repeat_n(1, nb - b.len())
-            .chain(b.iter().copied())
-            .collect()
-    };
+    let pad = |b: &[usize]| -> Vec<usize> { std::iter::repeat_n(1, nb - b.len()).chain(b.iter().copied()).collect() };
     let (px, py) = (pad(bx), pad(by));
     let batch: Vec<usize> = px.iter().zip(&py).map(|(&a, &b)| a.max(b)).collect();
     let mut out = Vec::new();
@@ -473,16 +299,8 @@ fn naive_matmul(
             for j in 0..n {
                 let mut s = 0.0;
                 for l in 0..k {
-                    let a = if tx {
-                        x[ox + l * xc + i]
-                    } else {
-                        x[ox + i * xc + l]
-                    };
-                    let b = if ty {
-                        y[oy + j * yc + l]
-                    } else {
-                        y[oy + l * yc + j]
-                    };
+                    let a = if tx { x[ox + l * xc + i] } else { x[ox + i * xc + l] };
+                    let b = if ty { y[oy + j * yc + l] } else { y[oy + l * yc + j] };
                     s += a * b;
                 }
                 out.push(s);
@@ -525,16 +343,8 @@ fn matmul_every_form_against_a_naive_reference() {
     let mut failures = Vec::new();
     for (f, &(xs, ys, tx, ty)) in MATMUL_FORMS.iter().enumerate() {
         let mut rng = Rng::new(100 + f as u64);
-        let x: Vec<f64> = rng
-            .vec(xs.iter().product(), -1.0, 1.0)
-            .into_iter()
-            .map(|v| v as f32 as f64)
-            .collect();
-        let y: Vec<f64> = rng
-            .vec(ys.iter().product(), -1.0, 1.0)
-            .into_iter()
-            .map(|v| v as f32 as f64)
-            .collect();
+        let x: Vec<f64> = rng.vec(xs.iter().product(), -1.0, 1.0).into_iter().map(|v| v as f32 as f64).collect();
+        let y: Vec<f64> = rng.vec(ys.iter().product(), -1.0, 1.0).into_iter().map(|v| v as f32 as f64).collect();
         let (expected, shape) = naive_matmul(&x, xs, &y, ys, tx, ty);
         for place in places() {
             for dtype in [DType::Float32, DType::Float64, DType::Float16] {
@@ -551,15 +361,10 @@ fn matmul_every_form_against_a_naive_reference() {
                     Ok(r) if r.shape() != shape.as_slice() => {
                         failures.push(format!("{what}: shape {:?} != {shape:?}", r.shape()))
                     }
-                    Ok(r) if r.dtype() != dtype => {
-                        failures.push(format!("{what}: dtype {}", r.dtype()))
-                    }
+                    Ok(r) if r.dtype() != dtype => failures.push(format!("{what}: dtype {}", r.dtype())),
                     Ok(r) => {
                         let (exp, tol) = match dtype {
-                            DType::Float16 => (
-                                naive_matmul(&values(&a), xs, &values(&b), ys, tx, ty).0,
-                                3e-3,
-                            ),
+                            DType::Float16 => (naive_matmul(&values(&a), xs, &values(&b), ys, tx, ty).0, 3e-3),
                             DType::Float64 => (expected.clone(), 1e-12),
                             _ => (expected.clone(), 1e-5),
                         };
@@ -581,11 +386,7 @@ fn matmul_every_form_against_a_naive_reference() {
             false,
         )
         .unwrap();
-        assert_eq!(
-            (z.shape(), values(&z)),
-            (&[3usize, 4][..], vec![0.0; 12]),
-            "K = 0 on {place}"
-        );
+        assert_eq!((z.shape(), values(&z)), (&[3usize, 4][..], vec![0.0; 12]), "K = 0 on {place}");
     }
     report("matmul forms", &failures);
 }
@@ -593,18 +394,8 @@ fn matmul_every_form_against_a_naive_reference() {
 #[test]
 fn linear_and_dot() {
     for place in places() {
-        let x = tensor(
-            &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
-            &[2, 3],
-            DType::Float32,
-            place,
-        );
-        let w = tensor(
-            &[1.0, 0.0, 0.0, 1.0, 1.0, 1.0],
-            &[3, 2],
-            DType::Float32,
-            place,
-        );
+        let x = tensor(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3], DType::Float32, place);
+        let w = tensor(&[1.0, 0.0, 0.0, 1.0, 1.0, 1.0], &[3, 2], DType::Float32, place);
         let b = tensor(&[10.0, 20.0], &[2], DType::Float32, place);
         check(
             &format!("linear on {place}"),
@@ -619,24 +410,9 @@ fn linear_and_dot() {
             &[4.0, 5.0, 10.0, 11.0],
         );
         let p = tensor(&[1.0, 2.0, 3.0], &[3], DType::Float32, place);
-        check(
-            &format!("dot on {place}"),
-            &dygraph::dot(&p, &p).unwrap(),
-            &[],
-            &[14.0],
-        );
-        check(
-            &format!("row-wise dot on {place}"),
-            &dygraph::dot(&x, &x).unwrap(),
-            &[2],
-            &[14.0, 77.0],
-        );
-        check(
-            &format!("x.matmul on {place}"),
-            &x.matmul(&p).unwrap(),
-            &[2],
-            &[14.0, 32.0],
-        );
+        check(&format!("dot on {place}"), &dygraph::dot(&p, &p).unwrap(), &[], &[14.0]);
+        check(&format!("row-wise dot on {place}"), &dygraph::dot(&x, &x).unwrap(), &[2], &[14.0, 77.0]);
+        check(&format!("x.matmul on {place}"), &x.matmul(&p).unwrap(), &[2], &[14.0, 32.0]);
     }
 }
 
@@ -647,76 +423,30 @@ fn data_movement_matches_between_gpu_and_cpu_in_every_dtype() {
     let ops: Vec<(&str, Op)> = vec![
         ("transpose", Box::new(|x: &Tensor| x.transpose(&[2, 0, 1]))),
         ("flip", Box::new(|x: &Tensor| x.flip(&[0, 2]))),
-        (
-            "slice",
-            Box::new(|x: &Tensor| x.slice(&[1, 2], &[1, -5], &[100, -1])),
-        ),
-        (
-            "strided_slice",
-            Box::new(|x: &Tensor| {
-                dygraph::strided_slice(x, &[2, 0], &[-2, 2], &[0, -100], &[-3, -1])
-            }),
-        ),
-        (
-            "concat",
-            Box::new(|x: &Tensor| dygraph::concat(&[x.clone(), x.flip(&[1])?, x.clone()], 1)),
-        ),
-        (
-            "stack",
-            Box::new(|x: &Tensor| dygraph::stack(&[x.clone(), x.flip(&[2])?], 2)),
-        ),
-        (
-            "split",
-            Box::new(|x: &Tensor| Ok(dygraph::split(x, [2, -1], 0)?.remove(1))),
-        ),
-        (
-            "expand",
-            Box::new(|x: &Tensor| x.slice(&[1], &[0], &[1])?.expand(&[2, 3, 5, 7, 11])),
-        ),
+        ("slice", Box::new(|x: &Tensor| x.slice(&[1, 2], &[1, -5], &[100, -1]))),
+        ("strided_slice", Box::new(|x: &Tensor| dygraph::strided_slice(x, &[2, 0], &[-2, 2], &[0, -100], &[-3, -1]))),
+        ("concat", Box::new(|x: &Tensor| dygraph::concat(&[x.clone(), x.flip(&[1])?, x.clone()], 1))),
+        ("stack", Box::new(|x: &Tensor| dygraph::stack(&[x.clone(), x.flip(&[2])?], 2))),
+        ("split", Box::new(|x: &Tensor| Ok(dygraph::split(x, [2, -1], 0)?.remove(1)))),
+        ("expand", Box::new(|x: &Tensor| x.slice(&[1], &[0], &[1])?.expand(&[2, 3, 5, 7, 11]))),
         ("tile", Box::new(|x: &Tensor| x.tile(&[2, 1, 3]))),
-        (
-            "pad",
-            Box::new(|x: &Tensor| dygraph::pad(x, &[1, 2, 0, 3, 4, 0], 5.0)),
-        ),
-        (
-            "pad trailing",
-            Box::new(|x: &Tensor| dygraph::pad(x, &[3, 1], -1.0)),
-        ),
-        (
-            "reshape + transpose",
-            Box::new(|x: &Tensor| x.reshape([5, 77])?.t()),
-        ),
+        ("pad", Box::new(|x: &Tensor| dygraph::pad(x, &[1, 2, 0, 3, 4, 0], 5.0))),
+        ("pad trailing", Box::new(|x: &Tensor| dygraph::pad(x, &[3, 1], -1.0))),
+        ("reshape + transpose", Box::new(|x: &Tensor| x.reshape([5, 77])?.t())),
     ];
     let shape = [5usize, 7, 11];
     let mut failures = Vec::new();
-    for dtype in [
-        DType::Float32,
-        DType::Float16,
-        DType::Int32,
-        DType::Int64,
-        DType::Bool,
-    ] {
+    for dtype in [DType::Float32, DType::Float16, DType::Int32, DType::Int64, DType::Bool] {
         let mut rng = Rng::new(200 + dtype as u64);
         let v: Vec<f64> = match dtype {
             DType::Bool => rng.ints(385, 0, 2).into_iter().map(|x| x as f64).collect(),
-            DType::Int64 => rng
-                .ints(385, -(1 << 50), 1 << 50)
-                .into_iter()
-                .map(|x| x as f64)
-                .collect(),
-            DType::Int32 => rng
-                .ints(385, -(1 << 30), 1 << 30)
-                .into_iter()
-                .map(|x| x as f64)
-                .collect(),
+            DType::Int64 => rng.ints(385, -(1 << 50), 1 << 50).into_iter().map(|x| x as f64).collect(),
+            DType::Int32 => rng.ints(385, -(1 << 30), 1 << 30).into_iter().map(|x| x as f64).collect(),
             _ => rng.vec(385, -3.0, 3.0),
         };
         for (name, op) in &ops {
             let what = format!("{name} {dtype}");
-            match (
-                op(&tensor(&v, &shape, dtype, Place::Cpu)),
-                op(&tensor(&v, &shape, dtype, g)),
-            ) {
+            match (op(&tensor(&v, &shape, dtype, Place::Cpu)), op(&tensor(&v, &shape, dtype, g))) {
                 (Ok(c), Ok(d)) => {
                     if c.shape() != d.shape() || c.dtype() != d.dtype() || d.dtype() != dtype {
                         failures.push(format!(
@@ -744,48 +474,26 @@ fn grad_cases() -> Vec<(&'static str, F, Vec<Vec<usize>>)> {
     vec![
         (
             "reshape",
-            Box::new(|x: &[Tensor]| {
-                dygraph::reshape(&x[0], &[0, -1]).and_then(|t| t.scale(2.0, 0.0))
-            }),
+            Box::new(|x: &[Tensor]| dygraph::reshape(&x[0], &[0, -1]).and_then(|t| t.scale(2.0, 0.0))),
             vec![vec![2, 3, 2]],
         ),
-        (
-            "flatten",
-            Box::new(|x: &[Tensor]| x[0].flatten(0, 1)?.square()),
-            vec![vec![2, 3, 2]],
-        ),
+        ("flatten", Box::new(|x: &[Tensor]| x[0].flatten(0, 1)?.square()), vec![vec![2, 3, 2]]),
         (
             "squeeze/unsqueeze",
             Box::new(|x: &[Tensor]| x[0].squeeze(&[])?.unsqueeze(&[0, 2])?.square()),
             vec![vec![2, 1, 3]],
         ),
-        (
-            "transpose",
-            Box::new(|x: &[Tensor]| x[0].transpose(&[2, 0, 1])?.square()),
-            vec![vec![2, 3, 2]],
-        ),
-        (
-            "flip",
-            Box::new(|x: &[Tensor]| x[0].flip(&[0, -1])?.square()),
-            vec![vec![2, 3, 2]],
-        ),
-        (
-            "slice",
-            Box::new(|x: &[Tensor]| x[0].slice(&[1, 2], &[1, -1], &[100, 2])?.square()),
-            vec![vec![2, 3, 2]],
-        ),
+        ("transpose", Box::new(|x: &[Tensor]| x[0].transpose(&[2, 0, 1])?.square()), vec![vec![2, 3, 2]]),
+        ("flip", Box::new(|x: &[Tensor]| x[0].flip(&[0, -1])?.square()), vec![vec![2, 3, 2]]),
+        ("slice", Box::new(|x: &[Tensor]| x[0].slice(&[1, 2], &[1, -1], &[100, 2])?.square()), vec![vec![2, 3, 2]]),
         (
             "strided_slice",
-            Box::new(|x: &[Tensor]| {
-                dygraph::strided_slice(&x[0], &[1], &[-1], &[-100], &[-2])?.square()
-            }),
+            Box::new(|x: &[Tensor]| dygraph::strided_slice(&x[0], &[1], &[-1], &[-100], &[-2])?.square()),
             vec![vec![2, 5, 2]],
         ),
         (
             "concat",
-            Box::new(|x: &[Tensor]| {
-                dygraph::concat(&[x[0].clone(), x[1].square()?, x[0].clone()], 1)
-            }),
+            Box::new(|x: &[Tensor]| dygraph::concat(&[x[0].clone(), x[1].square()?, x[0].clone()], 1)),
             vec![vec![2, 2], vec![2, 3]],
         ),
         (
@@ -809,36 +517,12 @@ fn grad_cases() -> Vec<(&'static str, F, Vec<Vec<usize>>)> {
             }),
             vec![vec![4, 3]],
         ),
-        (
-            "expand",
-            Box::new(|x: &[Tensor]| x[0].expand(&[3, -1, 2])?.square()),
-            vec![vec![2, 1]],
-        ),
-        (
-            "broadcast_to",
-            Box::new(|x: &[Tensor]| x[0].broadcast_to(&[2, 3, 4])?.square()),
-            vec![vec![3, 1]],
-        ),
-        (
-            "tile",
-            Box::new(|x: &[Tensor]| x[0].tile(&[2, 1, 3])?.square()),
-            vec![vec![2, 2]],
-        ),
-        (
-            "pad",
-            Box::new(|x: &[Tensor]| dygraph::pad(&x[0], &[1, 0, 2, 1], 3.0)?.square()),
-            vec![vec![2, 3]],
-        ),
-        (
-            "pad trailing",
-            Box::new(|x: &[Tensor]| dygraph::pad(&x[0], &[2, 1], 0.5)?.square()),
-            vec![vec![2, 3]],
-        ),
-        (
-            "matmul",
-            Box::new(|x: &[Tensor]| dygraph::matmul(&x[0], &x[1], false, false)),
-            vec![vec![3, 4], vec![4, 2]],
-        ),
+        ("expand", Box::new(|x: &[Tensor]| x[0].expand(&[3, -1, 2])?.square()), vec![vec![2, 1]]),
+        ("broadcast_to", Box::new(|x: &[Tensor]| x[0].broadcast_to(&[2, 3, 4])?.square()), vec![vec![3, 1]]),
+        ("tile", Box::new(|x: &[Tensor]| x[0].tile(&[2, 1, 3])?.square()), vec![vec![2, 2]]),
+        ("pad", Box::new(|x: &[Tensor]| dygraph::pad(&x[0], &[1, 0, 2, 1], 3.0)?.square()), vec![vec![2, 3]]),
+        ("pad trailing", Box::new(|x: &[Tensor]| dygraph::pad(&x[0], &[2, 1], 0.5)?.square()), vec![vec![2, 3]]),
+        ("matmul", Box::new(|x: &[Tensor]| dygraph::matmul(&x[0], &x[1], false, false)), vec![vec![3, 4], vec![4, 2]]),
         (
             "matmul tx",
             Box::new(|x: &[Tensor]| dygraph::matmul(&x[0], &x[1], true, false)),
@@ -884,11 +568,7 @@ fn grad_cases() -> Vec<(&'static str, F, Vec<Vec<usize>>)> {
             Box::new(|x: &[Tensor]| dygraph::linear(&x[0], &x[1], Some(&x[2]))),
             vec![vec![3, 4], vec![4, 2], vec![2]],
         ),
-        (
-            "dot",
-            Box::new(|x: &[Tensor]| dygraph::dot(&x[0], &x[1])),
-            vec![vec![3, 4], vec![3, 4]],
-        ),
+        ("dot", Box::new(|x: &[Tensor]| dygraph::dot(&x[0], &x[1])), vec![vec![3, 4], vec![3, 4]]),
     ]
 }
 
@@ -897,10 +577,8 @@ fn gradcheck_in_float64() {
     let mut failures = Vec::new();
     for (i, (name, f, shapes)) in grad_cases().into_iter().enumerate() {
         let mut rng = Rng::new(300 + i as u64);
-        let inputs: Vec<(Vec<f64>, Vec<usize>)> = shapes
-            .into_iter()
-            .map(|s| (rng.vec(s.iter().product(), -2.0, 2.0), s))
-            .collect();
+        let inputs: Vec<(Vec<f64>, Vec<usize>)> =
+            shapes.into_iter().map(|s| (rng.vec(s.iter().product(), -2.0, 2.0), s)).collect();
         failures.extend(gradcheck(name, f.as_ref(), &inputs).err());
     }
     report("shape-op gradchecks", &failures);
@@ -914,29 +592,16 @@ fn gradients_match_between_gpu_and_cpu() {
     let mut failures = Vec::new();
     for (i, (name, f, shapes)) in grad_cases().into_iter().enumerate() {
         let mut rng = Rng::new(400 + i as u64);
-        let inputs: Vec<(Vec<f64>, Vec<usize>)> = shapes
-            .into_iter()
-            .map(|s| (rng.vec(s.iter().product(), -2.0, 2.0), s))
-            .collect();
-        let tol = if name.starts_with("matmul") || name == "linear" || name == "dot" {
-            1e-4
-        } else {
-            1e-5
-        };
-        failures.extend(catch(name, || {
-            gpu_matches_cpu(name, f.as_ref(), &inputs, true, tol)
-        }));
+        let inputs: Vec<(Vec<f64>, Vec<usize>)> =
+            shapes.into_iter().map(|s| (rng.vec(s.iter().product(), -2.0, 2.0), s)).collect();
+        let tol = if name.starts_with("matmul") || name == "linear" || name == "dot" { 1e-4 } else { 1e-5 };
+        failures.extend(catch(name, || gpu_matches_cpu(name, f.as_ref(), &inputs, true, tol)));
     }
     // A matmul large enough for several 64×64 tiles and a ragged K.
     let mut rng = Rng::new(499);
-    let inputs = vec![
-        (rng.vec(130 * 37, -1.0, 1.0), vec![130, 37]),
-        (rng.vec(37 * 70, -1.0, 1.0), vec![37, 70]),
-    ];
+    let inputs = vec![(rng.vec(130 * 37, -1.0, 1.0), vec![130, 37]), (rng.vec(37 * 70, -1.0, 1.0), vec![37, 70])];
     let f = |x: &[Tensor]| dygraph::matmul(&x[0], &x[1], false, false);
-    failures.extend(catch("matmul 130x37x70", || {
-        gpu_matches_cpu("matmul 130x37x70", &f, &inputs, true, 1e-4)
-    }));
+    failures.extend(catch("matmul 130x37x70", || gpu_matches_cpu("matmul 130x37x70", &f, &inputs, true, 1e-4)));
     report("shape-op gradients GPU vs CPU", &failures);
 }
 
@@ -948,57 +613,26 @@ fn errors() {
 
         let e = dygraph::reshape(&x, &[4, 2]).unwrap_err();
         assert!(matches!(e, Error::Shape { op: "reshape", .. }), "{e}");
-        assert!(
-            msg(&e).contains("[2, 3]") && msg(&e).contains("[4, 2]"),
-            "{e}"
-        );
+        assert!(msg(&e).contains("[2, 3]") && msg(&e).contains("[4, 2]"), "{e}");
         let e = dygraph::reshape(&x, &[-1, -1]).unwrap_err();
         assert!(matches!(e, Error::Shape { op: "reshape", .. }), "{e}");
         let e = dygraph::reshape(&x, &[-1, 4]).unwrap_err();
-        assert!(
-            matches!(e, Error::Shape { op: "reshape", .. }) && msg(&e).contains("[2, 3]"),
-            "{e}"
-        );
+        assert!(matches!(e, Error::Shape { op: "reshape", .. }) && msg(&e).contains("[2, 3]"), "{e}");
         let e = dygraph::reshape(&x, &[-2, 3]).unwrap_err();
-        assert!(
-            matches!(e, Error::InvalidArgument { op: "reshape", .. }),
-            "{e}"
-        );
+        assert!(matches!(e, Error::InvalidArgument { op: "reshape", .. }), "{e}");
         let e = x.reshape([-1i64, 3]).unwrap_err();
-        assert!(
-            matches!(e, Error::InvalidArgument { op: "reshape", .. }),
-            "{e}"
-        );
+        assert!(matches!(e, Error::InvalidArgument { op: "reshape", .. }), "{e}");
 
         let y = tensor(&iota(4), &[2, 2], DType::Float32, place);
         let e = dygraph::concat(&[x.clone(), y.clone()], 0).unwrap_err();
         assert!(matches!(e, Error::Shape { op: "concat", .. }), "{e}");
-        assert!(
-            msg(&e).contains("[2, 2]") && msg(&e).contains("[2, 3]"),
-            "{e}"
-        );
+        assert!(msg(&e).contains("[2, 2]") && msg(&e).contains("[2, 3]"), "{e}");
         let e = dygraph::concat(&[], 0).unwrap_err();
-        assert!(
-            matches!(e, Error::InvalidArgument { op: "concat", .. }),
-            "{e}"
-        );
+        assert!(matches!(e, Error::InvalidArgument { op: "concat", .. }), "{e}");
         let e = dygraph::concat(&[x.clone(), x.cast(DType::Int64).unwrap()], 0).unwrap_err();
-        assert!(
-            matches!(e, Error::DTypeMismatch { op: "concat", .. }),
-            "{e}"
-        );
+        assert!(matches!(e, Error::DTypeMismatch { op: "concat", .. }), "{e}");
         let e = dygraph::concat(&[x.clone(), x.clone()], 2).unwrap_err();
-        assert!(
-            matches!(
-                e,
-                Error::Axis {
-                    op: "concat",
-                    axis: 2,
-                    ..
-                }
-            ),
-            "{e}"
-        );
+        assert!(matches!(e, Error::Axis { op: "concat", axis: 2, .. }), "{e}");
         let e = dygraph::stack(&[x.clone(), y.clone()], 0).unwrap_err();
         assert!(matches!(e, Error::Shape { op: "stack", .. }), "{e}");
 
@@ -1006,10 +640,7 @@ fn errors() {
         let b = tensor(&iota(15), &[3, 5], DType::Float32, place);
         let e = dygraph::matmul(&a, &b, false, false).unwrap_err();
         assert!(matches!(e, Error::Shape { op: "matmul", .. }), "{e}");
-        assert!(
-            msg(&e).contains("[3, 4]") && msg(&e).contains("[3, 5]"),
-            "matmul must name both shapes: {e}"
-        );
+        assert!(msg(&e).contains("[3, 4]") && msg(&e).contains("[3, 5]"), "matmul must name both shapes: {e}");
         let e = dygraph::matmul(
             &tensor(&iota(3), &[3], DType::Float32, place),
             &tensor(&iota(4), &[4], DType::Float32, place),
@@ -1025,85 +656,28 @@ fn errors() {
             false,
         )
         .unwrap_err();
-        assert!(
-            matches!(e, Error::Broadcast { op: "matmul", .. }),
-            "batch dims 2 vs 3: {e}"
-        );
-        let e = dygraph::matmul(
-            &a.cast(DType::Int64).unwrap(),
-            &a.cast(DType::Int64).unwrap(),
-            false,
-            true,
-        )
-        .unwrap_err();
-        assert!(
-            matches!(
-                e,
-                Error::UnsupportedDType {
-                    op: "matmul",
-                    dtype: DType::Int64,
-                    ..
-                }
-            ),
-            "{e}"
-        );
-        let e = dygraph::matmul(
-            &tensor(&[1.0], &[], DType::Float32, place),
-            &a,
-            false,
-            false,
-        )
-        .unwrap_err();
+        assert!(matches!(e, Error::Broadcast { op: "matmul", .. }), "batch dims 2 vs 3: {e}");
+        let e =
+            dygraph::matmul(&a.cast(DType::Int64).unwrap(), &a.cast(DType::Int64).unwrap(), false, true).unwrap_err();
+        assert!(matches!(e, Error::UnsupportedDType { op: "matmul", dtype: DType::Int64, .. }), "{e}");
+        let e = dygraph::matmul(&tensor(&[1.0], &[], DType::Float32, place), &a, false, false).unwrap_err();
         assert!(matches!(e, Error::Shape { op: "matmul", .. }), "{e}");
 
         let t3 = tensor(&iota(24), &[2, 3, 4], DType::Float32, place);
         for perm in [&[0usize, 1][..], &[0, 1, 1], &[0, 1, 3], &[2, 1, 0, 3]] {
             let e = t3.transpose(perm).unwrap_err();
-            assert!(
-                matches!(
-                    e,
-                    Error::InvalidArgument {
-                        op: "transpose",
-                        ..
-                    }
-                ),
-                "{perm:?}: {e}"
-            );
-            assert!(
-                msg(&e).contains(&format!("{perm:?}")) && msg(&e).contains("[2, 3, 4]"),
-                "{e}"
-            );
+            assert!(matches!(e, Error::InvalidArgument { op: "transpose", .. }), "{perm:?}: {e}");
+            assert!(msg(&e).contains(&format!("{perm:?}")) && msg(&e).contains("[2, 3, 4]"), "{e}");
         }
 
         let e = x.squeeze(&[2]).unwrap_err();
         assert!(matches!(e, Error::Axis { op: "squeeze", .. }), "{e}");
         let e = x.unsqueeze(&[4]).unwrap_err();
-        assert!(
-            matches!(
-                e,
-                Error::Axis {
-                    op: "unsqueeze",
-                    ..
-                }
-            ),
-            "{e}"
-        );
+        assert!(matches!(e, Error::Axis { op: "unsqueeze", .. }), "{e}");
         let e = x.unsqueeze(&[0, 0]).unwrap_err();
-        assert!(
-            matches!(
-                e,
-                Error::InvalidArgument {
-                    op: "unsqueeze",
-                    ..
-                }
-            ),
-            "{e}"
-        );
+        assert!(matches!(e, Error::InvalidArgument { op: "unsqueeze", .. }), "{e}");
         let e = x.flatten(1, 0).unwrap_err();
-        assert!(
-            matches!(e, Error::InvalidArgument { op: "flatten", .. }),
-            "{e}"
-        );
+        assert!(matches!(e, Error::InvalidArgument { op: "flatten", .. }), "{e}");
         let e = x.split(2, 1).unwrap_err();
         assert!(matches!(e, Error::Shape { op: "split", .. }), "{e}");
         let e = x.split([1, 1], 1).unwrap_err();
@@ -1111,44 +685,17 @@ fn errors() {
         let e = x.split([-1, -1], 1).unwrap_err();
         assert!(matches!(e, Error::Shape { op: "split", .. }), "{e}");
         let e = x.split(0, 1).unwrap_err();
-        assert!(
-            matches!(e, Error::InvalidArgument { op: "split", .. }),
-            "{e}"
-        );
+        assert!(matches!(e, Error::InvalidArgument { op: "split", .. }), "{e}");
         let e = x.broadcast_to(&[3, 3]).unwrap_err();
-        assert!(
-            matches!(
-                e,
-                Error::Broadcast {
-                    op: "broadcast_to",
-                    ..
-                }
-            ),
-            "{e}"
-        );
+        assert!(matches!(e, Error::Broadcast { op: "broadcast_to", .. }), "{e}");
         let e = x.broadcast_to(&[1, 3]).unwrap_err();
-        assert!(
-            matches!(
-                e,
-                Error::Broadcast {
-                    op: "broadcast_to",
-                    ..
-                }
-            ),
-            "broadcasting down is an error: {e}"
-        );
+        assert!(matches!(e, Error::Broadcast { op: "broadcast_to", .. }), "broadcasting down is an error: {e}");
         let e = x.expand(&[3]).unwrap_err();
         assert!(matches!(e, Error::Shape { op: "expand", .. }), "{e}");
         let e = dygraph::strided_slice(&x, &[0], &[0], &[1], &[0]).unwrap_err();
-        assert!(
-            matches!(e, Error::InvalidArgument { op: "slice", .. }),
-            "{e}"
-        );
+        assert!(matches!(e, Error::InvalidArgument { op: "slice", .. }), "{e}");
         let e = x.slice(&[0, 1], &[0], &[1]).unwrap_err();
-        assert!(
-            matches!(e, Error::InvalidArgument { op: "slice", .. }),
-            "{e}"
-        );
+        assert!(matches!(e, Error::InvalidArgument { op: "slice", .. }), "{e}");
         let e = x.slice(&[2], &[0], &[1]).unwrap_err();
         assert!(matches!(e, Error::Axis { op: "slice", .. }), "{e}");
         let e = dygraph::pad(&x, &[1, 1, 1], 0.0).unwrap_err();

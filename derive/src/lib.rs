@@ -76,7 +76,11 @@ fn expand(input: &DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
     }
     let visit = |list: &[(&syn::Ident, String)], mutable: bool| {
         let calls = list.iter().map(|(ident, key)| {
-            if mutable { quote! { f(#key, &mut self.#ident); } } else { quote! { f(#key, &self.#ident); } }
+            if mutable {
+                quote! { f(#key, &mut self.#ident); }
+            } else {
+                quote! { f(#key, &self.#ident); }
+            }
         });
         quote! { #(#calls)* }
     };

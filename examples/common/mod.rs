@@ -8,7 +8,8 @@ use dygraph::{Place, Result};
 pub fn place_from_args() -> Result<Place> {
     let args: Vec<String> = std::env::args().collect();
     for (i, a) in args.iter().enumerate() {
-        let value = if a == "--place" { args.get(i + 1).cloned() } else { a.strip_prefix("--place=").map(str::to_string) };
+        let value =
+            if a == "--place" { args.get(i + 1).cloned() } else { a.strip_prefix("--place=").map(str::to_string) };
         if let Some(v) = value {
             let place: Place = v.parse()?;
             dygraph::set_place(place)?;

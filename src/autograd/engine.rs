@@ -222,9 +222,7 @@ pub fn grad(
         }
     }
     let out = run(&roots, Sink::Targets(inputs), retain_graph || create_graph, create_graph)?;
-    if !allow_unused
-        && let Some(i) = out.iter().position(|g| g.is_none())
-    {
+    if !allow_unused && let Some(i) = out.iter().position(|g| g.is_none()) {
         return Err(Error::Autograd(format!(
             "grad: input {i} (shape {:?}) is not reachable from the outputs; pass allow_unused=true \
              to get None for it",

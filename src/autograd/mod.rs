@@ -14,8 +14,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 pub use engine::grad;
-pub use mode::{NoGradGuard, enable_grad, is_grad_enabled, no_grad, no_grad_guard};
 pub(crate) use mode::set_grad_enabled;
+pub use mode::{NoGradGuard, enable_grad, is_grad_enabled, no_grad, no_grad_guard};
 pub use pylayer::{PyLayer, PyLayerContext};
 pub use tensor_api::GradOptions;
 

@@ -23,11 +23,7 @@ pub(crate) fn root_pairs(
     if let Some(g) = grad_outputs
         && g.len() != outputs.len()
     {
-        return Err(Error::Autograd(format!(
-            "{op}: {} grad_outputs for {} outputs",
-            g.len(),
-            outputs.len()
-        )));
+        return Err(Error::Autograd(format!("{op}: {} grad_outputs for {} outputs", g.len(), outputs.len())));
     }
     let mut roots = Vec::with_capacity(outputs.len());
     for (i, out) in outputs.iter().enumerate() {

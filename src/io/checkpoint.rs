@@ -59,7 +59,8 @@ pub fn save(state: &StateDict, path: impl AsRef<Path>) -> Result<()> {
     let path = path.as_ref();
     let bytes = save_to_bytes(state)?;
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let file_name = path.file_name().ok_or_else(|| Error::invalid("save", format!("{} is not a file path", path.display())))?;
+    let file_name =
+        path.file_name().ok_or_else(|| Error::invalid("save", format!("{} is not a file path", path.display())))?;
     let nonce = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
     let tmp = dir.join(format!(".{}.{}.{nonce}.tmp", file_name.to_string_lossy(), std::process::id()));
     let write = || -> std::io::Result<()> {
@@ -92,21 +93,28 @@ fn from_st(op: &'static str, name: &str, v: &TensorView<'_>) -> Result<CpuData> 
         Dtype::F16 => CpuData::F16(pod(b)),
         Dtype::F32 => CpuData::F32(pod(b)),
         Dtype::F64 => CpuData::F64(pod(b)),
-        other => return Err(Error::invalid(op, format!("tensor {name:?} has dtype {other:?}, which dygraph does not support"))),
+        other => {
+            return Err(Error::invalid(
+                op,
+                format!("tensor {name:?} has dtype {other:?}, which dygraph does not support"),
+            ));
+        }
     })
 }
 
 /// Reads a state dict from safetensors bytes, onto `place`.
 pub fn load_from_bytes(bytes: &[u8], place: Place) -> Result<StateDict> {
     const OP: &str = "load";
-    let st = SafeTensors::deserialize(bytes).map_err(|e| Error::invalid(OP, format!("not a valid safetensors checkpoint: {e}")))?;
+    let st = SafeTensors::deserialize(bytes)
+        .map_err(|e| Error::invalid(OP, format!("not a valid safetensors checkpoint: {e}")))?;
     let order: Vec<String> = SafeTensors::read_metadata(bytes)
         .ok()
         .and_then(|(_, m)| m.metadata().as_ref().and_then(|m| m.get(ORDER_KEY).cloned()))
         .map(|s| s.split('\n').filter(|n| !n.is_empty()).map(str::to_string).collect())
         .unwrap_or_default();
     let mut names: Vec<String> = order.into_iter().filter(|n| st.names().contains(&n.as_str())).collect();
-    let mut rest: Vec<String> = st.names().into_iter().filter(|n| !names.iter().any(|m| m == n)).map(str::to_string).collect();
+    let mut rest: Vec<String> =
+        st.names().into_iter().filter(|n| !names.iter().any(|m| m == n)).map(str::to_string).collect();
     rest.sort();
     names.extend(rest);
     let mut out = StateDict::new();
@@ -122,7 +130,8 @@ pub fn load_from_bytes(bytes: &[u8], place: Place) -> Result<StateDict> {
 /// `paddle.load`). Truncated or corrupt files are an error naming the file.
 pub fn load(path: impl AsRef<Path>) -> Result<StateDict> {
     let path = path.as_ref();
-    let bytes = std::fs::read(path).map_err(|e| Error::Io(std::io::Error::new(e.kind(), format!("load {}: {e}", path.display()))))?;
+    let bytes = std::fs::read(path)
+        .map_err(|e| Error::Io(std::io::Error::new(e.kind(), format!("load {}: {e}", path.display()))))?;
     load_from_bytes(&bytes, Place::Cpu).map_err(|e| match e {
         Error::InvalidArgument { op, msg } => Error::InvalidArgument { op, msg: format!("{}: {msg}", path.display()) },
         other => other,

@@ -1,6 +1,10 @@
-//! Input and output (`paddle.io` and `paddle.save` / `paddle.load`): checkpoints now,
-//! datasets and loaders next.
+//! Input and output (`paddle.io`, `paddle.save` / `paddle.load`): datasets, data loaders and
+//! checkpoints.
 
 mod checkpoint;
+mod dataloader;
+mod dataset;
 
 pub use checkpoint::{load, load_from_bytes, save, save_to_bytes};
+pub use dataloader::{Batches, DataLoader};
+pub use dataset::{Collate, Dataset};

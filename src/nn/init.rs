@@ -89,7 +89,10 @@ impl Initializer {
             Initializer::Assign(values) => {
                 let n: usize = shape.iter().product();
                 if values.len() != n {
-                    return Err(Error::shape(OP, format!("Assign holds {} values for a parameter of shape {shape:?}", values.len())));
+                    return Err(Error::shape(
+                        OP,
+                        format!("Assign holds {} values for a parameter of shape {shape:?}", values.len()),
+                    ));
                 }
                 Tensor::from_vec_on(values.clone(), shape, place)?.cast(dtype)
             }

@@ -25,7 +25,10 @@ fn reduce(loss: Tensor, reduction: Reduction) -> Result<Tensor> {
 
 fn same_shape(op: &'static str, input: &Tensor, label: &Tensor) -> Result<()> {
     if input.shape() != label.shape() {
-        return Err(Error::shape(op, format!("input {:?} and label {:?} must have the same shape", input.shape(), label.shape())));
+        return Err(Error::shape(
+            op,
+            format!("input {:?} and label {:?} must have the same shape", input.shape(), label.shape()),
+        ));
     }
     Ok(())
 }
@@ -97,14 +100,23 @@ pub fn cross_entropy(input: &Tensor, label: &Tensor, options: &CrossEntropyOptio
 }
 
 /// The cross entropy of log-probabilities `logp` (classes on `axis`) against `label`.
-fn from_log_probs(op: &'static str, logp: &Tensor, label: &Tensor, axis: usize, options: &CrossEntropyOptions) -> Result<Tensor> {
+fn from_log_probs(
+    op: &'static str,
+    logp: &Tensor,
+    label: &Tensor,
+    axis: usize,
+    options: &CrossEntropyOptions,
+) -> Result<Tensor> {
     let input = logp;
     let classes = input.shape()[axis];
     let soft = options.soft_label || options.label_smoothing > 0.0;
     if soft {
         let target = if options.soft_label {
             if label.shape() != input.shape() {
-                return Err(Error::shape(op, format!("soft labels {:?} must match the input {:?}", label.shape(), input.shape())));
+                return Err(Error::shape(
+                    op,
+                    format!("soft labels {:?} must match the input {:?}", label.shape(), input.shape()),
+                ));
             }
             label.cast(input.dtype())?
         } else {
@@ -122,7 +134,7 @@ fn from_log_probs(op: &'static str, logp: &Tensor, label: &Tensor, axis: usize, 
     let (idx, keep_last) = hard_index(op, input, label, axis)?;
     let valid = idx.not_equal_scalar(options.ignore_index)?;
     let safe = crate::where_(&valid, &idx, &idx.zeros_like()?)?;
-    let picked = crate::take_along_axis(&logp, &safe, axis as isize)?.neg()?;
+    let picked = crate::take_along_axis(logp, &safe, axis as isize)?.neg()?;
     let mut mask = valid.cast(input.dtype())?;
     if let Some(w) = &options.weight {
         let wsel = crate::gather(w, &safe.flatten(0, -1)?, 0)?.reshape(safe.shape())?;
@@ -140,7 +152,11 @@ fn from_log_probs(op: &'static str, logp: &Tensor, label: &Tensor, axis: usize, 
 /// caller passed that axis.
 fn hard_index(op: &'static str, input: &Tensor, label: &Tensor, axis: usize) -> Result<(Tensor, bool)> {
     if label.dtype().is_float() {
-        return Err(Error::unsupported(op, label.dtype(), "for hard labels (expected int64; use soft_label for probabilities)"));
+        return Err(Error::unsupported(
+            op,
+            label.dtype(),
+            "for hard labels (expected int64; use soft_label for probabilities)",
+        ));
     }
     let mut expect: Vec<usize> = input.shape().to_vec();
     expect[axis] = 1;
@@ -152,7 +168,14 @@ fn hard_index(op: &'static str, input: &Tensor, label: &Tensor, axis: usize) -> 
     if label.shape() == squeezed.as_slice() {
         return Ok((label.cast(DType::Int64)?.unsqueeze(&[axis as isize])?, false));
     }
-    Err(Error::shape(op, format!("labels {:?} do not fit input {:?} (expected {squeezed:?} or {expect:?})", label.shape(), input.shape())))
+    Err(Error::shape(
+        op,
+        format!(
+            "labels {:?} do not fit input {:?} (expected {squeezed:?} or {expect:?})",
+            label.shape(),
+            input.shape()
+        ),
+    ))
 }
 
 fn hard_to_one_hot(op: &'static str, input: &Tensor, label: &Tensor, axis: usize) -> Result<Tensor> {
@@ -169,13 +192,22 @@ fn class_weights_view(w: &Tensor, input: &Tensor, axis: usize) -> Result<Tensor>
     let mut shape = vec![1; input.ndim()];
     shape[axis] = input.shape()[axis];
     if w.numel() != input.shape()[axis] {
-        return Err(Error::shape("cross_entropy", format!("weight {:?} needs one value per class ({})", w.shape(), input.shape()[axis])));
+        return Err(Error::shape(
+            "cross_entropy",
+            format!("weight {:?} needs one value per class ({})", w.shape(), input.shape()[axis]),
+        ));
     }
     w.reshape(shape)?.cast(input.dtype())
 }
 
 /// Negative log-likelihood of log-probabilities (`F.nll_loss`), classes on axis 1.
-pub fn nll_loss(input: &Tensor, label: &Tensor, weight: Option<&Tensor>, ignore_index: i64, reduction: Reduction) -> Result<Tensor> {
+pub fn nll_loss(
+    input: &Tensor,
+    label: &Tensor,
+    weight: Option<&Tensor>,
+    ignore_index: i64,
+    reduction: Reduction,
+) -> Result<Tensor> {
     input.expect_float("nll_loss")?;
     let opts = CrossEntropyOptions { weight: weight.cloned(), ignore_index, reduction, ..Default::default() };
     let axis = if input.ndim() > 1 { 1 } else { 0 };
@@ -183,7 +215,12 @@ pub fn nll_loss(input: &Tensor, label: &Tensor, weight: Option<&Tensor>, ignore_
 }
 
 /// Binary cross entropy of probabilities (`F.binary_cross_entropy`); logs clamp at −100.
-pub fn binary_cross_entropy(input: &Tensor, label: &Tensor, weight: Option<&Tensor>, reduction: Reduction) -> Result<Tensor> {
+pub fn binary_cross_entropy(
+    input: &Tensor,
+    label: &Tensor,
+    weight: Option<&Tensor>,
+    reduction: Reduction,
+) -> Result<Tensor> {
     same_shape("binary_cross_entropy", input, label)?;
     let lp = input.log()?.maximum_scalar(-100.0)?;
     let lq = input.rsub_scalar(1.0)?.log()?.maximum_scalar(-100.0)?;

@@ -7,10 +7,12 @@ mod layer;
 mod layers;
 pub mod loss;
 
+pub use crate::ops::nn::{Conv2dOptions, Padding, Pair, Pool2dOptions};
 pub use dygraph_derive::Layer;
 pub use init::{BiasAttr, Initializer, ParamAttr, create_parameter};
 pub use layer::{Forward, Layer, StateDict};
 pub use layers::*;
 pub use loss::{
-    BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, CrossEntropyOptions, L1Loss, MSELoss, NLLLoss, Reduction, SmoothL1Loss,
+    BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, CrossEntropyOptions, L1Loss, MSELoss, NLLLoss, Reduction,
+    SmoothL1Loss,
 };

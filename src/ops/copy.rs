@@ -73,8 +73,7 @@ pub(crate) fn assemble(
     pieces: &[(Tensor, View)],
 ) -> Result<Tensor> {
     if dtype == DType::Float16 {
-        let up: Vec<(Tensor, View)> =
-            pieces.iter().map(|(t, v)| Ok((upcast(t)?, v.clone()))).collect::<Result<_>>()?;
+        let up: Vec<(Tensor, View)> = pieces.iter().map(|(t, v)| Ok((upcast(t)?, v.clone()))).collect::<Result<_>>()?;
         return assemble(shape, DType::Float32, place, fill, &up)?.cast(DType::Float16);
     }
     let n: usize = shape.iter().product();

@@ -37,15 +37,11 @@ pub(crate) static GATHER: Kernel = Kernel {
     },
 };
 
-pub(crate) static SCATTER_ADD: Kernel = Kernel {
-    file: "scatter_add.wgsl",
-    variants: || INDEX_DTYPES.iter().map(|&d| index_variant(d)).collect(),
-};
+pub(crate) static SCATTER_ADD: Kernel =
+    Kernel { file: "scatter_add.wgsl", variants: || INDEX_DTYPES.iter().map(|&d| index_variant(d)).collect() };
 
-pub(crate) static ONE_HOT: Kernel = Kernel {
-    file: "one_hot.wgsl",
-    variants: || INDEX_DTYPES.iter().map(|&d| index_variant(d)).collect(),
-};
+pub(crate) static ONE_HOT: Kernel =
+    Kernel { file: "one_hot.wgsl", variants: || INDEX_DTYPES.iter().map(|&d| index_variant(d)).collect() };
 
 /// `I` (the index storage type) and `INDEX_AT` (its bounds-safe read) for an index dtype.
 fn index_variant(index: DType) -> Variant {
@@ -59,10 +55,7 @@ fn index_variant(index: DType) -> Variant {
 
 /// gather.wgsl moves elements as raw words: one u32 (32-bit dtypes) or two (int64).
 fn gather_variant(words: usize, index: DType) -> Variant {
-    let mut v = vec![(
-        "S",
-        if words == 2 { "vec2<u32>" } else { "u32" }.to_string(),
-    )];
+    let mut v = vec![("S", if words == 2 { "vec2<u32>" } else { "u32" }.to_string())];
     v.extend(index_variant(index));
     v
 }
@@ -84,25 +77,12 @@ struct Geom {
 impl Geom {
     /// One index list of `m` entries shared by every `(o, i)`.
     fn shared(outer: usize, n: usize, m: usize, inner: usize) -> Geom {
-        Geom {
-            outer,
-            n,
-            m,
-            inner,
-            so: 0,
-            sj: 1,
-            si: 0,
-            pad: None,
-        }
+        Geom { outer, n, m, inner, so: 0, sj: 1, si: 0, pad: None }
     }
 
     fn params(&self, total: usize) -> Vec<u32> {
         let pad = self.pad.map_or(u32::MAX, |p| p as u32);
-        [total, self.m, self.inner, self.n, self.so, self.sj, self.si]
-            .iter()
-            .map(|&v| v as u32)
-            .chain([pad])
-            .collect()
+        [total, self.m, self.inner, self.n, self.so, self.sj, self.si].iter().map(|&v| v as u32).chain([pad]).collect()
     }
 
     /// Position of the index of output `(o, j, i)`.
@@ -114,11 +94,7 @@ impl Geom {
 /// Errors unless `index` is an int32/int64 tensor on `x`'s place.
 fn check_index(op: &'static str, x: &Tensor, index: &Tensor) -> Result<()> {
     if !index.dtype().is_int() {
-        return Err(Error::unsupported(
-            op,
-            index.dtype(),
-            "for indices (expected int32 or int64)",
-        ));
+        return Err(Error::unsupported(op, index.dtype(), "for indices (expected int32 or int64)"));
     }
     x.same_place(op, index)
 }
@@ -129,28 +105,17 @@ fn host_indices(index: &CpuData, n: usize) -> Vec<usize> {
     (0..index.len())
         .map(|k| {
             let v = index.get_i64(k);
-            if v >= 0 && (v as u64) < n as u64 {
-                v as usize
-            } else {
-                usize::MAX
-            }
+            if v >= 0 && (v as u64) < n as u64 { v as usize } else { usize::MAX }
         })
         .collect()
 }
 
 /// The first index outside `[0, n)`, if any.
 fn out_of_range(index: &CpuData, n: usize) -> Option<i64> {
-    (0..index.len())
-        .map(|k| index.get_i64(k))
-        .find(|&v| v < 0 || v as u64 >= n as u64)
+    (0..index.len()).map(|k| index.get_i64(k)).find(|&v| v < 0 || v as u64 >= n as u64)
 }
 
-fn gather_cpu<T: Copy + Default + Send + Sync>(
-    src: &[T],
-    idx: &[usize],
-    g: &Geom,
-    total: usize,
-) -> Vec<T> {
+fn gather_cpu<T: Copy + Default + Send + Sync>(src: &[T], idx: &[usize], g: &Geom, total: usize) -> Vec<T> {
     let mut out = vec![T::default(); total];
     let (m, inner) = (g.m, g.inner);
     par_chunks_mut(&mut out, 1 << 14, |start, chunk| {
@@ -166,11 +131,7 @@ fn gather_cpu<T: Copy + Default + Send + Sync>(
     out
 }
 
-fn scatter_add_cpu<T: Copy + Default + std::ops::AddAssign>(
-    grad: &[T],
-    idx: &[usize],
-    g: &Geom,
-) -> Vec<T> {
+fn scatter_add_cpu<T: Copy + Default + std::ops::AddAssign>(grad: &[T], idx: &[usize], g: &Geom) -> Vec<T> {
     let mut out = vec![T::default(); g.outer * g.n * g.inner];
     for o in 0..g.outer {
         for j in 0..g.m {
@@ -187,14 +148,7 @@ fn scatter_add_cpu<T: Copy + Default + std::ops::AddAssign>(
 
 /// The gather primitive (see the module docs), recorded for autograd with `op`'s name. On
 /// the CPU every index is checked against `n`; `what` names the indexed dimension in errors.
-fn gather_axis(
-    op: &'static str,
-    what: &str,
-    x: &Tensor,
-    index: &Tensor,
-    g: Geom,
-    shape: Vec<usize>,
-) -> Result<Tensor> {
+fn gather_axis(op: &'static str, what: &str, x: &Tensor, index: &Tensor, g: Geom, shape: Vec<usize>) -> Result<Tensor> {
     if x.dtype() == DType::Float16 {
         return gather_axis(op, what, &upcast(x)?, index, g, shape)?.cast(DType::Float16);
     }
@@ -204,10 +158,7 @@ fn gather_axis(
             if let Some(v) = out_of_range(&ix, g.n) {
                 return Err(Error::invalid(
                     op,
-                    format!(
-                        "index {v} is out of range for {what} (size {}, valid 0..{})",
-                        g.n, g.n
-                    ),
+                    format!("index {v} is out of range for {what} (size {}, valid 0..{})", g.n, g.n),
                 ));
             }
             let idx = host_indices(&ix, g.n);
@@ -218,14 +169,7 @@ fn gather_axis(
             let out = ctx.alloc(op, gpu_bytes(x.dtype(), total))?;
             let variant = gather_variant(wgsl::param_words(x.dtype()), index.dtype());
             let binds = [Bind::read(b), Bind::read(ix), Bind::write(&out)];
-            ctx.dispatch_1d(
-                &GATHER,
-                &variant,
-                "main",
-                &binds,
-                &g.params(total),
-                total as u64,
-            )?;
+            ctx.dispatch_1d(&GATHER, &variant, "main", &binds, &g.params(total), total as u64)?;
             Tensor::from_gpu(out, shape, x.dtype())
         }
         _ => unreachable!("places were checked equal"),
@@ -234,26 +178,12 @@ fn gather_axis(
         return Ok(out);
     }
     let (index, x_shape) = (index.clone(), x.shape().to_vec());
-    Ok(record1(op, &[x], out, move |c| {
-        Ok(vec![Some(scatter_add_axis(
-            op,
-            c.grad(),
-            &index,
-            g,
-            x_shape.clone(),
-        )?)])
-    }))
+    Ok(record1(op, &[x], out, move |c| Ok(vec![Some(scatter_add_axis(op, c.grad(), &index, g, x_shape.clone())?)])))
 }
 
 /// The adjoint of [`gather_axis`]: sums `grad` (shaped like the gather's output) into a
 /// zero tensor of `shape` (the gather's input) at the indexed positions.
-fn scatter_add_axis(
-    op: &'static str,
-    grad: &Tensor,
-    index: &Tensor,
-    g: Geom,
-    shape: Vec<usize>,
-) -> Result<Tensor> {
+fn scatter_add_axis(op: &'static str, grad: &Tensor, index: &Tensor, g: Geom, shape: Vec<usize>) -> Result<Tensor> {
     if grad.dtype() == DType::Float16 {
         return scatter_add_axis(op, &upcast(grad)?, index, g, shape)?.cast(DType::Float16);
     }
@@ -265,11 +195,7 @@ fn scatter_add_axis(
                 CpuData::F32(v) => CpuData::F32(scatter_add_cpu(v, &idx, &g)),
                 CpuData::F64(v) => CpuData::F64(scatter_add_cpu(v, &idx, &g)),
                 other => {
-                    return Err(Error::unsupported(
-                        op,
-                        other.dtype(),
-                        "for gradients (expected a float dtype)",
-                    ));
+                    return Err(Error::unsupported(op, other.dtype(), "for gradients (expected a float dtype)"));
                 }
             };
             Tensor::from_cpu(data, shape)
@@ -293,14 +219,7 @@ fn scatter_add_axis(
     };
     let (index, grad_shape) = (index.clone(), grad.shape().to_vec());
     Ok(record1(op, &[grad], out, move |c| {
-        Ok(vec![Some(gather_axis(
-            op,
-            "the gathered axis",
-            c.grad(),
-            &index,
-            g,
-            grad_shape.clone(),
-        )?)])
+        Ok(vec![Some(gather_axis(op, "the gathered axis", c.grad(), &index, g, grad_shape.clone())?)])
     }))
 }
 
@@ -316,22 +235,13 @@ pub fn gather(x: &Tensor, index: &Tensor, axis: isize) -> Result<Tensor> {
     select_along("gather", x, index, axis, true)
 }
 
-fn select_along(
-    op: &'static str,
-    x: &Tensor,
-    index: &Tensor,
-    axis: isize,
-    scalar_ok: bool,
-) -> Result<Tensor> {
+fn select_along(op: &'static str, x: &Tensor, index: &Tensor, axis: isize, scalar_ok: bool) -> Result<Tensor> {
     check_index(op, x, index)?;
     let ax = x.shape_ref().axis(op, axis)?;
     let scalar = index.ndim() == 0;
     if index.ndim() != 1 && !(scalar_ok && scalar) {
         let expected = if scalar_ok { "0-D or 1-D" } else { "1-D" };
-        return Err(Error::shape(
-            op,
-            format!("index must be {expected}, got shape {:?}", index.shape()),
-        ));
+        return Err(Error::shape(op, format!("index must be {expected}, got shape {:?}", index.shape())));
     }
     let (outer, n, inner) = x.shape_ref().around(ax);
     let m = index.numel();
@@ -354,11 +264,7 @@ pub fn take_along_axis(arr: &Tensor, indices: &Tensor, axis: isize) -> Result<Te
     if indices.ndim() != arr.ndim() {
         return Err(Error::shape(
             OP,
-            format!(
-                "indices {:?} must have the rank of arr {:?}",
-                indices.shape(),
-                arr.shape()
-            ),
+            format!("indices {:?} must have the rank of arr {:?}", indices.shape(), arr.shape()),
         ));
     }
     let ax = arr.shape_ref().axis(OP, axis)?;
@@ -386,16 +292,7 @@ pub fn take_along_axis(arr: &Tensor, indices: &Tensor, axis: isize) -> Result<Te
     let idx_b = crate::broadcast_to(indices, &shape)?;
     let (outer, n, inner) = arr_b.shape_ref().around(ax);
     let m = shape[ax];
-    let g = Geom {
-        outer,
-        n,
-        m,
-        inner,
-        so: m * inner,
-        sj: inner,
-        si: 1,
-        pad: None,
-    };
+    let g = Geom { outer, n, m, inner, so: m * inner, sj: inner, si: 1, pad: None };
     let what = format!("axis {ax} of arr {:?}", arr.shape());
     gather_axis(OP, &what, &arr_b, &idx_b, g, shape)
 }
@@ -406,11 +303,7 @@ pub fn take_along_axis(arr: &Tensor, indices: &Tensor, axis: isize) -> Result<Te
 pub fn one_hot(x: &Tensor, num_classes: usize) -> Result<Tensor> {
     const OP: &str = "one_hot";
     if !x.dtype().is_int() {
-        return Err(Error::unsupported(
-            OP,
-            x.dtype(),
-            "for labels (expected int32 or int64)",
-        ));
+        return Err(Error::unsupported(OP, x.dtype(), "for labels (expected int32 or int64)"));
     }
     if num_classes == 0 {
         return Err(Error::invalid(OP, "num_classes must be at least 1"));
@@ -423,9 +316,7 @@ pub fn one_hot(x: &Tensor, num_classes: usize) -> Result<Tensor> {
             if let Some(v) = out_of_range(&d, num_classes) {
                 return Err(Error::invalid(
                     OP,
-                    format!(
-                        "label {v} is out of range for num_classes {num_classes} (valid 0..{num_classes})"
-                    ),
+                    format!("label {v} is out of range for num_classes {num_classes} (valid 0..{num_classes})"),
                 ));
             }
             let mut out = vec![0.0f32; total];
@@ -459,33 +350,19 @@ pub fn embedding(ids: &Tensor, weight: &Tensor, padding_idx: Option<i64>) -> Res
     const OP: &str = "embedding";
     check_index(OP, weight, ids)?;
     if weight.ndim() != 2 {
-        return Err(Error::shape(
-            OP,
-            format!(
-                "weight must be 2-D [num_embeddings, dim], got {:?}",
-                weight.shape()
-            ),
-        ));
+        return Err(Error::shape(OP, format!("weight must be 2-D [num_embeddings, dim], got {:?}", weight.shape())));
     }
     let (rows, dim) = (weight.shape()[0], weight.shape()[1]);
     let pad = match padding_idx {
         None => None,
-        Some(p) if p >= -(rows as i64) && p < rows as i64 => {
-            Some(if p < 0 { p + rows as i64 } else { p } as usize)
-        }
+        Some(p) if p >= -(rows as i64) && p < rows as i64 => Some(if p < 0 { p + rows as i64 } else { p } as usize),
         Some(p) => {
-            return Err(Error::invalid(
-                OP,
-                format!("padding_idx {p} is out of range for {rows} embeddings"),
-            ));
+            return Err(Error::invalid(OP, format!("padding_idx {p} is out of range for {rows} embeddings")));
         }
     };
     let mut shape = ids.shape().to_vec();
     shape.push(dim);
-    let g = Geom {
-        pad,
-        ..Geom::shared(1, rows, ids.numel(), dim)
-    };
+    let g = Geom { pad, ..Geom::shared(1, rows, ids.numel(), dim) };
     let what = format!("the rows of weight {:?}", weight.shape());
     gather_axis(OP, &what, weight, ids, g, shape)
 }

@@ -21,7 +21,10 @@ pub fn matmul(x: &Tensor, y: &Tensor, transpose_x: bool, transpose_y: bool) -> R
         return Err(Error::unsupported(OP, x.dtype(), "(matmul needs float tensors)"));
     }
     if x.ndim() == 0 || y.ndim() == 0 {
-        return Err(Error::shape(OP, format!("0-d operands have no matrix product: {:?} and {:?}", x.shape(), y.shape())));
+        return Err(Error::shape(
+            OP,
+            format!("0-d operands have no matrix product: {:?} and {:?}", x.shape(), y.shape()),
+        ));
     }
     if x.dtype() == DType::Float16 {
         let out = matmul(&x.cast(DType::Float32)?, &y.cast(DType::Float32)?, transpose_x, transpose_y)?;
@@ -85,8 +88,12 @@ fn matmul_nd(x: &Tensor, y: &Tensor, tx: bool, ty: bool, orig: (&Tensor, &Tensor
             };
             let (oa, ob) = (offsets(&sa), offsets(&sb));
             let data = match (&*a, &*b) {
-                (CpuData::F32(a), CpuData::F32(b)) => CpuData::F32(batched_matmul(a, av, &oa, b, bv, &ob, (m, n, k), 1.0, 0.0)),
-                (CpuData::F64(a), CpuData::F64(b)) => CpuData::F64(batched_matmul(a, av, &oa, b, bv, &ob, (m, n, k), 1.0, 0.0)),
+                (CpuData::F32(a), CpuData::F32(b)) => {
+                    CpuData::F32(batched_matmul(a, av, &oa, b, bv, &ob, (m, n, k), 1.0, 0.0))
+                }
+                (CpuData::F64(a), CpuData::F64(b)) => {
+                    CpuData::F64(batched_matmul(a, av, &oa, b, bv, &ob, (m, n, k), 1.0, 0.0))
+                }
                 _ => return Err(Error::unsupported(OP, x.dtype(), "")),
             };
             Tensor::from_cpu(data, shape)
@@ -119,7 +126,14 @@ fn matmul_nd(x: &Tensor, y: &Tensor, tx: bool, ty: bool, orig: (&Tensor, &Tensor
                     // Software adapters emulate workgroup barriers slowly: 4.8× faster there
                     // without them (lavapipe, 64×256·256×256: 1.8 ms vs 8.5 ms).
                     let entry = if ctx.is_software() { "direct" } else { "main" };
-                    ctx.dispatch(&MATMUL, &vec![], entry, &[Bind::read(a), Bind::read(b), Bind::write(&c)], &params, groups)?;
+                    ctx.dispatch(
+                        &MATMUL,
+                        &vec![],
+                        entry,
+                        &[Bind::read(a), Bind::read(b), Bind::write(&c)],
+                        &params,
+                        groups,
+                    )?;
                 }
                 z0 += zn;
             }

@@ -15,9 +15,9 @@ macro_rules! opt {
 }
 pub(crate) use opt;
 pub(crate) mod copy;
-pub(crate) mod reduce;
-pub(crate) mod shape;
-pub(crate) mod matmul;
 pub(crate) mod index;
+pub(crate) mod matmul;
 pub(crate) mod nn;
+pub(crate) mod reduce;
 pub mod registry;
+pub(crate) mod shape;

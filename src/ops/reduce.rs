@@ -123,42 +123,47 @@ fn plan(op: &'static str, x: &Tensor, axes: &[isize]) -> Result<Plan> {
     })
 }
 
-fn cpu_reduce(kind: Reduce, d: &CpuData, g: (usize, usize, usize)) -> Option<CpuData> {
-    let len = g.1 as f64;
+/// Float reductions straight off the typed slice, accumulating in f64.
+fn float_reduce<T: Copy + Sync + Into<f64>>(kind: Reduce, xs: &[T], g: (usize, usize, usize)) -> Vec<f64> {
     let nan_max = |a: f64, x: f64| if a.is_nan() || x.is_nan() { f64::NAN } else { a.max(x) };
     let nan_min = |a: f64, x: f64| if a.is_nan() || x.is_nan() { f64::NAN } else { a.min(x) };
-    let floats = |v: Vec<f64>| -> Vec<f64> { v };
-    let float_reduce = |get: &dyn Fn(usize) -> f64, n: usize| -> Vec<f64> {
-        let xs: Vec<f64> = (0..n).map(get).collect();
-        floats(match kind {
-            Reduce::Sum => reduce(&xs, g, 0.0, |a, x| a + x, |a, b| a + b),
-            Reduce::Mean => reduce(&xs, g, 0.0, |a, x| a + x, |a, b| a + b).into_iter().map(|s| s / len).collect(),
-            Reduce::Prod => reduce(&xs, g, 1.0, |a, x| a * x, |a, b| a * b),
-            Reduce::Max => reduce(&xs, g, f64::NEG_INFINITY, nan_max, nan_max),
-            Reduce::Min => reduce(&xs, g, f64::INFINITY, nan_min, nan_min),
-        })
-    };
-    let int_reduce = |xs: &[i64]| -> Vec<i64> {
-        match kind {
-            Reduce::Sum | Reduce::Mean => reduce(xs, g, 0i64, |a, x| a.wrapping_add(x), |a, b| a.wrapping_add(b)),
-            Reduce::Prod => reduce(xs, g, 1i64, |a, x| a.wrapping_mul(x), |a, b| a.wrapping_mul(b)),
-            Reduce::Max => reduce(xs, g, i64::MIN, |a, x| a.max(x), |a, b| a.max(b)),
-            Reduce::Min => reduce(xs, g, i64::MAX, |a, x| a.min(x), |a, b| a.min(b)),
+    match kind {
+        Reduce::Sum => reduce(xs, g, 0.0, |a, x: T| a + x.into(), |a, b| a + b),
+        Reduce::Mean => {
+            reduce(xs, g, 0.0, |a, x: T| a + x.into(), |a, b| a + b).into_iter().map(|s| s / g.1 as f64).collect()
         }
-    };
+        Reduce::Prod => reduce(xs, g, 1.0, |a, x: T| a * x.into(), |a, b| a * b),
+        Reduce::Max => reduce(xs, g, f64::NEG_INFINITY, |a, x: T| nan_max(a, x.into()), nan_max),
+        Reduce::Min => reduce(xs, g, f64::INFINITY, |a, x: T| nan_min(a, x.into()), nan_min),
+    }
+}
+
+/// Integer reductions with wrapping i64 arithmetic.
+fn int_reduce<T: Copy + Sync + Into<i64>>(kind: Reduce, xs: &[T], g: (usize, usize, usize)) -> Vec<i64> {
+    match kind {
+        Reduce::Sum | Reduce::Mean => reduce(xs, g, 0i64, |a, x: T| a.wrapping_add(x.into()), |a, b| a.wrapping_add(b)),
+        Reduce::Prod => reduce(xs, g, 1i64, |a, x: T| a.wrapping_mul(x.into()), |a, b| a.wrapping_mul(b)),
+        Reduce::Max => reduce(xs, g, i64::MIN, |a, x: T| a.max(x.into()), |a, b| a.max(b)),
+        Reduce::Min => reduce(xs, g, i64::MAX, |a, x: T| a.min(x.into()), |a, b| a.min(b)),
+    }
+}
+
+fn cpu_reduce(kind: Reduce, d: &CpuData, g: (usize, usize, usize)) -> Option<CpuData> {
     Some(match d {
-        CpuData::F32(v) => CpuData::F32(float_reduce(&|i| v[i] as f64, v.len()).into_iter().map(|x| x as f32).collect()),
-        CpuData::F64(v) => CpuData::F64(float_reduce(&|i| v[i], v.len())),
-        CpuData::I64(v) => CpuData::I64(int_reduce(v)),
-        CpuData::I32(v) => {
-            let xs: Vec<i64> = v.iter().map(|&x| x as i64).collect();
-            CpuData::I32(int_reduce(&xs).into_iter().map(|x| x as i32).collect())
-        }
+        CpuData::F32(v) => CpuData::F32(float_reduce(kind, v, g).into_iter().map(|x| x as f32).collect()),
+        CpuData::F64(v) => CpuData::F64(float_reduce(kind, v, g)),
+        CpuData::I64(v) => CpuData::I64(int_reduce(kind, v, g)),
+        CpuData::I32(v) => CpuData::I32(int_reduce(kind, v, g).into_iter().map(|x| x as i32).collect()),
         _ => return None,
     })
 }
 
-fn gpu_reduce(kind: Reduce, buf: &GpuBuffer, dtype: DType, (outer, len, inner): (usize, usize, usize)) -> Result<GpuBuffer> {
+fn gpu_reduce(
+    kind: Reduce,
+    buf: &GpuBuffer,
+    dtype: DType,
+    (outer, len, inner): (usize, usize, usize),
+) -> Result<GpuBuffer> {
     let ctx = &buf.ctx;
     let scale = (1.0f32 / len.max(1) as f32).to_bits();
     let bytes = |n: usize| crate::backend::cpu::gpu_bytes(dtype, n);
@@ -181,7 +186,14 @@ fn gpu_reduce(kind: Reduce, buf: &GpuBuffer, dtype: DType, (outer, len, inner): 
     }
     let out = ctx.alloc(kind.name(), bytes(outer * inner))?;
     let params = [outer as u32, len as u32, inner as u32, 1, len as u32, scale];
-    ctx.dispatch_1d(&REDUCE, &kind.variant(dtype), "strided", &[Bind::read(buf), Bind::write(&out)], &params, (outer * inner) as u64)?;
+    ctx.dispatch_1d(
+        &REDUCE,
+        &kind.variant(dtype),
+        "strided",
+        &[Bind::read(buf), Bind::write(&out)],
+        &params,
+        (outer * inner) as u64,
+    )?;
     Ok(out)
 }
 
@@ -191,22 +203,54 @@ fn reduce_op(kind: Reduce, x: &Tensor, axes: &[isize], keepdim: bool) -> Result<
         (Reduce::Mean, d) if !d.is_float() => {
             return Err(Error::unsupported(op, d, "(mean needs a float tensor; cast first)"));
         }
-        (Reduce::Sum, DType::Bool | DType::Int32) => return reduce_op(kind, &x.cast(DType::Int64)?, axes, keepdim),
-        (_, DType::Bool) => return Err(Error::unsupported(op, DType::Bool, "(cast to an integer or float type first)")),
-        (_, DType::Float16) => return reduce_op(kind, &x.cast(DType::Float32)?, axes, keepdim)?.cast(DType::Float16),
+        (Reduce::Sum, DType::Bool | DType::Int32) => {
+            return reduce_op(kind, &x.cast(DType::Int64)?, axes, keepdim);
+        }
+        (_, DType::Bool) => {
+            return Err(Error::unsupported(op, DType::Bool, "(cast to an integer or float type first)"));
+        }
+        (_, DType::Float16) => {
+            return reduce_op(kind, &x.cast(DType::Float32)?, axes, keepdim)?.cast(DType::Float16);
+        }
         _ => {}
+    }
+    // Non-adjacent axes (a bias gradient's [0, 2, 3]): reduce each run of adjacent axes in
+    // turn, last first, instead of transposing a copy. Exact for every kind (a mean of equal-
+    // sized means is the mean).
+    let norm = x.shape_ref().axes(op, axes)?;
+    let runs: Vec<Vec<usize>> = norm.iter().fold(Vec::new(), |mut runs: Vec<Vec<usize>>, &a| {
+        match runs.last_mut() {
+            Some(r) if *r.last().expect("runs are non-empty") + 1 == a => r.push(a),
+            _ => runs.push(vec![a]),
+        }
+        runs
+    });
+    if runs.len() > 1 {
+        let mut y = x.clone();
+        for run in runs.iter().rev() {
+            let run: Vec<isize> = run.iter().map(|&a| a as isize).collect();
+            y = reduce_op(kind, &y, &run, true)?;
+        }
+        if keepdim {
+            return Ok(y);
+        }
+        let shape: Vec<usize> =
+            x.shape().iter().enumerate().filter(|(i, _)| !norm.contains(i)).map(|(_, &d)| d).collect();
+        return y.reshape(shape);
     }
     let p = plan(op, x, axes)?;
     if p.len == 0 && matches!(kind, Reduce::Max | Reduce::Min) && p.outer * p.inner > 0 {
-        return Err(Error::shape(op, format!("zero-size reduction over axes {axes:?} of {:?} has no identity", x.shape())));
+        return Err(Error::shape(
+            op,
+            format!("zero-size reduction over axes {axes:?} of {:?} has no identity", x.shape()),
+        ));
     }
     let geom = (p.outer, p.len, p.inner);
     let shape = if keepdim { p.keep_shape.clone() } else { p.out_shape.clone() };
     let out = match p.src.backend() {
-        Backend::Cpu(d) => Tensor::from_cpu(
-            cpu_reduce(kind, &d, geom).ok_or_else(|| Error::unsupported(op, x.dtype(), ""))?,
-            shape,
-        ),
+        Backend::Cpu(d) => {
+            Tensor::from_cpu(cpu_reduce(kind, &d, geom).ok_or_else(|| Error::unsupported(op, x.dtype(), ""))?, shape)
+        }
         Backend::Gpu(b) => {
             if p.outer * p.inner == 0 {
                 crate::zeros_on(&shape, x.dtype(), x.place())?
@@ -294,7 +338,9 @@ fn arg_variant(largest: bool, dtype: DType) -> Variant {
 
 fn arg_reduce(op: &'static str, largest: bool, x: &Tensor, axis: Option<isize>, keepdim: bool) -> Result<Tensor> {
     match x.dtype() {
-        DType::Float16 | DType::Bool => return arg_reduce(op, largest, &x.cast(DType::Float32)?, axis, keepdim),
+        DType::Float16 | DType::Bool => {
+            return arg_reduce(op, largest, &x.cast(DType::Float32)?, axis, keepdim);
+        }
         DType::Float64 if x.place().is_gpu() => unreachable!("float64 never lives on a GPU"),
         _ => {}
     }
@@ -350,7 +396,14 @@ fn arg_reduce(op: &'static str, largest: bool, x: &Tensor, axis: Option<isize>, 
             let outputs = geom.0 * geom.2;
             let out = ctx.alloc(op, 8 * outputs as u64)?;
             let params = [geom.0 as u32, geom.1 as u32, geom.2 as u32];
-            ctx.dispatch_1d(&ARGREDUCE, &arg_variant(largest, x.dtype()), "main", &[Bind::read(b), Bind::write(&out)], &params, outputs as u64)?;
+            ctx.dispatch_1d(
+                &ARGREDUCE,
+                &arg_variant(largest, x.dtype()),
+                "main",
+                &[Bind::read(b), Bind::write(&out)],
+                &params,
+                outputs as u64,
+            )?;
             Tensor::from_gpu(out, shape, DType::Int64)
         }
     };
@@ -413,7 +466,10 @@ pub fn add_n(xs: &[Tensor]) -> Result<Tensor> {
         first.same_place("add_n", x)?;
         first.same_dtype("add_n", x)?;
         if x.shape() != first.shape() {
-            return Err(Error::shape("add_n", format!("tensor {} has shape {:?} but tensor 0 has {:?}", i + 1, x.shape(), first.shape())));
+            return Err(Error::shape(
+                "add_n",
+                format!("tensor {} has shape {:?} but tensor 0 has {:?}", i + 1, x.shape(), first.shape()),
+            ));
         }
         acc = acc.add(x)?;
     }

@@ -1,7 +1,7 @@
 //! Introspection of the elementwise op tables, so tests and tools can reach every declared
 //! op by name (and a test can fail when an op has no case).
 
-use crate::ops::elementwise::{BINARY_OPS, UNARY_OPS, unary::unary, binary::binary};
+use crate::ops::elementwise::{BINARY_OPS, UNARY_OPS, binary::binary, unary::unary};
 use crate::{DType, Error, Result, Tensor};
 
 /// What the tables declare about one elementwise op.
@@ -44,11 +44,15 @@ pub fn elementwise_ops() -> Vec<OpInfo> {
 /// Runs the table op `name` on `inputs` (one or two) with scalar parameters `params`.
 pub fn apply_elementwise(name: &str, inputs: &[&Tensor], params: [f64; 2]) -> Result<Tensor> {
     if let Some(d) = UNARY_OPS.iter().find(|d| d.name == name) {
-        let [x] = inputs else { return Err(Error::invalid("apply_elementwise", format!("{name} takes one tensor"))) };
+        let [x] = inputs else {
+            return Err(Error::invalid("apply_elementwise", format!("{name} takes one tensor")));
+        };
         return unary(d, x, params);
     }
     if let Some(d) = BINARY_OPS.iter().find(|d| d.name == name) {
-        let [a, b] = inputs else { return Err(Error::invalid("apply_elementwise", format!("{name} takes two tensors"))) };
+        let [a, b] = inputs else {
+            return Err(Error::invalid("apply_elementwise", format!("{name} takes two tensors")));
+        };
         return binary(d, a, b);
     }
     Err(Error::invalid("apply_elementwise", format!("no elementwise op named {name:?}")))

@@ -31,16 +31,21 @@ pub fn reshape(x: &Tensor, shape: &[i64]) -> Result<Tensor> {
             }
             -1 => return Err(Error::shape(OP, format!("more than one -1 in {shape:?}"))),
             0 => dims.push(*x.shape().get(i).ok_or_else(|| {
-                Error::shape(OP, format!("0 at position {i} of {shape:?} but the input {:?} has rank {}", x.shape(), x.ndim()))
+                Error::shape(
+                    OP,
+                    format!("0 at position {i} of {shape:?} but the input {:?} has rank {}", x.shape(), x.ndim()),
+                )
             })?),
-            d if d < 0 => return Err(Error::invalid(OP, format!("negative dimension {d} in {shape:?}"))),
+            d if d < 0 => {
+                return Err(Error::invalid(OP, format!("negative dimension {d} in {shape:?}")));
+            }
             d => dims.push(d as usize),
         }
     }
     let known = crate::shape::checked_numel(&dims)
         .ok_or_else(|| Error::shape(OP, format!("cannot reshape {:?} into {shape:?}", x.shape())))?;
     if let Some(i) = infer {
-        if known == 0 || x.numel() % known != 0 {
+        if known == 0 || !x.numel().is_multiple_of(known) {
             return Err(Error::shape(OP, format!("cannot reshape {:?} into {shape:?}", x.shape())));
         }
         dims[i] = x.numel() / known;
@@ -106,7 +111,10 @@ pub fn transpose(x: &Tensor, perm: &[usize]) -> Result<Tensor> {
     let n = x.ndim();
     let mut seen = vec![false; n];
     if perm.len() != n || perm.iter().any(|&p| p >= n || std::mem::replace(&mut seen[p], true)) {
-        return Err(Error::invalid(OP, format!("perm {perm:?} is not a permutation of the {n} axes of {:?}", x.shape())));
+        return Err(Error::invalid(
+            OP,
+            format!("perm {perm:?} is not a permutation of the {n} axes of {:?}", x.shape()),
+        ));
     }
     let strides = contiguous_strides(x.shape());
     let view = View {
@@ -206,7 +214,8 @@ pub fn strided_slice(x: &Tensor, axes: &[isize], starts: &[i64], ends: &[i64], s
             (s, if e > s { (e - s).div_ceil(step as usize) } else { 0 })
         } else {
             let s = if starts[k] < 0 { starts[k] + d as i64 } else { starts[k] }.clamp(-1, d as i64 - 1);
-            let e = if ends[k] < 0 && ends[k] >= -(d as i64) { ends[k] + d as i64 } else { ends[k] }.clamp(-1, d as i64 - 1);
+            let e = if ends[k] < 0 && ends[k] >= -(d as i64) { ends[k] + d as i64 } else { ends[k] }
+                .clamp(-1, d as i64 - 1);
             let len = if s > e { ((s - e) as usize).div_ceil((-step) as usize) } else { 0 };
             (s.max(0) as usize, len)
         };
@@ -241,7 +250,11 @@ pub fn concat(xs: &[Tensor], axis: isize) -> Result<Tensor> {
         if !ok {
             return Err(Error::shape(
                 OP,
-                format!("tensor {i} has shape {:?}, which does not match {:?} outside axis {ax}", x.shape(), first.shape()),
+                format!(
+                    "tensor {i} has shape {:?}, which does not match {:?} outside axis {ax}",
+                    x.shape(),
+                    first.shape()
+                ),
             ));
         }
         shape[ax] += x.shape()[ax];
@@ -283,7 +296,10 @@ pub fn stack(xs: &[Tensor], axis: isize) -> Result<Tensor> {
     let ax = crate::shape::normalize_axis("stack", axis, rank, first.shape())?;
     for (i, x) in xs.iter().enumerate() {
         if x.shape() != first.shape() {
-            return Err(Error::shape("stack", format!("tensor {i} has shape {:?} but tensor 0 has {:?}", x.shape(), first.shape())));
+            return Err(Error::shape(
+                "stack",
+                format!("tensor {i} has shape {:?} but tensor 0 has {:?}", x.shape(), first.shape()),
+            ));
         }
     }
     let parts: Vec<Tensor> = xs.iter().map(|x| unsqueeze(x, &[ax as isize])).collect::<Result<_>>()?;
@@ -325,8 +341,11 @@ pub fn split(x: &Tensor, sections: impl Into<Sections>, axis: isize) -> Result<V
     let sizes: Vec<usize> = match sections.into() {
         Sections::Count(0) => return Err(Error::invalid(OP, "cannot split into 0 parts")),
         Sections::Count(n) => {
-            if d % n != 0 {
-                return Err(Error::shape(OP, format!("axis {ax} of size {d} ({:?}) does not divide into {n} parts", x.shape())));
+            if !d.is_multiple_of(n) {
+                return Err(Error::shape(
+                    OP,
+                    format!("axis {ax} of size {d} ({:?}) does not divide into {n} parts", x.shape()),
+                ));
             }
             vec![d / n; n]
         }
@@ -372,7 +391,8 @@ pub fn flip(x: &Tensor, axes: &[isize]) -> Result<Tensor> {
 pub fn tile(x: &Tensor, repeat_times: &[usize]) -> Result<Tensor> {
     let rank = x.ndim().max(repeat_times.len());
     let xs: Vec<usize> = std::iter::repeat_n(1, rank - x.ndim()).chain(x.shape().iter().copied()).collect();
-    let reps: Vec<usize> = std::iter::repeat_n(1, rank - repeat_times.len()).chain(repeat_times.iter().copied()).collect();
+    let reps: Vec<usize> =
+        std::iter::repeat_n(1, rank - repeat_times.len()).chain(repeat_times.iter().copied()).collect();
     // [a, b] tiled by [r, s] = reshape [1, a, 1, b] → broadcast [r, a, s, b] → [r·a, s·b].
     let inter: Vec<i64> = xs.iter().flat_map(|&d| [1, d as i64]).collect();
     let wide: Vec<usize> = xs.iter().zip(&reps).flat_map(|(&d, &r)| [r, d]).collect();
@@ -386,7 +406,7 @@ pub fn tile(x: &Tensor, repeat_times: &[usize]) -> Result<Tensor> {
 pub fn pad(x: &Tensor, pad: &[usize], value: f64) -> Result<Tensor> {
     const OP: &str = "pad";
     let n = x.ndim();
-    if pad.len() % 2 != 0 || pad.len() > 2 * n {
+    if !pad.len().is_multiple_of(2) || pad.len() > 2 * n {
         return Err(Error::invalid(OP, format!("pad {pad:?} must hold two values per padded axis of {:?}", x.shape())));
     }
     let mut before = vec![0; n];

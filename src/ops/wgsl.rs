@@ -23,18 +23,6 @@ pub(crate) fn compute(dtype: DType) -> &'static str {
     }
 }
 
-/// Short dtype tag used in variant keys.
-pub(crate) fn tag(dtype: DType) -> &'static str {
-    match dtype {
-        DType::Bool => "bool",
-        DType::Int32 => "i32",
-        DType::Int64 => "i64",
-        DType::Float16 => "f16",
-        DType::Float32 => "f32",
-        DType::Float64 => "f64",
-    }
-}
-
 /// Expression loading element `idx` of buffer `buf` as the compute type.
 pub(crate) fn load(dtype: DType, buf: &str, idx: &str) -> String {
     match dtype {

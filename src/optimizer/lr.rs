@@ -220,7 +220,15 @@ impl ReduceOnPlateau {
     /// Paddle's `ReduceOnPlateau(learning_rate, mode, factor=0.1, patience=10,
     /// threshold=1e-4, cooldown=0, min_lr=0)`.
     #[allow(clippy::new_ret_no_self)]
-    pub fn new(learning_rate: f64, mode: PlateauMode, factor: f64, patience: i64, threshold: f64, cooldown: i64, min_lr: f64) -> LrScheduler {
+    pub fn new(
+        learning_rate: f64,
+        mode: PlateauMode,
+        factor: f64,
+        patience: i64,
+        threshold: f64,
+        cooldown: i64,
+        min_lr: f64,
+    ) -> LrScheduler {
         LrScheduler::new(ReduceOnPlateau {
             lr: learning_rate,
             mode,

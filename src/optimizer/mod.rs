@@ -108,7 +108,15 @@ pub struct Optim<K: Kind> {
 impl<K: Kind> Optim<K> {
     fn with_kind(kind: K, lr: impl Into<LearningRate>, parameters: Vec<Tensor>, weight_decay: f64) -> Self {
         let n = parameters.len();
-        Optim { kind, params: parameters, states: vec![Vec::new(); n], lr: lr.into(), weight_decay, grad_clip: None, steps: 0 }
+        Optim {
+            kind,
+            params: parameters,
+            states: vec![Vec::new(); n],
+            lr: lr.into(),
+            weight_decay,
+            grad_clip: None,
+            steps: 0,
+        }
     }
 
     /// Weight decay coefficient (L2 on the gradient; decoupled for AdamW).
@@ -141,8 +149,9 @@ impl<K: Kind> Optim<K> {
 impl<K: Kind> Optimizer for Optim<K> {
     fn step(&mut self) -> Result<()> {
         let _g = crate::no_grad_guard();
-        let live: Vec<usize> =
-            (0..self.params.len()).filter(|&i| !self.params[i].stop_gradient() && self.params[i].grad().is_some()).collect();
+        let live: Vec<usize> = (0..self.params.len())
+            .filter(|&i| !self.params[i].stop_gradient() && self.params[i].grad().is_some())
+            .collect();
         if live.is_empty() {
             return Ok(());
         }
@@ -160,13 +169,14 @@ impl<K: Kind> Optimizer for Optim<K> {
                 self.states[i] = (0..n_states).map(|_| crate::zeros_like(p)).collect::<Result<_>>()?;
             }
             let (l2, rule) = match rule {
-                Rule::Adam { .. } if self.kind.decoupled() => {
-                    (0.0, if let Rule::Adam { beta1, beta2, eps, beta1_pow, beta2_pow, .. } = rule {
+                Rule::Adam { .. } if self.kind.decoupled() => (
+                    0.0,
+                    if let Rule::Adam { beta1, beta2, eps, beta1_pow, beta2_pow, .. } = rule {
                         Rule::Adam { beta1, beta2, eps, beta1_pow, beta2_pow, decoupled_wd: self.weight_decay }
                     } else {
                         rule
-                    })
-                }
+                    },
+                ),
                 _ => (self.weight_decay, rule),
             };
             update::apply(&rule, p, g, &self.states[i], lr * p.learning_rate_multiplier(), l2)?;
@@ -210,7 +220,7 @@ impl<K: Kind> Optimizer for Optim<K> {
         const OP: &str = "optimizer.set_state_dict";
         let mut known = vec!["@step".to_string(), "@lr_epoch".to_string()];
         let mut new_states = self.states.clone();
-        for i in 0..self.params.len() {
+        for (i, slot) in new_states.iter_mut().enumerate() {
             let names = self.kind.state_names();
             let keys: Vec<String> = names.iter().map(|n| format!("{}.{n}", self.param_name(i))).collect();
             known.extend(keys.iter().cloned());
@@ -223,11 +233,14 @@ impl<K: Kind> Optimizer for Optim<K> {
             for (k, f) in keys.iter().zip(found) {
                 let t = f.ok_or_else(|| Error::invalid(OP, format!("missing key {k}")))?;
                 if t.shape() != p.shape() {
-                    return Err(Error::invalid(OP, format!("{k} has shape {:?} but the parameter has {:?}", t.shape(), p.shape())));
+                    return Err(Error::invalid(
+                        OP,
+                        format!("{k} has shape {:?} but the parameter has {:?}", t.shape(), p.shape()),
+                    ));
                 }
                 loaded.push(t.cast(p.dtype())?.to(p.place())?.clone_data()?);
             }
-            new_states[i] = loaded;
+            *slot = loaded;
         }
         let unexpected: Vec<String> = state.keys().into_iter().filter(|k| !known.contains(k)).collect();
         if !unexpected.is_empty() {

@@ -94,7 +94,11 @@ pub(crate) fn apply(rule: &Rule, param: &Tensor, grad: &Tensor, states: &[Tensor
     let n = param.numel();
     if param.place().is_gpu() {
         if param.dtype() != DType::Float32 {
-            return Err(Error::unsupported(OP, param.dtype(), "for GPU parameters (float32 parameters are updated in place)"));
+            return Err(Error::unsupported(
+                OP,
+                param.dtype(),
+                "for GPU parameters (float32 parameters are updated in place)",
+            ));
         }
         let (p, g) = (gpu(param)?, gpu(grad)?);
         let ctx = &p.ctx;
@@ -137,7 +141,9 @@ pub(crate) fn apply(rule: &Rule, param: &Tensor, grad: &Tensor, states: &[Tensor
     match (&mut *pw, &grad_data) {
         (CpuData::F32(p), CpuData::F32(g)) => run!(p, g, F32, f32),
         (CpuData::F64(p), CpuData::F64(g)) => run!(p, g, F64, f64),
-        _ => return Err(Error::unsupported(OP, param.dtype(), "(parameters must be float32 or float64)")),
+        _ => {
+            return Err(Error::unsupported(OP, param.dtype(), "(parameters must be float32 or float64)"));
+        }
     }
     Ok(())
 }

@@ -247,7 +247,12 @@ pub fn ones_like(x: &Tensor) -> Result<Tensor> {
 }
 
 /// Values from `start` to `end` (exclusive) by `step` (`paddle.arange`).
-pub fn arange(start: impl Into<Scalar>, end: impl Into<Scalar>, step: impl Into<Scalar>, dtype: DType) -> Result<Tensor> {
+pub fn arange(
+    start: impl Into<Scalar>,
+    end: impl Into<Scalar>,
+    step: impl Into<Scalar>,
+    dtype: DType,
+) -> Result<Tensor> {
     let (start, end, step) = (start.into(), end.into(), step.into());
     if step.to_f64() == 0.0 {
         return Err(Error::invalid("arange", "step must not be zero"));

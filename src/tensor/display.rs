@@ -104,18 +104,20 @@ fn format_item(item: Item, opts: &PrintOptions) -> String {
             }
         }
         Item::Int(v) => v.to_string(),
-        Item::Bool(b) => if b { "True".into() } else { "False".into() },
+        Item::Bool(b) => {
+            if b {
+                "True".into()
+            } else {
+                "False".into()
+            }
+        }
     }
 }
 
 fn pad_item(item: Item, width: usize, signed: bool, opts: &PrintOptions) -> String {
     let s = format_item(item, opts);
     if width > s.len() {
-        if signed && !item.negative() {
-            format!(" {s:<w$}", w = width - 1)
-        } else {
-            format!("{s:<width$}")
-        }
+        if signed && !item.negative() { format!(" {s:<w$}", w = width - 1) } else { format!("{s:<width$}") }
     } else {
         s
     }
@@ -269,10 +271,7 @@ pub(crate) fn numpy_str<T: Element>(data: &[T], shape: &[usize]) -> String {
             })
             .collect();
         let frac = split.iter().filter(|(_, f)| f != "\u{0}").map(|(_, f)| f.len()).max().unwrap_or(0);
-        split
-            .iter()
-            .map(|(i, f)| if f == "\u{0}" { i.clone() } else { format!("{i}.{f:<frac$}") })
-            .collect()
+        split.iter().map(|(i, f)| if f == "\u{0}" { i.clone() } else { format!("{i}.{f:<frac$}") }).collect()
     } else {
         raw.into_iter().map(|(s, _)| s).collect()
     };
@@ -286,9 +285,8 @@ pub(crate) fn numpy_str<T: Element>(data: &[T], shape: &[usize]) -> String {
             return format!("[{}]", row.join(" "));
         }
         let stride: usize = shape[1..].iter().product();
-        let parts: Vec<String> = (0..shape[0])
-            .map(|i| rec(&cells[i * stride..(i + 1) * stride], &shape[1..], width, depth + 1))
-            .collect();
+        let parts: Vec<String> =
+            (0..shape[0]).map(|i| rec(&cells[i * stride..(i + 1) * stride], &shape[1..], width, depth + 1)).collect();
         let sep = format!("{}{}", "\n".repeat(shape.len() - 1), " ".repeat(depth + 1));
         format!("[{}]", parts.join(&sep))
     }
@@ -306,7 +304,16 @@ mod tests {
     #[test]
     fn paddle_layout_of_the_seed_tensors() {
         // Values of the Paddle 2.2 seed (001): `print(a)` of a [4, 2] randn tensor.
-        let a = f32_data(&[-0.24989827, 0.66201270, -1.58135796, 0.07232992, -0.96044230, 0.31790161, 1.12384641, 0.66361523]);
+        let a = f32_data(&[
+            -0.24989827,
+            0.662_012_7,
+            -1.581_358,
+            0.07232992,
+            -0.960_442_3,
+            0.317_901_6,
+            1.123_846_4,
+            0.663_615_2,
+        ]);
         assert_eq!(
             format_data(&a, &[4, 2], 7),
             "[[-0.24989827,  0.66201270],\n        [-1.58135796,  0.07232992],\n        [-0.96044230,  0.31790161],\n        [ 1.12384641,  0.66361523]]"

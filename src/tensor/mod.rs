@@ -15,7 +15,7 @@ pub use display::{PrintOptions, set_printoptions};
 use crate::autograd::GradMeta;
 use crate::backend::Storage;
 use crate::backend::cpu::CpuData;
-use crate::backend::gpu::{GpuBuffer, GpuContext};
+use crate::backend::gpu::GpuBuffer;
 use crate::{DType, Error, Place, Result, Shape};
 
 /// An n-dimensional array on a place (CPU or GPU), with Paddle's eager semantics.
@@ -98,14 +98,6 @@ impl Tensor {
         match &self.inner.storage {
             Storage::Cpu(d) => Some(d.write().unwrap_or_else(|e| e.into_inner())),
             Storage::Gpu(_) => None,
-        }
-    }
-
-    /// The GPU context, if the tensor is on a GPU.
-    pub(crate) fn gpu_ctx(&self) -> Option<&Arc<GpuContext>> {
-        match &self.inner.storage {
-            Storage::Gpu(b) => Some(&b.ctx),
-            Storage::Cpu(_) => None,
         }
     }
 

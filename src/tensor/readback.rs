@@ -61,11 +61,7 @@ impl Tensor {
         if T::DTYPE != self.dtype() {
             return Err(Error::invalid(
                 op,
-                format!(
-                    "tensor has dtype {} but {} was requested; cast() it first",
-                    self.dtype(),
-                    T::DTYPE
-                ),
+                format!("tensor has dtype {} but {} was requested; cast() it first", self.dtype(), T::DTYPE),
             ));
         }
         Ok(())

@@ -12,10 +12,7 @@ pub fn gpu() -> Option<Place> {
     static INFO: OnceLock<Option<String>> = OnceLock::new();
     let info = INFO.get_or_init(|| match dygraph::gpu_info(0) {
         Ok(i) => {
-            eprintln!(
-                "GPU adapter: {} ({}, {}, {})",
-                i.name, i.backend, i.device_type, i.driver
-            );
+            eprintln!("GPU adapter: {} ({}, {}, {})", i.name, i.backend, i.device_type, i.driver);
             Some(i.name)
         }
         Err(e) => {
@@ -33,15 +30,9 @@ pub fn gpu() -> Option<Place> {
 pub fn run_seed() -> u64 {
     static SEED: OnceLock<u64> = OnceLock::new();
     *SEED.get_or_init(|| {
-        let s = std::env::var("DYGRAPH_TEST_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| {
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|d| d.as_nanos() as u64)
-                    .unwrap_or(1)
-            });
+        let s = std::env::var("DYGRAPH_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(1)
+        });
         eprintln!("random inputs seeded with DYGRAPH_TEST_SEED={s}");
         s
     })
@@ -88,20 +79,13 @@ impl Rng {
     }
 
     pub fn ints(&mut self, n: usize, lo: i64, hi: i64) -> Vec<i64> {
-        (0..n)
-            .map(|_| lo + (self.next_u64() % (hi - lo) as u64) as i64)
-            .collect()
+        (0..n).map(|_| lo + (self.next_u64() % (hi - lo) as u64) as i64).collect()
     }
 }
 
 /// A tensor of `dtype` on `place` from f64 values.
 pub fn tensor(values: &[f64], shape: &[usize], dtype: DType, place: Place) -> Tensor {
-    Tensor::from_vec_on(values.to_vec(), shape, Place::Cpu)
-        .unwrap()
-        .cast(dtype)
-        .unwrap()
-        .to(place)
-        .unwrap()
+    Tensor::from_vec_on(values.to_vec(), shape, Place::Cpu).unwrap().cast(dtype).unwrap().to(place).unwrap()
 }
 
 /// `‖a − b‖ / ‖b‖` (plain `‖a − b‖` when `b` is all zeros); NaNs and infinities must match
@@ -127,11 +111,7 @@ pub fn try_rel_err(a: &[f64], b: &[f64]) -> std::result::Result<f64, String> {
         num += (x - y) * (x - y);
         den += y * y;
     }
-    Ok(if den == 0.0 {
-        num.sqrt()
-    } else {
-        (num / den).sqrt()
-    })
+    Ok(if den == 0.0 { num.sqrt() } else { (num / den).sqrt() })
 }
 
 /// `‖a − b‖ / ‖b‖` (plain `‖a − b‖` when `b` is all zeros); NaNs must match positions.
@@ -140,12 +120,7 @@ pub fn rel_err(a: &[f64], b: &[f64]) -> f64 {
 }
 
 /// `Err` unless `rel_err(actual, expected) <= tol`, naming `what` and the run seed.
-pub fn check_close(
-    what: &str,
-    actual: &[f64],
-    expected: &[f64],
-    tol: f64,
-) -> std::result::Result<(), String> {
+pub fn check_close(what: &str, actual: &[f64], expected: &[f64], tol: f64) -> std::result::Result<(), String> {
     let show = |v: &[f64]| format!("{:?}", &v[..v.len().min(16)]);
     match try_rel_err(actual, expected) {
         Ok(e) if e <= tol => Ok(()),
@@ -172,17 +147,9 @@ pub fn assert_close(what: &str, actual: &[f64], expected: &[f64], tol: f64) {
 }
 
 /// `Err` unless the values are identical (exact dtypes: ints and bools), naming `what`.
-pub fn check_exact(
-    what: &str,
-    actual: &[f64],
-    expected: &[f64],
-) -> std::result::Result<(), String> {
+pub fn check_exact(what: &str, actual: &[f64], expected: &[f64]) -> std::result::Result<(), String> {
     if actual.len() != expected.len() {
-        return Err(format!(
-            "{what}: lengths differ: {} vs {}",
-            actual.len(),
-            expected.len()
-        ));
+        return Err(format!("{what}: lengths differ: {} vs {}", actual.len(), expected.len()));
     }
     match actual.iter().zip(expected).position(|(a, e)| a != e) {
         None => Ok(()),
@@ -215,12 +182,7 @@ pub fn catch(name: &str, f: impl FnOnce()) -> Option<String> {
 
 /// Panics listing every failure, if any.
 pub fn report(what: &str, failures: &[String]) {
-    assert!(
-        failures.is_empty(),
-        "{what}: {} failure(s):\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    assert!(failures.is_empty(), "{what}: {} failure(s):\n{}", failures.len(), failures.join("\n"));
 }
 
 /// The values of `t` as f64 (any dtype, any place).
@@ -254,12 +216,7 @@ pub fn gradcheck(
     let mut rng = Rng::new(0xC0FFEE ^ name.len() as u64);
     let v = Tensor::from_vec_on(rng.vec(out.numel(), -1.0, 1.0), out.shape(), Place::Cpu).unwrap();
     let loss = |t: &Tensor| -> f64 { values(&t.mul(&v).unwrap().sum(&[], false).unwrap())[0] };
-    out.mul(&v)
-        .unwrap()
-        .sum(&[], false)
-        .unwrap()
-        .backward()
-        .map_err(|e| format!("{name}: backward failed: {e}"))?;
+    out.mul(&v).unwrap().sum(&[], false).unwrap().backward().map_err(|e| format!("{name}: backward failed: {e}"))?;
     for (i, x) in xs.iter().enumerate() {
         let analytic = match x.grad() {
             Some(g) => values(&g),
@@ -270,12 +227,8 @@ pub fn gradcheck(
             plus[i][j] += eps;
             let mut minus = base.clone();
             minus[i][j] -= eps;
-            let lp = dygraph::no_grad(|| f(&make(&plus)))
-                .map(|t| loss(&t))
-                .map_err(|e| e.to_string())?;
-            let lm = dygraph::no_grad(|| f(&make(&minus)))
-                .map(|t| loss(&t))
-                .map_err(|e| e.to_string())?;
+            let lp = f(&make(&plus)).map(|t| loss(&t)).map_err(|e| e.to_string())?;
+            let lm = f(&make(&minus)).map(|t| loss(&t)).map_err(|e| e.to_string())?;
             let numeric = (lp - lm) / (2.0 * eps);
             let a = analytic[j];
             if (a - numeric).abs() > atol + rtol * numeric.abs() {
@@ -313,22 +266,14 @@ pub fn gpu_matches_cpu(
         let mut grads = Vec::new();
         if differentiable {
             let mut rng = Rng::new(77);
-            let v = tensor(
-                &rng.vec(out.numel(), -1.0, 1.0),
-                out.shape(),
-                out.dtype(),
-                place,
-            );
+            let v = tensor(&rng.vec(out.numel(), -1.0, 1.0), out.shape(), out.dtype(), place);
             out.mul(&v)
                 .unwrap()
                 .sum(&[], false)
                 .unwrap()
                 .backward()
                 .unwrap_or_else(|e| panic!("{name} backward on {place}: {e}"));
-            grads = xs
-                .iter()
-                .map(|x| x.grad().map(|g| values(&g)).unwrap_or_default())
-                .collect();
+            grads = xs.iter().map(|x| x.grad().map(|g| values(&g)).unwrap_or_default()).collect();
         }
         results.push((out.shape().to_vec(), values(&out), grads));
     }
@@ -336,11 +281,6 @@ pub fn gpu_matches_cpu(
     assert_eq!(cpu.0, gpu.0, "{name}: shapes differ between CPU and GPU");
     assert_close(&format!("{name} forward GPU vs CPU"), &gpu.1, &cpu.1, tol);
     for (i, (g, c)) in gpu.2.iter().zip(&cpu.2).enumerate() {
-        assert_close(
-            &format!("{name} grad of input {i} GPU vs CPU"),
-            g,
-            c,
-            tol.max(1e-5),
-        );
+        assert_close(&format!("{name} grad of input {i} GPU vs CPU"), g, c, tol.max(1e-5));
     }
 }

@@ -65,15 +65,7 @@ impl ConvGeom {
 
 /// The float types the CPU window kernels run in (f32, and f64 for gradchecks).
 pub(crate) trait WinFloat:
-    Copy
-    + Send
-    + Sync
-    + Default
-    + PartialOrd
-    + Add<Output = Self>
-    + Mul<Output = Self>
-    + AddAssign
-    + 'static
+    Copy + Send + Sync + Default + PartialOrd + Add<Output = Self> + Mul<Output = Self> + AddAssign + 'static
 {
     const ZERO: Self;
     const ONE: Self;
@@ -152,11 +144,7 @@ unsafe fn gemm_into<T: WinFloat>(
 fn valid_range(off: isize, s: usize, len: usize, out: usize) -> (usize, usize) {
     let s = s as isize;
     let lo = if off >= 0 { 0 } else { ((-off) + s - 1) / s };
-    let hi = if (len as isize) - off <= 0 {
-        0
-    } else {
-        ((len as isize) - off + s - 1) / s
-    };
+    let hi = if (len as isize) - off <= 0 { 0 } else { ((len as isize) - off + s - 1) / s };
     let lo = (lo as usize).min(out);
     (lo, (hi as usize).clamp(lo, out))
 }
@@ -245,9 +233,7 @@ pub(crate) fn for_each_item<T: Send, S: Clone + Send + Sync>(
     #[cfg(not(target_arch = "wasm32"))]
     {
         use rayon::prelude::*;
-        out.par_chunks_mut(per)
-            .enumerate()
-            .for_each_init(|| scratch.clone(), |s, (i, chunk)| f(i, chunk, s));
+        out.par_chunks_mut(per).enumerate().for_each_init(|| scratch.clone(), |s, (i, chunk)| f(i, chunk, s));
     }
     #[cfg(target_arch = "wasm32")]
     {
@@ -269,12 +255,7 @@ fn inner_parallelism(g: &ConvGeom, work: usize) -> Parallelism {
 }
 
 /// `y = conv2d(x, w) + bias` (`x` `[n, c, h, w]`, `w` `[oc, c/groups, kh, kw]`, contiguous).
-pub(crate) fn conv2d_forward<T: WinFloat>(
-    x: &[T],
-    wt: &[T],
-    bias: Option<&[T]>,
-    g: &ConvGeom,
-) -> Vec<T> {
+pub(crate) fn conv2d_forward<T: WinFloat>(x: &[T], wt: &[T], bias: Option<&[T]>, g: &ConvGeom) -> Vec<T> {
     let (cin_g, cout_g, kk, l) = (g.cin_g(), g.cout_g(), g.k_len(), g.out_hw());
     let mut out = vec![T::ZERO; g.n * g.oc * l];
     let par = inner_parallelism(g, cout_g * kk * l);
@@ -358,10 +339,7 @@ pub(crate) fn conv2d_backward_filter<T: WinFloat>(x: &[T], dy: &[T], g: &ConvGeo
     let per_chunk = g.n.div_ceil(chunks);
     let block = (FILTER_BLOCK / (kk * l).max(1)).clamp(1, per_chunk.max(1));
     let par = inner_parallelism(g, cout_g * kk * l * block);
-    let scratch = (
-        vec![T::ZERO; kk * l * block],
-        vec![T::ZERO; cout_g * l * block],
-    );
+    let scratch = (vec![T::ZERO; kk * l * block], vec![T::ZERO; cout_g * l * block]);
     let mut partials = vec![T::ZERO; chunks * wlen];
     let chw = g.c * g.h * g.w;
     for_each_item(&mut partials, wlen, scratch, |ci, dw, (cols, dys)| {

@@ -176,6 +176,18 @@ pub(crate) fn scatter_strided<T: Copy>(dst: &mut [T], offset: usize, strides: &[
     });
 }
 
+/// `out[i] = f(a[i])`, in parallel chunks for large inputs.
+pub(crate) fn par_map<A: Copy + Sync, Y: Copy + Send + Default>(a: &[A], f: impl Fn(A) -> Y + Sync) -> Vec<Y> {
+    let mut out = vec![Y::default(); a.len()];
+    super::par_chunks_mut(&mut out, PAR_MIN, |start, chunk| {
+        let len = chunk.len();
+        for (o, &x) in chunk.iter_mut().zip(&a[start..start + len]) {
+            *o = f(x);
+        }
+    });
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,16 +205,4 @@ mod tests {
         let f = map_strided(&a, &[12], &[-1], 11, |x| x);
         assert_eq!(f, (0..12).rev().collect::<Vec<_>>());
     }
-}
-
-/// `out[i] = f(a[i])`, in parallel chunks for large inputs.
-pub(crate) fn par_map<A: Copy + Sync, Y: Copy + Send + Default>(a: &[A], f: impl Fn(A) -> Y + Sync) -> Vec<Y> {
-    let mut out = vec![Y::default(); a.len()];
-    super::par_chunks_mut(&mut out, PAR_MIN, |start, chunk| {
-        let len = chunk.len();
-        for (o, &x) in chunk.iter_mut().zip(&a[start..start + len]) {
-            *o = f(x);
-        }
-    });
-    out
 }

@@ -26,15 +26,7 @@ pub(crate) struct PoolGeom {
 }
 
 /// Window `[start, end)` of output `o` along one axis.
-fn window(
-    o: usize,
-    len: usize,
-    out: usize,
-    k: usize,
-    s: usize,
-    p: usize,
-    adaptive: bool,
-) -> (usize, usize) {
+fn window(o: usize, len: usize, out: usize, k: usize, s: usize, p: usize, adaptive: bool) -> (usize, usize) {
     if adaptive {
         return (o * len / out, ((o + 1) * len).div_ceil(out));
     }
@@ -46,27 +38,11 @@ fn window(
 impl PoolGeom {
     /// Rows `[start, end)` of output row `oy`.
     pub fn rows(&self, oy: usize) -> (usize, usize) {
-        window(
-            oy,
-            self.h,
-            self.oh,
-            self.kh,
-            self.sh,
-            self.pt,
-            self.adaptive,
-        )
+        window(oy, self.h, self.oh, self.kh, self.sh, self.pt, self.adaptive)
     }
     /// Columns `[start, end)` of output column `ox`.
     pub fn cols(&self, ox: usize) -> (usize, usize) {
-        window(
-            ox,
-            self.w,
-            self.ow,
-            self.kw,
-            self.sw,
-            self.pl,
-            self.adaptive,
-        )
+        window(ox, self.w, self.ow, self.kw, self.sw, self.pl, self.adaptive)
     }
     /// The divisor of output `(oy, ox)` of an average pool.
     pub fn count(&self, oy: usize, ox: usize) -> usize {
@@ -185,8 +161,5 @@ pub(crate) fn avg_pool_backward<T: WinFloat>(dy: &[T], g: &PoolGeom) -> Vec<T> {
 /// `out[p, o] = src[p, idx[p, o]]`: the transpose of `max_pool_backward` (its gradient).
 pub(crate) fn plane_gather<T: WinFloat>(src: &[T], idx: &[i32], g: &PoolGeom) -> Vec<T> {
     let (ip, op) = (g.in_plane(), g.out_plane());
-    idx.iter()
-        .enumerate()
-        .map(|(o, &i)| src[(o / op) * ip + i as usize])
-        .collect()
+    idx.iter().enumerate().map(|(o, &i)| src[(o / op) * ip + i as usize]).collect()
 }

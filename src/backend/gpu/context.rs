@@ -56,6 +56,8 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 struct Registry {
+    // Requests adapters on wasm; natively the enumerated adapters are enough.
+    #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
     instance: wgpu::Instance,
     adapters: Vec<wgpu::Adapter>,
     contexts: Vec<Option<Arc<GpuContext>>>,
@@ -149,9 +151,7 @@ pub(crate) fn context(index: usize) -> Result<Arc<GpuContext>> {
     {
         with_registry(|r| match r.contexts.get(index) {
             Some(Some(c)) => Ok(c.clone()),
-            _ => Err(Error::Device(format!(
-                "gpu:{index} is not initialised; call dygraph::init_gpu().await first"
-            ))),
+            _ => Err(Error::Device(format!("gpu:{index} is not initialised; call dygraph::init_gpu().await first"))),
         })
     }
 }
@@ -216,8 +216,9 @@ pub fn empty_cache(index: usize) -> Result<()> {
 /// Submits all recorded GPU work on every opened device and surfaces any GPU error.
 /// Readback does this implicitly; call it to bound latency or to check for errors.
 pub fn sync() -> Result<()> {
+    // Only devices already opened have work to submit: never open one here.
     let contexts: Vec<Arc<GpuContext>> =
-        with_registry(|r| r.contexts.iter().flatten().cloned().collect());
+        lock(&REGISTRY).as_ref().map(|r| r.contexts.iter().flatten().cloned().collect()).unwrap_or_default();
     for c in contexts {
         c.sync()?;
     }
@@ -401,10 +402,8 @@ impl GpuContext {
             label: Some(kernel.file),
             source: wgpu::ShaderSource::Wgsl(source.into()),
         });
-        let layout = self.device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-            label: None,
-            entries: &entries,
-        });
+        let layout =
+            self.device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: None, entries: &entries });
         let pipeline_layout = self.device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
             label: None,
             bind_group_layouts: &[Some(&layout)],
@@ -444,11 +443,6 @@ pub(crate) struct GpuBuffer {
 impl GpuBuffer {
     pub fn raw(&self) -> &wgpu::Buffer {
         self.buffer.as_ref().expect("GpuBuffer used after drop")
-    }
-
-    /// Capacity in bytes (the size class).
-    pub fn capacity(&self) -> u64 {
-        self.class
     }
 }
 

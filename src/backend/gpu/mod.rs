@@ -6,10 +6,10 @@ mod pool;
 mod recorder;
 mod shader;
 
-pub(crate) use context::{Access, GpuBuffer, GpuContext, context, hardware_adapter_available};
-pub(crate) use recorder::{Bind, grid};
+pub(crate) use context::{GpuBuffer, GpuContext, context, hardware_adapter_available};
 pub use context::{GpuInfo, empty_cache, gpu_count, gpu_info, init_gpu, memory_stats, reset_peak_memory, sync};
 pub use pool::MemoryStats;
+pub(crate) use recorder::{Bind, grid};
 pub(crate) use shader::{Kernel, Variant};
 pub use shader::{all_shader_variants, kernel_files, shader_files};
 

@@ -259,13 +259,13 @@ impl GpuContext {
         self.check("readback")?;
         match mapped {
             Some(Ok(())) => {}
-            Some(Err(e)) => return Err(Error::Gpu { op: "readback", msg: e.to_string() }),
+            Some(Err(e)) => {
+                return Err(Error::Gpu { op: "readback", msg: e.to_string() });
+            }
             None => return Err(Error::DeviceLost("readback callback dropped".into())),
         }
         let out = {
-            let view = staging
-                .get_mapped_range(..)
-                .map_err(|e| Error::Gpu { op: "readback", msg: e.to_string() })?;
+            let view = staging.get_mapped_range(..).map_err(|e| Error::Gpu { op: "readback", msg: e.to_string() })?;
             view[..bytes as usize].to_vec()
         };
         staging.unmap();

@@ -60,10 +60,7 @@ pub(crate) fn expand(name: &str, variant: &Variant) -> Result<String> {
     }
     if let Some(pos) = out.find("{{") {
         let end = out[pos..].find("}}").map_or(out.len(), |e| pos + e + 2);
-        return Err(Error::Gpu {
-            op: "shader",
-            msg: format!("{name}: placeholder {} has no value", &out[pos..end]),
-        });
+        return Err(Error::Gpu { op: "shader", msg: format!("{name}: placeholder {} has no value", &out[pos..end]) });
     }
     Ok(out)
 }

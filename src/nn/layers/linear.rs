@@ -24,11 +24,23 @@ impl Linear {
     }
 
     /// A layer with explicit weight and bias attributes (`bias_attr: false` drops the bias).
-    pub fn with_attrs(in_features: usize, out_features: usize, weight_attr: ParamAttr, bias_attr: impl Into<BiasAttr>) -> Result<Self> {
-        let weight = create_parameter(&[in_features, out_features], DType::Float32, &weight_attr, &Initializer::xavier_uniform())?;
+    pub fn with_attrs(
+        in_features: usize,
+        out_features: usize,
+        weight_attr: ParamAttr,
+        bias_attr: impl Into<BiasAttr>,
+    ) -> Result<Self> {
+        let weight = create_parameter(
+            &[in_features, out_features],
+            DType::Float32,
+            &weight_attr,
+            &Initializer::xavier_uniform(),
+        )?;
         let bias = match bias_attr.into() {
             BiasAttr::None => None,
-            BiasAttr::Attr(a) => Some(create_parameter(&[out_features], DType::Float32, &a, &Initializer::Constant(0.0))?),
+            BiasAttr::Attr(a) => {
+                Some(create_parameter(&[out_features], DType::Float32, &a, &Initializer::Constant(0.0))?)
+            }
         };
         Ok(Linear { weight, bias, training: true })
     }
@@ -105,7 +117,15 @@ impl FC {
     /// An FC layer of `size` outputs with Paddle's defaults (XavierUniform weight, zero bias,
     /// `num_flatten_dims = 1`, no activation).
     pub fn new(size: usize) -> Self {
-        FC { size, num_flatten_dims: 1, act: None, param_attr: ParamAttr::default(), bias_attr: BiasAttr::default(), built: OnceLock::new(), training: true }
+        FC {
+            size,
+            num_flatten_dims: 1,
+            act: None,
+            param_attr: ParamAttr::default(),
+            bias_attr: BiasAttr::default(),
+            built: OnceLock::new(),
+            training: true,
+        }
     }
 
     /// The weight's attribute.
@@ -136,7 +156,8 @@ impl FC {
         if let Some(b) = self.built.get() {
             return Ok(b);
         }
-        let w = create_parameter(&[features, self.size], DType::Float32, &self.param_attr, &Initializer::xavier_uniform())?;
+        let w =
+            create_parameter(&[features, self.size], DType::Float32, &self.param_attr, &Initializer::xavier_uniform())?;
         let b = match &self.bias_attr {
             BiasAttr::None => None,
             BiasAttr::Attr(a) => Some(create_parameter(&[self.size], DType::Float32, a, &Initializer::Constant(0.0))?),

@@ -59,7 +59,12 @@ impl Embedding {
     }
 
     /// With an explicit weight attribute.
-    pub fn with_attr(num_embeddings: usize, embedding_dim: usize, padding_idx: Option<i64>, attr: ParamAttr) -> Result<Self> {
+    pub fn with_attr(
+        num_embeddings: usize,
+        embedding_dim: usize,
+        padding_idx: Option<i64>,
+        attr: ParamAttr,
+    ) -> Result<Self> {
         let n = num_embeddings as i64;
         let padding_idx = match padding_idx {
             Some(p) if p >= n || p < -n => {
@@ -68,7 +73,8 @@ impl Embedding {
             Some(p) => Some(if p < 0 { p + n } else { p }),
             None => None,
         };
-        let weight = create_parameter(&[num_embeddings, embedding_dim], DType::Float32, &attr, &Initializer::xavier_uniform())?;
+        let weight =
+            create_parameter(&[num_embeddings, embedding_dim], DType::Float32, &attr, &Initializer::xavier_uniform())?;
         if let Some(p) = padding_idx {
             crate::no_grad(|| -> Result<()> {
                 let keep = crate::arange(0, n, 1, DType::Int64)?.to(weight.place())?.not_equal_scalar(p)?;

@@ -2,12 +2,16 @@
 
 mod activation;
 mod container;
+mod conv;
 mod linear;
 mod misc;
 mod norm;
+mod pool;
 
 pub use activation::*;
 pub use container::*;
+pub use conv::*;
 pub use linear::*;
 pub use misc::*;
 pub use norm::*;
+pub use pool::*;

@@ -39,7 +39,13 @@ impl BatchNorm {
 
     /// Explicit momentum, epsilon and parameter attributes (`bias_attr: false` drops the
     /// shift; a non-trainable `weight_attr` freezes the scale).
-    pub fn with_attrs(num_features: usize, momentum: f64, epsilon: f64, weight_attr: ParamAttr, bias_attr: impl Into<BiasAttr>) -> Result<Self> {
+    pub fn with_attrs(
+        num_features: usize,
+        momentum: f64,
+        epsilon: f64,
+        weight_attr: ParamAttr,
+        bias_attr: impl Into<BiasAttr>,
+    ) -> Result<Self> {
         let c = [num_features];
         let weight = Some(create_parameter(&c, DType::Float32, &weight_attr, &Initializer::Constant(1.0))?);
         let bias = match bias_attr.into() {
@@ -130,11 +136,19 @@ impl LayerNorm {
     }
 
     /// Explicit epsilon and parameter attributes.
-    pub fn with_attrs(normalized_shape: &[usize], epsilon: f64, weight_attr: ParamAttr, bias_attr: impl Into<BiasAttr>) -> Result<Self> {
-        let weight = Some(create_parameter(normalized_shape, DType::Float32, &weight_attr, &Initializer::Constant(1.0))?);
+    pub fn with_attrs(
+        normalized_shape: &[usize],
+        epsilon: f64,
+        weight_attr: ParamAttr,
+        bias_attr: impl Into<BiasAttr>,
+    ) -> Result<Self> {
+        let weight =
+            Some(create_parameter(normalized_shape, DType::Float32, &weight_attr, &Initializer::Constant(1.0))?);
         let bias = match bias_attr.into() {
             BiasAttr::None => None,
-            BiasAttr::Attr(a) => Some(create_parameter(normalized_shape, DType::Float32, &a, &Initializer::Constant(0.0))?),
+            BiasAttr::Attr(a) => {
+                Some(create_parameter(normalized_shape, DType::Float32, &a, &Initializer::Constant(0.0))?)
+            }
         };
         Ok(LayerNorm { weight, bias, normalized_shape: normalized_shape.to_vec(), epsilon, training: true })
     }

@@ -92,7 +92,14 @@ fn binary_variants() -> Vec<Variant> {
     v
 }
 
-fn cpu_binary(def: &BinaryDef, a: &CpuData, sa: &[isize], b: &CpuData, sb: &[isize], shape: &[usize]) -> Option<CpuData> {
+fn cpu_binary(
+    def: &BinaryDef,
+    a: &CpuData,
+    sa: &[isize],
+    b: &CpuData,
+    sb: &[isize],
+    shape: &[usize],
+) -> Option<CpuData> {
     let ob = def.out_bool;
     Some(match (a, b) {
         (CpuData::F32(x), CpuData::F32(y)) => {
@@ -168,7 +175,14 @@ pub(crate) fn binary(def: &'static BinaryDef, a: &Tensor, b: &Tensor) -> Result<
             for s in &st {
                 params.extend(s.iter().map(|&d| d as u32));
             }
-            ctx.dispatch_1d(&BINARY, &variant, "main", &[Bind::read(x), Bind::read(y), Bind::write(&out)], &params, n as u64)?;
+            ctx.dispatch_1d(
+                &BINARY,
+                &variant,
+                "main",
+                &[Bind::read(x), Bind::read(y), Bind::write(&out)],
+                &params,
+                n as u64,
+            )?;
             Tensor::from_gpu(out, shape.clone(), out_dtype)
         }
         _ => unreachable!("places were checked equal"),
@@ -179,8 +193,16 @@ pub(crate) fn binary(def: &'static BinaryDef, a: &Tensor, b: &Tensor) -> Result<
             Ok(record1(op, &[a, b], out, move |c| {
                 let [ga, gb] = bw(&ac, &bc, &y.upgrade()?, c.grad())?;
                 Ok(vec![
-                    if c.needs(0) { ga.map(|g| crate::ops::reduce::sum_to_shape(&g, ac.shape())).transpose()? } else { None },
-                    if c.needs(1) { gb.map(|g| crate::ops::reduce::sum_to_shape(&g, bc.shape())).transpose()? } else { None },
+                    if c.needs(0) {
+                        ga.map(|g| crate::ops::reduce::sum_to_shape(&g, ac.shape())).transpose()?
+                    } else {
+                        None
+                    },
+                    if c.needs(1) {
+                        gb.map(|g| crate::ops::reduce::sum_to_shape(&g, bc.shape())).transpose()?
+                    } else {
+                        None
+                    },
                 ])
             }))
         }
@@ -382,6 +404,16 @@ binary_ops! {
             let ma = maskf(a.less_than(b), g)?;
             Ok([Some(g.multiply(&ma)?), Some(g.multiply(&ma.scale(-1.0, 1.0)?)?)])
         },
+    }
+    /// `b` where `a > 0`, else 0: relu's gradient in one pass (`a` the input, `b` the output
+    /// gradient).
+    #[doc(hidden)]
+    relu_grad {
+        float: |a, b| if a > 0.0 { b } else { 0.0 },
+        int:,
+        boolean:,
+        wgsl: "select(0.0, b, a > 0.0)",
+        backward: |a, b, y, g| Ok([None, Some(crate::ops::elementwise::binary::relu_grad(a, g)?)]),
     }
     /// `a == b`.
     equal {

@@ -36,9 +36,8 @@ pub fn where_(cond: &Tensor, x: &Tensor, y: &Tensor) -> Result<Tensor> {
     }
     let shape = broadcast_shapes(OP, cond.shape(), x.shape())?;
     let shape = broadcast_shapes(OP, &shape, y.shape())?;
-    let strides = |t: &Tensor| -> Vec<isize> {
-        broadcast_strides(t.shape(), &shape).into_iter().map(|s| s as isize).collect()
-    };
+    let strides =
+        |t: &Tensor| -> Vec<isize> { broadcast_strides(t.shape(), &shape).into_iter().map(|s| s as isize).collect() };
     let (sc, sx, sy) = (strides(cond), strides(x), strides(y));
     let out = match (cond.backend(), x.backend(), y.backend()) {
         (Backend::Cpu(c), Backend::Cpu(a), Backend::Cpu(b)) => {
@@ -80,9 +79,16 @@ pub fn where_(cond: &Tensor, x: &Tensor, y: &Tensor) -> Result<Tensor> {
         let g = ctx.grad();
         let zero = g.zeros_like()?;
         Ok(vec![
-            if ctx.needs(0) { Some(crate::ops::reduce::sum_to_shape(&where_(&c, g, &zero)?, xs.shape())?) } else { None },
-            if ctx.needs(1) { Some(crate::ops::reduce::sum_to_shape(&where_(&c, &zero, g)?, ys.shape())?) } else { None },
+            if ctx.needs(0) {
+                Some(crate::ops::reduce::sum_to_shape(&where_(&c, g, &zero)?, xs.shape())?)
+            } else {
+                None
+            },
+            if ctx.needs(1) {
+                Some(crate::ops::reduce::sum_to_shape(&where_(&c, &zero, g)?, ys.shape())?)
+            } else {
+                None
+            },
         ])
     }))
 }
-

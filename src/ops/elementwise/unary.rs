@@ -105,7 +105,11 @@ fn cpu_unary(def: &UnaryDef, data: &CpuData, p: [f64; 2]) -> Option<CpuData> {
         }
         CpuData::F64(v) => {
             let f = def.float?;
-            if ob { CpuData::Bool(par_map(v, |x| f(x, p0, p1) != 0.0)) } else { CpuData::F64(par_map(v, |x| f(x, p0, p1))) }
+            if ob {
+                CpuData::Bool(par_map(v, |x| f(x, p0, p1) != 0.0))
+            } else {
+                CpuData::F64(par_map(v, |x| f(x, p0, p1)))
+            }
         }
         CpuData::I32(v) => {
             let f = def.int?;
@@ -117,7 +121,11 @@ fn cpu_unary(def: &UnaryDef, data: &CpuData, p: [f64; 2]) -> Option<CpuData> {
         }
         CpuData::I64(v) => {
             let f = def.int?;
-            if ob { CpuData::Bool(par_map(v, |x| f(x, i0, i1) != 0)) } else { CpuData::I64(par_map(v, |x| f(x, i0, i1))) }
+            if ob {
+                CpuData::Bool(par_map(v, |x| f(x, i0, i1) != 0))
+            } else {
+                CpuData::I64(par_map(v, |x| f(x, i0, i1)))
+            }
         }
         CpuData::Bool(v) => {
             def.wgsl_bool?;
@@ -244,7 +252,13 @@ pub(crate) fn int_pow(x: i64, e: i64) -> i64 {
     if e < 0 {
         return match x {
             1 => 1,
-            -1 => if e % 2 == 0 { 1 } else { -1 },
+            -1 => {
+                if e % 2 == 0 {
+                    1
+                } else {
+                    -1
+                }
+            }
             _ => 0,
         };
     }
@@ -391,7 +405,7 @@ unary_ops! {
         float: |x| if x > 0.0 { x } else { 0.0 * x },
         int:,
         wgsl: "select(0.0, x, x > 0.0)",
-        backward: |x, y, g| g.mul(&mask(x, x.greater_than_scalar(0.0))?),
+        backward: |x, y, g| crate::ops::elementwise::binary::relu_grad(x, g),
     }
     /// `min(max(x, 0), 6)`.
     relu6() {

@@ -98,12 +98,7 @@ const OP: &str = "conv2d";
 /// 2-D convolution of `x` `[N, C, H, W]` with `weight` `[out_c, C / groups, kh, kw]`
 /// (Paddle's layout) plus an optional `bias` `[out_c]`; the output is
 /// `[N, out_c, oh, ow]` with `oh = (H + pad_top + pad_bottom − dh·(kh − 1) − 1) / sh + 1`.
-pub fn conv2d(
-    x: &Tensor,
-    weight: &Tensor,
-    bias: Option<&Tensor>,
-    options: &Conv2dOptions,
-) -> Result<Tensor> {
+pub fn conv2d(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>, options: &Conv2dOptions) -> Result<Tensor> {
     x.same_place(OP, weight)?;
     x.same_dtype(OP, weight)?;
     if let Some(b) = bias {
@@ -111,11 +106,7 @@ pub fn conv2d(
         x.same_dtype(OP, b)?;
     }
     if !x.dtype().is_float() {
-        return Err(Error::unsupported(
-            OP,
-            x.dtype(),
-            "(conv2d needs float tensors)",
-        ));
+        return Err(Error::unsupported(OP, x.dtype(), "(conv2d needs float tensors)"));
     }
     if matches!(x.place(), crate::Place::Gpu(_)) {
         wgsl::check_gpu_dtype(OP, x.dtype(), x.place())?;
@@ -130,24 +121,13 @@ pub fn conv2d(
 }
 
 /// Validates the shapes and options and works out the output geometry.
-fn geometry(
-    xs: &[usize],
-    ws: &[usize],
-    bs: Option<&[usize]>,
-    o: &Conv2dOptions,
-) -> Result<ConvGeom> {
+fn geometry(xs: &[usize], ws: &[usize], bs: Option<&[usize]>, o: &Conv2dOptions) -> Result<ConvGeom> {
     check_nchw(OP, &o.data_format)?;
     if xs.len() != 4 {
-        return Err(Error::shape(
-            OP,
-            format!("input must be 4-D [N, C, H, W], got shape {xs:?}"),
-        ));
+        return Err(Error::shape(OP, format!("input must be 4-D [N, C, H, W], got shape {xs:?}")));
     }
     if ws.len() != 4 {
-        return Err(Error::shape(
-            OP,
-            format!("weight must be 4-D [out_c, in_c / groups, kh, kw], got shape {ws:?}"),
-        ));
+        return Err(Error::shape(OP, format!("weight must be 4-D [out_c, in_c / groups, kh, kw], got shape {ws:?}")));
     }
     check_positive(OP, "stride", o.stride)?;
     check_positive(OP, "dilation", o.dilation)?;
@@ -157,10 +137,7 @@ fn geometry(
     let [n, c, h, w] = [xs[0], xs[1], xs[2], xs[3]];
     let [oc, cig, kh, kw] = [ws[0], ws[1], ws[2], ws[3]];
     if ws.contains(&0) {
-        return Err(Error::shape(
-            OP,
-            format!("weight shape {ws:?} has a zero dimension"),
-        ));
+        return Err(Error::shape(OP, format!("weight shape {ws:?} has a zero dimension")));
     }
     if c != cig * o.groups {
         return Err(Error::shape(
@@ -174,19 +151,13 @@ fn geometry(
     if oc % o.groups != 0 {
         return Err(Error::shape(
             OP,
-            format!(
-                "output channels {oc} (weight shape {ws:?}) are not divisible by groups {}",
-                o.groups
-            ),
+            format!("output channels {oc} (weight shape {ws:?}) are not divisible by groups {}", o.groups),
         ));
     }
     if let Some(bs) = bs
         && bs != [oc]
     {
-        return Err(Error::shape(
-            OP,
-            format!("bias must have shape [{oc}] (weight shape {ws:?}), got {bs:?}"),
-        ));
+        return Err(Error::shape(OP, format!("bias must have shape [{oc}] (weight shape {ws:?}), got {bs:?}")));
     }
     let mut dil = o.dilation.0;
     if o.padding == Padding::Same {
@@ -238,15 +209,11 @@ fn conv_forward(x: &Tensor, w: &Tensor, b: Option<&Tensor>, g: ConvGeom) -> Resu
                 (CpuData::F32(x), CpuData::F32(w), Some(CpuData::F32(b))) => {
                     CpuData::F32(cpu::conv2d_forward(x, w, Some(b), &g))
                 }
-                (CpuData::F32(x), CpuData::F32(w), None) => {
-                    CpuData::F32(cpu::conv2d_forward(x, w, None, &g))
-                }
+                (CpuData::F32(x), CpuData::F32(w), None) => CpuData::F32(cpu::conv2d_forward(x, w, None, &g)),
                 (CpuData::F64(x), CpuData::F64(w), Some(CpuData::F64(b))) => {
                     CpuData::F64(cpu::conv2d_forward(x, w, Some(b), &g))
                 }
-                (CpuData::F64(x), CpuData::F64(w), None) => {
-                    CpuData::F64(cpu::conv2d_forward(x, w, None, &g))
-                }
+                (CpuData::F64(x), CpuData::F64(w), None) => CpuData::F64(cpu::conv2d_forward(x, w, None, &g)),
                 _ => return Err(Error::unsupported(OP, x.dtype(), "on the CPU")),
             };
             Tensor::from_cpu(data, g.output_shape().to_vec())
@@ -260,29 +227,14 @@ fn conv_forward(x: &Tensor, w: &Tensor, b: Option<&Tensor>, g: ConvGeom) -> Resu
         }
         _ => unreachable!("places were checked equal"),
     };
-    let inputs: Vec<&Tensor> = std::iter::once(x)
-        .chain(std::iter::once(w))
-        .chain(b)
-        .collect();
+    let inputs: Vec<&Tensor> = std::iter::once(x).chain(std::iter::once(w)).chain(b).collect();
     let (xc, wc) = (x.clone(), w.clone());
     Ok(record1(OP, &inputs, out, move |c| {
         let gy = c.grad();
         Ok(vec![
-            if c.needs(0) {
-                Some(conv_grad_input(gy, &wc, g)?)
-            } else {
-                None
-            },
-            if c.needs(1) {
-                Some(conv_grad_weight(&xc, gy, g)?)
-            } else {
-                None
-            },
-            if c.needs(2) {
-                Some(gy.sum(&[0, 2, 3], false)?)
-            } else {
-                None
-            },
+            if c.needs(0) { Some(conv_grad_input(gy, &wc, g)?) } else { None },
+            if c.needs(1) { Some(conv_grad_weight(&xc, gy, g)?) } else { None },
+            if c.needs(2) { Some(gy.sum(&[0, 2, 3], false)?) } else { None },
         ])
     }))
 }
@@ -295,12 +247,8 @@ fn conv_grad_input(dy: &Tensor, w: &Tensor, g: ConvGeom) -> Result<Tensor> {
     let out = match (dy.backend(), w.backend()) {
         (Backend::Cpu(dd), Backend::Cpu(wd)) => {
             let data = match (&*dd, &*wd) {
-                (CpuData::F32(d), CpuData::F32(w)) => {
-                    CpuData::F32(cpu::conv2d_backward_data(d, w, &g))
-                }
-                (CpuData::F64(d), CpuData::F64(w)) => {
-                    CpuData::F64(cpu::conv2d_backward_data(d, w, &g))
-                }
+                (CpuData::F32(d), CpuData::F32(w)) => CpuData::F32(cpu::conv2d_backward_data(d, w, &g)),
+                (CpuData::F64(d), CpuData::F64(w)) => CpuData::F64(cpu::conv2d_backward_data(d, w, &g)),
                 _ => return Err(Error::unsupported(OPG, w.dtype(), "on the CPU")),
             };
             Tensor::from_cpu(data, g.input_shape().to_vec())
@@ -312,16 +260,8 @@ fn conv_grad_input(dy: &Tensor, w: &Tensor, g: ConvGeom) -> Result<Tensor> {
     Ok(record1(OPG, &[&dy, w], out, move |c| {
         let h = c.grad();
         Ok(vec![
-            if c.needs(0) {
-                Some(conv_forward(h, &wc, None, g)?)
-            } else {
-                None
-            },
-            if c.needs(1) {
-                Some(conv_grad_weight(h, &dyc, g)?)
-            } else {
-                None
-            },
+            if c.needs(0) { Some(conv_forward(h, &wc, None, g)?) } else { None },
+            if c.needs(1) { Some(conv_grad_weight(h, &dyc, g)?) } else { None },
         ])
     }))
 }
@@ -334,12 +274,8 @@ fn conv_grad_weight(x: &Tensor, dy: &Tensor, g: ConvGeom) -> Result<Tensor> {
     let out = match (x.backend(), dy.backend()) {
         (Backend::Cpu(xd), Backend::Cpu(dd)) => {
             let data = match (&*xd, &*dd) {
-                (CpuData::F32(x), CpuData::F32(d)) => {
-                    CpuData::F32(cpu::conv2d_backward_filter(x, d, &g))
-                }
-                (CpuData::F64(x), CpuData::F64(d)) => {
-                    CpuData::F64(cpu::conv2d_backward_filter(x, d, &g))
-                }
+                (CpuData::F32(x), CpuData::F32(d)) => CpuData::F32(cpu::conv2d_backward_filter(x, d, &g)),
+                (CpuData::F64(x), CpuData::F64(d)) => CpuData::F64(cpu::conv2d_backward_filter(x, d, &g)),
                 _ => return Err(Error::unsupported(OPG, x.dtype(), "on the CPU")),
             };
             Tensor::from_cpu(data, g.weight_shape().to_vec())
@@ -351,16 +287,8 @@ fn conv_grad_weight(x: &Tensor, dy: &Tensor, g: ConvGeom) -> Result<Tensor> {
     Ok(record1(OPG, &[x, &dy], out, move |c| {
         let h = c.grad();
         Ok(vec![
-            if c.needs(0) {
-                Some(conv_grad_input(&dyc, h, g)?)
-            } else {
-                None
-            },
-            if c.needs(1) {
-                Some(conv_forward(&xc, h, None, g)?)
-            } else {
-                None
-            },
+            if c.needs(0) { Some(conv_grad_input(&dyc, h, g)?) } else { None },
+            if c.needs(1) { Some(conv_forward(&xc, h, None, g)?) } else { None },
         ])
     }))
 }
@@ -406,11 +334,7 @@ fn entry(ctx: &GpuContext, m: usize) -> &'static str {
         Ok("direct") => Some("direct"),
         _ => None,
     });
-    forced.unwrap_or(if ctx.is_software() || m < 8 {
-        "direct"
-    } else {
-        "main"
-    })
+    forced.unwrap_or(if ctx.is_software() || m < 8 { "direct" } else { "main" })
 }
 
 /// Output columns per workgroup tile and reduction depth per stage (as in the shader).
@@ -419,23 +343,12 @@ const BK: usize = 16;
 
 /// Runs one product on the GPU. `a` is the GEMM's left operand (weight, or `dy` for the
 /// filter gradient) and `b` the image-side one (`x`, or `dy` for the input gradient).
-fn gpu_conv(
-    mode: Mode,
-    a: &GpuBuffer,
-    b: &GpuBuffer,
-    bias: Option<&GpuBuffer>,
-    g: &ConvGeom,
-) -> Result<Tensor> {
+fn gpu_conv(mode: Mode, a: &GpuBuffer, b: &GpuBuffer, bias: Option<&GpuBuffer>, g: &ConvGeom) -> Result<Tensor> {
     let ctx = &a.ctx;
     let (khw, l) = (g.kh * g.kw, g.out_hw());
     let (m, ncols, k, shape) = match mode {
         Mode::Fwd => (g.cout_g(), g.n * l, g.k_len(), g.output_shape()),
-        Mode::BwdData => (
-            g.cin_g(),
-            g.n * g.h * g.w,
-            g.cout_g() * khw,
-            g.input_shape(),
-        ),
+        Mode::BwdData => (g.cin_g(), g.n * g.h * g.w, g.cout_g() * khw, g.input_shape()),
         Mode::BwdFilter => (g.cout_g(), g.k_len(), g.n * l, g.weight_shape()),
     };
     let numel: usize = shape.iter().product();
@@ -452,11 +365,7 @@ fn gpu_conv(
     };
     let (row_blocks, col_blocks) = (m.div_ceil(rm), ncols.div_ceil(4));
     let tiles_m = m.div_ceil(16 * rm);
-    let tiles = if direct {
-        (row_blocks * col_blocks).div_ceil(256)
-    } else {
-        tiles_m * ncols.div_ceil(BN)
-    };
+    let tiles = if direct { (row_blocks * col_blocks).div_ceil(256) } else { tiles_m * ncols.div_ceil(BN) };
     let max_z = ctx.limits.max_compute_workgroups_per_dimension.max(1) as usize;
     // The filter gradient has few outputs and a long reduction (n·oh·ow): split it so
     // enough workgroups run, each writing its own partial slice.
@@ -485,27 +394,11 @@ fn gpu_conv(
     while z0 < total_z {
         let zn = (total_z - z0).min(max_z);
         params[24] = z0 as u32;
-        let binds = [
-            Bind::read(a),
-            Bind::read(b),
-            Bind::read(bias.unwrap_or(a)),
-            Bind::write(&dst),
-        ];
-        ctx.dispatch(
-            &CONV2D,
-            &variant(mode, rm as u32),
-            entry,
-            &binds,
-            &params,
-            [gx, gy, zn as u32],
-        )?;
+        let binds = [Bind::read(a), Bind::read(b), Bind::read(bias.unwrap_or(a)), Bind::write(&dst)];
+        ctx.dispatch(&CONV2D, &variant(mode, rm as u32), entry, &binds, &params, [gx, gy, zn as u32])?;
         z0 += zn;
     }
     let out = Tensor::from_gpu(dst, vec![splits, numel], DType::Float32);
-    let out = if splits > 1 {
-        out.sum(&[0], false)?
-    } else {
-        out
-    };
+    let out = if splits > 1 { out.sum(&[0], false)? } else { out };
     out.reshape(shape.to_vec())
 }

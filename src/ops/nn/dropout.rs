@@ -31,9 +31,7 @@ impl FromStr for DropoutMode {
             "downscale_in_infer" => Ok(DropoutMode::DownscaleInInfer),
             _ => Err(Error::invalid(
                 "dropout",
-                format!(
-                    "unknown mode {s:?}; expected \"upscale_in_train\" or \"downscale_in_infer\""
-                ),
+                format!("unknown mode {s:?}; expected \"upscale_in_train\" or \"downscale_in_infer\""),
             )),
         }
     }
@@ -53,11 +51,7 @@ pub struct DropoutOptions {
 impl Default for DropoutOptions {
     /// `p = 0.5`, `training = true`, `upscale_in_train`.
     fn default() -> Self {
-        DropoutOptions {
-            p: 0.5,
-            training: true,
-            mode: DropoutMode::UpscaleInTrain,
-        }
+        DropoutOptions { p: 0.5, training: true, mode: DropoutMode::UpscaleInTrain }
     }
 }
 
@@ -81,11 +75,7 @@ pub fn dropout(x: &Tensor, options: DropoutOptions) -> Result<Tensor> {
     if p == 0.0 {
         return Ok(x.clone());
     }
-    let mask_dtype = if x.dtype() == DType::Float64 {
-        DType::Float64
-    } else {
-        DType::Float32
-    };
+    let mask_dtype = if x.dtype() == DType::Float64 { DType::Float64 } else { DType::Float32 };
     let mask = if p == 1.0 {
         crate::zeros_on(x.shape(), mask_dtype, x.place())?
     } else {

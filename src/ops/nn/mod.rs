@@ -12,4 +12,4 @@ pub use dropout::*;
 pub use norm::*;
 pub use pool::*;
 pub use softmax::*;
-pub use window::{Pair, Padding};
+pub use window::{Padding, Pair};

@@ -41,9 +41,7 @@ fn cpu_data(t: &Tensor) -> RwLockReadGuard<'_, CpuData> {
 
 /// The elements of `d` as `&[T]`.
 fn slice<'a, T: Element>(op: &'static str, d: &'a CpuData) -> Result<&'a [T]> {
-    typed_ref::<T>(d)
-        .map(Vec::as_slice)
-        .ok_or_else(|| Error::unsupported(op, d.dtype(), "(internal dtype mismatch)"))
+    typed_ref::<T>(d).map(Vec::as_slice).ok_or_else(|| Error::unsupported(op, d.dtype(), "(internal dtype mismatch)"))
 }
 
 /// A copy of a small CPU tensor's elements (weights, statistics).
@@ -68,35 +66,21 @@ fn check_param(
 ) -> Result<()> {
     x.same_place(op, p)?;
     if !p.dtype().is_float() {
-        return Err(Error::unsupported(
-            op,
-            p.dtype(),
-            format!("for {name} (expected a float tensor)"),
-        ));
+        return Err(Error::unsupported(op, p.dtype(), format!("for {name} (expected a float tensor)")));
     }
     let mixed_ok = any_float || (x.dtype() == DType::Float16 && p.dtype() == DType::Float32);
     if p.dtype() != x.dtype() && !mixed_ok {
-        return Err(Error::DTypeMismatch {
-            op,
-            lhs: x.dtype(),
-            rhs: p.dtype(),
-        });
+        return Err(Error::DTypeMismatch { op, lhs: x.dtype(), rhs: p.dtype() });
     }
     if !ok {
-        return Err(Error::shape(
-            op,
-            format!("{name} has shape {:?} but {expected}", p.shape()),
-        ));
+        return Err(Error::shape(op, format!("{name} has shape {:?} but {expected}", p.shape())));
     }
     Ok(())
 }
 
 fn check_epsilon(op: &'static str, epsilon: f64) -> Result<()> {
     if !(epsilon.is_finite() && epsilon >= 0.0) {
-        return Err(Error::invalid(
-            op,
-            format!("epsilon must be finite and non-negative, got {epsilon}"),
-        ));
+        return Err(Error::invalid(op, format!("epsilon must be finite and non-negative, got {epsilon}")));
     }
     Ok(())
 }

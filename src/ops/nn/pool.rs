@@ -24,10 +24,7 @@ use crate::{DType, Error, Result, Tensor};
 
 use super::window::{Padding, Pair, check_nchw, check_positive};
 
-pub(crate) static POOL2D: Kernel = Kernel {
-    file: "pool2d.wgsl",
-    variants: || vec![vec![]],
-};
+pub(crate) static POOL2D: Kernel = Kernel { file: "pool2d.wgsl", variants: || vec![vec![]] };
 
 /// Paddle's `max_pool2d` / `avg_pool2d` keyword arguments.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -129,10 +126,7 @@ pub fn adaptive_max_pool2d(x: &Tensor, output_size: impl Into<Pair>) -> Result<T
 }
 
 /// Adaptive max pooling returning also the int64 flat argmax index within each plane.
-pub fn adaptive_max_pool2d_with_index(
-    x: &Tensor,
-    output_size: impl Into<Pair>,
-) -> Result<(Tensor, Tensor)> {
+pub fn adaptive_max_pool2d_with_index(x: &Tensor, output_size: impl Into<Pair>) -> Result<(Tensor, Tensor)> {
     const OP: &str = "adaptive_max_pool2d_with_index";
     let g = adaptive_geometry(OP, x, output_size.into())?;
     let (out, idx) = max_pool(OP, x, g)?;
@@ -142,21 +136,14 @@ pub fn adaptive_max_pool2d_with_index(
 /// Checks what every pooling needs of `x`: a 4-D float tensor (no float64 on the GPU).
 fn check_input(op: &'static str, x: &Tensor) -> Result<[usize; 4]> {
     if !x.dtype().is_float() {
-        return Err(Error::unsupported(
-            op,
-            x.dtype(),
-            "(pooling needs a float tensor)",
-        ));
+        return Err(Error::unsupported(op, x.dtype(), "(pooling needs a float tensor)"));
     }
     if matches!(x.place(), crate::Place::Gpu(_)) {
         wgsl::check_gpu_dtype(op, x.dtype(), x.place())?;
     }
     match *x.shape() {
         [n, c, h, w] => Ok([n, c, h, w]),
-        _ => Err(Error::shape(
-            op,
-            format!("input must be 4-D [N, C, H, W], got shape {:?}", x.shape()),
-        )),
+        _ => Err(Error::shape(op, format!("input must be 4-D [N, C, H, W], got shape {:?}", x.shape()))),
     }
 }
 
@@ -174,16 +161,10 @@ fn out_size(
     if span < k {
         return Err(Error::shape(
             op,
-            format!(
-                "output size would be <= 0: input {shape:?} with padding ({p0}, {p1}) is smaller than kernel {k}"
-            ),
+            format!("output size would be <= 0: input {shape:?} with padding ({p0}, {p1}) is smaller than kernel {k}"),
         ));
     }
-    let mut out = if ceil {
-        (span - k).div_ceil(s) + 1
-    } else {
-        (span - k) / s + 1
-    };
+    let mut out = if ceil { (span - k).div_ceil(s) + 1 } else { (span - k) / s + 1 };
     if ceil && (out - 1) * s >= len + p0 {
         out -= 1;
     }
@@ -194,20 +175,14 @@ fn window_geometry(op: &'static str, x: &Tensor, o: &Pool2dOptions, avg: bool) -
     let [n, c, h, w] = check_input(op, x)?;
     check_nchw(op, &o.data_format)?;
     if h == 0 || w == 0 {
-        return Err(Error::shape(
-            op,
-            format!("input plane is empty: shape {:?}", x.shape()),
-        ));
+        return Err(Error::shape(op, format!("input plane is empty: shape {:?}", x.shape())));
     }
     let k = o.kernel_size;
     let s = o.stride.unwrap_or(k);
     check_positive(op, "kernel_size", k)?;
     check_positive(op, "stride", s)?;
     if o.padding == Padding::Valid && o.ceil_mode {
-        return Err(Error::invalid(
-            op,
-            "ceil_mode must be false with padding \"VALID\"",
-        ));
+        return Err(Error::invalid(op, "ceil_mode must be false with padding \"VALID\""));
     }
     let p = o.padding.resolve([h, w], k.0, s.0);
     for (i, &pi) in p.iter().enumerate() {
@@ -215,10 +190,7 @@ fn window_geometry(op: &'static str, x: &Tensor, o: &Pool2dOptions, avg: bool) -
         if 2 * pi > ki {
             return Err(Error::invalid(
                 op,
-                format!(
-                    "padding {p:?} must be at most half the kernel size {:?} on each side",
-                    k.0
-                ),
+                format!("padding {p:?} must be at most half the kernel size {:?} on each side", k.0),
             ));
         }
     }
@@ -246,10 +218,7 @@ fn adaptive_geometry(op: &'static str, x: &Tensor, out: Pair) -> Result<PoolGeom
     let [n, c, h, w] = check_input(op, x)?;
     check_positive(op, "output_size", out)?;
     if h == 0 || w == 0 {
-        return Err(Error::shape(
-            op,
-            format!("input plane is empty: shape {:?}", x.shape()),
-        ));
+        return Err(Error::shape(op, format!("input plane is empty: shape {:?}", x.shape())));
     }
     Ok(PoolGeom {
         n,
@@ -302,24 +271,11 @@ fn params(g: &PoolGeom, total: usize) -> Vec<u32> {
 
 /// A new float32 GPU tensor of `shape` computed by the one-input `entry` (`avg_fwd`,
 /// `avg_bwd`) from `src`.
-fn gpu_run(
-    op: &'static str,
-    entry: &str,
-    src: &GpuBuffer,
-    g: &PoolGeom,
-    shape: [usize; 4],
-) -> Result<Tensor> {
+fn gpu_run(op: &'static str, entry: &str, src: &GpuBuffer, g: &PoolGeom, shape: [usize; 4]) -> Result<Tensor> {
     let ctx = &src.ctx;
     let n: usize = shape.iter().product();
     let out = ctx.alloc(op, 4 * n.max(1) as u64)?;
-    ctx.dispatch_1d(
-        &POOL2D,
-        &vec![],
-        entry,
-        &[Bind::read(src), Bind::write(&out)],
-        &params(g, n),
-        n as u64,
-    )?;
+    ctx.dispatch_1d(&POOL2D, &vec![], entry, &[Bind::read(src), Bind::write(&out)], &params(g, n), n as u64)?;
     Ok(Tensor::from_gpu(out, shape.to_vec(), DType::Float32))
 }
 
@@ -343,10 +299,7 @@ fn max_pool(op: &'static str, x: &Tensor, g: PoolGeom) -> Result<(Tensor, Tensor
                 other => return Err(Error::unsupported(op, other.dtype(), "on the CPU")),
             };
             let shape = g.output_shape().to_vec();
-            (
-                Tensor::from_cpu(out, shape.clone()),
-                Tensor::from_cpu(CpuData::I32(idx), shape),
-            )
+            (Tensor::from_cpu(out, shape.clone()), Tensor::from_cpu(CpuData::I32(idx), shape))
         }
         Backend::Gpu(b) => {
             let ctx = &b.ctx;
@@ -354,25 +307,13 @@ fn max_pool(op: &'static str, x: &Tensor, g: PoolGeom) -> Result<(Tensor, Tensor
             let out = ctx.alloc(op, 4 * n.max(1) as u64)?;
             let idx = ctx.alloc(op, 4 * n.max(1) as u64)?;
             let binds = [Bind::read(b), Bind::write(&out), Bind::write(&idx)];
-            ctx.dispatch_1d(
-                &POOL2D,
-                &vec![],
-                "max_fwd",
-                &binds,
-                &params(&g, n),
-                n as u64,
-            )?;
+            ctx.dispatch_1d(&POOL2D, &vec![], "max_fwd", &binds, &params(&g, n), n as u64)?;
             let shape = g.output_shape().to_vec();
-            (
-                Tensor::from_gpu(out, shape.clone(), DType::Float32),
-                Tensor::from_gpu(idx, shape, DType::Int32),
-            )
+            (Tensor::from_gpu(out, shape.clone(), DType::Float32), Tensor::from_gpu(idx, shape, DType::Int32))
         }
     };
     let idx_c = idx.clone();
-    let out = record1(op, &[x], out, move |c| {
-        Ok(vec![Some(max_pool_grad(c.grad(), &idx_c, g)?)])
-    });
+    let out = record1(op, &[x], out, move |c| Ok(vec![Some(max_pool_grad(c.grad(), &idx_c, g)?)]));
     Ok((out, idx))
 }
 
@@ -382,9 +323,7 @@ fn max_pool_grad(dy: &Tensor, idx: &Tensor, g: PoolGeom) -> Result<Tensor> {
     dy.same_place(OP, idx)?;
     let dx = match (dy.backend(), idx.backend()) {
         (Backend::Cpu(d), Backend::Cpu(i)) => {
-            let CpuData::I32(i) = &*i else {
-                unreachable!("argmax indices are int32")
-            };
+            let CpuData::I32(i) = &*i else { unreachable!("argmax indices are int32") };
             let data = match &*d {
                 CpuData::F32(v) => CpuData::F32(cpu::max_pool_backward(v, i, &g)),
                 CpuData::F64(v) => CpuData::F64(cpu::max_pool_backward(v, i, &g)),
@@ -397,22 +336,13 @@ fn max_pool_grad(dy: &Tensor, idx: &Tensor, g: PoolGeom) -> Result<Tensor> {
             let ctx = &d.ctx;
             let out = ctx.alloc(OP, 4 * total.max(1) as u64)?;
             let binds = [Bind::read(d), Bind::read(i), Bind::write(&out)];
-            ctx.dispatch_1d(
-                &POOL2D,
-                &vec![],
-                "max_bwd",
-                &binds,
-                &params(&g, total),
-                total as u64,
-            )?;
+            ctx.dispatch_1d(&POOL2D, &vec![], "max_bwd", &binds, &params(&g, total), total as u64)?;
             Tensor::from_gpu(out, g.input_shape().to_vec(), DType::Float32)
         }
         _ => unreachable!("places were checked equal"),
     };
     let idx_c = idx.clone();
-    Ok(record1(OP, &[dy], dx, move |c| {
-        Ok(vec![Some(plane_gather(c.grad(), &idx_c, g)?)])
-    }))
+    Ok(record1(OP, &[dy], dx, move |c| Ok(vec![Some(plane_gather(c.grad(), &idx_c, g)?)])))
 }
 
 /// `out[p, o] = src[p, idx[p, o]]`: the gradient of `max_pool_grad`.
@@ -421,9 +351,7 @@ fn plane_gather(src: &Tensor, idx: &Tensor, g: PoolGeom) -> Result<Tensor> {
     src.same_place(OP, idx)?;
     let out = match (src.backend(), idx.backend()) {
         (Backend::Cpu(s), Backend::Cpu(i)) => {
-            let CpuData::I32(i) = &*i else {
-                unreachable!("argmax indices are int32")
-            };
+            let CpuData::I32(i) = &*i else { unreachable!("argmax indices are int32") };
             let data = match &*s {
                 CpuData::F32(v) => CpuData::F32(cpu::plane_gather(v, i, &g)),
                 CpuData::F64(v) => CpuData::F64(cpu::plane_gather(v, i, &g)),
@@ -436,22 +364,13 @@ fn plane_gather(src: &Tensor, idx: &Tensor, g: PoolGeom) -> Result<Tensor> {
             let ctx = &s.ctx;
             let out = ctx.alloc(OP, 4 * total.max(1) as u64)?;
             let binds = [Bind::read(s), Bind::read(i), Bind::write(&out)];
-            ctx.dispatch_1d(
-                &POOL2D,
-                &vec![],
-                "gather",
-                &binds,
-                &params(&g, total),
-                total as u64,
-            )?;
+            ctx.dispatch_1d(&POOL2D, &vec![], "gather", &binds, &params(&g, total), total as u64)?;
             Tensor::from_gpu(out, g.output_shape().to_vec(), DType::Float32)
         }
         _ => unreachable!("places were checked equal"),
     };
     let idx_c = idx.clone();
-    Ok(record1(OP, &[src], out, move |c| {
-        Ok(vec![Some(max_pool_grad(c.grad(), &idx_c, g)?)])
-    }))
+    Ok(record1(OP, &[src], out, move |c| Ok(vec![Some(max_pool_grad(c.grad(), &idx_c, g)?)])))
 }
 
 /// Average pooling, recorded for autograd (its backward is `avg_pool_grad`).
@@ -468,9 +387,7 @@ fn avg_pool(x: &Tensor, g: PoolGeom) -> Result<Tensor> {
         }
         Backend::Gpu(b) => gpu_run(OP, "avg_fwd", b, &g, g.output_shape())?,
     };
-    Ok(record1(OP, &[x], out, move |c| {
-        Ok(vec![Some(avg_pool_grad(c.grad(), g)?)])
-    }))
+    Ok(record1(OP, &[x], out, move |c| Ok(vec![Some(avg_pool_grad(c.grad(), g)?)])))
 }
 
 /// Gradient of average pooling (the transpose of `avg_pool`, whose gradient it is in turn).
@@ -487,7 +404,5 @@ fn avg_pool_grad(dy: &Tensor, g: PoolGeom) -> Result<Tensor> {
         }
         Backend::Gpu(b) => gpu_run(OP, "avg_bwd", b, &g, g.input_shape())?,
     };
-    Ok(record1(OP, &[dy], dx, move |c| {
-        Ok(vec![Some(avg_pool(c.grad(), g)?)])
-    }))
+    Ok(record1(OP, &[dy], dx, move |c| Ok(vec![Some(avg_pool(c.grad(), g)?)])))
 }

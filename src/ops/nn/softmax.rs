@@ -12,15 +12,10 @@ use crate::backend::gpu::{Bind, GpuBuffer, Kernel, Variant, grid};
 use crate::tensor::Backend;
 use crate::{DType, Element, Error, Result, Tensor};
 
-pub(crate) static SOFTMAX: Kernel = Kernel {
-    file: "softmax.wgsl",
-    variants: || vec![variant(false), variant(true)],
-};
+pub(crate) static SOFTMAX: Kernel = Kernel { file: "softmax.wgsl", variants: || vec![variant(false), variant(true)] };
 
-pub(crate) static SOFTMAX_GRAD: Kernel = Kernel {
-    file: "softmax_grad.wgsl",
-    variants: || vec![variant(false), variant(true)],
-};
+pub(crate) static SOFTMAX_GRAD: Kernel =
+    Kernel { file: "softmax_grad.wgsl", variants: || vec![variant(false), variant(true)] };
 
 /// Rows shorter than this use the thread-per-line kernel even when contiguous: a whole
 /// workgroup per row would leave most of its invocations idle.
@@ -50,11 +45,7 @@ fn op_name(log: bool) -> &'static str {
 fn softmax_op(log: bool, x: &Tensor, axis: isize) -> Result<Tensor> {
     let op = op_name(log);
     if !x.dtype().is_float() {
-        return Err(Error::unsupported(
-            op,
-            x.dtype(),
-            "(softmax needs a float tensor; cast first)",
-        ));
+        return Err(Error::unsupported(op, x.dtype(), "(softmax needs a float tensor; cast first)"));
     }
     if x.dtype() == DType::Float16 {
         return softmax_op(log, &x.cast(DType::Float32)?, axis)?.cast(DType::Float16);
@@ -62,12 +53,7 @@ fn softmax_op(log: bool, x: &Tensor, axis: isize) -> Result<Tensor> {
     if x.ndim() == 0 {
         // A 0-D tensor is a one-element row, as in Paddle.
         if axis != 0 && axis != -1 {
-            return Err(Error::Axis {
-                op,
-                axis,
-                rank: 0,
-                shape: vec![],
-            });
+            return Err(Error::Axis { op, axis, rank: 0, shape: vec![] });
         }
         return softmax_op(log, &x.reshape([1usize])?, 0)?.reshape(Vec::<usize>::new());
     }
@@ -78,9 +64,7 @@ fn softmax_op(log: bool, x: &Tensor, axis: isize) -> Result<Tensor> {
     } else {
         match x.backend() {
             Backend::Cpu(d) => Tensor::from_cpu(cpu_forward(op, log, &d, geom)?, x.shape()),
-            Backend::Gpu(b) => {
-                Tensor::from_gpu(gpu_forward(op, log, b, geom)?, x.shape(), x.dtype())
-            }
+            Backend::Gpu(b) => Tensor::from_gpu(gpu_forward(op, log, b, geom)?, x.shape(), x.dtype()),
         }
     };
     let y = out.downgrade();
@@ -110,9 +94,7 @@ fn softmax_backward(log: bool, y: &Tensor, g: &Tensor, geom: Geom) -> Result<Ten
         return g.zeros_like();
     }
     Ok(match (y.backend(), g.backend()) {
-        (Backend::Cpu(yd), Backend::Cpu(gd)) => {
-            Tensor::from_cpu(cpu_backward(op, log, &yd, &gd, geom)?, y.shape())
-        }
+        (Backend::Cpu(yd), Backend::Cpu(gd)) => Tensor::from_cpu(cpu_backward(op, log, &yd, &gd, geom)?, y.shape()),
         (Backend::Gpu(yb), Backend::Gpu(gb)) => {
             let ctx = &yb.ctx;
             let dx = ctx.alloc(op, 4 * y.numel() as u64)?;
@@ -125,32 +107,13 @@ fn softmax_backward(log: bool, y: &Tensor, g: &Tensor, geom: Geom) -> Result<Ten
 }
 
 /// Dispatches the `rows` or the `strided` entry of a softmax-family kernel.
-fn dispatch(
-    kernel: &Kernel,
-    log: bool,
-    binds: &[Bind<'_>],
-    (outer, len, inner): Geom,
-) -> Result<()> {
+fn dispatch(kernel: &Kernel, log: bool, binds: &[Bind<'_>], (outer, len, inner): Geom) -> Result<()> {
     let ctx = &binds[0].buffer.ctx;
     let params = [outer as u32, len as u32, inner as u32];
     if inner == 1 && len >= ROWS_MIN_LEN {
-        ctx.dispatch(
-            kernel,
-            &variant(log),
-            "rows",
-            binds,
-            &params,
-            grid(ctx, outer as u64)?,
-        )
+        ctx.dispatch(kernel, &variant(log), "rows", binds, &params, grid(ctx, outer as u64)?)
     } else {
-        ctx.dispatch_1d(
-            kernel,
-            &variant(log),
-            "strided",
-            binds,
-            &params,
-            (outer * inner) as u64,
-        )
+        ctx.dispatch_1d(kernel, &variant(log), "strided", binds, &params, (outer * inner) as u64)
     }
 }
 
@@ -180,8 +143,7 @@ fn forward_rows<T: Element>(x: &[T], log: bool, (_, len, inner): Geom) -> Vec<T>
                 let total: f64 = (0..len).map(|r| (at(r) - m).exp()).sum();
                 for r in 0..len {
                     let s = at(r) - m;
-                    block[r * inner + i] =
-                        T::from_f64(if log { s - total.ln() } else { s.exp() / total });
+                    block[r * inner + i] = T::from_f64(if log { s - total.ln() } else { s.exp() / total });
                 }
             }
         }
@@ -189,13 +151,7 @@ fn forward_rows<T: Element>(x: &[T], log: bool, (_, len, inner): Geom) -> Vec<T>
     out
 }
 
-fn cpu_backward(
-    op: &'static str,
-    log: bool,
-    y: &CpuData,
-    g: &CpuData,
-    geom: Geom,
-) -> Result<CpuData> {
+fn cpu_backward(op: &'static str, log: bool, y: &CpuData, g: &CpuData, geom: Geom) -> Result<CpuData> {
     Ok(match (y, g) {
         (CpuData::F32(y), CpuData::F32(g)) => CpuData::F32(backward_rows(y, g, log, geom)),
         (CpuData::F64(y), CpuData::F64(g)) => CpuData::F64(backward_rows(y, g, log, geom)),

@@ -106,12 +106,7 @@ impl Padding {
 
     /// Explicit `[top, bottom, left, right]` padding for an input of `input` (h, w) and a
     /// window of `kernel` (h, w) moved by `stride`.
-    pub(crate) fn resolve(
-        self,
-        input: [usize; 2],
-        kernel: [usize; 2],
-        stride: [usize; 2],
-    ) -> [usize; 4] {
+    pub(crate) fn resolve(self, input: [usize; 2], kernel: [usize; 2], stride: [usize; 2]) -> [usize; 4] {
         match self {
             Padding::Explicit(p) => p,
             Padding::Valid => [0; 4],
@@ -132,10 +127,7 @@ impl Padding {
 /// Checks that every component of a stride / dilation / kernel pair is positive.
 pub(crate) fn check_positive(op: &'static str, what: &str, p: Pair) -> Result<()> {
     if p.0.contains(&0) {
-        return Err(Error::invalid(
-            op,
-            format!("{what} must be positive, got {:?}", p.0),
-        ));
+        return Err(Error::invalid(op, format!("{what} must be positive, got {:?}", p.0)));
     }
     Ok(())
 }
@@ -143,10 +135,7 @@ pub(crate) fn check_positive(op: &'static str, what: &str, p: Pair) -> Result<()
 /// Checks the only supported data format.
 pub(crate) fn check_nchw(op: &'static str, data_format: &str) -> Result<()> {
     if data_format != "NCHW" {
-        return Err(Error::invalid(
-            op,
-            format!("data_format {data_format:?} is not supported; only \"NCHW\" is"),
-        ));
+        return Err(Error::invalid(op, format!("data_format {data_format:?} is not supported; only \"NCHW\" is")));
     }
     Ok(())
 }

@@ -9,8 +9,7 @@
 //! PyTorch uses the unbiased variance there; Paddle does not.
 
 use super::{
-    Grads3, cast_opt, check_epsilon, check_param, cpu_data, f32_param, from_vec, gpu_buf,
-    grads_vec, slice, small_vec,
+    Grads3, cast_opt, check_epsilon, check_param, cpu_data, f32_param, from_vec, gpu_buf, grads_vec, slice, small_vec,
 };
 use crate::autograd::{is_grad_enabled, no_grad, record};
 use crate::backend::Storage;
@@ -18,22 +17,10 @@ use crate::backend::cpu::par_blocks_mut;
 use crate::backend::gpu::{Bind, GpuBuffer, Kernel, grid};
 use crate::{DType, Element, Error, Result, Tensor};
 
-pub(crate) static BATCH_NORM: Kernel = Kernel {
-    file: "batch_norm.wgsl",
-    variants: || vec![vec![]],
-};
-pub(crate) static BATCH_NORM_APPLY: Kernel = Kernel {
-    file: "batch_norm_apply.wgsl",
-    variants: || vec![vec![]],
-};
-pub(crate) static BATCH_NORM_GRAD: Kernel = Kernel {
-    file: "batch_norm_grad.wgsl",
-    variants: || vec![vec![]],
-};
-pub(crate) static BATCH_NORM_DX: Kernel = Kernel {
-    file: "batch_norm_dx.wgsl",
-    variants: || vec![vec![]],
-};
+pub(crate) static BATCH_NORM: Kernel = Kernel { file: "batch_norm.wgsl", variants: || vec![vec![]] };
+pub(crate) static BATCH_NORM_APPLY: Kernel = Kernel { file: "batch_norm_apply.wgsl", variants: || vec![vec![]] };
+pub(crate) static BATCH_NORM_GRAD: Kernel = Kernel { file: "batch_norm_grad.wgsl", variants: || vec![vec![]] };
+pub(crate) static BATCH_NORM_DX: Kernel = Kernel { file: "batch_norm_dx.wgsl", variants: || vec![vec![]] };
 
 /// Paddle's keyword arguments of `F.batch_norm`.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -53,12 +40,7 @@ pub struct BatchNormOptions {
 
 impl Default for BatchNormOptions {
     fn default() -> Self {
-        BatchNormOptions {
-            training: false,
-            momentum: 0.9,
-            epsilon: 1e-5,
-            use_global_stats: None,
-        }
+        BatchNormOptions { training: false, momentum: 0.9, epsilon: 1e-5, use_global_stats: None }
     }
 }
 
@@ -87,49 +69,27 @@ pub fn batch_norm(
     x.expect_float(OP)?;
     check_epsilon(OP, options.epsilon)?;
     if !(0.0..=1.0).contains(&options.momentum) {
-        return Err(Error::invalid(
-            OP,
-            format!("momentum must be in [0, 1], got {}", options.momentum),
-        ));
+        return Err(Error::invalid(OP, format!("momentum must be in [0, 1], got {}", options.momentum)));
     }
     if x.ndim() < 2 {
         return Err(Error::shape(
             OP,
-            format!(
-                "input must have rank ≥ 2 ([N, C], [N, C, L], [N, C, H, W], ...), got shape {:?}",
-                x.shape()
-            ),
+            format!("input must have rank ≥ 2 ([N, C], [N, C, L], [N, C, H, W], ...), got shape {:?}", x.shape()),
         ));
     }
     let channels = x.shape()[1];
-    let expected = format!(
-        "expected [{channels}] (the channels of input {:?})",
-        x.shape()
-    );
-    for (name, p, any) in [
-        ("running_mean", Some(running_mean), true),
-        ("running_var", Some(running_var), true),
-    ]
-    .into_iter()
-    .chain([("weight", weight, false), ("bias", bias, false)])
+    let expected = format!("expected [{channels}] (the channels of input {:?})", x.shape());
+    for (name, p, any) in [("running_mean", Some(running_mean), true), ("running_var", Some(running_var), true)]
+        .into_iter()
+        .chain([("weight", weight, false), ("bias", bias, false)])
     {
         if let Some(p) = p {
             check_param(OP, name, x, p, any, p.shape() == [channels], &expected)?;
         }
     }
     if x.dtype() == DType::Float16 {
-        let (w, b) = (
-            cast_opt(weight, DType::Float32)?,
-            cast_opt(bias, DType::Float32)?,
-        );
-        let y = batch_norm(
-            &x.cast(DType::Float32)?,
-            running_mean,
-            running_var,
-            w.as_ref(),
-            b.as_ref(),
-            options,
-        )?;
+        let (w, b) = (cast_opt(weight, DType::Float32)?, cast_opt(bias, DType::Float32)?);
+        let y = batch_norm(&x.cast(DType::Float32)?, running_mean, running_var, w.as_ref(), b.as_ref(), options)?;
         return y.cast(DType::Float16);
     }
     let geom: BnGeom = (x.shape()[0], channels, x.shape()[2..].iter().product());
@@ -140,10 +100,7 @@ pub fn batch_norm(
         if geom.0 * geom.2 == 0 {
             return Err(Error::shape(
                 OP,
-                format!(
-                    "batch statistics need at least one value per channel, input has shape {:?}",
-                    x.shape()
-                ),
+                format!("batch statistics need at least one value per channel, input has shape {:?}", x.shape()),
             ));
         }
         let (mean, var, rstd) = match x.storage() {
@@ -191,26 +148,14 @@ pub fn batch_norm(
     let (xs, ws) = (x.clone(), weight.cloned());
     record(OP, &inputs, &[&y], move |c| {
         let g = c.grad();
-        let need = (
-            c.needs(0),
-            has_w && c.needs(1),
-            has_b && c.needs(1 + has_w as usize),
-        );
+        let need = (c.needs(0), has_w && c.needs(1), has_b && c.needs(1 + has_w as usize));
         let (dx, dw, db) = if is_grad_enabled() {
             bn_backward_ops(&xs, g, ws.as_ref(), &mean, &rstd, batch_stats, eps, need)?
         } else if xs.is_empty() {
             let zc = |n: bool| -> Result<Option<Tensor>> {
-                if n {
-                    Ok(Some(crate::zeros_on([geom.1], xs.dtype(), xs.place())?))
-                } else {
-                    Ok(None)
-                }
+                if n { Ok(Some(crate::zeros_on([geom.1], xs.dtype(), xs.place())?)) } else { Ok(None) }
             };
-            (
-                if need.0 { Some(xs.zeros_like()?) } else { None },
-                zc(need.1)?,
-                zc(need.2)?,
-            )
+            (if need.0 { Some(xs.zeros_like()?) } else { None }, zc(need.1)?, zc(need.2)?)
         } else {
             let g = g.cast(xs.dtype())?;
             let w = ws.as_ref().map(|w| w.cast(xs.dtype())).transpose()?;
@@ -222,11 +167,7 @@ pub fn batch_norm(
 }
 
 /// Per-channel (mean, biased variance, rstd) on the CPU, in f64.
-fn bn_stats_cpu<T: Element>(
-    x: &Tensor,
-    (n, c, s): BnGeom,
-    eps: f64,
-) -> Result<(Tensor, Tensor, Tensor)> {
+fn bn_stats_cpu<T: Element>(x: &Tensor, (n, c, s): BnGeom, eps: f64) -> Result<(Tensor, Tensor, Tensor)> {
     const OP: &str = "batch_norm";
     let xd = cpu_data(x);
     let xv = slice::<T>(OP, &xd)?;
@@ -235,21 +176,13 @@ fn bn_stats_cpu<T: Element>(
     par_blocks_mut(&mut stats, 3, |first, chunk| {
         for (k, st) in chunk.chunks_mut(3).enumerate() {
             let ch = first + k;
-            let planes =
-                || (0..n).flat_map(move |i| xv[(i * c + ch) * s..][..s].iter().map(|v| v.to_f64()));
+            let planes = || (0..n).flat_map(move |i| xv[(i * c + ch) * s..][..s].iter().map(|v| v.to_f64()));
             let mu = planes().sum::<f64>() / m;
             let var = planes().map(|v| (v - mu) * (v - mu)).sum::<f64>() / m;
             st.copy_from_slice(&[mu, var, 1.0 / (var + eps).sqrt()]);
         }
     });
-    let pick = |o: usize| {
-        from_vec(
-            (0..c)
-                .map(|ch| T::from_f64(stats[3 * ch + o]))
-                .collect::<Vec<T>>(),
-            vec![c],
-        )
-    };
+    let pick = |o: usize| from_vec((0..c).map(|ch| T::from_f64(stats[3 * ch + o])).collect::<Vec<T>>(), vec![c]);
     Ok((pick(0), pick(1), pick(2)))
 }
 
@@ -257,26 +190,10 @@ fn bn_stats_gpu(x: &Tensor, (n, c, s): BnGeom, eps: f64) -> Result<(Tensor, Tens
     const OP: &str = "batch_norm";
     let xb = gpu_buf(x);
     let ctx = &xb.ctx;
-    let outs = [
-        ctx.alloc(OP, 4 * c as u64)?,
-        ctx.alloc(OP, 4 * c as u64)?,
-        ctx.alloc(OP, 4 * c as u64)?,
-    ];
+    let outs = [ctx.alloc(OP, 4 * c as u64)?, ctx.alloc(OP, 4 * c as u64)?, ctx.alloc(OP, 4 * c as u64)?];
     let params = [n as u32, c as u32, s as u32, f32_param(eps)];
-    let binds = [
-        Bind::read(xb),
-        Bind::write(&outs[0]),
-        Bind::write(&outs[1]),
-        Bind::write(&outs[2]),
-    ];
-    ctx.dispatch(
-        &BATCH_NORM,
-        &vec![],
-        "stats",
-        &binds,
-        &params,
-        grid(ctx, c as u64)?,
-    )?;
+    let binds = [Bind::read(xb), Bind::write(&outs[0]), Bind::write(&outs[1]), Bind::write(&outs[2])];
+    ctx.dispatch(&BATCH_NORM, &vec![], "stats", &binds, &params, grid(ctx, c as u64)?)?;
     let [mean, var, rstd] = outs.map(|b| Tensor::from_gpu(b, vec![c], x.dtype()));
     Ok((mean, var, rstd))
 }
@@ -324,13 +241,7 @@ fn bn_apply_gpu(
     let ctx = &xb.ctx;
     let y = ctx.alloc(OP, 4 * x.numel() as u64)?;
     let (wb, bb) = (weight.map_or(xb, gpu_buf), bias.map_or(xb, gpu_buf));
-    let params = [
-        x.numel() as u32,
-        c as u32,
-        s as u32,
-        weight.is_some() as u32,
-        bias.is_some() as u32,
-    ];
+    let params = [x.numel() as u32, c as u32, s as u32, weight.is_some() as u32, bias.is_some() as u32];
     let binds = [
         Bind::read(xb),
         Bind::read(gpu_buf(mean)),
@@ -339,14 +250,7 @@ fn bn_apply_gpu(
         Bind::read(bb),
         Bind::write(&y),
     ];
-    ctx.dispatch_1d(
-        &BATCH_NORM_APPLY,
-        &vec![],
-        "main",
-        &binds,
-        &params,
-        x.numel() as u64,
-    )?;
+    ctx.dispatch_1d(&BATCH_NORM_APPLY, &vec![], "main", &binds, &params, x.numel() as u64)?;
     Ok(Tensor::from_gpu(y, x.shape(), x.dtype()))
 }
 
@@ -367,9 +271,7 @@ fn bn_backward_fused(
     x.same_place(OP, g)?;
     match x.storage() {
         Storage::Cpu(_) => match x.dtype() {
-            DType::Float32 => {
-                bn_backward_cpu::<f32>(x, g, weight, mean, rstd, batch_stats, geom, need)
-            }
+            DType::Float32 => bn_backward_cpu::<f32>(x, g, weight, mean, rstd, batch_stats, geom, need),
             _ => bn_backward_cpu::<f64>(x, g, weight, mean, rstd, batch_stats, geom, need),
         },
         Storage::Gpu(_) => bn_backward_gpu(x, g, weight, mean, rstd, batch_stats, geom, need),
@@ -420,11 +322,7 @@ fn bn_backward_cpu<T: Element>(
                 let ch = q % c;
                 let (mu, rs) = (mean[ch].to_f64(), rstd[ch].to_f64());
                 let k0 = rs * w.as_ref().map_or(1.0, |w| w[ch].to_f64());
-                let (k1, k2) = if batch_stats {
-                    (sums[2 * ch] / m, rs * sums[2 * ch + 1] / m)
-                } else {
-                    (0.0, 0.0)
-                };
+                let (k1, k2) = if batch_stats { (sums[2 * ch] / m, rs * sums[2 * ch + 1] / m) } else { (0.0, 0.0) };
                 for (j, out) in plane.iter_mut().enumerate() {
                     let at = q * s + j;
                     *out = T::from_f64(k0 * (gv[at].to_f64() - k1 - (xv[at].to_f64() - mu) * k2));
@@ -435,14 +333,7 @@ fn bn_backward_cpu<T: Element>(
     } else {
         None
     };
-    let pick = |o: usize| {
-        from_vec(
-            (0..c)
-                .map(|ch| T::from_f64(sums[2 * ch + o]))
-                .collect::<Vec<T>>(),
-            vec![c],
-        )
-    };
+    let pick = |o: usize| from_vec((0..c).map(|ch| T::from_f64(sums[2 * ch + o])).collect::<Vec<T>>(), vec![c]);
     Ok((dx, need_w.then(|| pick(1)), need_b.then(|| pick(0))))
 }
 
@@ -473,39 +364,14 @@ fn bn_backward_gpu(
         Bind::write(&db),
         Bind::write(&coef),
     ];
-    ctx.dispatch(
-        &BATCH_NORM_GRAD,
-        &vec![],
-        "main",
-        &binds,
-        &params,
-        grid(ctx, c as u64)?,
-    )?;
+    ctx.dispatch(&BATCH_NORM_GRAD, &vec![], "main", &binds, &params, grid(ctx, c as u64)?)?;
     let dx = if need_x {
         let out = ctx.alloc(OP, 4 * x.numel() as u64)?;
         let wb = weight.map_or(xb, gpu_buf);
-        let params = [
-            x.numel() as u32,
-            c as u32,
-            s as u32,
-            weight.is_some() as u32,
-        ];
-        let binds = [
-            Bind::read(xb),
-            Bind::read(gb),
-            Bind::read(mb),
-            Bind::read(wb),
-            Bind::read(&coef),
-            Bind::write(&out),
-        ];
-        ctx.dispatch_1d(
-            &BATCH_NORM_DX,
-            &vec![],
-            "main",
-            &binds,
-            &params,
-            x.numel() as u64,
-        )?;
+        let params = [x.numel() as u32, c as u32, s as u32, weight.is_some() as u32];
+        let binds =
+            [Bind::read(xb), Bind::read(gb), Bind::read(mb), Bind::read(wb), Bind::read(&coef), Bind::write(&out)];
+        ctx.dispatch_1d(&BATCH_NORM_DX, &vec![], "main", &binds, &params, x.numel() as u64)?;
         Some(Tensor::from_gpu(out, x.shape(), x.dtype()))
     } else {
         None
@@ -554,15 +420,7 @@ fn bn_backward_ops(
     } else {
         None
     };
-    let dw = if need_w {
-        Some(g.mul(&xhat)?.sum(&axes, false)?)
-    } else {
-        None
-    };
-    let db = if need_b {
-        Some(g.sum(&axes, false)?)
-    } else {
-        None
-    };
+    let dw = if need_w { Some(g.mul(&xhat)?.sum(&axes, false)?) } else { None };
+    let db = if need_b { Some(g.sum(&axes, false)?) } else { None };
     Ok((dx, dw, db))
 }

@@ -5,8 +5,7 @@
 //! column-chunked kernel for dweight / dbias.
 
 use super::{
-    Grads3, cast_opt, check_epsilon, check_param, cpu_data, f32_param, from_vec, gpu_buf,
-    grads_vec, slice, small_vec,
+    Grads3, cast_opt, check_epsilon, check_param, cpu_data, f32_param, from_vec, gpu_buf, grads_vec, slice, small_vec,
 };
 use crate::autograd::{is_grad_enabled, record};
 use crate::backend::Storage;
@@ -14,18 +13,9 @@ use crate::backend::cpu::par_blocks_mut;
 use crate::backend::gpu::{Bind, GpuBuffer, Kernel, grid};
 use crate::{DType, Element, Error, Result, Tensor};
 
-pub(crate) static LAYER_NORM: Kernel = Kernel {
-    file: "layer_norm.wgsl",
-    variants: || vec![vec![]],
-};
-pub(crate) static LAYER_NORM_GRAD: Kernel = Kernel {
-    file: "layer_norm_grad.wgsl",
-    variants: || vec![vec![]],
-};
-pub(crate) static LAYER_NORM_WGRAD: Kernel = Kernel {
-    file: "layer_norm_wgrad.wgsl",
-    variants: || vec![vec![]],
-};
+pub(crate) static LAYER_NORM: Kernel = Kernel { file: "layer_norm.wgsl", variants: || vec![vec![]] };
+pub(crate) static LAYER_NORM_GRAD: Kernel = Kernel { file: "layer_norm_grad.wgsl", variants: || vec![vec![]] };
+pub(crate) static LAYER_NORM_WGRAD: Kernel = Kernel { file: "layer_norm_wgrad.wgsl", variants: || vec![vec![]] };
 
 /// Rows shorter than this get one invocation each instead of a whole workgroup.
 const ROWS_MIN_LEN: usize = 32;
@@ -59,25 +49,13 @@ pub fn layer_norm(
     for (name, p) in [("weight", weight), ("bias", bias)] {
         if let Some(p) = p {
             let ok = p.shape() == normalized_shape || p.shape() == [d];
-            let expected = format!(
-                "normalized_shape is {normalized_shape:?} (input {:?})",
-                x.shape()
-            );
+            let expected = format!("normalized_shape is {normalized_shape:?} (input {:?})", x.shape());
             check_param(OP, name, x, p, false, ok, &expected)?;
         }
     }
     if x.dtype() == DType::Float16 {
-        let (w, b) = (
-            cast_opt(weight, DType::Float32)?,
-            cast_opt(bias, DType::Float32)?,
-        );
-        let y = layer_norm(
-            &x.cast(DType::Float32)?,
-            normalized_shape,
-            w.as_ref(),
-            b.as_ref(),
-            epsilon,
-        )?;
+        let (w, b) = (cast_opt(weight, DType::Float32)?, cast_opt(bias, DType::Float32)?);
+        let y = layer_norm(&x.cast(DType::Float32)?, normalized_shape, w.as_ref(), b.as_ref(), epsilon)?;
         return y.cast(DType::Float16);
     }
     if x.is_empty() {
@@ -96,10 +74,7 @@ pub fn layer_norm(
     inputs.extend(weight);
     inputs.extend(bias);
     let (xs, ws) = (x.clone(), weight.cloned());
-    let (w_shape, b_shape) = (
-        weight.map(|w| w.shape().to_vec()),
-        bias.map(|b| b.shape().to_vec()),
-    );
+    let (w_shape, b_shape) = (weight.map(|w| w.shape().to_vec()), bias.map(|b| b.shape().to_vec()));
     let norm_shape = normalized_shape.to_vec();
     record(OP, &inputs, &[&y], move |c| {
         let g = c.grad();
@@ -107,32 +82,13 @@ pub fn layer_norm(
         let need_w = has_w && c.needs(1);
         let need_b = has_b && c.needs(1 + has_w as usize);
         let (dx, dw, db) = if is_grad_enabled() {
-            ln_backward_ops(
-                &xs,
-                g,
-                ws.as_ref(),
-                &norm_shape,
-                epsilon,
-                (need_x, need_w, need_b),
-            )?
+            ln_backward_ops(&xs, g, ws.as_ref(), &norm_shape, epsilon, (need_x, need_w, need_b))?
         } else {
             let g = g.cast(xs.dtype())?;
-            ln_backward_fused(
-                &xs,
-                &g,
-                ws.as_ref(),
-                &mean,
-                &rstd,
-                (rows, d),
-                (need_x, need_w, need_b),
-            )?
+            ln_backward_fused(&xs, &g, ws.as_ref(), &mean, &rstd, (rows, d), (need_x, need_w, need_b))?
         };
-        let dw = dw
-            .map(|t| t.reshape(w_shape.clone().unwrap_or_default()))
-            .transpose()?;
-        let db = db
-            .map(|t| t.reshape(b_shape.clone().unwrap_or_default()))
-            .transpose()?;
+        let dw = dw.map(|t| t.reshape(w_shape.clone().unwrap_or_default())).transpose()?;
+        let db = db.map(|t| t.reshape(b_shape.clone().unwrap_or_default())).transpose()?;
         Ok(grads_vec(dx, has_w, dw, has_b, db))
     });
     Ok(y)
@@ -180,17 +136,8 @@ fn ln_forward_cpu<T: Element>(
         }
     });
     let mean: Vec<T> = stats.iter().step_by(2).map(|&v| T::from_f64(v)).collect();
-    let rstd: Vec<T> = stats
-        .iter()
-        .skip(1)
-        .step_by(2)
-        .map(|&v| T::from_f64(v))
-        .collect();
-    Ok((
-        from_vec(y, x.shape()),
-        from_vec(mean, vec![rows]),
-        from_vec(rstd, vec![rows]),
-    ))
+    let rstd: Vec<T> = stats.iter().skip(1).step_by(2).map(|&v| T::from_f64(v)).collect();
+    Ok((from_vec(y, x.shape()), from_vec(mean, vec![rows]), from_vec(rstd, vec![rows])))
 }
 
 fn ln_forward_gpu(
@@ -210,30 +157,11 @@ fn ln_forward_gpu(
     // An absent weight or bias binds x in its place; the flags keep it unread.
     let wb = weight.map_or(xb, gpu_buf);
     let bb = bias.map_or(xb, gpu_buf);
-    let params = [
-        rows as u32,
-        d as u32,
-        weight.is_some() as u32,
-        bias.is_some() as u32,
-        f32_param(eps),
-    ];
-    let binds = [
-        Bind::read(xb),
-        Bind::read(wb),
-        Bind::read(bb),
-        Bind::write(&y),
-        Bind::write(&mean),
-        Bind::write(&rstd),
-    ];
+    let params = [rows as u32, d as u32, weight.is_some() as u32, bias.is_some() as u32, f32_param(eps)];
+    let binds =
+        [Bind::read(xb), Bind::read(wb), Bind::read(bb), Bind::write(&y), Bind::write(&mean), Bind::write(&rstd)];
     if d >= ROWS_MIN_LEN {
-        ctx.dispatch(
-            &LAYER_NORM,
-            &vec![],
-            "rows",
-            &binds,
-            &params,
-            grid(ctx, rows as u64)?,
-        )?;
+        ctx.dispatch(&LAYER_NORM, &vec![], "rows", &binds, &params, grid(ctx, rows as u64)?)?;
     } else {
         ctx.dispatch_1d(&LAYER_NORM, &vec![], "small", &binds, &params, rows as u64)?;
     }
@@ -289,8 +217,7 @@ fn ln_backward_cpu<T: Element>(
         par_blocks_mut(&mut out, d, |first, chunk| {
             for (k, dr) in chunk.chunks_mut(d).enumerate() {
                 let r = first + k;
-                let gw =
-                    |j: usize| gv[r * d + j].to_f64() * w.as_ref().map_or(1.0, |w| w[j].to_f64());
+                let gw = |j: usize| gv[r * d + j].to_f64() * w.as_ref().map_or(1.0, |w| w[j].to_f64());
                 let a = (0..d).map(gw).sum::<f64>() / d as f64;
                 let c = (0..d).map(|j| gw(j) * xhat(r, j)).sum::<f64>() / d as f64;
                 let rs = rstd[r].to_f64();
@@ -311,8 +238,7 @@ fn ln_backward_cpu<T: Element>(
                 sb[j] += gk;
             }
         }
-        let cast =
-            |v: Vec<f64>| from_vec(v.into_iter().map(T::from_f64).collect::<Vec<T>>(), vec![d]);
+        let cast = |v: Vec<f64>| from_vec(v.into_iter().map(T::from_f64).collect::<Vec<T>>(), vec![d]);
         dw = need_w.then(|| cast(sw));
         db = need_b.then(|| cast(sb));
     }
@@ -336,32 +262,11 @@ fn ln_backward_gpu(
         let out = ctx.alloc(OP, 4 * x.numel() as u64)?;
         let wb = weight.map_or(xb, gpu_buf);
         let params = [rows as u32, d as u32, weight.is_some() as u32];
-        let binds = [
-            Bind::read(xb),
-            Bind::read(gb),
-            Bind::read(wb),
-            Bind::read(mb),
-            Bind::read(rb),
-            Bind::write(&out),
-        ];
+        let binds = [Bind::read(xb), Bind::read(gb), Bind::read(wb), Bind::read(mb), Bind::read(rb), Bind::write(&out)];
         if d >= ROWS_MIN_LEN {
-            ctx.dispatch(
-                &LAYER_NORM_GRAD,
-                &vec![],
-                "rows",
-                &binds,
-                &params,
-                grid(ctx, rows as u64)?,
-            )?;
+            ctx.dispatch(&LAYER_NORM_GRAD, &vec![], "rows", &binds, &params, grid(ctx, rows as u64)?)?;
         } else {
-            ctx.dispatch_1d(
-                &LAYER_NORM_GRAD,
-                &vec![],
-                "small",
-                &binds,
-                &params,
-                rows as u64,
-            )?;
+            ctx.dispatch_1d(&LAYER_NORM_GRAD, &vec![], "small", &binds, &params, rows as u64)?;
         }
         dx = Some(Tensor::from_gpu(out, x.shape(), x.dtype()));
     }
@@ -373,29 +278,12 @@ fn ln_backward_gpu(
         let pw = ctx.alloc(OP, 4 * (chunks * d) as u64)?;
         let pb = ctx.alloc(OP, 4 * (chunks * d) as u64)?;
         let params = [rows as u32, d as u32, chunk_rows as u32, chunks as u32];
-        let binds = [
-            Bind::read(xb),
-            Bind::read(gb),
-            Bind::read(mb),
-            Bind::read(rb),
-            Bind::write(&pw),
-            Bind::write(&pb),
-        ];
-        ctx.dispatch_1d(
-            &LAYER_NORM_WGRAD,
-            &vec![],
-            "main",
-            &binds,
-            &params,
-            (chunks * d) as u64,
-        )?;
+        let binds =
+            [Bind::read(xb), Bind::read(gb), Bind::read(mb), Bind::read(rb), Bind::write(&pw), Bind::write(&pb)];
+        ctx.dispatch_1d(&LAYER_NORM_WGRAD, &vec![], "main", &binds, &params, (chunks * d) as u64)?;
         let finish = |p: GpuBuffer| -> Result<Tensor> {
             let t = Tensor::from_gpu(p, vec![chunks, d], x.dtype());
-            if chunks == 1 {
-                t.reshape([d])
-            } else {
-                t.sum(&[0], false)
-            }
+            if chunks == 1 { t.reshape([d]) } else { t.sum(&[0], false) }
         };
         dw = if need_w { Some(finish(pw)?) } else { None };
         db = if need_b { Some(finish(pb)?) } else { None };
@@ -416,11 +304,7 @@ fn ln_backward_ops(
     let axes: Vec<isize> = (lead..x.ndim()).map(|a| a as isize).collect();
     let lead_axes: Vec<isize> = (0..lead).map(|a| a as isize).collect();
     let sum_lead = |t: Tensor| -> Result<Tensor> {
-        let t = if lead_axes.is_empty() {
-            t
-        } else {
-            t.sum(&lead_axes, false)?
-        };
+        let t = if lead_axes.is_empty() { t } else { t.sum(&lead_axes, false)? };
         t.reshape([t.numel()])
     };
     let xc = x.sub(&x.mean(&axes, true)?)?;
@@ -437,15 +321,7 @@ fn ln_backward_ops(
     } else {
         None
     };
-    let dw = if need_w {
-        Some(sum_lead(g.mul(&xhat)?)?)
-    } else {
-        None
-    };
-    let db = if need_b {
-        Some(sum_lead(g.clone())?)
-    } else {
-        None
-    };
+    let dw = if need_w { Some(sum_lead(g.mul(&xhat)?)?) } else { None };
+    let db = if need_b { Some(sum_lead(g.clone())?) } else { None };
     Ok((dx, dw, db))
 }

@@ -1,0 +1,401 @@
+//! Seed 002's MNIST program: two `SimpleImgConvPool` blocks (conv 5×5 1→20 and 20→50, relu,
+//! max-pool 2×2 stride 2) and an FC 800→10 with softmax, trained with Adam 1e-3 (or SGD 1e-3)
+//! on batches of 64; then evaluated on the 10 000 test images, saved, reloaded into a fresh
+//! model and evaluated again; the loss curve is written as a PNG.
+//!
+//! ```text
+//! cargo run --release --example mnist [-- --place cpu|gpu] [--epochs N] [--optimizer adam|sgd]
+//!     [--data DIR] [--checkpoint FILE] [--plot FILE] [--infer IMAGE.png]
+//! ```
+
+#[path = "common/mod.rs"]
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use dygraph::io::DataLoader;
+use dygraph::nn::{self, CrossEntropyOptions, Forward, Initializer, Layer, ParamAttr, Pool2dOptions};
+use dygraph::optimizer::{Adam, Optimizer, SGD};
+use dygraph::vision::datasets::{Mnist, Mode};
+use dygraph::vision::transforms::Normalize;
+use dygraph::{self as paddle, Error, Place, Result, Tensor};
+
+/// conv → relu → max-pool, Paddle 1.x's `SimpleImgConvPool` with `act="relu"`.
+#[derive(nn::Layer)]
+pub struct SimpleImgConvPool {
+    conv2d: nn::Conv2D,
+    #[layer(skip)]
+    pool: Pool2dOptions,
+}
+
+impl SimpleImgConvPool {
+    pub fn new(
+        num_channels: usize,
+        num_filters: usize,
+        filter_size: usize,
+        pool_size: usize,
+        pool_stride: usize,
+    ) -> Result<Self> {
+        Ok(SimpleImgConvPool {
+            conv2d: nn::Conv2D::new(num_channels, num_filters, filter_size)?,
+            pool: Pool2dOptions::new(pool_size).stride(pool_stride),
+        })
+    }
+}
+
+impl Forward for SimpleImgConvPool {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        paddle::max_pool2d(&self.conv2d.forward(x)?.relu()?, &self.pool)
+    }
+}
+
+/// The seed's network; `forward` returns class probabilities (softmax).
+#[derive(nn::Layer)]
+pub struct MnistNet {
+    simple_img_conv_pool_1: SimpleImgConvPool,
+    simple_img_conv_pool_2: SimpleImgConvPool,
+    fc: nn::Linear,
+}
+
+impl MnistNet {
+    pub fn new() -> Result<Self> {
+        let pool_2_shape = 50 * 4 * 4;
+        let size = 10;
+        let scale = (2.0 / ((pool_2_shape * pool_2_shape * size) as f64)).sqrt();
+        let fc_attr = ParamAttr::with_initializer(Initializer::Normal { mean: 0.0, std: scale });
+        Ok(MnistNet {
+            simple_img_conv_pool_1: SimpleImgConvPool::new(1, 20, 5, 2, 2)?,
+            simple_img_conv_pool_2: SimpleImgConvPool::new(20, 50, 5, 2, 2)?,
+            fc: nn::Linear::with_attrs(pool_2_shape, size, fc_attr, true)?,
+        })
+    }
+}
+
+impl Forward for MnistNet {
+    fn forward(&self, inputs: &Tensor) -> Result<Tensor> {
+        let x = self.simple_img_conv_pool_1.forward(inputs)?;
+        let x = self.simple_img_conv_pool_2.forward(&x)?;
+        paddle::softmax(&self.fc.forward(&x.flatten(1, -1)?)?, -1)
+    }
+}
+
+/// The seed's `fluid.layers.cross_entropy(cost, label)` on probabilities, averaged.
+fn loss_of(probs: &Tensor, label: &Tensor) -> Result<Tensor> {
+    paddle::nn::functional::cross_entropy(
+        probs,
+        label,
+        &CrossEntropyOptions { use_softmax: false, ..Default::default() },
+    )
+}
+
+/// Which optimizer trains the network.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OptimizerKind {
+    Adam,
+    Sgd,
+}
+
+/// What a run does.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub place: Place,
+    pub epochs: usize,
+    pub optimizer: OptimizerKind,
+    pub batch_size: usize,
+    pub data_dir: Option<PathBuf>,
+    pub checkpoint: PathBuf,
+    pub plot: Option<PathBuf>,
+    /// Stop each epoch after this many steps (quick runs).
+    pub max_steps: Option<usize>,
+    /// Evaluate, save and reload after training.
+    pub evaluate: bool,
+    pub progress: bool,
+    pub verbose: bool,
+    pub seed: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            place: Place::Cpu,
+            epochs: 1,
+            optimizer: OptimizerKind::Adam,
+            batch_size: 64,
+            data_dir: None,
+            checkpoint: PathBuf::from("mnist.safetensors"),
+            plot: Some(PathBuf::from("mnist_loss.png")),
+            max_steps: None,
+            evaluate: true,
+            progress: true,
+            verbose: true,
+            seed: 2019,
+        }
+    }
+}
+
+/// What a run measured.
+#[derive(Clone, Debug, Default)]
+pub struct Report {
+    /// Every step's loss, in order.
+    pub losses: Vec<f32>,
+    pub test_loss: f64,
+    pub test_accuracy: f64,
+    pub reloaded_accuracy: f64,
+    /// True when the reloaded model's predictions equal the trained model's exactly.
+    pub reload_identical: bool,
+    pub train_seconds: f64,
+    pub images_per_second: f64,
+}
+
+/// Mean loss, accuracy and the predicted classes over `loader`.
+pub fn evaluate(model: &MnistNet, loader: &DataLoader<Mnist>) -> Result<(f64, f64, Vec<i64>)> {
+    let _g = paddle::no_grad_guard();
+    let (mut loss_sum, mut correct, mut seen) = (0.0f64, 0usize, 0usize);
+    let mut preds = Vec::new();
+    for batch in loader.iter()? {
+        let (img, label) = batch?;
+        let probs = model.forward(&img)?;
+        let n = label.shape()[0];
+        loss_sum += loss_of(&probs, &label)?.item::<f32>()? as f64 * n as f64;
+        let p = probs.argmax(Some(1), false)?.to_vec::<i64>()?;
+        let l = label.to_vec::<i64>()?;
+        correct += p.iter().zip(&l).filter(|(a, b)| a == b).count();
+        seen += n;
+        preds.extend(p);
+    }
+    Ok((loss_sum / seen.max(1) as f64, correct as f64 / seen.max(1) as f64, preds))
+}
+
+fn normalize() -> Result<Normalize> {
+    // The seed's x / 255 · 2 − 1.
+    Normalize::new(&[127.5], &[127.5])
+}
+
+/// Trains, evaluates, checkpoints and reloads as the seed program does.
+pub fn train(config: &Config) -> Result<Report> {
+    paddle::seed(config.seed);
+    paddle::guard(config.place, || {
+        let dir = config.data_dir.as_deref();
+        let train_set = Mnist::new(dir, Mode::Train)?.with_transform(normalize()?);
+        let loader = DataLoader::new(train_set, config.batch_size).shuffle(true).drop_last(true).place(config.place);
+        let mut model = MnistNet::new()?;
+        let mut opt: Box<dyn Optimizer> = match config.optimizer {
+            OptimizerKind::Adam => Box::new(Adam::new(1e-3, model.parameters())),
+            OptimizerKind::Sgd => Box::new(SGD::new(1e-3, model.parameters())),
+        };
+        let steps = config.max_steps.unwrap_or(usize::MAX).min(loader.len());
+        let mut report = Report::default();
+        let start = Instant::now();
+        for epoch in 0..config.epochs {
+            let bar = progress_bar(config.progress, steps as u64, epoch);
+            let mut pending: Vec<Tensor> = Vec::new();
+            let epoch_start = Instant::now();
+            for (batch_id, batch) in loader.iter()?.take(steps).enumerate() {
+                let (img, label) = batch?;
+                let cost = model.forward(&img)?;
+                let avg_loss = loss_of(&cost, &label)?;
+                avg_loss.backward()?;
+                opt.step()?;
+                opt.clear_grad();
+                // Losses stay on the device and are read back together every 100 steps.
+                pending.push(avg_loss.detach());
+                if batch_id % 100 == 0 || batch_id + 1 == steps {
+                    let values = paddle::stack(&pending, 0)?.to_vec::<f32>()?;
+                    report.losses.extend(&values);
+                    pending.clear();
+                    if batch_id % 100 == 0 && config.verbose {
+                        let line = format!("Loss at epoch {epoch} step {batch_id}: [{:.8}]", values[values.len() - 1]);
+                        match &bar {
+                            Some(b) => b.println(line),
+                            None => println!("{line}"),
+                        }
+                    }
+                }
+                if let Some(b) = &bar {
+                    let ips = ((batch_id + 1) * config.batch_size) as f64 / epoch_start.elapsed().as_secs_f64();
+                    b.set_message(format!("{ips:.0} images/s"));
+                    b.inc(1);
+                }
+            }
+            if let Some(b) = bar {
+                b.finish_and_clear();
+            }
+        }
+        paddle::sync()?;
+        report.train_seconds = start.elapsed().as_secs_f64();
+        report.images_per_second = (report.losses.len() * config.batch_size) as f64 / report.train_seconds;
+        if config.verbose {
+            println!(
+                "trained {} steps in {:.1} s ({:.0} images/s) on {}",
+                report.losses.len(),
+                report.train_seconds,
+                report.images_per_second,
+                config.place
+            );
+        }
+        if let Some(plot) = &config.plot {
+            plot_losses(&report.losses, plot)?;
+            if config.verbose {
+                println!("loss curve written to {}", plot.display());
+            }
+        }
+        if !config.evaluate {
+            return Ok(report);
+        }
+        model.eval();
+        let test_set = Mnist::new(dir, Mode::Test)?.with_transform(normalize()?);
+        let test_loader = DataLoader::new(test_set, config.batch_size).place(config.place);
+        let (test_loss, test_acc, preds) = evaluate(&model, &test_loader)?;
+        report.test_loss = test_loss;
+        report.test_accuracy = test_acc;
+        if config.verbose {
+            println!("Test avg_loss is: {test_loss:.6}, acc is: {test_acc:.4}");
+        }
+        paddle::save(&model.state_dict(), &config.checkpoint)?;
+        if config.verbose {
+            println!("checkpoint saved to {}", config.checkpoint.display());
+        }
+        let mut restored = MnistNet::new()?;
+        restored.set_state_dict(&paddle::load(&config.checkpoint)?)?;
+        restored.eval();
+        let (_, acc2, preds2) = evaluate(&restored, &test_loader)?;
+        report.reloaded_accuracy = acc2;
+        report.reload_identical = preds == preds2;
+        if config.verbose {
+            println!("checkpoint loaded: acc is {acc2:.4} (predictions identical: {})", report.reload_identical);
+        }
+        Ok(report)
+    })
+}
+
+fn progress_bar(on: bool, len: u64, epoch: usize) -> Option<indicatif::ProgressBar> {
+    if !on {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::new(len);
+    let style = indicatif::ProgressStyle::with_template(&format!(
+        "epoch {epoch} {{bar:40}} {{pos}}/{{len}} {{msg}} ({{elapsed}})"
+    ))
+    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
+    bar.set_style(style);
+    Some(bar)
+}
+
+/// The seed's `load_image`: any image file, converted to 28×28 grayscale, scaled to [−1, 1]
+/// (light backgrounds are inverted to MNIST's white-on-black).
+pub fn load_image(path: &Path, place: Place) -> Result<Tensor> {
+    let img = image::open(path).map_err(|e| Error::invalid("load_image", format!("{}: {e}", path.display())))?;
+    let gray = image::imageops::resize(&img.to_luma8(), 28, 28, image::imageops::FilterType::Lanczos3);
+    let mut px: Vec<f32> = gray.pixels().map(|p| p.0[0] as f32).collect();
+    if px.iter().sum::<f32>() / px.len() as f32 > 127.5 {
+        px.iter_mut().for_each(|v| *v = 255.0 - *v);
+    }
+    let px: Vec<f32> = px.into_iter().map(|v| v / 255.0 * 2.0 - 1.0).collect();
+    Tensor::from_vec_on(px, [1, 1, 28, 28], place)
+}
+
+/// Predicts the digit in `image` with the model saved at `checkpoint`.
+pub fn infer(checkpoint: &Path, image: &Path, place: Place) -> Result<(usize, Vec<f32>)> {
+    paddle::guard(place, || {
+        let mut model = MnistNet::new()?;
+        model.set_state_dict(&paddle::load(checkpoint)?)?;
+        model.eval();
+        let probs = paddle::no_grad(|| model.forward(&load_image(image, place)?))?.to_vec::<f32>()?;
+        let best = probs.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(i, _)| i).unwrap_or(0);
+        Ok((best, probs))
+    })
+}
+
+/// Finds a TrueType font to label the plot with (the chart is drawn without text otherwise).
+fn register_font() -> bool {
+    let candidates = [
+        "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+        "/usr/share/fonts/TTF/DejaVuSans.ttf",
+        "/usr/share/fonts/dejavu/DejaVuSans.ttf",
+        "/Library/Fonts/Arial.ttf",
+        "/System/Library/Fonts/Supplemental/Arial.ttf",
+        "C:\\Windows\\Fonts\\arial.ttf",
+    ];
+    for c in candidates {
+        if let Ok(bytes) = std::fs::read(c) {
+            let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+            if plotters::style::register_font("sans-serif", plotters::style::FontStyle::Normal, bytes).is_ok() {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// Draws the per-step losses and their 50-step moving average into a PNG.
+pub fn plot_losses(losses: &[f32], path: &Path) -> Result<()> {
+    use plotters::prelude::*;
+    let (w, h) = (900u32, 500u32);
+    let mut buf = vec![0u8; (w * h * 3) as usize];
+    let plot_err = |e: String| Error::invalid("plot", e);
+    {
+        let labels = register_font();
+        let root = BitMapBackend::with_buffer(&mut buf, (w, h)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| plot_err(e.to_string()))?;
+        let n = losses.len().max(2);
+        let top = losses.iter().cloned().fold(0.0f32, f32::max).max(1e-3) * 1.05;
+        let mut builder = ChartBuilder::on(&root);
+        builder.margin(20);
+        if labels {
+            builder.caption("MNIST training loss", ("sans-serif", 22)).x_label_area_size(40).y_label_area_size(50);
+        }
+        let mut chart = builder.build_cartesian_2d(0..n, 0f32..top).map_err(|e| plot_err(e.to_string()))?;
+        let mut mesh = chart.configure_mesh();
+        if labels {
+            mesh.x_desc("step").y_desc("loss");
+        } else {
+            mesh.disable_x_axis().disable_y_axis();
+        }
+        mesh.draw().map_err(|e| plot_err(e.to_string()))?;
+        chart
+            .draw_series(LineSeries::new(losses.iter().enumerate().map(|(i, &l)| (i, l)), RGBColor(160, 190, 230)))
+            .map_err(|e| plot_err(e.to_string()))?;
+        let k = 50;
+        let smooth = losses.iter().enumerate().map(|(i, _)| {
+            let s = i.saturating_sub(k - 1);
+            (i, losses[s..=i].iter().sum::<f32>() / (i - s + 1) as f32)
+        });
+        chart.draw_series(LineSeries::new(smooth, BLUE.stroke_width(2))).map_err(|e| plot_err(e.to_string()))?;
+        root.present().map_err(|e| plot_err(e.to_string()))?;
+    }
+    let img = image::RgbImage::from_raw(w, h, buf).ok_or_else(|| plot_err("bitmap size".into()))?;
+    img.save(path).map_err(|e| plot_err(format!("{}: {e}", path.display())))
+}
+
+fn main() -> Result<()> {
+    let place = common::place_from_args()?;
+    let checkpoint = PathBuf::from(common::arg("checkpoint").unwrap_or_else(|| "mnist.safetensors".into()));
+    if let Some(image) = common::arg("infer") {
+        let (digit, probs) = infer(&checkpoint, Path::new(&image), place)?;
+        println!("Inference result of {image} is: {digit}");
+        println!("probabilities: {:?}", probs.iter().map(|p| format!("{p:.4}")).collect::<Vec<_>>());
+        return Ok(());
+    }
+    let optimizer = match common::arg("optimizer").as_deref() {
+        None | Some("adam") => OptimizerKind::Adam,
+        Some("sgd") => OptimizerKind::Sgd,
+        Some(o) => return Err(Error::invalid("mnist", format!("unknown optimizer {o:?} (adam or sgd)"))),
+    };
+    let config = Config {
+        place,
+        epochs: common::arg("epochs")
+            .map(|e| e.parse().map_err(|_| Error::invalid("mnist", format!("bad --epochs {e:?}"))))
+            .transpose()?
+            .unwrap_or(1),
+        optimizer,
+        data_dir: common::arg("data").map(PathBuf::from),
+        checkpoint,
+        plot: Some(PathBuf::from(common::arg("plot").unwrap_or_else(|| "mnist_loss.png".into()))),
+        max_steps: common::arg("steps").and_then(|s| s.parse().ok()),
+        ..Default::default()
+    };
+    println!("place: {place}, optimizer: {optimizer:?}, epochs: {}", config.epochs);
+    train(&config)?;
+    Ok(())
+}

@@ -1,0 +1,84 @@
+//! `Conv2D` (`paddle.nn.Conv2D`): weight `[out, in/groups, kh, kw]`, KaimingNormal, bias
+//! zeros.
+
+use crate::nn::init::{BiasAttr, Initializer, ParamAttr, create_parameter};
+use crate::nn::{Forward, Layer};
+use crate::ops::nn::{Conv2dOptions, Pair};
+use crate::{DType, Result, Tensor};
+
+/// A 2-D convolution layer over NCHW inputs.
+pub struct Conv2D {
+    /// `[out_channels, in_channels / groups, kh, kw]`.
+    pub weight: Tensor,
+    /// `[out_channels]`, absent with `bias_attr = false`.
+    pub bias: Option<Tensor>,
+    /// Stride, padding, dilation and groups.
+    pub options: Conv2dOptions,
+    training: bool,
+}
+
+impl Conv2D {
+    /// `in_channels → out_channels` with a `kernel_size` kernel and Paddle's defaults.
+    pub fn new(in_channels: usize, out_channels: usize, kernel_size: impl Into<Pair>) -> Result<Self> {
+        Conv2D::with_options(
+            in_channels,
+            out_channels,
+            kernel_size,
+            Conv2dOptions::default(),
+            ParamAttr::default(),
+            BiasAttr::default(),
+        )
+    }
+
+    /// With explicit options and parameter attributes.
+    pub fn with_options(
+        in_channels: usize,
+        out_channels: usize,
+        kernel_size: impl Into<Pair>,
+        options: Conv2dOptions,
+        weight_attr: ParamAttr,
+        bias_attr: impl Into<BiasAttr>,
+    ) -> Result<Self> {
+        let [kh, kw] = kernel_size.into().0;
+        let groups = options.groups.max(1);
+        let shape = [out_channels, in_channels / groups, kh, kw];
+        let weight = create_parameter(&shape, DType::Float32, &weight_attr, &Initializer::kaiming_normal())?;
+        let bias = match bias_attr.into() {
+            BiasAttr::None => None,
+            BiasAttr::Attr(a) => {
+                Some(create_parameter(&[out_channels], DType::Float32, &a, &Initializer::Constant(0.0))?)
+            }
+        };
+        Ok(Conv2D { weight, bias, options, training: true })
+    }
+}
+
+impl Layer for Conv2D {
+    fn is_training(&self) -> bool {
+        self.training
+    }
+
+    fn set_training(&mut self, training: bool) {
+        self.training = training;
+    }
+
+    fn visit_parameters<'a>(&'a self, f: &mut dyn FnMut(&str, &'a Tensor)) {
+        f("weight", &self.weight);
+        if let Some(b) = &self.bias {
+            f("bias", b);
+        }
+    }
+
+    fn visit_parameters_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor)) {
+        f("weight", &mut self.weight);
+        if let Some(b) = &mut self.bias {
+            f("bias", b);
+        }
+    }
+}
+
+impl Forward for Conv2D {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        crate::conv2d(x, &self.weight, self.bias.as_ref(), &self.options)
+    }
+}

@@ -1,0 +1,178 @@
+//! MNIST (`paddle.vision.datasets.MNIST`) from the four IDX files, raw or gzipped.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use super::transforms::Transform;
+use crate::io::Dataset;
+use crate::{Error, NdArray, Result};
+
+/// Which split.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// The 60 000 training images.
+    Train,
+    /// The 10 000 test images.
+    Test,
+}
+
+impl Mode {
+    fn prefix(self) -> &'static str {
+        match self {
+            Mode::Train => "train",
+            Mode::Test => "t10k",
+        }
+    }
+}
+
+/// The MNIST digits: 28×28 grayscale images (samples `[1, 28, 28]`, values 0–255 unless a
+/// transform rescales them) and labels 0–9.
+pub struct Mnist {
+    images: Vec<u8>,
+    labels: Vec<u8>,
+    rows: usize,
+    cols: usize,
+    transform: Option<Box<dyn Transform>>,
+}
+
+const IMAGE_MAGIC: u32 = 0x0000_0803;
+const LABEL_MAGIC: u32 = 0x0000_0801;
+
+/// Directories searched when none is given: `DYGRAPH_DATA`, `../shared/data/mnist`, `data/mnist`.
+fn candidates(dir: Option<&Path>) -> Vec<PathBuf> {
+    if let Some(d) = dir {
+        return vec![d.to_path_buf()];
+    }
+    let mut v = Vec::new();
+    if let Ok(d) = std::env::var("DYGRAPH_DATA") {
+        let d = PathBuf::from(d);
+        v.push(d.join("mnist"));
+        v.push(d);
+    }
+    v.push(PathBuf::from("../shared/data/mnist"));
+    v.push(PathBuf::from("data/mnist"));
+    v
+}
+
+fn file_in(dir: &Path, name: &str) -> Option<PathBuf> {
+    [dir.join(format!("{name}.gz")), dir.join(name)].into_iter().find(|p| p.is_file())
+}
+
+fn read_idx(path: &Path) -> Result<Vec<u8>> {
+    let raw = std::fs::read(path)
+        .map_err(|e| Error::Io(std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))))?;
+    if path.extension().is_some_and(|e| e == "gz") {
+        let mut out = Vec::new();
+        flate2::read::GzDecoder::new(&raw[..])
+            .read_to_end(&mut out)
+            .map_err(|e| Error::invalid("MNIST", format!("{}: not a valid gzip file ({e})", path.display())))?;
+        Ok(out)
+    } else {
+        Ok(raw)
+    }
+}
+
+fn be32(b: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+/// Parses an IDX file of `dims` dimensions with `magic`; returns the sizes and the payload.
+fn parse_idx(path: &Path, bytes: &[u8], magic: u32, dims: usize) -> Result<(Vec<usize>, Vec<u8>)> {
+    let bad = |msg: String| Error::invalid("MNIST", format!("{}: {msg}", path.display()));
+    let header = 4 + 4 * dims;
+    if bytes.len() < header {
+        return Err(bad(format!("truncated header ({} bytes)", bytes.len())));
+    }
+    let m = be32(bytes, 0);
+    if m != magic {
+        return Err(bad(format!("bad magic number 0x{m:08x} (expected 0x{magic:08x})")));
+    }
+    let sizes: Vec<usize> = (0..dims).map(|i| be32(bytes, 4 + 4 * i) as usize).collect();
+    let n: usize = sizes.iter().product();
+    if bytes.len() != header + n {
+        return Err(bad(format!("holds {} data bytes but its header {sizes:?} promises {n}", bytes.len() - header)));
+    }
+    Ok((sizes, bytes[header..].to_vec()))
+}
+
+impl Mnist {
+    /// Loads a split from `dir` (else `DYGRAPH_DATA`, `../shared/data/mnist`, `data/mnist`).
+    pub fn new(dir: Option<&Path>, mode: Mode) -> Result<Self> {
+        let prefix = mode.prefix();
+        let (img_name, lbl_name) = (format!("{prefix}-images-idx3-ubyte"), format!("{prefix}-labels-idx1-ubyte"));
+        let searched = candidates(dir);
+        let found = searched.iter().find_map(|d| Some((file_in(d, &img_name)?, file_in(d, &lbl_name)?)));
+        let Some((img_path, lbl_path)) = found else {
+            return Err(Error::Io(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!(
+                    "MNIST {mode:?} files not found: looked for {img_name}[.gz] and {lbl_name}[.gz] in {}",
+                    searched.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+                ),
+            )));
+        };
+        let (isz, images) = parse_idx(&img_path, &read_idx(&img_path)?, IMAGE_MAGIC, 3)?;
+        let (lsz, labels) = parse_idx(&lbl_path, &read_idx(&lbl_path)?, LABEL_MAGIC, 1)?;
+        if isz[0] != lsz[0] {
+            return Err(Error::invalid(
+                "MNIST",
+                format!(
+                    "{} holds {} images but {} holds {} labels",
+                    img_path.display(),
+                    isz[0],
+                    lbl_path.display(),
+                    lsz[0]
+                ),
+            ));
+        }
+        if let Some(bad) = labels.iter().find(|&&l| l > 9) {
+            return Err(Error::invalid("MNIST", format!("{}: label {bad} is not a digit", lbl_path.display())));
+        }
+        Ok(Mnist { images, labels, rows: isz[1], cols: isz[2], transform: None })
+    }
+
+    /// Applies `transform` to every image sample.
+    pub fn with_transform(mut self, transform: impl Transform + 'static) -> Self {
+        self.transform = Some(Box::new(transform));
+        self
+    }
+
+    /// Image `i` as raw bytes (row-major, `rows × cols`).
+    pub fn image_bytes(&self, i: usize) -> &[u8] {
+        let n = self.rows * self.cols;
+        &self.images[i * n..(i + 1) * n]
+    }
+
+    /// Label `i`.
+    pub fn label(&self, i: usize) -> u8 {
+        self.labels[i]
+    }
+
+    /// (rows, cols) of every image.
+    pub fn image_size(&self) -> (usize, usize) {
+        (self.rows, self.cols)
+    }
+}
+
+impl Dataset for Mnist {
+    type Sample = (NdArray<f32>, i64);
+
+    fn len(&self) -> usize {
+        self.labels.len()
+    }
+
+    fn get(&self, index: usize) -> Result<Self::Sample> {
+        if index >= self.len() {
+            return Err(Error::invalid("MNIST", format!("index {index} out of range for {} samples", self.len())));
+        }
+        let image = NdArray {
+            data: self.image_bytes(index).iter().map(|&b| b as f32).collect(),
+            shape: vec![1, self.rows, self.cols],
+        };
+        let image = match &self.transform {
+            Some(t) => t.apply(image)?,
+            None => image,
+        };
+        Ok((image, self.labels[index] as i64))
+    }
+}

@@ -1,0 +1,4 @@
+//! Vision datasets and transforms (`paddle.vision`).
+
+pub mod datasets;
+pub mod transforms;

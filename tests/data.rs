@@ -1,0 +1,178 @@
+//! MNIST loading from the real files (gzipped and raw), corrupted copies made here, the
+//! DataLoader (batching, shuffling with the global seed, drop_last, prefetch) and Normalize.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use dygraph::io::{DataLoader, Dataset};
+use dygraph::vision::datasets::{Mnist, Mode};
+use dygraph::vision::transforms::{Normalize, Transform};
+use dygraph::{DType, NdArray, Place};
+
+/// Tests that seed the global generator hold this lock.
+static RNG: Mutex<()> = Mutex::new(());
+
+fn shared() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/mnist")
+}
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("dygraph-data-{}-{}-{name}", std::process::id(), common::run_seed()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn gunzip(path: &Path) -> Vec<u8> {
+    let raw = std::fs::read(path).unwrap();
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(&raw[..]).read_to_end(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn real_mnist_files_load() {
+    let train = Mnist::new(Some(&shared()), Mode::Train).unwrap();
+    let test = Mnist::new(Some(&shared()), Mode::Test).unwrap();
+    assert_eq!((train.len(), test.len()), (60_000, 10_000));
+    assert_eq!(train.image_size(), (28, 28));
+    // The well-known first labels.
+    assert_eq!((0..5).map(|i| train.label(i)).collect::<Vec<_>>(), vec![5, 0, 4, 1, 9]);
+    assert_eq!((0..5).map(|i| test.label(i)).collect::<Vec<_>>(), vec![7, 2, 1, 0, 4]);
+    let (img, label) = train.get(0).unwrap();
+    assert_eq!((img.shape.clone(), label), (vec![1, 28, 28], 5));
+    assert!(img.data.iter().all(|&v| (0.0..=255.0).contains(&v)) && img.data.contains(&255.0));
+    let mut counts = [0usize; 10];
+    for i in 0..test.len() {
+        counts[test.label(i) as usize] += 1;
+    }
+    assert_eq!(counts.iter().sum::<usize>(), 10_000);
+    assert!(counts.iter().all(|&c| c > 850), "{counts:?}");
+}
+
+#[test]
+fn raw_idx_files_load_like_gzipped_ones() {
+    let dir = tmpdir("raw");
+    for name in ["t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"] {
+        std::fs::write(dir.join(name), gunzip(&shared().join(format!("{name}.gz")))).unwrap();
+    }
+    let raw = Mnist::new(Some(&dir), Mode::Test).unwrap();
+    let gz = Mnist::new(Some(&shared()), Mode::Test).unwrap();
+    assert_eq!(raw.len(), gz.len());
+    assert_eq!(raw.image_bytes(123), gz.image_bytes(123));
+    assert_eq!(raw.label(9999), gz.label(9999));
+}
+
+fn write_pair(dir: &Path, images: &[u8], labels: &[u8]) {
+    std::fs::write(dir.join("t10k-images-idx3-ubyte"), images).unwrap();
+    std::fs::write(dir.join("t10k-labels-idx1-ubyte"), labels).unwrap();
+}
+
+#[test]
+fn corrupted_files_are_clear_errors() {
+    let images = gunzip(&shared().join("t10k-images-idx3-ubyte.gz"));
+    let labels = gunzip(&shared().join("t10k-labels-idx1-ubyte.gz"));
+    let msg = |dir: &Path| Mnist::new(Some(dir), Mode::Test).err().expect("must fail").to_string();
+
+    let d = tmpdir("magic");
+    let mut bad = images.clone();
+    bad[3] = 0x01;
+    write_pair(&d, &bad, &labels);
+    let e = msg(&d);
+    assert!(e.contains("bad magic") && e.contains("t10k-images"), "{e}");
+
+    let d = tmpdir("trunc");
+    write_pair(&d, &images[..images.len() - 100], &labels);
+    let e = msg(&d);
+    assert!(e.contains("promises"), "{e}");
+
+    let d = tmpdir("count");
+    let mut short = labels[..8 + 9000].to_vec();
+    short[4..8].copy_from_slice(&9000u32.to_be_bytes());
+    write_pair(&d, &images, &short);
+    let e = msg(&d);
+    assert!(e.contains("10000 images") && e.contains("9000 labels"), "{e}");
+
+    let d = tmpdir("gzip");
+    std::fs::write(d.join("t10k-images-idx3-ubyte.gz"), b"not gzip at all").unwrap();
+    std::fs::write(d.join("t10k-labels-idx1-ubyte"), &labels).unwrap();
+    assert!(msg(&d).contains("gzip"));
+
+    let d = tmpdir("empty");
+    let e = msg(&d);
+    assert!(e.contains("t10k-images-idx3-ubyte[.gz]") && e.contains(&d.display().to_string()), "{e}");
+}
+
+/// A tiny in-memory dataset: sample i is an image filled with i, label i.
+struct Counting(usize);
+
+impl Dataset for Counting {
+    type Sample = (NdArray<f32>, i64);
+    fn len(&self) -> usize {
+        self.0
+    }
+    fn get(&self, i: usize) -> dygraph::Result<Self::Sample> {
+        Ok((NdArray { data: vec![i as f32; 4], shape: vec![1, 2, 2] }, i as i64))
+    }
+}
+
+fn labels_of(loader: &DataLoader<Counting>) -> Vec<Vec<i64>> {
+    loader.iter().unwrap().map(|b| b.unwrap().1.to_vec::<i64>().unwrap()).collect()
+}
+
+#[test]
+fn loader_batches_in_order_and_drops_the_last_when_asked() {
+    let l = DataLoader::new(Counting(10), 4).place(Place::Cpu);
+    assert_eq!(l.len(), 3);
+    let batches: Vec<_> = l.iter().unwrap().map(|b| b.unwrap()).collect();
+    assert_eq!(batches[0].0.shape(), &[4, 1, 2, 2]);
+    assert_eq!(batches[0].1.shape(), &[4, 1]);
+    assert_eq!(batches[0].1.dtype(), DType::Int64);
+    assert_eq!(batches[2].1.to_vec::<i64>().unwrap(), vec![8, 9]);
+    assert_eq!(common::values(&batches[1].0)[..4], [4.0; 4]);
+    let l = DataLoader::new(Counting(10), 4).drop_last(true).prefetch(0).place(Place::Cpu);
+    assert_eq!(labels_of(&l), vec![vec![0, 1, 2, 3], vec![4, 5, 6, 7]]);
+    if let Some(gpu) = common::gpu() {
+        let g: Vec<_> = DataLoader::new(Counting(6), 3).place(gpu).iter().unwrap().map(|b| b.unwrap()).collect();
+        assert_eq!(g[1].0.place(), gpu);
+        assert_eq!(g[1].1.to_vec::<i64>().unwrap(), vec![3, 4, 5]);
+    }
+}
+
+#[test]
+fn shuffling_follows_the_global_seed() {
+    let _g = RNG.lock().unwrap_or_else(|e| e.into_inner());
+    let l = DataLoader::new(Counting(50), 7).shuffle(true).place(Place::Cpu);
+    dygraph::seed(3);
+    let a = labels_of(&l);
+    let b = labels_of(&l);
+    dygraph::seed(3);
+    let c = labels_of(&l);
+    assert_eq!(a, c, "same seed, same order");
+    assert_ne!(a, b, "a fresh order every epoch");
+    let mut all: Vec<i64> = a.concat();
+    all.sort();
+    assert_eq!(all, (0..50).collect::<Vec<_>>(), "each sample once per epoch");
+}
+
+#[test]
+fn normalize_matches_the_seed_scaling() {
+    let n = Normalize::new(&[127.5], &[127.5]).unwrap();
+    let img = NdArray { data: vec![0.0, 127.5, 255.0, 51.0], shape: vec![1, 2, 2] };
+    let out = n.apply(img).unwrap();
+    for (o, x) in out.data.iter().zip([0.0f32, 127.5, 255.0, 51.0]) {
+        assert!((o - (x / 255.0 * 2.0 - 1.0)).abs() < 1e-6);
+    }
+    let rgb = Normalize::new(&[1.0, 2.0, 3.0], &[1.0, 1.0, 2.0]).unwrap();
+    let out = rgb.apply(NdArray { data: vec![1.0, 2.0, 3.0, 5.0], shape: vec![3, 1, 1] });
+    assert!(out.is_err(), "4 values cannot be 3 equal channels");
+    let out = rgb.apply(NdArray { data: vec![1.0, 2.0, 5.0], shape: vec![3, 1, 1] }).unwrap();
+    assert_eq!(out.data, vec![0.0, 0.0, 1.0]);
+    assert!(Normalize::new(&[0.5], &[0.0]).is_err());
+    let ds = Mnist::new(Some(&shared()), Mode::Test).unwrap().with_transform(n);
+    let (img, _) = ds.get(0).unwrap();
+    assert!(img.data.iter().all(|&v| (-1.0..=1.0).contains(&v)));
+    let _ = std::io::stdout().flush();
+}
