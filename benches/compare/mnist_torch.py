@@ -1,0 +1,55 @@
+"""The seed's MNIST network, batch and optimizer in PyTorch (CPU), timed like dygraph's
+examples/mnist: training steps only, first 10 steps as warm-up."""
+import argparse
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import mnist_common as common
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 20, 5)
+        self.conv2 = nn.Conv2d(20, 50, 5)
+        self.fc = nn.Linear(800, 10)
+        nn.init.normal_(self.fc.weight, 0.0, (2.0 / (800**2 * 10)) ** 0.5)
+        nn.init.zeros_(self.fc.bias)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2, 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2, 2)
+        return F.softmax(self.fc(x.flatten(1)), dim=-1)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--steps", type=int, default=300)
+    args = p.parse_args()
+    torch.manual_seed(0)
+    x_train, y_train = common.load("train")
+    x_test, y_test = common.load("t10k")
+    model = Net()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    rng = np.random.default_rng(0)
+    it = common.batches(x_train, y_train, 64, rng)
+    for step in range(args.steps + 10):
+        if step == 10:
+            start = time.perf_counter()
+        xb, yb = next(it)
+        probs = model(torch.from_numpy(xb))
+        loss = F.nll_loss(torch.log(probs), torch.from_numpy(yb).flatten())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    seconds = time.perf_counter() - start
+    with torch.no_grad():
+        acc = (model(torch.from_numpy(x_test)).argmax(1).numpy() == y_test).mean()
+    common.report(f"PyTorch {torch.__version__} (CPU, {torch.get_num_threads()} threads)", args.steps, 64, seconds, acc)
+
+
+main()
