@@ -5,15 +5,11 @@ mod common;
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 use dygraph::io::{DataLoader, Dataset};
 use dygraph::vision::datasets::{Mnist, Mode};
 use dygraph::vision::transforms::{Normalize, Transform};
 use dygraph::{DType, NdArray, Place};
-
-/// Tests that seed the global generator hold this lock.
-static RNG: Mutex<()> = Mutex::new(());
 
 fn shared() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/mnist")
@@ -143,7 +139,7 @@ fn loader_batches_in_order_and_drops_the_last_when_asked() {
 
 #[test]
 fn shuffling_follows_the_global_seed() {
-    let _g = RNG.lock().unwrap_or_else(|e| e.into_inner());
+    let _g = common::generator_lock();
     let l = DataLoader::new(Counting(50), 7).shuffle(true).place(Place::Cpu);
     dygraph::seed(3);
     let a = labels_of(&l);

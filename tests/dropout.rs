@@ -3,17 +3,10 @@
 
 mod common;
 
-use std::sync::{Mutex, MutexGuard};
-
 use common::{Rng, gpu, values};
 use dygraph::{self as paddle, DType, DropoutMode, DropoutOptions, Error, Place, Tensor};
 
-/// The generator is process-wide: tests that draw masks hold this lock.
-static GEN: Mutex<()> = Mutex::new(());
-
-fn lock() -> MutexGuard<'static, ()> {
-    GEN.lock().unwrap_or_else(|e| e.into_inner())
-}
+use common::generator_lock as lock;
 
 fn places() -> Vec<Place> {
     [Some(Place::Cpu), gpu()].into_iter().flatten().collect()

@@ -1,6 +1,8 @@
 //! MNIST end to end: one epoch on the CPU place reaches 98%, a checkpoint reloads into
 //! identical predictions, `--infer` reads PNGs of test digits, and GPU training follows the
-//! CPU run step for step.
+//! CPU run step for step. Training seeds and draws from the process-wide generator (initial
+//! weights, shuffles), and so does every model construction: each test holds the generator
+//! lock for its whole run.
 
 mod common;
 
@@ -38,6 +40,7 @@ fn config(place: Place) -> mnist::Config {
 
 #[test]
 fn one_epoch_on_cpu_reaches_98_percent_and_everything_after_it_works() {
+    let _g = common::generator_lock();
     let cfg = config(Place::Cpu);
     let r = mnist::train(&cfg).unwrap();
     eprintln!(
@@ -72,7 +75,8 @@ fn one_epoch_on_cpu_reaches_98_percent_and_everything_after_it_works() {
         let big = image::imageops::resize(&img, 84, 84, image::imageops::FilterType::Triangle);
         let p84 = tmp(&format!("digit-{i}-84.png"));
         big.save(&p84).unwrap();
-        upscaled_right += (mnist::infer(&cfg.checkpoint, &p84, Place::Cpu).unwrap().0 == test.label(i) as usize) as usize;
+        upscaled_right +=
+            (mnist::infer(&cfg.checkpoint, &p84, Place::Cpu).unwrap().0 == test.label(i) as usize) as usize;
     }
     assert!(upscaled_right >= 8, "{upscaled_right} of 10 upscaled digits recognised");
     assert!(mnist::infer(&cfg.checkpoint, &tmp("missing.png"), Place::Cpu).is_err());
@@ -80,6 +84,7 @@ fn one_epoch_on_cpu_reaches_98_percent_and_everything_after_it_works() {
 
 #[test]
 fn gpu_training_follows_the_cpu_run() {
+    let _g = common::generator_lock();
     let Some(gpu) = common::gpu() else { return };
     let steps = 150;
     let run = |place| {
@@ -107,7 +112,14 @@ fn gpu_training_follows_the_cpu_run() {
 
 #[test]
 fn sgd_variant_trains() {
-    let cfg = mnist::Config { max_steps: Some(40), evaluate: false, plot: None, optimizer: mnist::OptimizerKind::Sgd, ..config(Place::Cpu) };
+    let _g = common::generator_lock();
+    let cfg = mnist::Config {
+        max_steps: Some(40),
+        evaluate: false,
+        plot: None,
+        optimizer: mnist::OptimizerKind::Sgd,
+        ..config(Place::Cpu)
+    };
     let r = mnist::train(&cfg).unwrap();
     // SGD at 1e-3 moves slowly (the seed's SGD run: 2.30 → 1.6 in 20 steps of its
     // un-normalised inputs); the loss must still fall.

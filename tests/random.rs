@@ -3,17 +3,9 @@
 
 mod common;
 
-use std::sync::{Mutex, MutexGuard};
-
 use dygraph::{self as paddle, DType, Error, Place, Tensor};
 
-/// The generator is process-wide: every test that draws random numbers holds this lock, so
-/// a test that seeds sees exactly its own draws.
-static GEN: Mutex<()> = Mutex::new(());
-
-fn lock() -> MutexGuard<'static, ()> {
-    GEN.lock().unwrap_or_else(|e| e.into_inner())
-}
+use common::generator_lock as lock;
 
 fn f32s(t: &Tensor) -> Vec<f32> {
     t.to_vec::<f32>().unwrap()

@@ -2,7 +2,7 @@
 //! float64 finite-difference gradchecks.
 #![allow(dead_code)]
 
-use std::sync::OnceLock;
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use dygraph::{DType, Place, Result, Tensor};
 
@@ -24,6 +24,14 @@ pub fn gpu() -> Option<Place> {
         }
     });
     info.as_ref().map(|_| Place::Gpu(0))
+}
+
+/// The generator behind `dygraph::seed` is process-wide, as in Paddle: a test that seeds and
+/// expects its own draws holds this lock so that tests running beside it in the same binary
+/// cannot take numbers from its stream.
+pub fn generator_lock() -> MutexGuard<'static, ()> {
+    static GENERATOR: Mutex<()> = Mutex::new(());
+    GENERATOR.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The seed of this test run's random inputs: `DYGRAPH_TEST_SEED` or fresh from the clock.
