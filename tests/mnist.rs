@@ -86,7 +86,7 @@ fn one_epoch_on_cpu_reaches_98_percent_and_everything_after_it_works() {
 fn gpu_training_follows_the_cpu_run() {
     let _g = common::generator_lock();
     let Some(gpu) = common::gpu() else { return };
-    let steps = 150;
+    let steps = 200;
     let run = |place| {
         let cfg = mnist::Config { max_steps: Some(steps), evaluate: false, plot: None, ..config(place) };
         mnist::train(&cfg).unwrap()
@@ -96,7 +96,7 @@ fn gpu_training_follows_the_cpu_run() {
     assert_eq!(gpu_run.losses.len(), steps);
     let tail = |l: &[f32]| l[steps - 20..].iter().sum::<f32>() / 20.0;
     eprintln!(
-        "150 steps: CPU tail loss {:.4} ({:.0} images/s), GPU tail loss {:.4} ({:.0} images/s)",
+        "{steps} steps: CPU tail loss {:.4} ({:.0} images/s), GPU tail loss {:.4} ({:.0} images/s)",
         tail(&cpu.losses),
         cpu.images_per_second,
         tail(&gpu_run.losses),

@@ -186,16 +186,16 @@ fn im2col<T: WinFloat>(xg: &[T], g: &ConvGeom, cols: &mut [T], ld: usize) {
     }
 }
 
-/// Adds `cols` (`[cin_g·kh·kw, oh·ow]`) back into one group's input planes `xg` (the
-/// transpose of `im2col`). Sequential per image, so the sums are deterministic.
-fn col2im<T: WinFloat>(cols: &[T], g: &ConvGeom, xg: &mut [T]) {
+/// Adds `cols` (`[cin_g·kh·kw, oh·ow]`, row stride `ld`) back into one group's input planes
+/// `xg` (the transpose of `im2col`). Sequential per image, so the sums are deterministic.
+fn col2im<T: WinFloat>(cols: &[T], ld: usize, g: &ConvGeom, xg: &mut [T]) {
     let (h, w, oh, ow) = (g.h, g.w, g.oh, g.ow);
     let l = oh * ow;
     for c in 0..g.cin_g() {
         let plane = &mut xg[c * h * w..(c + 1) * h * w];
         for ki in 0..g.kh {
             for kj in 0..g.kw {
-                let row = &cols[((c * g.kh + ki) * g.kw + kj) * l..][..l];
+                let row = &cols[((c * g.kh + ki) * g.kw + kj) * ld..][..l];
                 let x_off = (kj * g.dw) as isize - g.pl as isize;
                 let (lo, hi) = valid_range(x_off, g.sw, w, ow);
                 if lo == hi {
@@ -209,8 +209,15 @@ fn col2im<T: WinFloat>(cols: &[T], g: &ConvGeom, xg: &mut [T]) {
                     let r = &row[oy * ow + lo..oy * ow + hi];
                     let dst = &mut plane[iy as usize * w..(iy as usize + 1) * w];
                     let start = (lo * g.sw) as isize + x_off;
-                    for (j, &v) in r.iter().enumerate() {
-                        dst[(start + (j * g.sw) as isize) as usize] += v;
+                    if g.sw == 1 {
+                        let s0 = start as usize;
+                        for (d, &v) in dst[s0..s0 + r.len()].iter_mut().zip(r) {
+                            *d += v;
+                        }
+                    } else {
+                        for (j, &v) in r.iter().enumerate() {
+                            dst[(start + (j * g.sw) as isize) as usize] += v;
+                        }
                     }
                 }
             }
@@ -295,28 +302,44 @@ pub(crate) fn conv2d_forward<T: WinFloat>(x: &[T], wt: &[T], bias: Option<&[T]>,
     out
 }
 
-/// Gradient of the input: `dx = col2im(Wᵀ · dy)` per image and group.
+/// Gradient of the input: `dx = col2im(Wᵀ · dy)` per group. Images go in blocks whose `dy`
+/// rows are laid side by side (`[cout_g, b·l]`), so one GEMM covers `b·l` columns rather than
+/// `l` (MNIST conv2: l = 64), then each image's columns are added back into its planes.
 pub(crate) fn conv2d_backward_data<T: WinFloat>(dy: &[T], wt: &[T], g: &ConvGeom) -> Vec<T> {
     let (cin_g, cout_g, kk, l) = (g.cin_g(), g.cout_g(), g.k_len(), g.out_hw());
     let hw = g.h * g.w;
     let mut dx = vec![T::ZERO; g.n * g.c * hw];
-    let par = inner_parallelism(g, cout_g * kk * l);
-    let scratch = vec![T::ZERO; if g.pointwise() { 0 } else { kk * l }];
-    for_each_item(&mut dx, g.c * hw, scratch, |ni, dxi, cols| {
+    let block = (FILTER_BLOCK / (kk * l).max(1)).clamp(1, g.n.div_ceil(8).max(1));
+    let par = inner_parallelism(g, cout_g * kk * l * block);
+    let scratch = (vec![T::ZERO; kk * l * block], vec![T::ZERO; cout_g * l * block]);
+    for_each_item(&mut dx, block * g.c * hw, scratch, |bi, dxb, (cols, dys)| {
+        let items = dxb.len() / (g.c * hw);
+        let ld = items * l;
         for gi in 0..g.groups {
-            let dyg = &dy[(ni * g.oc + gi * cout_g) * l..(ni * g.oc + (gi + 1) * cout_g) * l];
+            for j in 0..items {
+                let ni = bi * block + j;
+                for m in 0..cout_g {
+                    let src = &dy[(ni * g.oc + gi * cout_g + m) * l..][..l];
+                    dys[m * ld + j * l..m * ld + (j + 1) * l].copy_from_slice(src);
+                }
+            }
             let wg = &wt[gi * cout_g * kk..(gi + 1) * cout_g * kk];
-            let dxg = &mut dxi[gi * cin_g * hw..(gi + 1) * cin_g * hw];
             // Wᵀ is kk×cout_g: row stride 1, column stride kk.
-            let a = (wg.as_ptr(), 1, kk);
-            let b = (dyg.as_ptr(), l, 1);
-            if g.pointwise() {
-                // SAFETY: dxg is cin_g×l (kk == cin_g, l == h·w) and distinct from wg/dyg.
-                unsafe { gemm_into((kk, l, cout_g), dxg.as_mut_ptr(), l, false, a, b, par) };
-            } else {
-                // SAFETY: cols holds kk×l elements; operands as above.
-                unsafe { gemm_into((kk, l, cout_g), cols.as_mut_ptr(), l, false, a, b, par) };
-                col2im(cols, g, dxg);
+            // SAFETY: cols holds kk×ld elements, dys cout_g×ld; distinct from wg.
+            unsafe {
+                gemm_into(
+                    (kk, ld, cout_g),
+                    cols.as_mut_ptr(),
+                    ld,
+                    false,
+                    (wg.as_ptr(), 1, kk),
+                    (dys.as_ptr(), ld, 1),
+                    par,
+                )
+            };
+            for j in 0..items {
+                let dxg = &mut dxb[j * g.c * hw + gi * cin_g * hw..][..cin_g * hw];
+                col2im(&cols[j * l..], ld, g, dxg);
             }
         }
     });

@@ -13,15 +13,34 @@ fn walk<const K: usize>(
     len: usize,
     mut f: impl FnMut(usize, [isize; K]),
 ) {
+    walk_runs(shape, strides, base, start, len, |i, off, run, step| {
+        let mut o = off;
+        for j in 0..run {
+            f(i + j, o);
+            for k in 0..K {
+                o[k] += step[k];
+            }
+        }
+    });
+}
+
+/// [`walk`] by innermost runs: `f(i, offsets, run, steps)` covers elements `i..i + run`,
+/// operand `k` at `offsets[k] + j · steps[k]`.
+fn walk_runs<const K: usize>(
+    shape: &[usize],
+    strides: &[Vec<isize>; K],
+    base: [isize; K],
+    start: usize,
+    len: usize,
+    mut f: impl FnMut(usize, [isize; K], usize, [isize; K]),
+) {
     let nd = shape.len();
     if len == 0 {
         // Nothing to visit; also keeps a zero-size dimension out of the `%` below.
         return;
     }
     if nd == 0 {
-        if len > 0 {
-            f(start, base);
-        }
+        f(start, base, 1, [0; K]);
         return;
     }
     // Coordinates of `start`.
@@ -43,22 +62,15 @@ fn walk<const K: usize>(
     let mut i = start;
     let end = start + len;
     while i < end {
-        // Run along the innermost dimension.
         let run = (inner - coord[last]).min(end - i);
-        let mut o = off;
-        for j in 0..run {
-            f(i + j, o);
-            for k in 0..K {
-                o[k] += step[k];
-            }
-        }
+        f(i, off, run, step);
         i += run;
         if i >= end {
             break;
         }
-        // Carry into the outer dimensions.
+        // Back to the start of the row, then carry into the outer dimensions.
         for k in 0..K {
-            off[k] = o[k] - step[k] * inner as isize;
+            off[k] -= step[k] * coord[last] as isize;
         }
         coord[last] = 0;
         let mut d = last;
@@ -82,7 +94,8 @@ fn walk<const K: usize>(
     }
 }
 
-const PAR_MIN: usize = 1 << 15;
+/// Outputs below this size run on the calling thread.
+pub(crate) const PAR_MIN: usize = 1 << 15;
 
 /// `out[i] = f(a[offset_a(i)])` over `shape` with strides `sa` (from base `oa`).
 pub(crate) fn map_strided<A: Copy + Sync, Y: Copy + Send + Default>(
@@ -141,6 +154,73 @@ pub(crate) fn zip_strided<A: Copy + Sync, B: Copy + Sync, Y: Copy + Send + Defau
         let len = chunk.len();
         walk(&shape, &st, [0, 0], start, len, |i, [ia, ib]| {
             chunk[i - start] = f(a[ia as usize], b[ib as usize]);
+        });
+    });
+    out
+}
+
+/// A kernel over one innermost run of a binary op: `(a, a_offset, a_step, b, b_offset,
+/// b_step, out)`; see [`zip_run`].
+pub(crate) type RunFn<A, B, Y> = fn(&[A], usize, isize, &[B], usize, isize, &mut [Y]);
+
+/// `out[j] = f(a[oa + j·sa], b[ob + j·sb])`, with loops of their own for the contiguous and
+/// broadcast-scalar cases so that they vectorise once `f` is inlined.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn zip_run<A: Copy, B: Copy, Y>(
+    a: &[A],
+    oa: usize,
+    sa: isize,
+    b: &[B],
+    ob: usize,
+    sb: isize,
+    out: &mut [Y],
+    f: impl Fn(A, B) -> Y,
+) {
+    let n = out.len();
+    match (sa, sb) {
+        (1, 1) => {
+            for ((o, &x), &y) in out.iter_mut().zip(&a[oa..oa + n]).zip(&b[ob..ob + n]) {
+                *o = f(x, y);
+            }
+        }
+        (1, 0) => {
+            let y = b[ob];
+            for (o, &x) in out.iter_mut().zip(&a[oa..oa + n]) {
+                *o = f(x, y);
+            }
+        }
+        (0, 1) => {
+            let x = a[oa];
+            for (o, &y) in out.iter_mut().zip(&b[ob..ob + n]) {
+                *o = f(x, y);
+            }
+        }
+        _ => {
+            for (j, o) in out.iter_mut().enumerate() {
+                let (ia, ib) = (oa as isize + j as isize * sa, ob as isize + j as isize * sb);
+                *o = f(a[ia as usize], b[ib as usize]);
+            }
+        }
+    }
+}
+
+/// [`zip_strided`] with a kernel called once per innermost run rather than per element.
+pub(crate) fn zip_strided_runs<A: Sync, B: Sync, Y: Copy + Send + Default>(
+    a: &[A],
+    sa: &[isize],
+    b: &[B],
+    sb: &[isize],
+    shape: &[usize],
+    run: RunFn<A, B, Y>,
+) -> Vec<Y> {
+    let n: usize = shape.iter().product();
+    let mut out = vec![Y::default(); n];
+    let (shape, st) = collapse(shape, &[sa.to_vec(), sb.to_vec()]);
+    let st: [Vec<isize>; 2] = [st[0].clone(), st[1].clone()];
+    super::par_chunks_mut(&mut out, PAR_MIN, |start, chunk| {
+        walk_runs(&shape, &st, [0, 0], start, chunk.len(), |i, [ia, ib], len, [da, db]| {
+            run(a, ia as usize, da, b, ib as usize, db, &mut chunk[i - start..i - start + len]);
         });
     });
     out

@@ -25,6 +25,9 @@ pub(crate) struct PoolGeom {
     pub exclusive: bool,
 }
 
+/// `[start, end)` of one output's window along one axis.
+type Window = (usize, usize);
+
 /// Window `[start, end)` of output `o` along one axis.
 fn window(o: usize, len: usize, out: usize, k: usize, s: usize, p: usize, adaptive: bool) -> (usize, usize) {
     if adaptive {
@@ -43,6 +46,10 @@ impl PoolGeom {
     /// Columns `[start, end)` of output column `ox`.
     pub fn cols(&self, ox: usize) -> (usize, usize) {
         window(ox, self.w, self.ow, self.kw, self.sw, self.pl, self.adaptive)
+    }
+    /// Every output row's and column's window, computed once per call rather than per plane.
+    pub fn windows(&self) -> (Vec<Window>, Vec<Window>) {
+        ((0..self.oh).map(|oy| self.rows(oy)).collect(), (0..self.ow).map(|ox| self.cols(ox)).collect())
     }
     /// The divisor of output `(oy, ox)` of an average pool.
     pub fn count(&self, oy: usize, ox: usize) -> usize {
@@ -76,29 +83,53 @@ impl PoolGeom {
 /// maximum in row-major window order wins ties; a NaN wins over numbers.
 pub(crate) fn max_pool<T: WinFloat>(x: &[T], g: &PoolGeom) -> (Vec<T>, Vec<i32>) {
     let (ip, op) = (g.in_plane(), g.out_plane());
-    let mut out: Vec<(T, i32)> = vec![(T::ZERO, 0); g.planes() * op];
-    for_each_item(&mut out, op, (), |p, o, _| {
+    let (rows, cols) = g.windows();
+    let mut vals = vec![T::ZERO; g.planes() * op];
+    let mut idx = vec![0i32; g.planes() * op];
+    for_each_item2(&mut vals, &mut idx, op, |p, vo, io| {
         let plane = &x[p * ip..(p + 1) * ip];
-        for oy in 0..g.oh {
-            let (r0, r1) = g.rows(oy);
-            for ox in 0..g.ow {
-                let (c0, c1) = g.cols(ox);
+        for (oy, &(r0, r1)) in rows.iter().enumerate() {
+            let (vrow, irow) = (&mut vo[oy * g.ow..(oy + 1) * g.ow], &mut io[oy * g.ow..(oy + 1) * g.ow]);
+            for ((v_out, i_out), &(c0, c1)) in vrow.iter_mut().zip(irow.iter_mut()).zip(&cols) {
                 let mut bi = r0 * g.w + c0;
                 let mut best = plane[bi];
                 for iy in r0..r1 {
-                    for ix in c0..c1 {
-                        let v = plane[iy * g.w + ix];
+                    let base = iy * g.w;
+                    for (ix, &v) in plane[base + c0..base + c1].iter().enumerate() {
                         if v > best || (v.is_nan() && !best.is_nan()) {
                             best = v;
-                            bi = iy * g.w + ix;
+                            bi = base + c0 + ix;
                         }
                     }
                 }
-                o[oy * g.ow + ox] = (best, bi as i32);
+                *v_out = best;
+                *i_out = bi as i32;
             }
         }
     });
-    out.into_iter().unzip()
+    (vals, idx)
+}
+
+/// `f(item, a_chunk, b_chunk)` over matching `per`-sized chunks of two outputs, in parallel
+/// on native targets.
+fn for_each_item2<A: Send, B: Send>(
+    a: &mut [A],
+    b: &mut [B],
+    per: usize,
+    f: impl Fn(usize, &mut [A], &mut [B]) + Sync,
+) {
+    if per == 0 {
+        return;
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        use rayon::prelude::*;
+        a.par_chunks_mut(per).zip(b.par_chunks_mut(per)).enumerate().for_each(|(i, (ca, cb))| f(i, ca, cb));
+    }
+    #[cfg(target_arch = "wasm32")]
+    for (i, (ca, cb)) in a.chunks_mut(per).zip(b.chunks_mut(per)).enumerate() {
+        f(i, ca, cb);
+    }
 }
 
 /// Average pooling.

@@ -27,19 +27,48 @@ pub(crate) fn reduce<T: Copy + Sync, A: Copy + Send + Sync + Default>(
             })
             .collect();
     }
-    let _ = &merge;
     let mut out = vec![A::default(); outputs];
     super::par_chunks_mut(&mut out, (1 << 15) / len.max(1) + 1, |start, chunk| {
-        for (j, o_val) in chunk.iter_mut().enumerate() {
-            let k = start + j;
-            let (o, i) = (k / inner, k % inner);
-            let mut a = init;
-            let base = o * len * inner + i;
-            for r in 0..len {
-                a = step(a, x[base + r * inner]);
+        if inner == 1 {
+            for (j, o_val) in chunk.iter_mut().enumerate() {
+                *o_val = fold_lanes(&x[(start + j) * len..][..len], init, &step, &merge);
             }
-            *o_val = a;
+            return;
+        }
+        // Strided rows: fold whole contiguous slices of `inner` outputs at a time, so the
+        // loads are sequential and the accumulators independent (vectorisable).
+        let (mut k, mut rest) = (start, chunk);
+        while !rest.is_empty() {
+            let (o, i0) = (k / inner, k % inner);
+            let seg = (inner - i0).min(rest.len());
+            let (acc, tail) = rest.split_at_mut(seg);
+            acc.fill(init);
+            for r in 0..len {
+                for (a, &v) in acc.iter_mut().zip(&x[(o * len + r) * inner + i0..][..seg]) {
+                    *a = step(*a, v);
+                }
+            }
+            k += seg;
+            rest = tail;
         }
     });
     out
+}
+
+/// Folds a contiguous row in eight interleaved lanes merged in a fixed order: the same result
+/// for the same input every time, with independent accumulators the compiler can vectorise.
+fn fold_lanes<T: Copy, A: Copy>(row: &[T], init: A, step: &impl Fn(A, T) -> A, merge: &impl Fn(A, A) -> A) -> A {
+    const LANES: usize = 8;
+    if row.len() < 4 * LANES {
+        return row.iter().fold(init, |a, &v| step(a, v));
+    }
+    let mut acc = [init; LANES];
+    let mut chunks = row.chunks_exact(LANES);
+    for c in &mut chunks {
+        for (a, &v) in acc.iter_mut().zip(c) {
+            *a = step(*a, v);
+        }
+    }
+    let merged = acc.into_iter().reduce(merge).unwrap_or(init);
+    chunks.remainder().iter().fold(merged, |a, &v| step(a, v))
 }

@@ -2,7 +2,7 @@
 
 use crate::autograd::record1;
 use crate::backend::cpu::CpuData;
-use crate::backend::cpu::elementwise::zip_strided;
+use crate::backend::cpu::elementwise::{RunFn, zip_run, zip_strided, zip_strided_runs};
 use crate::backend::gpu::{Bind, Kernel, Variant};
 use crate::ops::wgsl;
 use crate::shape::{broadcast_shapes, broadcast_strides, collapse};
@@ -15,10 +15,16 @@ type BoolFn = fn(bool, bool) -> bool;
 /// Gradients of both inputs, in the broadcast output shape (reduced afterwards).
 type BinaryBackward = fn(&Tensor, &Tensor, &Tensor, &Tensor) -> Result<[Option<Tensor>; 2]>;
 
+/// Run kernels of a float op for float32 and float64.
+type FloatRuns = (RunFn<f32, f32, f32>, RunFn<f64, f64, f64>);
+
 /// One binary op: `y = f(a, b)`.
 pub(crate) struct BinaryDef {
     pub name: &'static str,
     pub float: Option<FloatFn>,
+    /// The float closure compiled into run kernels for float32 and float64 (f64 arithmetic,
+    /// as `float`), so the CPU backend pays one call per innermost run, not per element.
+    pub float_runs: Option<FloatRuns>,
     pub int: Option<IntFn>,
     /// Closure for bool operands; an op with only this one is a logical op (operands of any
     /// dtype are converted to bool first).
@@ -102,6 +108,12 @@ fn cpu_binary(
 ) -> Option<CpuData> {
     let ob = def.out_bool;
     Some(match (a, b) {
+        (CpuData::F32(x), CpuData::F32(y)) if !ob => {
+            CpuData::F32(zip_strided_runs(x, sa, y, sb, shape, def.float_runs?.0))
+        }
+        (CpuData::F64(x), CpuData::F64(y)) if !ob => {
+            CpuData::F64(zip_strided_runs(x, sa, y, sb, shape, def.float_runs?.1))
+        }
         (CpuData::F32(x), CpuData::F32(y)) => {
             let f = def.float?;
             if ob {
@@ -249,6 +261,17 @@ macro_rules! binary_ops {
                 pub(crate) static $name: BinaryDef = BinaryDef {
                     name: stringify!($name),
                     float: $crate::ops::opt!($(|$fa: f64, $fb: f64| -> f64 { $fbody })?),
+                    float_runs: $crate::ops::opt!($((
+                        |a: &[f32], oa: usize, sa: isize, b: &[f32], ob: usize, sb: isize, out: &mut [f32]| {
+                            zip_run(a, oa, sa, b, ob, sb, out, |x: f32, y: f32| {
+                                let ($fa, $fb) = (x as f64, y as f64);
+                                ($fbody) as f32
+                            })
+                        },
+                        |a: &[f64], oa: usize, sa: isize, b: &[f64], ob: usize, sb: isize, out: &mut [f64]| {
+                            zip_run(a, oa, sa, b, ob, sb, out, |$fa: f64, $fb: f64| $fbody)
+                        },
+                    ))?),
                     int: $crate::ops::opt!($(|$ia: i64, $ib: i64| -> i64 { $ibody })?),
                     boolean: $crate::ops::opt!($(|$ba: bool, $bb: bool| -> bool { $bbody })?),
                     out_bool: false $(|| $ob)?,

@@ -3,7 +3,8 @@
 use super::pad2;
 use crate::autograd::record1;
 use crate::backend::cpu::CpuData;
-use crate::backend::cpu::elementwise::par_map;
+use crate::backend::cpu::elementwise::{PAR_MIN, par_map};
+use crate::backend::cpu::par_chunks_mut;
 use crate::backend::gpu::{Kernel, Variant};
 use crate::ops::wgsl;
 use crate::tensor::Backend;
@@ -12,12 +13,17 @@ use crate::{DType, Error, Result, Tensor};
 type FloatFn = fn(f64, f64, f64) -> f64;
 type IntFn = fn(i64, i64, i64) -> i64;
 type UnaryBackward = fn(&Tensor, &Tensor, &Tensor, [f64; 2]) -> Result<Tensor>;
+/// `ys[i] = f(xs[i]; p0, p1)` over a whole slice: the float closure compiled into a loop of
+/// its own per dtype, so that the CPU backend pays one call per chunk, not per element.
+type SliceFn<T> = fn(&[T], &mut [T], f64, f64);
 
 /// One unary op: `y = f(x; p0, p1)`.
 pub(crate) struct UnaryDef {
     pub name: &'static str,
     /// Float closure (f64 arithmetic, rounded to the dtype).
     pub float: Option<FloatFn>,
+    /// The same closure over float32 and float64 slices (computed in f64 as `float` is).
+    pub float_slices: Option<(SliceFn<f32>, SliceFn<f64>)>,
     /// Integer closure (wrapping i64 arithmetic, truncated to i32 for int32); also used for
     /// bool inputs (as 0/1) when `wgsl_bool` is set.
     pub int: Option<IntFn>,
@@ -95,6 +101,8 @@ fn cpu_unary(def: &UnaryDef, data: &CpuData, p: [f64; 2]) -> Option<CpuData> {
     let (i0, i1) = (p[0] as i64, p[1] as i64);
     let ob = def.out_bool;
     Some(match data {
+        CpuData::F32(v) if !ob => CpuData::F32(map_slices(v, def.float_slices?.0, p)),
+        CpuData::F64(v) if !ob => CpuData::F64(map_slices(v, def.float_slices?.1, p)),
         CpuData::F32(v) => {
             let f = def.float?;
             if ob {
@@ -134,6 +142,13 @@ fn cpu_unary(def: &UnaryDef, data: &CpuData, p: [f64; 2]) -> Option<CpuData> {
         }
         CpuData::F16(_) => return None,
     })
+}
+
+/// `f` over `xs` in parallel chunks.
+fn map_slices<T: Copy + Default + Send + Sync>(xs: &[T], f: SliceFn<T>, p: [f64; 2]) -> Vec<T> {
+    let mut out = vec![T::default(); xs.len()];
+    par_chunks_mut(&mut out, PAR_MIN, |start, chunk| f(&xs[start..start + chunk.len()], chunk, p[0], p[1]));
+    out
 }
 
 /// Runs unary op `def` on `x` with parameters `p`, recording its backward rule.
@@ -224,6 +239,21 @@ macro_rules! unary_ops {
                         bind_params!($params, p0, p1);
                         $fbody
                     })?),
+                    float_slices: $crate::ops::opt!($((
+                        |xs: &[f32], ys: &mut [f32], p0: f64, p1: f64| {
+                            bind_params!($params, p0, p1);
+                            for (y, &x) in ys.iter_mut().zip(xs) {
+                                let $fx = x as f64;
+                                *y = ($fbody) as f32;
+                            }
+                        },
+                        |xs: &[f64], ys: &mut [f64], p0: f64, p1: f64| {
+                            bind_params!($params, p0, p1);
+                            for (y, &$fx) in ys.iter_mut().zip(xs) {
+                                *y = $fbody;
+                            }
+                        },
+                    ))?),
                     int: $crate::ops::opt!($(|$ix: i64, p0: i64, p1: i64| -> i64 {
                         bind_params!($params, p0, p1);
                         $ibody
