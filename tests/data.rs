@@ -67,6 +67,17 @@ fn write_pair(dir: &Path, images: &[u8], labels: &[u8]) {
 }
 
 #[test]
+fn a_directory_without_the_files_says_where_it_looked_and_what_it_expects() {
+    let dir = tmpdir("empty");
+    let msg = Mnist::new(Some(&dir), Mode::Test).unwrap_err().to_string();
+    assert!(msg.contains(&dir.display().to_string()), "{msg}");
+    assert!(msg.contains("t10k-images-idx3-ubyte") && msg.contains("t10k-labels-idx1-ubyte"), "{msg}");
+    // Without a directory the search starts at DYGRAPH_DATA, then finds the shared data
+    // beside the checkout even when the working directory is elsewhere.
+    assert_eq!(Mnist::new(None, Mode::Test).unwrap().len(), 10_000);
+}
+
+#[test]
 fn corrupted_files_are_clear_errors() {
     let images = gunzip(&shared().join("t10k-images-idx3-ubyte.gz"));
     let labels = gunzip(&shared().join("t10k-labels-idx1-ubyte.gz"));

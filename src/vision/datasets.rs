@@ -35,10 +35,23 @@ pub struct Mnist {
     transform: Option<Box<dyn Transform>>,
 }
 
+impl std::fmt::Debug for Mnist {
+    /// A summary: the pixel and label bytes are far too many to print.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mnist")
+            .field("len", &self.labels.len())
+            .field("image_size", &(self.rows, self.cols))
+            .field("transform", &self.transform.is_some())
+            .finish()
+    }
+}
+
 const IMAGE_MAGIC: u32 = 0x0000_0803;
 const LABEL_MAGIC: u32 = 0x0000_0801;
 
-/// Directories searched when none is given: `DYGRAPH_DATA`, `../shared/data/mnist`, `data/mnist`.
+/// Directories searched when none is given: `DYGRAPH_DATA`, `../shared/data/mnist` (from the
+/// working directory, then beside the dygraph checkout, so examples find the data wherever
+/// they are run from), `data/mnist`.
 fn candidates(dir: Option<&Path>) -> Vec<PathBuf> {
     if let Some(d) = dir {
         return vec![d.to_path_buf()];
@@ -50,6 +63,8 @@ fn candidates(dir: Option<&Path>) -> Vec<PathBuf> {
         v.push(d);
     }
     v.push(PathBuf::from("../shared/data/mnist"));
+    #[cfg(not(target_arch = "wasm32"))]
+    v.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/mnist"));
     v.push(PathBuf::from("data/mnist"));
     v
 }
@@ -96,7 +111,8 @@ fn parse_idx(path: &Path, bytes: &[u8], magic: u32, dims: usize) -> Result<(Vec<
 }
 
 impl Mnist {
-    /// Loads a split from `dir` (else `DYGRAPH_DATA`, `../shared/data/mnist`, `data/mnist`).
+    /// Loads a split from `dir` (else `DYGRAPH_DATA`, `../shared/data/mnist` from the working
+    /// directory or beside the dygraph checkout, `data/mnist`).
     pub fn new(dir: Option<&Path>, mode: Mode) -> Result<Self> {
         let prefix = mode.prefix();
         let (img_name, lbl_name) = (format!("{prefix}-images-idx3-ubyte"), format!("{prefix}-labels-idx1-ubyte"));
