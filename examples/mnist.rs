@@ -211,9 +211,10 @@ pub fn train(config: &Config) -> Result<Report> {
                     pending.clear();
                     if batch_id % 100 == 0 && config.verbose {
                         let line = format!("Loss at epoch {epoch} step {batch_id}: [{:.8}]", values[values.len() - 1]);
+                        // A hidden bar (output not a terminal) would drop its println.
                         match &bar {
-                            Some(b) => b.println(line),
-                            None => println!("{line}"),
+                            Some(b) if !b.is_hidden() => b.println(line),
+                            _ => println!("{line}"),
                         }
                     }
                 }
