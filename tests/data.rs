@@ -81,7 +81,7 @@ fn a_directory_without_the_files_says_where_it_looked_and_what_it_expects() {
 fn corrupted_files_are_clear_errors() {
     let images = gunzip(&shared().join("t10k-images-idx3-ubyte.gz"));
     let labels = gunzip(&shared().join("t10k-labels-idx1-ubyte.gz"));
-    let msg = |dir: &Path| Mnist::new(Some(dir), Mode::Test).err().expect("must fail").to_string();
+    let msg = |dir: &Path| Mnist::new(Some(dir), Mode::Test).expect_err("must fail").to_string();
 
     let d = tmpdir("magic");
     let mut bad = images.clone();

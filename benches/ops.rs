@@ -1,0 +1,100 @@
+//! Criterion benchmarks: the MNIST training step and the kernels it is made of, on the CPU
+//! place and, when an adapter is present, the GPU place. `cargo bench --bench ops`.
+//! GPU timings include `sync()`, so they measure the work, not only its recording.
+
+#[path = "../examples/mnist.rs"]
+#[allow(dead_code)]
+mod mnist;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use dygraph::io::DataLoader;
+use dygraph::nn::{CrossEntropyOptions, Forward, Layer, Pool2dOptions};
+use dygraph::optimizer::{Adam, Optimizer};
+use dygraph::vision::datasets::{Mnist, Mode};
+use dygraph::vision::transforms::Normalize;
+use dygraph::{self as paddle, Conv2dOptions, Place};
+
+fn places() -> Vec<Place> {
+    let mut p = vec![Place::Cpu];
+    match paddle::gpu_info(0) {
+        Ok(info) => {
+            eprintln!("GPU adapter: {} ({}, {})", info.name, info.backend, info.device_type);
+            p.push(Place::Gpu(0));
+        }
+        Err(e) => eprintln!("no GPU adapter, CPU only: {e}"),
+    }
+    p
+}
+
+/// Runs `f` and waits for the device, so GPU figures include execution.
+fn done<T>(v: T) -> T {
+    paddle::sync().unwrap();
+    v
+}
+
+fn mnist_step(c: &mut Criterion) {
+    let mut group = c.benchmark_group("mnist_train_step_batch64");
+    group.sample_size(10);
+    for place in places() {
+        paddle::guard(place, || {
+            paddle::seed(1);
+            let model = mnist::MnistNet::new().unwrap();
+            let mut opt = Adam::new(1e-3, model.parameters());
+            // The first shuffled batch of real MNIST: max pooling's and relu's work depends on
+            // the data, so random inputs would time a different workload.
+            let train =
+                Mnist::new(None, Mode::Train).unwrap().with_transform(Normalize::new(&[127.5], &[127.5]).unwrap());
+            let loader = DataLoader::new(train, 64).shuffle(true).place(place);
+            let (x, y) = loader.iter().unwrap().next().unwrap().unwrap();
+            let ce = CrossEntropyOptions { use_softmax: false, ..Default::default() };
+            group.bench_function(place.to_string(), |b| {
+                b.iter(|| {
+                    let loss = paddle::nn::functional::cross_entropy(&model.forward(&x).unwrap(), &y, &ce).unwrap();
+                    loss.backward().unwrap();
+                    opt.step().unwrap();
+                    opt.clear_grad();
+                    done(loss)
+                })
+            });
+        });
+    }
+    group.finish();
+}
+
+fn kernels(c: &mut Criterion) {
+    let mut group = c.benchmark_group("kernels");
+    group.sample_size(20);
+    for place in places() {
+        paddle::guard(place, || {
+            let a = paddle::randn([256, 256]).unwrap();
+            let b = paddle::randn([256, 256]).unwrap();
+            group.bench_function(format!("matmul_256x256x256/{place}"), |bn| {
+                bn.iter(|| done(paddle::matmul(&a, &b, false, false).unwrap()))
+            });
+            let x = paddle::randn([64, 20, 12, 12]).unwrap();
+            let w = paddle::randn([50, 20, 5, 5]).unwrap();
+            let bias = paddle::randn([50]).unwrap();
+            let opts = Conv2dOptions::default();
+            group.bench_function(format!("conv2d_64x20x12x12_k5_oc50/{place}"), |bn| {
+                bn.iter(|| done(paddle::conv2d(&x, &w, Some(&bias), &opts).unwrap()))
+            });
+            let h = paddle::randn([64, 20, 24, 24]).unwrap();
+            let pool = Pool2dOptions::new(2).stride(2);
+            group.bench_function(format!("max_pool2d_64x20x24x24/{place}"), |bn| {
+                bn.iter(|| done(paddle::max_pool2d(&h, &pool).unwrap()))
+            });
+            group.bench_function(format!("relu_737k/{place}"), |bn| bn.iter(|| done(h.relu().unwrap())));
+            let bias_like = paddle::randn([1, 20, 1, 1]).unwrap();
+            group.bench_function(format!("add_broadcast_737k/{place}"), |bn| {
+                bn.iter(|| done(paddle::add(&h, &bias_like).unwrap()))
+            });
+            group.bench_function(format!("sum_axes_0_2_3_737k/{place}"), |bn| {
+                bn.iter(|| done(h.sum(&[0, 2, 3], false).unwrap()))
+            });
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, mnist_step, kernels);
+criterion_main!(benches);
