@@ -25,6 +25,17 @@ def batches(images, labels, batch, rng):
         yield images[idx], labels[idx].reshape(-1, 1)
 
 
+def timed_steps(steps, train_step, x_train, y_train, batch=64, warmup=10):
+    """Runs `train_step(images, labels)` on `warmup + steps` shuffled batches and returns the
+    seconds the last `steps` took."""
+    it = batches(x_train, y_train, batch, np.random.default_rng(0))
+    for step in range(steps + warmup):
+        if step == warmup:
+            start = time.perf_counter()
+        train_step(*next(it))
+    return time.perf_counter() - start
+
+
 def report(name, steps, batch, seconds, acc):
     print(f"{name}: {steps} steps of batch {batch} in {seconds:.2f} s = {steps * batch / seconds:.0f} images/s; "
           f"test accuracy after them {acc:.4f}")

@@ -1,9 +1,7 @@
 """The seed's MNIST network, batch and optimizer in PaddlePaddle dygraph (CPU), timed like
 dygraph's examples/mnist: training steps only, first 10 steps as warm-up."""
 import argparse
-import time
 
-import numpy as np
 import paddle
 import paddle.nn as nn
 import paddle.nn.functional as F
@@ -35,18 +33,15 @@ def main():
     x_test, y_test = common.load("t10k")
     model = Net()
     opt = paddle.optimizer.Adam(learning_rate=1e-3, parameters=model.parameters())
-    rng = np.random.default_rng(0)
-    it = common.batches(x_train, y_train, 64, rng)
-    for step in range(args.steps + 10):
-        if step == 10:
-            start = time.perf_counter()
-        xb, yb = next(it)
+
+    def train_step(xb, yb):
         probs = model(paddle.to_tensor(xb))
         loss = F.cross_entropy(probs, paddle.to_tensor(yb), use_softmax=False)
         loss.backward()
         opt.step()
         opt.clear_grad()
-    seconds = time.perf_counter() - start
+
+    seconds = common.timed_steps(args.steps, train_step, x_train, y_train)
     model.eval()
     with paddle.no_grad():
         acc = (model(paddle.to_tensor(x_test)).argmax(1).numpy() == y_test).mean()

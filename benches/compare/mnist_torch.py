@@ -1,9 +1,7 @@
 """The seed's MNIST network, batch and optimizer in PyTorch (CPU), timed like dygraph's
 examples/mnist: training steps only, first 10 steps as warm-up."""
 import argparse
-import time
 
-import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -35,18 +33,15 @@ def main():
     x_test, y_test = common.load("t10k")
     model = Net()
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    rng = np.random.default_rng(0)
-    it = common.batches(x_train, y_train, 64, rng)
-    for step in range(args.steps + 10):
-        if step == 10:
-            start = time.perf_counter()
-        xb, yb = next(it)
+
+    def train_step(xb, yb):
         probs = model(torch.from_numpy(xb))
         loss = F.nll_loss(torch.log(probs), torch.from_numpy(yb).flatten())
         opt.zero_grad()
         loss.backward()
         opt.step()
-    seconds = time.perf_counter() - start
+
+    seconds = common.timed_steps(args.steps, train_step, x_train, y_train)
     with torch.no_grad():
         acc = (model(torch.from_numpy(x_test)).argmax(1).numpy() == y_test).mean()
     common.report(f"PyTorch {torch.__version__} (CPU, {torch.get_num_threads()} threads)", args.steps, 64, seconds, acc)

@@ -302,6 +302,19 @@ pub(crate) fn conv2d_forward<T: WinFloat>(x: &[T], wt: &[T], bias: Option<&[T]>,
     out
 }
 
+/// Lays group `gi`'s `dy` rows of images `first..first + items` side by side: `dys` becomes
+/// `[cout_g, items·l]`, the layout that lets one GEMM cover a block of images.
+fn gather_dy_block<T: WinFloat>(dy: &[T], g: &ConvGeom, gi: usize, first: usize, items: usize, dys: &mut [T]) {
+    let (cout_g, l) = (g.cout_g(), g.out_hw());
+    let ld = items * l;
+    for j in 0..items {
+        for m in 0..cout_g {
+            let src = &dy[((first + j) * g.oc + gi * cout_g + m) * l..][..l];
+            dys[m * ld + j * l..][..l].copy_from_slice(src);
+        }
+    }
+}
+
 /// Gradient of the input: `dx = col2im(Wᵀ · dy)` per group. Images go in blocks whose `dy`
 /// rows are laid side by side (`[cout_g, b·l]`), so one GEMM covers `b·l` columns rather than
 /// `l` (MNIST conv2: l = 64), then each image's columns are added back into its planes.
@@ -309,20 +322,14 @@ pub(crate) fn conv2d_backward_data<T: WinFloat>(dy: &[T], wt: &[T], g: &ConvGeom
     let (cin_g, cout_g, kk, l) = (g.cin_g(), g.cout_g(), g.k_len(), g.out_hw());
     let hw = g.h * g.w;
     let mut dx = vec![T::ZERO; g.n * g.c * hw];
-    let block = (FILTER_BLOCK / (kk * l).max(1)).clamp(1, g.n.div_ceil(8).max(1));
+    let block = (IM2COL_BLOCK / (kk * l).max(1)).clamp(1, g.n.div_ceil(8).max(1));
     let par = inner_parallelism(g, cout_g * kk * l * block);
     let scratch = (vec![T::ZERO; kk * l * block], vec![T::ZERO; cout_g * l * block]);
     for_each_item(&mut dx, block * g.c * hw, scratch, |bi, dxb, (cols, dys)| {
         let items = dxb.len() / (g.c * hw);
         let ld = items * l;
         for gi in 0..g.groups {
-            for j in 0..items {
-                let ni = bi * block + j;
-                for m in 0..cout_g {
-                    let src = &dy[(ni * g.oc + gi * cout_g + m) * l..][..l];
-                    dys[m * ld + j * l..m * ld + (j + 1) * l].copy_from_slice(src);
-                }
-            }
+            gather_dy_block(dy, g, gi, bi * block, items, dys);
             let wg = &wt[gi * cout_g * kk..(gi + 1) * cout_g * kk];
             // Wᵀ is kk×cout_g: row stride 1, column stride kk.
             // SAFETY: cols holds kk×ld elements, dys cout_g×ld; distinct from wg.
@@ -349,8 +356,8 @@ pub(crate) fn conv2d_backward_data<T: WinFloat>(dy: &[T], wt: &[T], g: &ConvGeom
 /// Batch chunks the filter gradient is split into (fixed, so sums are reproducible).
 const FILTER_CHUNKS: usize = 16;
 
-/// Largest im2col block (elements) the filter gradient builds for several images at once.
-const FILTER_BLOCK: usize = 1 << 22;
+/// Largest im2col block (elements) the gradients build for several images at once.
+const IM2COL_BLOCK: usize = 1 << 22;
 
 /// Gradient of the weight: `dW_g = Σ_n dy_{n,g} · cols_{n,g}ᵀ`. Each chunk of the batch
 /// lays the im2col matrices of several images side by side (`[kk, b·l]`, with their `dy`
@@ -360,7 +367,7 @@ pub(crate) fn conv2d_backward_filter<T: WinFloat>(x: &[T], dy: &[T], g: &ConvGeo
     let wlen = g.oc * kk;
     let chunks = g.n.clamp(1, FILTER_CHUNKS);
     let per_chunk = g.n.div_ceil(chunks);
-    let block = (FILTER_BLOCK / (kk * l).max(1)).clamp(1, per_chunk.max(1));
+    let block = (IM2COL_BLOCK / (kk * l).max(1)).clamp(1, per_chunk.max(1));
     let par = inner_parallelism(g, cout_g * kk * l * block);
     let scratch = (vec![T::ZERO; kk * l * block], vec![T::ZERO; cout_g * l * block]);
     let mut partials = vec![T::ZERO; chunks * wlen];
@@ -375,11 +382,8 @@ pub(crate) fn conv2d_backward_filter<T: WinFloat>(x: &[T], dy: &[T], g: &ConvGeo
                 for (bi, ni) in (b0..b0 + items).enumerate() {
                     let xg = &x[ni * chw + gi * cin_g * g.h * g.w..][..cin_g * g.h * g.w];
                     im2col(xg, g, &mut cols[bi * l..], ld);
-                    for m in 0..cout_g {
-                        let src = &dy[(ni * g.oc + gi * cout_g + m) * l..][..l];
-                        dys[m * ld + bi * l..m * ld + (bi + 1) * l].copy_from_slice(src);
-                    }
                 }
+                gather_dy_block(dy, g, gi, b0, items, dys);
                 let dwg = &mut dw[gi * cout_g * kk..(gi + 1) * cout_g * kk];
                 // colsᵀ is (b·l)×kk: row stride 1, column stride ld.
                 // SAFETY: dwg is cout_g×kk, dys cout_g×ld and cols kk×ld (row stride ld),
