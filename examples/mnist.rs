@@ -1,7 +1,8 @@
 //! Seed 002's MNIST program: two `SimpleImgConvPool` blocks (conv 5×5 1→20 and 20→50, relu,
 //! max-pool 2×2 stride 2) and an FC 800→10 with softmax, trained with Adam 1e-3 (or SGD 1e-3)
 //! on batches of 64; then evaluated on the 10 000 test images, saved, reloaded into a fresh
-//! model and evaluated again; the loss curve is written as a PNG.
+//! model and evaluated again; the loss curve is written as a PNG. The network is
+//! `dygraph::vision::models::MnistNet`, which the browser demo (`web/`) also loads and trains.
 //!
 //! ```text
 //! cargo run --release --example mnist [-- --place cpu|gpu] [--epochs N] [--optimizer adam|sgd]
@@ -15,78 +16,17 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use dygraph::io::DataLoader;
-use dygraph::nn::{self, CrossEntropyOptions, Forward, Initializer, Layer, ParamAttr, Pool2dOptions};
+use dygraph::nn::{Forward, Layer};
 use dygraph::optimizer::{Adam, Optimizer, SGD};
 use dygraph::vision::datasets::{Mnist, Mode};
 use dygraph::vision::transforms::Normalize;
 use dygraph::{self as paddle, Error, Place, Result, Tensor};
 
-/// conv → relu → max-pool, Paddle 1.x's `SimpleImgConvPool` with `act="relu"`.
-#[derive(nn::Layer)]
-pub struct SimpleImgConvPool {
-    conv2d: nn::Conv2D,
-    #[layer(skip)]
-    pool: Pool2dOptions,
-}
-
-impl SimpleImgConvPool {
-    pub fn new(
-        num_channels: usize,
-        num_filters: usize,
-        filter_size: usize,
-        pool_size: usize,
-        pool_stride: usize,
-    ) -> Result<Self> {
-        Ok(SimpleImgConvPool {
-            conv2d: nn::Conv2D::new(num_channels, num_filters, filter_size)?,
-            pool: Pool2dOptions::new(pool_size).stride(pool_stride),
-        })
-    }
-}
-
-impl Forward for SimpleImgConvPool {
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        paddle::max_pool2d(&self.conv2d.forward(x)?.relu()?, &self.pool)
-    }
-}
-
-/// The seed's network; `forward` returns class probabilities (softmax).
-#[derive(nn::Layer)]
-pub struct MnistNet {
-    simple_img_conv_pool_1: SimpleImgConvPool,
-    simple_img_conv_pool_2: SimpleImgConvPool,
-    fc: nn::Linear,
-}
-
-impl MnistNet {
-    pub fn new() -> Result<Self> {
-        let pool_2_shape = 50 * 4 * 4;
-        let size = 10;
-        let scale = (2.0 / ((pool_2_shape * pool_2_shape * size) as f64)).sqrt();
-        let fc_attr = ParamAttr::with_initializer(Initializer::Normal { mean: 0.0, std: scale });
-        Ok(MnistNet {
-            simple_img_conv_pool_1: SimpleImgConvPool::new(1, 20, 5, 2, 2)?,
-            simple_img_conv_pool_2: SimpleImgConvPool::new(20, 50, 5, 2, 2)?,
-            fc: nn::Linear::with_attrs(pool_2_shape, size, fc_attr, true)?,
-        })
-    }
-}
-
-impl Forward for MnistNet {
-    fn forward(&self, inputs: &Tensor) -> Result<Tensor> {
-        let x = self.simple_img_conv_pool_1.forward(inputs)?;
-        let x = self.simple_img_conv_pool_2.forward(&x)?;
-        paddle::softmax(&self.fc.forward(&x.flatten(1, -1)?)?, -1)
-    }
-}
+pub use dygraph::vision::models::MnistNet;
 
 /// The seed's `fluid.layers.cross_entropy(cost, label)` on probabilities, averaged.
 fn loss_of(probs: &Tensor, label: &Tensor) -> Result<Tensor> {
-    paddle::nn::functional::cross_entropy(
-        probs,
-        label,
-        &CrossEntropyOptions { use_softmax: false, ..Default::default() },
-    )
+    dygraph::vision::models::mnist_loss(probs, label)
 }
 
 /// Which optimizer trains the network.

@@ -197,14 +197,16 @@ fn main(
     load_params();
     let m_len = P[17];
     let n_len = P[18];
-    let k_len = P[19];
+    // The K loop holds barriers, so its bounds must be uniform values: WGSL counts reads of
+    // the read-only params buffer as uniform, but not reads of the private copy.
+    let k_len = params[19];
     let tiles_m = P[20];
-    let k_chunk = P[21];
-    let splits = P[22];
+    let k_chunk = params[21];
+    let splits = params[22];
     let tile = wid.x + wid.y * nwg.x;
     let row0 = (tile % tiles_m) * BM;
     let col0 = (tile / tiles_m) * BN;
-    let z = wid.z + P[24];
+    let z = wid.z + params[24];
     let grp = z / splits;
     let split = z % splits;
     let k_begin = split * k_chunk;

@@ -1,12 +1,16 @@
 // Float helpers WGSL lacks: NaN/Inf tests by bit pattern (robust against compilers that
 // assume finite math), erf, and a real-valued pow that handles negative bases.
 
+// The bits go through a `var`: a constant expression may not evaluate to Inf or NaN, and
+// browsers' WGSL compilers (Tint) reject `bitcast<f32>(0x7f800000u)` for that reason.
 fn f32_inf() -> f32 {
-    return bitcast<f32>(0x7f800000u);
+    var bits = 0x7f800000u;
+    return bitcast<f32>(bits);
 }
 
 fn f32_nan() -> f32 {
-    return bitcast<f32>(0x7fc00000u);
+    var bits = 0x7fc00000u;
+    return bitcast<f32>(bits);
 }
 
 fn is_nan_f(x: f32) -> bool {

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::dataset::{Collate, Dataset};
-use crate::{Error, Place, Result};
+use crate::{Place, Result};
 
 /// Batches over a dataset.
 pub struct DataLoader<D: Dataset + 'static> {
@@ -151,7 +151,7 @@ impl<D: Dataset + 'static> Iterator for Batches<D> {
             Source::Worker { rx, .. } => match rx.recv() {
                 Ok(h) => h,
                 Err(_) if self.remaining == 0 => return None,
-                Err(_) => return Some(Err(Error::invalid("DataLoader", "the loader thread stopped early"))),
+                Err(_) => return Some(Err(crate::Error::invalid("DataLoader", "the loader thread stopped early"))),
             },
         };
         self.remaining = self.remaining.saturating_sub(1);

@@ -74,17 +74,19 @@ fn file_in(dir: &Path, name: &str) -> Option<PathBuf> {
 }
 
 fn read_idx(path: &Path) -> Result<Vec<u8>> {
-    let raw = std::fs::read(path)
-        .map_err(|e| Error::Io(std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))))?;
-    if path.extension().is_some_and(|e| e == "gz") {
-        let mut out = Vec::new();
-        flate2::read::GzDecoder::new(&raw[..])
-            .read_to_end(&mut out)
-            .map_err(|e| Error::invalid("MNIST", format!("{}: not a valid gzip file ({e})", path.display())))?;
-        Ok(out)
-    } else {
-        Ok(raw)
+    std::fs::read(path).map_err(|e| Error::Io(std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))))
+}
+
+/// The IDX payload of `raw`, gunzipped when it is named `*.gz` or starts with gzip's magic bytes.
+fn gunzip_if_needed(name: &str, raw: &[u8]) -> Result<Vec<u8>> {
+    if !raw.starts_with(&[0x1f, 0x8b]) && !name.ends_with(".gz") {
+        return Ok(raw.to_vec());
     }
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(raw)
+        .read_to_end(&mut out)
+        .map_err(|e| Error::invalid("MNIST", format!("{name}: not a valid gzip file ({e})")))?;
+    Ok(out)
 }
 
 fn be32(b: &[u8], at: usize) -> u32 {
@@ -92,8 +94,8 @@ fn be32(b: &[u8], at: usize) -> u32 {
 }
 
 /// Parses an IDX file of `dims` dimensions with `magic`; returns the sizes and the payload.
-fn parse_idx(path: &Path, bytes: &[u8], magic: u32, dims: usize) -> Result<(Vec<usize>, Vec<u8>)> {
-    let bad = |msg: String| Error::invalid("MNIST", format!("{}: {msg}", path.display()));
+fn parse_idx(name: &str, bytes: &[u8], magic: u32, dims: usize) -> Result<(Vec<usize>, Vec<u8>)> {
+    let bad = |msg: String| Error::invalid("MNIST", format!("{name}: {msg}"));
     let header = 4 + 4 * dims;
     if bytes.len() < header {
         return Err(bad(format!("truncated header ({} bytes)", bytes.len())));
@@ -127,22 +129,27 @@ impl Mnist {
                 ),
             )));
         };
-        let (isz, images) = parse_idx(&img_path, &read_idx(&img_path)?, IMAGE_MAGIC, 3)?;
-        let (lsz, labels) = parse_idx(&lbl_path, &read_idx(&lbl_path)?, LABEL_MAGIC, 1)?;
+        let (img_name, lbl_name) = (img_path.display().to_string(), lbl_path.display().to_string());
+        Self::parse(&img_name, &read_idx(&img_path)?, &lbl_name, &read_idx(&lbl_path)?)
+    }
+
+    /// A split from the bytes of its two IDX files, raw or gzipped (in the browser, what
+    /// `fetch` returned): `images` of `[N, rows, cols]` bytes and `labels` of `N` digits.
+    pub fn from_idx_bytes(images: &[u8], labels: &[u8]) -> Result<Self> {
+        Self::parse("images", images, "labels", labels)
+    }
+
+    fn parse(img_name: &str, img_raw: &[u8], lbl_name: &str, lbl_raw: &[u8]) -> Result<Self> {
+        let (isz, images) = parse_idx(img_name, &gunzip_if_needed(img_name, img_raw)?, IMAGE_MAGIC, 3)?;
+        let (lsz, labels) = parse_idx(lbl_name, &gunzip_if_needed(lbl_name, lbl_raw)?, LABEL_MAGIC, 1)?;
         if isz[0] != lsz[0] {
             return Err(Error::invalid(
                 "MNIST",
-                format!(
-                    "{} holds {} images but {} holds {} labels",
-                    img_path.display(),
-                    isz[0],
-                    lbl_path.display(),
-                    lsz[0]
-                ),
+                format!("{img_name} holds {} images but {lbl_name} holds {} labels", isz[0], lsz[0]),
             ));
         }
         if let Some(bad) = labels.iter().find(|&&l| l > 9) {
-            return Err(Error::invalid("MNIST", format!("{}: label {bad} is not a digit", lbl_path.display())));
+            return Err(Error::invalid("MNIST", format!("{lbl_name}: label {bad} is not a digit")));
         }
         Ok(Mnist { images, labels, rows: isz[1], cols: isz[2], transform: None })
     }

@@ -1,4 +1,5 @@
-//! Vision datasets and transforms (`paddle.vision`).
+//! Vision datasets, transforms and models (`paddle.vision`).
 
 pub mod datasets;
+pub mod models;
 pub mod transforms;

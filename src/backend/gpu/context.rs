@@ -56,15 +56,13 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 struct Registry {
-    // Requests adapters on wasm; natively the enumerated adapters are enough.
-    #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
-    instance: wgpu::Instance,
     adapters: Vec<wgpu::Adapter>,
     contexts: Vec<Option<Arc<GpuContext>>>,
 }
 
 static REGISTRY: Mutex<Option<Registry>> = Mutex::new(None);
 
+#[cfg(not(target_arch = "wasm32"))]
 fn is_hardware(info: &wgpu::AdapterInfo) -> bool {
     !matches!(info.device_type, wgpu::DeviceType::Cpu)
 }
@@ -78,7 +76,7 @@ fn with_registry<R>(f: impl FnOnce(&mut Registry) -> R) -> R {
         // Hardware first; among equals keep the enumeration order (stable sort).
         adapters.sort_by_key(|a| !is_hardware(&a.get_info()));
         let n = adapters.len();
-        Registry { instance, adapters, contexts: vec![None; n] }
+        Registry { adapters, contexts: vec![None; n] }
     });
     f(reg)
 }
@@ -86,11 +84,8 @@ fn with_registry<R>(f: impl FnOnce(&mut Registry) -> R) -> R {
 #[cfg(target_arch = "wasm32")]
 fn with_registry<R>(f: impl FnOnce(&mut Registry) -> R) -> R {
     let mut guard = lock(&REGISTRY);
-    let reg = guard.get_or_insert_with(|| Registry {
-        instance: wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle()),
-        adapters: Vec::new(),
-        contexts: Vec::new(),
-    });
+    // No instance until `init_gpu` has seen that the browser has WebGPU.
+    let reg = guard.get_or_insert_with(|| Registry { adapters: Vec::new(), contexts: Vec::new() });
     f(reg)
 }
 
@@ -169,7 +164,10 @@ pub async fn init_gpu() -> Result<GpuInfo> {
         if let Ok(ctx) = context(0) {
             return Ok(ctx.gpu_info());
         }
-        let instance = with_registry(|r| r.instance.clone());
+        if !wgpu::util::is_browser_webgpu_supported().await {
+            return Err(Error::Device("this browser has no WebGPU (navigator.gpu is missing or disabled)".into()));
+        }
+        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle());
         let adapter = instance
             .request_adapter(&wgpu::RequestAdapterOptions {
                 power_preference: wgpu::PowerPreference::HighPerformance,

@@ -1,0 +1,65 @@
+//! The GPU-against-CPU op checks run inside headless Chromium: WebGPU (SwiftShader in CI)
+//! against the CPU backend compiled to wasm, on fresh random inputs. `web/test.sh` runs them.
+
+use dygraph::Place;
+use dygraph_web::check::{self, CheckResult};
+use wasm_bindgen_test::*;
+
+wasm_bindgen_test_configure!(run_in_browser);
+
+/// Opens WebGPU (a missing adapter fails the test: these tests exist to run the GPU path)
+/// and runs one family, asserting every comparison.
+async fn assert_family(family: &str) {
+    let info = dygraph::init_gpu().await.unwrap_or_else(|e| panic!("WebGPU is required here: {e}"));
+    assert_eq!(info.backend, "BrowserWebGpu", "{info:?}");
+    let results: Vec<CheckResult> = check::run_family(family, Place::Gpu(0)).await.unwrap();
+    assert!(!results.is_empty());
+    for r in &results {
+        assert!(r.elements > 0, "{family}: {} compared nothing", r.name);
+        assert!(r.passed(), "{family}: {} differs: max error {} > {}", r.name, r.max_error, r.tolerance);
+    }
+}
+
+#[wasm_bindgen_test]
+async fn elementwise_ops_agree() {
+    assert_family("elementwise").await;
+}
+
+#[wasm_bindgen_test]
+async fn matmul_agrees() {
+    assert_family("matmul").await;
+}
+
+#[wasm_bindgen_test]
+async fn reductions_agree() {
+    assert_family("reductions").await;
+}
+
+#[wasm_bindgen_test]
+async fn conv2d_forward_and_backward_agree() {
+    assert_family("conv2d").await;
+}
+
+#[wasm_bindgen_test]
+async fn pools_agree() {
+    assert_family("pools").await;
+}
+
+#[wasm_bindgen_test]
+async fn softmax_agrees() {
+    assert_family("softmax").await;
+}
+
+#[wasm_bindgen_test]
+async fn mlp_backward_agrees() {
+    assert_family("mlp backward").await;
+}
+
+#[wasm_bindgen_test]
+async fn the_checks_catch_a_wrong_result() {
+    // A check must fail when the numbers differ, or the tests above would prove nothing.
+    let bad = CheckResult { name: "x".into(), max_error: 1e-3, tolerance: 1e-5, elements: 4 };
+    assert!(!bad.passed());
+    let nan = CheckResult { name: "x".into(), max_error: f64::NAN, tolerance: 1e-5, elements: 4 };
+    assert!(!nan.passed());
+}

@@ -1,0 +1,46 @@
+//! Every WGSL variant the library can dispatch compiles on the browser's WebGPU device. The
+//! browser's compiler enforces rules naga's validation lets through (uniform control flow
+//! around barriers, no constant Inf/NaN), so this is the check that the shaders run on the web.
+
+use wasm_bindgen_test::*;
+
+wasm_bindgen_test_configure!(run_in_browser);
+
+#[wasm_bindgen_test]
+async fn every_shader_variant_compiles_in_the_browser() {
+    let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle());
+    let adapter = instance.request_adapter(&wgpu::RequestAdapterOptions::default()).await.expect("a WebGPU adapter");
+    let (device, _queue) = adapter
+        .request_device(&wgpu::DeviceDescriptor { required_limits: adapter.limits(), ..Default::default() })
+        .await
+        .expect("a WebGPU device");
+    let variants = dygraph::all_shader_variants().expect("every variant expands");
+    assert!(variants.len() > 100, "only {} variants", variants.len());
+    let mut failures = Vec::new();
+    for (key, source) in &variants {
+        let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some(key),
+            source: wgpu::ShaderSource::Wgsl(source.as_str().into()),
+        });
+        let info = module.get_compilation_info().await;
+        let errors: Vec<String> = info
+            .messages
+            .iter()
+            .filter(|m| m.message_type == wgpu::CompilationMessageType::Error)
+            .map(|m| m.message.clone())
+            .collect();
+        if let Some(e) = scope.pop().await {
+            failures.push(format!("{key}: {e}"));
+        } else if !errors.is_empty() {
+            failures.push(format!("{key}: {}", errors.join("; ")));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} variants fail to compile:\n{}",
+        failures.len(),
+        variants.len(),
+        failures.join("\n")
+    );
+}
