@@ -78,6 +78,27 @@ fn a_directory_without_the_files_says_where_it_looked_and_what_it_expects() {
 }
 
 #[test]
+fn idx_bytes_load_like_files_gzipped_or_raw() {
+    // What the browser demo does with fetched files.
+    let gz_images = std::fs::read(shared().join("t10k-images-idx3-ubyte.gz")).unwrap();
+    let gz_labels = std::fs::read(shared().join("t10k-labels-idx1-ubyte.gz")).unwrap();
+    let from_gz = Mnist::from_idx_bytes(&gz_images, &gz_labels).unwrap();
+    let images = gunzip(&shared().join("t10k-images-idx3-ubyte.gz"));
+    let labels = gunzip(&shared().join("t10k-labels-idx1-ubyte.gz"));
+    let from_raw = Mnist::from_idx_bytes(&images, &labels).unwrap();
+    let from_file = Mnist::new(Some(&shared()), Mode::Test).unwrap();
+    assert_eq!((from_gz.len(), from_raw.len()), (10_000, 10_000));
+    for i in [0, 4321, 9999] {
+        assert_eq!(from_gz.image_bytes(i), from_file.image_bytes(i));
+        assert_eq!(from_raw.image_bytes(i), from_file.image_bytes(i));
+        assert_eq!((from_gz.label(i), from_raw.label(i)), (from_file.label(i), from_file.label(i)));
+    }
+    // Swapped arguments name what is wrong.
+    let e = Mnist::from_idx_bytes(&labels, &images).expect_err("swapped files").to_string();
+    assert!(e.contains("images") && e.contains("bad magic"), "{e}");
+}
+
+#[test]
 fn corrupted_files_are_clear_errors() {
     let images = gunzip(&shared().join("t10k-images-idx3-ubyte.gz"));
     let labels = gunzip(&shared().join("t10k-labels-idx1-ubyte.gz"));

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{Rng, catch, check_close, gpu, gpu_matches_cpu, gradcheck, report, tensor, values};
+use common::{Rng, catch, gpu, gpu_matches_cpu, gradcheck, report, tensor, values};
 use dygraph::{DType, Error, Place, Result, Sections, Tensor};
 
 fn places() -> Vec<Place> {
@@ -338,6 +338,35 @@ const MATMUL_FORMS: &[(&[usize], &[usize], bool, bool)] = &[
     (&[3, 0], &[0, 4], false, false),
 ];
 
+fn abs(v: &[f64]) -> Vec<f64> {
+    v.iter().map(|x| x.abs()).collect()
+}
+
+/// `Err` unless every `|actual − expected| ≤ tol · magnitude`, where `magnitude` is the same
+/// product of the operands' absolute values (Σ|x||y|): a dot product's rounding error scales
+/// with its terms, not with a result that cancels to near zero.
+fn check_dot_close(
+    what: &str,
+    actual: &[f64],
+    expected: &[f64],
+    magnitude: &[f64],
+    tol: f64,
+) -> std::result::Result<(), String> {
+    if actual.len() != expected.len() {
+        return Err(format!("{what}: {} values, expected {}", actual.len(), expected.len()));
+    }
+    for (i, ((a, e), m)) in actual.iter().zip(expected).zip(magnitude).enumerate() {
+        let err = (a - e).abs();
+        if !(err <= tol * m) {
+            return Err(format!(
+                "{what}: element {i} is {a} but expected {e}: error {err:e} > {tol:e} × Σ|x||y| {m:e} (seed {})",
+                common::run_seed()
+            ));
+        }
+    }
+    Ok(())
+}
+
 #[test]
 fn matmul_every_form_against_a_naive_reference() {
     let mut failures = Vec::new();
@@ -368,7 +397,8 @@ fn matmul_every_form_against_a_naive_reference() {
                             DType::Float64 => (expected.clone(), 1e-12),
                             _ => (expected.clone(), 1e-5),
                         };
-                        failures.extend(check_close(&what, &values(&r), &exp, tol).err());
+                        let magnitude = naive_matmul(&abs(&values(&a)), xs, &abs(&values(&b)), ys, tx, ty).0;
+                        failures.extend(check_dot_close(&what, &values(&r), &exp, &magnitude, tol).err());
                     }
                     Err(e) => failures.push(format!("{what}: {e}")),
                 }
