@@ -60,6 +60,7 @@ pub async fn start(backend: String) -> Result<String, JsError> {
         "cpu" => (Place::Cpu, "CPU (WebAssembly), as asked".to_string()),
         "auto" => match paddle::init_gpu().await {
             Ok(info) => (Place::Gpu(0), format!("WebGPU ({})", adapter_words(&info))),
+            Err(paddle::Error::Device(why)) => (Place::Cpu, format!("CPU (WebAssembly): {why}")),
             Err(e) => (Place::Cpu, format!("CPU (WebAssembly): {e}")),
         },
         other => return Err(JsError::new(&format!("start: unknown backend {other:?}; expected \"auto\" or \"cpu\""))),
