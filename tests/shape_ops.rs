@@ -357,7 +357,8 @@ fn check_dot_close(
     }
     for (i, ((a, e), m)) in actual.iter().zip(expected).zip(magnitude).enumerate() {
         let err = (a - e).abs();
-        if !(err <= tol * m) {
+        // NaN anywhere fails.
+        if err.is_nan() || m.is_nan() || err > tol * m {
             return Err(format!(
                 "{what}: element {i} is {a} but expected {e}: error {err:e} > {tol:e} × Σ|x||y| {m:e} (seed {})",
                 common::run_seed()

@@ -2,8 +2,9 @@
 # The browser tests, in headless Chromium:
 #   1. wasm-bindgen-test: the GPU-against-CPU op checks (WebGPU vs the wasm CPU backend) and
 #      every WGSL variant compiled by the browser;
-#   2. the demo page end to end (playwright-core): draw digits, train, check; then again with
-#      WebGPU removed, on the CPU fallback. Screenshots and timings go to target/web-e2e/.
+#   2. the demo page end to end (playwright-core): draw digits, train, check on WebGPU; then on
+#      the CPU fallback, with WebGPU offering no adapter and with navigator.gpu gone (there also
+#      Stop). Screenshots and timings go to target/web-e2e/.
 # Needs chromium + chromium-driver, wasm-bindgen-cli at Cargo.lock's wasm-bindgen version,
 # wasm-pack, Node.js and python3; .ci/run installs them.
 set -euo pipefail

@@ -2,8 +2,13 @@
 //
 // Run 1 (WebGPU): draws real MNIST test digits on the canvas with the mouse and checks each
 // predicted label, trains from scratch and checks the loss falls and the test accuracy, runs
-// the Check panel, and saves a screenshot. Run 2 (WebGPU removed from the page): checks the
-// page says it fell back to the CPU backend, still predicts, and still trains.
+// the Check panel, and saves a screenshot. Run 2 (Chromium without --enable-unsafe-webgpu:
+// navigator.gpu is there but offers no adapter, as in Chrome on most Linux machines): checks
+// the page says it fell back to the CPU backend, still predicts, and still trains. Run 3
+// (navigator.gpu deleted in the page and its worker, as in a browser without WebGPU): checks
+// the fallback says so, predicts, and that Stop ends a training. The training runs also check
+// that no task on the page's thread lasts as long as a step (the Long Tasks API): the worker
+// computes, the page only draws.
 //
 // Needs web/pkg (wasm-pack build web --target web) and web/data (python3 web/make_data.py).
 // Env: CHROMIUM (default /usr/lib/chromium/chromium), E2E_OUT (default target/web-e2e),
@@ -68,20 +73,55 @@ async function drawDigit(page, pixels) {
 
 async function train(page, steps, timeoutMs) {
   await page.fill("#train-steps", String(steps));
+  await page.evaluate(() => { window.longTasks = []; });
   await page.click("#train-start");
   await page.waitForFunction(() => ["done", "stopped", "failed"].includes(window.dygraphDemo.training.state),
     null, { timeout: timeoutMs, polling: 500 });
-  return page.evaluate(() => ({ ...window.dygraphDemo.training, error: window.dygraphDemo.error }));
+  return page.evaluate(() => ({ ...window.dygraphDemo.training, error: window.dygraphDemo.error,
+    longestTaskMs: Math.max(0, ...window.longTasks) }));
+}
+
+// Starts a long training, presses Stop once a few steps are in, and returns the final state.
+async function trainAndStop(page, afterSteps, timeoutMs) {
+  await page.fill("#train-steps", "100000");
+  await page.click("#train-start");
+  await page.waitForFunction((n) => window.dygraphDemo.training.losses.length >= n || window.dygraphDemo.error,
+    afterSteps, { timeout: timeoutMs, polling: 100 });
+  await page.click("#train-stop");
+  await page.waitForFunction(() => ["done", "stopped", "failed"].includes(window.dygraphDemo.training.state),
+    null, { timeout: timeoutMs, polling: 200 });
+  return page.evaluate(() => ({ ...window.dygraphDemo.training, status: document.getElementById("train-status").textContent,
+    startEnabled: !document.getElementById("train-start").disabled }));
+}
+
+// The long-task probe must see a task it should: a 150 ms busy loop on the page thread.
+async function longTaskProbeWorks(page) {
+  // A task of the page's own (code run by page.evaluate itself is not attributed to the page).
+  await page.evaluate(() => {
+    window.longTasks = [];
+    setTimeout(() => { const t = performance.now(); while (performance.now() - t < 150); }, 0);
+  });
+  await page.waitForFunction(() => window.longTasks.some((d) => d >= 100), null, { timeout: 10000 }).catch(() => {});
+  return page.evaluate(() => window.longTasks.some((d) => d >= 100));
 }
 
 const mean = (v) => v.reduce((a, b) => a + b, 0) / v.length;
 
-async function run(browser, name, { webgpu, steps }) {
+async function run(browser, name, { webgpu, steps, stopAfter = 0, noNavigatorGpu = false }) {
   console.log(`\n== ${name} ==`);
   const context = await browser.newContext({ viewport: { width: 1100, height: 1300 } });
-  if (!webgpu) {
-    // As in a browser without WebGPU: no navigator.gpu at all.
+  await context.addInitScript(() => {
+    window.longTasks = [];
+    new PerformanceObserver((list) => { for (const e of list.getEntries()) window.longTasks.push(e.duration); })
+      .observe({ type: "longtask" });
+  });
+  if (noNavigatorGpu) {
+    // As in a browser without WebGPU: no navigator.gpu, in the page or in its worker.
     await context.addInitScript(() => { delete Navigator.prototype.gpu; });
+    await context.route("**/worker.js", async (route) => {
+      const response = await route.fetch();
+      route.fulfill({ response, body: `delete WorkerNavigator.prototype.gpu;\n${await response.text()}` });
+    });
   }
   const page = await context.newPage();
   const consoleErrors = [];
@@ -101,7 +141,7 @@ async function run(browser, name, { webgpu, steps }) {
       "without WebGPU the page falls back to the CPU backend and says so");
   }
 
-  const digits = await testDigits();
+  const digits = (await testDigits()).filter((d) => steps > 0 || d.label === 7);
   const results = [];
   for (const d of digits) {
     const predicted = await drawDigit(page, d.pixels);
@@ -109,19 +149,39 @@ async function run(browser, name, { webgpu, steps }) {
   }
   const right = results.filter((r) => r.predicted === r.label).length;
   console.log(`     drawn digits (test index: label → predicted): ${results.map((r) => `${r.index}: ${r.label}→${r.predicted}`).join(", ")}`);
-  check(right >= digits.length - 1, `drawn test digits classified: ${right} of ${digits.length} (at most one miss allowed)`);
+  check(right >= digits.length - (digits.length > 1 ? 1 : 0),
+    `drawn test digits classified: ${right} of ${digits.length} (at most one miss in ten allowed)`);
   check(results.some((r) => r.label === 7 && r.predicted === 7), "the first test digit (a 7) is read as 7");
   const timings = await page.evaluate(() => window.dygraphDemo.timings);
 
-  const trained = await train(page, steps, 540000);
-  check(trained.state === "done", `training finished (${trained.state}${trained.error ? ": " + trained.error : ""})`);
-  const losses = trained.losses;
-  const k = Math.min(10, Math.floor(losses.length / 3));
-  const [first, last] = [mean(losses.slice(0, k)), mean(losses.slice(-k))];
-  console.log(`     ${losses.length} steps at ${trained.stepsPerSecond?.toFixed(2)} steps/s; loss ${first.toFixed(3)} → ${last.toFixed(3)}; test accuracy ${(trained.accuracy * 100).toFixed(1)}%`);
-  check(losses.length === steps && losses.every(Number.isFinite), `${steps} finite losses recorded`);
-  check(last < 0.6 * first, `the loss falls (mean of the first ${k} ${first.toFixed(3)}, of the last ${k} ${last.toFixed(3)})`);
-  check(trained.accuracy > 0.5, `test accuracy after ${steps} steps is above 50% (${(trained.accuracy * 100).toFixed(1)}%)`);
+  let training = null;
+  if (steps > 0) {
+    const trained = await train(page, steps, 540000);
+    check(trained.state === "done", `training finished (${trained.state}${trained.error ? ": " + trained.error : ""})`);
+    const losses = trained.losses;
+    const k = Math.min(10, Math.floor(losses.length / 3));
+    const [first, last] = [mean(losses.slice(0, k)), mean(losses.slice(-k))];
+    console.log(`     ${losses.length} steps at ${trained.stepsPerSecond?.toFixed(2)} steps/s; loss ${first.toFixed(3)} → ${last.toFixed(3)}; test accuracy ${(trained.accuracy * 100).toFixed(1)}%`);
+    console.log(`     the page thread's longest task while training: ${trained.longestTaskMs.toFixed(0)} ms`);
+    check(losses.length === steps && losses.every(Number.isFinite), `${steps} finite losses recorded`);
+    check(last < 0.6 * first, `the loss falls (mean of the first ${k} ${first.toFixed(3)}, of the last ${k} ${last.toFixed(3)})`);
+    check(trained.accuracy > 0.5, `test accuracy after ${steps} steps is above 50% (${(trained.accuracy * 100).toFixed(1)}%)`);
+    // The worker runs the steps: no task on the page's thread comes near one step's length.
+    const stepMs = 1000 / trained.stepsPerSecond;
+    check(await longTaskProbeWorks(page), "the long-task probe sees a 150 ms task on the page thread");
+    check(trained.longestTaskMs < stepMs,
+      `the page thread stays free while training (longest task ${trained.longestTaskMs.toFixed(0)} ms, a step ${stepMs.toFixed(0)} ms)`);
+    training = { steps: losses.length, stepsPerSecond: trained.stepsPerSecond, lossFirst: first, lossLast: last,
+      accuracy: trained.accuracy, longestPageTaskMs: trained.longestTaskMs };
+  }
+
+  if (stopAfter) {
+    const stopped = await trainAndStop(page, stopAfter, 120000);
+    console.log(`     Stop pressed after ${stopAfter} steps: ${stopped.status}, ${stopped.losses.length} steps, test accuracy ${(stopped.accuracy * 100).toFixed(1)}%`);
+    check(stopped.state === "stopped" && stopped.losses.length >= stopAfter && stopped.losses.length < stopAfter + 5 &&
+      Number.isFinite(stopped.accuracy) && stopped.startEnabled,
+      "Stop ends the training within a few steps, reports the test accuracy and re-enables Train");
+  }
 
   let checks = null;
   if (webgpu) {
@@ -139,9 +199,7 @@ async function run(browser, name, { webgpu, steps }) {
   await page.screenshot({ path: shot, fullPage: true });
   console.log(`     screenshot: ${shot}`);
   await context.close();
-  return { backend: badge, timings, digits: results,
-    steps: losses.length, stepsPerSecond: trained.stepsPerSecond, lossFirst: first, lossLast: last,
-    accuracy: trained.accuracy, checks: checks?.length ?? 0 };
+  return { backend: badge, timings, digits: results, training, checks: checks?.length ?? 0 };
 }
 
 await mkdir(OUT, { recursive: true });
@@ -159,6 +217,7 @@ try {
   await browser.close();
   browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ARGS });
   summary.cpu = await run(browser, "cpu-fallback", { webgpu: false, steps: CPU_STEPS });
+  summary.noNavigatorGpu = await run(browser, "no-navigator-gpu", { webgpu: false, steps: 0, stopAfter: 3, noNavigatorGpu: true });
   await browser.close();
 } finally {
   server.close();

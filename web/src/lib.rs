@@ -4,7 +4,9 @@
 //! compiled to wasm otherwise; the page then classifies drawn digits with natively trained
 //! weights (`load_classifier`, `predict`), trains the same network from scratch on a slice of
 //! MNIST (`trainer_new`, `train_steps`, `evaluate`) and compares ops on the two backends
-//! (`run_checks`). Every readback is awaited; nothing blocks on the GPU.
+//! (`run_checks`). Every readback is awaited; nothing blocks on the GPU. The page runs this
+//! module in a dedicated worker (`web/worker.js`), so its compute never occupies the page's
+//! thread.
 
 pub mod check;
 pub mod classifier;
@@ -21,7 +23,7 @@ use wasm_bindgen::prelude::*;
 use crate::classifier::Classifier;
 use crate::trainer::Trainer;
 
-/// What the page holds between calls (wasm in the page is single-threaded).
+/// What the module holds between calls (it runs on the one thread of its worker).
 struct Session {
     place: Place,
     backend: String,

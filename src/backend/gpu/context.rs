@@ -164,8 +164,12 @@ pub async fn init_gpu() -> Result<GpuInfo> {
         if let Ok(ctx) = context(0) {
             return Ok(ctx.gpu_info());
         }
+        // False both when navigator.gpu is missing and when it offers no adapter (Chrome on
+        // Linux without a supported GPU, or without chrome://flags/#enable-unsafe-webgpu).
         if !wgpu::util::is_browser_webgpu_supported().await {
-            return Err(Error::Device("this browser has no WebGPU (navigator.gpu is missing or disabled)".into()));
+            return Err(Error::Device(
+                "no WebGPU in this browser (navigator.gpu is missing, or it offers no adapter)".into(),
+            ));
         }
         let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle());
         let adapter = instance
