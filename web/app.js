@@ -148,17 +148,14 @@ async function predict() {
     if (!demo.ready) return;
     const pixels = ink();
     const t = performance.now();
-    const [input, probs] = await Promise.all([
-      dy("network_input", pixels, pad.width, pad.height),
-      dy("predict", pixels, pad.width, pad.height),
-    ]);
+    const { input, probabilities } = await dy("predict", pixels, pad.width, pad.height);
     const ms = performance.now() - t;
     if (demo.predictions === 0) demo.timings.firstPredictionMs = ms;
     else demo.timings.lastPredictionMs = ms;
     demo.predictions += 1;
     $("predict-ms").textContent = `${ms.toFixed(1)} ms`;
     showInput(input);
-    showProbabilities(probs);
+    showProbabilities(probabilities);
   });
   return predicting;
 }

@@ -71,12 +71,16 @@ async function drawDigit(page, pixels) {
   return Number(await page.locator("#prediction").getAttribute("data-label"));
 }
 
+function trainingEnded(page, timeoutMs) {
+  return page.waitForFunction(() => ["done", "stopped", "failed"].includes(window.dygraphDemo.training.state),
+    null, { timeout: timeoutMs, polling: 200 });
+}
+
 async function train(page, steps, timeoutMs) {
   await page.fill("#train-steps", String(steps));
   await page.evaluate(() => { window.longTasks = []; });
   await page.click("#train-start");
-  await page.waitForFunction(() => ["done", "stopped", "failed"].includes(window.dygraphDemo.training.state),
-    null, { timeout: timeoutMs, polling: 500 });
+  await trainingEnded(page, timeoutMs);
   return page.evaluate(() => ({ ...window.dygraphDemo.training, error: window.dygraphDemo.error,
     longestTaskMs: Math.max(0, ...window.longTasks) }));
 }
@@ -88,8 +92,7 @@ async function trainAndStop(page, afterSteps, timeoutMs) {
   await page.waitForFunction((n) => window.dygraphDemo.training.losses.length >= n || window.dygraphDemo.error,
     afterSteps, { timeout: timeoutMs, polling: 100 });
   await page.click("#train-stop");
-  await page.waitForFunction(() => ["done", "stopped", "failed"].includes(window.dygraphDemo.training.state),
-    null, { timeout: timeoutMs, polling: 200 });
+  await trainingEnded(page, timeoutMs);
   return page.evaluate(() => ({ ...window.dygraphDemo.training, status: document.getElementById("train-status").textContent,
     startEnabled: !document.getElementById("train-start").disabled }));
 }

@@ -107,24 +107,36 @@ pub fn load_classifier(safetensors: &[u8]) -> Result<(), JsError> {
     })
 }
 
-/// The ten class probabilities of a drawing: `ink` holds `width × height` intensities (ink
-/// high, background 0). Empty when nothing is drawn.
+/// What the network makes of a drawing, as `{input, probabilities}`: the 28×28 image it sees
+/// (values in [−1, 1], for the page to show) and the ten class probabilities. `ink` holds
+/// `width × height` intensities (ink high, background 0). Both arrays are empty when nothing
+/// is drawn.
 #[wasm_bindgen]
-pub async fn predict(ink: Vec<u8>, width: usize, height: usize) -> Result<Vec<f32>, JsError> {
-    let Some(input) = digit::to_mnist_input(&ink, width, height) else {
-        return Ok(Vec::new());
+pub async fn predict(ink: Vec<u8>, width: usize, height: usize) -> Result<js_sys::Object, JsError> {
+    if ink.len() != width * height {
+        return Err(JsError::new(&format!(
+            "predict: ink has {} values but the drawing is {width} × {height} = {}",
+            ink.len(),
+            width * height
+        )));
+    }
+    let (input, probabilities) = match digit::to_mnist_input(&ink, width, height) {
+        None => (Vec::new(), Vec::new()),
+        Some(input) => {
+            let probs = with_session(|s| match &s.classifier {
+                Some(c) => Ok(c.probabilities(&input)?),
+                None => Err(JsError::new("predict: no classifier loaded; call load_classifier first")),
+            })?;
+            let probabilities = probs.to_vec_async::<f32>().await?;
+            (input, probabilities)
+        }
     };
-    let probs = with_session(|s| match &s.classifier {
-        Some(c) => Ok(c.probabilities(&input)?),
-        None => Err(JsError::new("predict: no classifier loaded; call load_classifier first")),
-    })?;
-    Ok(probs.to_vec_async::<f32>().await?)
-}
-
-/// The 28×28 input (values in [−1, 1]) the network sees for a drawing, for the page to show.
-#[wasm_bindgen]
-pub fn network_input(ink: &[u8], width: usize, height: usize) -> Vec<f32> {
-    digit::to_mnist_input(ink, width, height).unwrap_or_default()
+    let result = js_sys::Object::new();
+    for (key, values) in [("input", input), ("probabilities", probabilities)] {
+        js_sys::Reflect::set(&result, &key.into(), &js_sys::Float32Array::from(&values[..]))
+            .map_err(|_| JsError::new("predict: could not build the result object"))?;
+    }
+    Ok(result)
 }
 
 /// A fresh network to train on the given IDX files (raw or gzipped, as fetched).

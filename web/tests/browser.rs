@@ -63,3 +63,12 @@ async fn the_checks_catch_a_wrong_result() {
     let nan = CheckResult { name: "x".into(), max_error: f64::NAN, tolerance: 1e-5, elements: 4 };
     assert!(!nan.passed());
 }
+
+#[wasm_bindgen_test]
+async fn predict_rejects_ink_of_the_wrong_size() {
+    // 10 values for a 4 × 4 drawing: an error naming the sizes, not an empty "nothing drawn".
+    let err = dygraph_web::predict(vec![255; 10], 4, 4).await.expect_err("mismatched ink must be an error");
+    let error = wasm_bindgen::JsValue::from(err);
+    let message = js_sys::Reflect::get(&error, &"message".into()).unwrap().as_string().unwrap();
+    assert!(message.starts_with("predict:") && message.contains("10 values") && message.contains("4 × 4"), "{message}");
+}
