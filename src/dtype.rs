@@ -61,6 +61,16 @@ impl DType {
     pub fn is_int(self) -> bool {
         matches!(self, DType::Int32 | DType::Int64)
     }
+
+    /// A small code (the position in `ALL`), for kernel variant keys.
+    pub(crate) fn code(self) -> u32 {
+        self as u32
+    }
+
+    /// The dtype of `code` (codes outside `ALL` give float32).
+    pub(crate) fn from_code(code: u32) -> DType {
+        DType::ALL.get(code as usize).copied().unwrap_or(DType::Float32)
+    }
 }
 
 impl fmt::Display for DType {

@@ -81,4 +81,45 @@ impl Error {
     pub fn unsupported(op: &'static str, dtype: DType, context: impl Into<String>) -> Self {
         Error::UnsupportedDType { op, dtype, context: context.into() }
     }
+
+    /// The op this error names.
+    pub fn op(&self) -> Option<&'static str> {
+        match self {
+            Error::Broadcast { op, .. }
+            | Error::Shape { op, .. }
+            | Error::Axis { op, .. }
+            | Error::DTypeMismatch { op, .. }
+            | Error::UnsupportedDType { op, .. }
+            | Error::PlaceMismatch { op, .. }
+            | Error::InvalidArgument { op, .. }
+            | Error::DeviceLimit { op, .. }
+            | Error::Gpu { op, .. }
+            | Error::WouldBlock { op } => Some(op),
+            _ => None,
+        }
+    }
+
+    /// The error with `called` as its op where it names the registry op `entry`: a public
+    /// function that runs a differently named registry entry (`rand` runs `uniform`)
+    /// reports errors under its own name.
+    pub(crate) fn called_as(mut self, entry: &str, called: &'static str) -> Self {
+        match &mut self {
+            Error::Broadcast { op, .. }
+            | Error::Shape { op, .. }
+            | Error::Axis { op, .. }
+            | Error::DTypeMismatch { op, .. }
+            | Error::UnsupportedDType { op, .. }
+            | Error::PlaceMismatch { op, .. }
+            | Error::InvalidArgument { op, .. }
+            | Error::DeviceLimit { op, .. }
+            | Error::Gpu { op, .. }
+            | Error::WouldBlock { op }
+                if *op == entry =>
+            {
+                *op = called
+            }
+            _ => {}
+        }
+        self
+    }
 }

@@ -26,7 +26,7 @@ mod dtype;
 mod error;
 pub mod io;
 pub mod nn;
-mod ops;
+pub mod ops;
 pub mod optimizer;
 mod place;
 mod random;
@@ -52,6 +52,7 @@ pub use ops::shape::*;
 pub use place::{Place, current_place, get_device, guard, set_device, set_place};
 pub use random::*;
 pub use shape::{IntoShape, Shape, broadcast_shapes};
+pub use tensor::TensorMeta;
 pub use tensor::overload::{PowArg, pow};
 pub use tensor::{
     NdArray, PrintOptions, Tensor, TensorData, arange, eye, full, full_like, full_on, linspace, ones, ones_like,

@@ -30,16 +30,22 @@
 //!
 //! Uniform floats and integers are bit-identical on every place; normal values agree up to
 //! the rounding of the platform's `ln`, `sin` and `cos`.
+//!
+//! Registry entries: `uniform`, `gaussian`, `randint`, `randperm` and `dropout`. Each call
+//! (eager, or each run of a program) reserves fresh counter blocks.
 
 use std::sync::Mutex;
 
-use crate::backend::cpu::{CpuData, gpu_bytes, par_chunks_mut};
-use crate::backend::gpu::{self, Bind, GpuBuffer, Kernel};
-use crate::ops::wgsl;
+use crate::backend::cpu::{CpuData, par_chunks_mut};
+use crate::backend::gpu::{Bind, GpuBuffer, GpuContext, Kernel};
+use crate::ops::elementwise::cast::gpu_cast;
+use crate::ops::registry::apply::apply1;
+use crate::ops::registry::op::{CpuCall, GpuCall, Half, Op};
 use crate::shape::IntoShape;
+use crate::tensor::TensorMeta;
 use crate::{DType, Error, Place, Result, Tensor, current_place};
 
-pub(crate) static RANDOM: Kernel = Kernel { file: "random.wgsl", variants: || vec![vec![]] };
+pub(crate) static RANDOM: Kernel = Kernel::single("random.wgsl");
 
 const PHILOX_M0: u32 = 0xD251_1F53;
 const PHILOX_M1: u32 = 0xCD9E_8D57;
@@ -161,25 +167,21 @@ impl Stream {
         });
     }
 
-    /// Runs `entry` of random.wgsl over the blocks of `n` elements of `dtype` into a new
-    /// buffer (integer entries take 2 elements per block, float ones 4).
+    /// Runs `entry` of random.wgsl over the blocks of `n` elements of `dtype` into `out`
+    /// (integer entries take 2 elements per block, float ones 4).
     fn dispatch(
         &self,
-        place: Place,
-        op: &'static str,
-        entry: &str,
+        ctx: &GpuContext,
+        entry: &'static str,
         n: usize,
         dtype: DType,
         extra: &[u32],
-    ) -> Result<GpuBuffer> {
-        let Place::Gpu(index) = place else { unreachable!("dispatch is only called for GPU places") };
+        out: &GpuBuffer,
+    ) -> Result<()> {
         let per_block = if dtype.is_int() { 2 } else { 4 };
-        let ctx = gpu::context(index)?;
-        let out = ctx.alloc(op, gpu_bytes(dtype, n))?;
         let mut params = self.params(n);
         params.extend_from_slice(extra);
-        ctx.dispatch_1d(&RANDOM, &vec![], entry, &[Bind::write(&out)], &params, n.div_ceil(per_block) as u64)?;
-        Ok(out)
+        ctx.dispatch_1d(&RANDOM, 0, entry, &[Bind::write(out)], &params, n.div_ceil(per_block) as u64)
     }
 }
 
@@ -208,75 +210,174 @@ pub(crate) fn below(x: u64, range: u64) -> u64 {
     ((x as u128 * range as u128) >> 64) as u64
 }
 
-#[derive(Clone, Copy)]
+/// The distribution of a float random op.
+#[derive(Clone, Copy, Debug, PartialEq)]
 enum Dist {
     Uniform { min: f64, max: f64 },
     Normal { mean: f64, std: f64 },
 }
 
-/// A float tensor of `dist` on `place` (float16 is drawn as float32 and cast).
-fn float_random(op: &'static str, shape: Vec<usize>, dtype: DType, place: Place, dist: Dist) -> Result<Tensor> {
-    if !dtype.is_float() {
-        return Err(Error::unsupported(op, dtype, "(expected float16, float32 or float64)"));
-    }
-    if place.is_gpu() {
-        wgsl::check_gpu_dtype(op, dtype, place)?;
-    }
-    if dtype == DType::Float16 {
-        return float_random(op, shape, DType::Float32, place, dist)?.cast(DType::Float16);
-    }
-    let n: usize = shape.iter().product();
-    let per_block = if dtype == DType::Float64 { 2 } else { 4 };
-    let stream = Stream::for_elements(n, per_block);
-    match place {
-        Place::Cpu if dtype == DType::Float64 => {
-            let mut out = vec![0.0f64; n];
-            match dist {
-                Dist::Uniform { min, max } => {
-                    let scale = max - min;
-                    stream.fill(&mut out, 2, |w, h| (u64_of(w, h) >> 11) as f64 * TWO_NEG53 * scale + min)
-                }
-                Dist::Normal { mean, std } => stream.fill(&mut out, 2, |w, h| {
-                    let (c, s) = box_muller_f64(u64_of(w, 0), u64_of(w, 1));
-                    (if h == 0 { c } else { s }) * std + mean
-                }),
-            }
-            Ok(Tensor::from_cpu(CpuData::F64(out), shape))
+/// `uniform` / `gaussian`'s attributes: the shape, dtype and place, and the distribution's
+/// two parameters (`min`, `max` or `mean`, `std`).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct FloatRandomAttrs {
+    shape: Vec<usize>,
+    dtype: DType,
+    place: Place,
+    dist: Dist,
+}
+
+impl crate::ops::Attrs for FloatRandomAttrs {
+    fn to_map(&self) -> crate::ops::AttrMap {
+        let m = crate::ops::AttrMap::new()
+            .with("shape", self.shape.clone())
+            .with("dtype", self.dtype)
+            .with("place", self.place);
+        match self.dist {
+            Dist::Uniform { min, max } => m.with("min", min).with("max", max),
+            Dist::Normal { mean, std } => m.with("mean", mean).with("std", std),
         }
-        Place::Cpu => {
-            let mut out = vec![0.0f32; n];
-            match dist {
-                Dist::Uniform { min, max } => {
-                    let (scale, shift) = ((max - min) as f32, min as f32);
-                    stream.fill(&mut out, 4, |w, l| (w[l] >> 8) as f32 * TWO_NEG24 * scale + shift)
-                }
-                Dist::Normal { mean, std } => {
-                    let (mean, std) = (mean as f32, std as f32);
-                    stream.fill(&mut out, 4, |w, l| {
-                        let p = l / 2;
-                        let (c, s) = box_muller_f32(w[2 * p], w[2 * p + 1]);
-                        (if l % 2 == 0 { c } else { s }) * std + mean
-                    })
-                }
-            }
-            Ok(Tensor::from_cpu(CpuData::F32(out), shape))
-        }
-        Place::Gpu(_) => {
-            let (entry, a, b) = match dist {
-                Dist::Uniform { min, max } => ("uniform", (max - min) as f32, min as f32),
-                Dist::Normal { mean, std } => ("normal", mean as f32, std as f32),
-            };
-            let buf = stream.dispatch(place, op, entry, n, dtype, &[a.to_bits(), b.to_bits()])?;
-            Ok(Tensor::from_gpu(buf, shape, dtype))
-        }
+    }
+    fn from_map(op: &'static str, m: &crate::ops::AttrMap) -> Result<Self> {
+        let dist = if op == "uniform" {
+            m.check_known(op, &["shape", "dtype", "place", "min", "max"])?;
+            Dist::Uniform { min: m.field(op, "min")?, max: m.field(op, "max")? }
+        } else {
+            m.check_known(op, &["shape", "dtype", "place", "mean", "std"])?;
+            Dist::Normal { mean: m.field(op, "mean")?, std: m.field(op, "std")? }
+        };
+        Ok(FloatRandomAttrs {
+            shape: m.field(op, "shape")?,
+            dtype: m.field(op, "dtype")?,
+            place: m.field(op, "place")?,
+            dist,
+        })
     }
 }
+
+/// Uniform or normal floats (`paddle.uniform` / `paddle.gaussian` and their shorthands).
+pub(crate) struct FloatRandomOp(&'static str);
+
+pub(crate) static UNIFORM: FloatRandomOp = FloatRandomOp("uniform");
+pub(crate) static GAUSSIAN: FloatRandomOp = FloatRandomOp("gaussian");
 
 fn check_finite(op: &'static str, what: &str, v: f64) -> Result<()> {
     if !v.is_finite() {
         return Err(Error::invalid(op, format!("{what} must be finite, got {v}")));
     }
     Ok(())
+}
+
+impl Op for FloatRandomOp {
+    type Attrs = FloatRandomAttrs;
+    type Plan = ();
+
+    fn name(&self) -> &'static str {
+        self.0
+    }
+
+    fn infer(&self, xs: &[&TensorMeta], a: &FloatRandomAttrs) -> Result<(Vec<TensorMeta>, ())> {
+        let op = self.0;
+        if !xs.is_empty() {
+            return Err(Error::invalid(op, format!("takes no tensors, got {}", xs.len())));
+        }
+        if !a.dtype.is_float() {
+            return Err(Error::unsupported(op, a.dtype, "(expected float16, float32 or float64)"));
+        }
+        match a.dist {
+            Dist::Uniform { min, max } => {
+                check_finite(op, "min", min)?;
+                check_finite(op, "max", max)?;
+                if min > max {
+                    return Err(Error::invalid(op, format!("min {min} is greater than max {max}")));
+                }
+            }
+            Dist::Normal { mean, std } => {
+                check_finite(op, "mean", mean)?;
+                check_finite(op, "std", std)?;
+                if std < 0.0 {
+                    return Err(Error::invalid(op, format!("std must be non-negative, got {std}")));
+                }
+            }
+        }
+        crate::tensor::create::check_size(op, &a.shape, a.dtype)?;
+        Ok((vec![TensorMeta::new(a.shape.clone(), a.dtype, a.place)], ()))
+    }
+
+    fn cpu(&self, k: &mut CpuCall<'_>, a: &FloatRandomAttrs, _: &()) -> Result<Vec<CpuData>> {
+        let n = k.outs[0].numel();
+        let data = match a.dtype {
+            DType::Float64 => CpuData::F64(random_f64(n, a.dist)),
+            DType::Float16 => CpuData::F16(random_f32(n, a.dist).into_iter().map(half::f16::from_f32).collect()),
+            _ => CpuData::F32(random_f32(n, a.dist)),
+        };
+        Ok(vec![data])
+    }
+
+    fn gpu(&self, k: &GpuCall<'_>, a: &FloatRandomAttrs, _: &()) -> Result<()> {
+        let n = k.outs[0].numel();
+        let stream = Stream::for_elements(n, 4);
+        let (entry, p, q) = match a.dist {
+            Dist::Uniform { min, max } => ("uniform", (max - min) as f32, min as f32),
+            Dist::Normal { mean, std } => ("normal", mean as f32, std as f32),
+        };
+        let extra = [p.to_bits(), q.to_bits()];
+        if a.dtype == DType::Float16 {
+            let tmp = k.ctx.alloc(self.0, 4 * n as u64)?;
+            stream.dispatch(k.ctx, entry, n, DType::Float32, &extra, &tmp)?;
+            let half = gpu_cast(k.ctx, &tmp, DType::Float32, DType::Float16, n)?;
+            return k.ctx.copy(&half, 0, k.y(0), 0, crate::backend::cpu::gpu_bytes(DType::Float16, n).div_ceil(4) * 4);
+        }
+        stream.dispatch(k.ctx, entry, n, DType::Float32, &extra, k.y(0))
+    }
+
+    fn half(&self) -> Half {
+        Half::Native
+    }
+}
+
+/// `n` float32 draws of `dist` (32-bit layout).
+fn random_f32(n: usize, dist: Dist) -> Vec<f32> {
+    let stream = Stream::for_elements(n, 4);
+    let mut out = vec![0.0f32; n];
+    match dist {
+        Dist::Uniform { min, max } => {
+            let (scale, shift) = ((max - min) as f32, min as f32);
+            stream.fill(&mut out, 4, |w, l| (w[l] >> 8) as f32 * TWO_NEG24 * scale + shift)
+        }
+        Dist::Normal { mean, std } => {
+            let (mean, std) = (mean as f32, std as f32);
+            stream.fill(&mut out, 4, |w, l| {
+                let p = l / 2;
+                let (c, s) = box_muller_f32(w[2 * p], w[2 * p + 1]);
+                (if l % 2 == 0 { c } else { s }) * std + mean
+            })
+        }
+    }
+    out
+}
+
+/// `n` float64 draws of `dist` (64-bit layout).
+fn random_f64(n: usize, dist: Dist) -> Vec<f64> {
+    let stream = Stream::for_elements(n, 2);
+    let mut out = vec![0.0f64; n];
+    match dist {
+        Dist::Uniform { min, max } => {
+            let scale = max - min;
+            stream.fill(&mut out, 2, |w, h| (u64_of(w, h) >> 11) as f64 * TWO_NEG53 * scale + min)
+        }
+        Dist::Normal { mean, std } => stream.fill(&mut out, 2, |w, h| {
+            let (c, s) = box_muller_f64(u64_of(w, 0), u64_of(w, 1));
+            (if h == 0 { c } else { s }) * std + mean
+        }),
+    }
+    out
+}
+
+/// A float tensor of `dist` on `place`.
+fn float_random(op: &'static str, shape: Vec<usize>, dtype: DType, place: Place, dist: Dist) -> Result<Tensor> {
+    let entry = if matches!(dist, Dist::Uniform { .. }) { &UNIFORM } else { &GAUSSIAN };
+    apply1(entry, &[], FloatRandomAttrs { shape, dtype, place, dist }).map_err(|e| e.called_as(entry.0, op))
 }
 
 /// Uniform float32 values in `[0, 1)` of `shape` on the current place (`paddle.rand`).
@@ -318,14 +419,7 @@ pub fn uniform(shape: impl IntoShape, dtype: DType, min: f64, max: f64) -> Resul
 
 /// [`uniform`] on an explicit place.
 pub fn uniform_on(shape: impl IntoShape, dtype: DType, min: f64, max: f64, place: Place) -> Result<Tensor> {
-    const OP: &str = "uniform";
-    let shape = shape.into_dims(OP)?;
-    check_finite(OP, "min", min)?;
-    check_finite(OP, "max", max)?;
-    if min > max {
-        return Err(Error::invalid(OP, format!("min {min} is greater than max {max}")));
-    }
-    float_random(OP, shape, dtype, place, Dist::Uniform { min, max })
+    float_random("uniform", shape.into_dims("uniform")?, dtype, place, Dist::Uniform { min, max })
 }
 
 /// Normal values with `mean` and standard deviation `std`, float32 (`paddle.normal` with
@@ -346,14 +440,7 @@ pub fn gaussian(shape: impl IntoShape, mean: f64, std: f64, dtype: DType) -> Res
 
 /// [`gaussian`] on an explicit place.
 pub fn gaussian_on(shape: impl IntoShape, mean: f64, std: f64, dtype: DType, place: Place) -> Result<Tensor> {
-    const OP: &str = "normal";
-    let shape = shape.into_dims(OP)?;
-    check_finite(OP, "mean", mean)?;
-    check_finite(OP, "std", std)?;
-    if std < 0.0 {
-        return Err(Error::invalid(OP, format!("std must be non-negative, got {std}")));
-    }
-    float_random(OP, shape, dtype, place, Dist::Normal { mean, std })
+    float_random("normal", shape.into_dims("normal")?, dtype, place, Dist::Normal { mean, std })
 }
 
 /// Uniform values in `[0, 1)` with `x`'s shape, dtype (a float type) and place.
@@ -373,40 +460,77 @@ pub fn randint(low: i64, high: i64, shape: impl IntoShape, dtype: DType) -> Resu
 
 /// [`randint`] on an explicit place.
 pub fn randint_on(low: i64, high: i64, shape: impl IntoShape, dtype: DType, place: Place) -> Result<Tensor> {
-    const OP: &str = "randint";
-    let shape = shape.into_dims(OP)?;
-    if !dtype.is_int() {
-        return Err(Error::unsupported(OP, dtype, "(expected int32 or int64)"));
+    let shape = shape.into_dims("randint")?;
+    apply1(&RANDINT, &[], RandintAttrs { low, high, shape, dtype, place })
+}
+
+/// `randint`'s attributes.
+#[derive(Clone, Debug, PartialEq, dygraph_derive::Attrs)]
+pub(crate) struct RandintAttrs {
+    pub low: i64,
+    pub high: i64,
+    pub shape: Vec<usize>,
+    pub dtype: DType,
+    pub place: Place,
+}
+
+/// Uniform integers in `[low, high)` (`paddle.randint`).
+pub(crate) struct RandintOp;
+
+pub(crate) static RANDINT: RandintOp = RandintOp;
+
+impl Op for RandintOp {
+    type Attrs = RandintAttrs;
+    type Plan = ();
+
+    fn name(&self) -> &'static str {
+        "randint"
     }
-    if low >= high {
-        return Err(Error::invalid(OP, format!("low {low} must be less than high {high}")));
-    }
-    if dtype == DType::Int32 && (low < i32::MIN as i64 || high - 1 > i32::MAX as i64) {
-        return Err(Error::invalid(OP, format!("[{low}, {high}) does not fit int32")));
-    }
-    let range = high.wrapping_sub(low) as u64;
-    let n: usize = shape.iter().product();
-    let stream = Stream::for_elements(n, 2);
-    let value = |w: &[u32; 4], h: usize| low.wrapping_add(below(u64_of(w, h), range) as i64);
-    match place {
-        Place::Cpu => {
-            let data = if dtype == DType::Int32 {
-                let mut out = vec![0i32; n];
-                stream.fill(&mut out, 2, |w, h| value(w, h) as i32);
-                CpuData::I32(out)
-            } else {
-                let mut out = vec![0i64; n];
-                stream.fill(&mut out, 2, value);
-                CpuData::I64(out)
-            };
-            Ok(Tensor::from_cpu(data, shape))
+
+    fn infer(&self, xs: &[&TensorMeta], a: &RandintAttrs) -> Result<(Vec<TensorMeta>, ())> {
+        const OP: &str = "randint";
+        if !xs.is_empty() {
+            return Err(Error::invalid(OP, format!("takes no tensors, got {}", xs.len())));
         }
-        Place::Gpu(_) => {
-            let entry = if dtype == DType::Int32 { "randint_i32" } else { "randint_i64" };
-            let extra = [low as u32, (low >> 32) as u32, range as u32, (range >> 32) as u32];
-            let buf = stream.dispatch(place, OP, entry, n, dtype, &extra)?;
-            Ok(Tensor::from_gpu(buf, shape, dtype))
+        if !a.dtype.is_int() {
+            return Err(Error::unsupported(OP, a.dtype, "(expected int32 or int64)"));
         }
+        let (low, high) = (a.low, a.high);
+        if low >= high {
+            return Err(Error::invalid(OP, format!("low {low} must be less than high {high}")));
+        }
+        if a.dtype == DType::Int32 && (low < i32::MIN as i64 || high - 1 > i32::MAX as i64) {
+            return Err(Error::invalid(OP, format!("[{low}, {high}) does not fit int32")));
+        }
+        crate::tensor::create::check_size(OP, &a.shape, a.dtype)?;
+        Ok((vec![TensorMeta::new(a.shape.clone(), a.dtype, a.place)], ()))
+    }
+
+    fn cpu(&self, k: &mut CpuCall<'_>, a: &RandintAttrs, _: &()) -> Result<Vec<CpuData>> {
+        let n = k.outs[0].numel();
+        let range = a.high.wrapping_sub(a.low) as u64;
+        let stream = Stream::for_elements(n, 2);
+        let low = a.low;
+        let value = |w: &[u32; 4], h: usize| low.wrapping_add(below(u64_of(w, h), range) as i64);
+        Ok(vec![if a.dtype == DType::Int32 {
+            let mut out = vec![0i32; n];
+            stream.fill(&mut out, 2, |w, h| value(w, h) as i32);
+            CpuData::I32(out)
+        } else {
+            let mut out = vec![0i64; n];
+            stream.fill(&mut out, 2, value);
+            CpuData::I64(out)
+        }])
+    }
+
+    fn gpu(&self, k: &GpuCall<'_>, a: &RandintAttrs, _: &()) -> Result<()> {
+        let n = k.outs[0].numel();
+        let range = a.high.wrapping_sub(a.low) as u64;
+        let stream = Stream::for_elements(n, 2);
+        let entry = if a.dtype == DType::Int32 { "randint_i32" } else { "randint_i64" };
+        let low = a.low;
+        let extra = [low as u32, (low >> 32) as u32, range as u32, (range >> 32) as u32];
+        stream.dispatch(k.ctx, entry, n, a.dtype, &extra, k.y(0))
     }
 }
 
@@ -420,18 +544,58 @@ pub fn randperm(n: usize, dtype: DType) -> Result<Tensor> {
 
 /// [`randperm`] on an explicit place.
 pub fn randperm_on(n: usize, dtype: DType, place: Place) -> Result<Tensor> {
-    const OP: &str = "randperm";
-    if dtype == DType::Bool {
-        return Err(Error::unsupported(OP, dtype, "(expected an integer or float dtype)"));
+    apply1(&RANDPERM, &[], RandpermAttrs { n, dtype, place })
+}
+
+/// `randperm`'s attributes.
+#[derive(Clone, Debug, PartialEq, dygraph_derive::Attrs)]
+pub(crate) struct RandpermAttrs {
+    pub n: usize,
+    pub dtype: DType,
+    pub place: Place,
+}
+
+/// A random permutation of `0..n` (`paddle.randperm`).
+pub(crate) struct RandpermOp;
+
+pub(crate) static RANDPERM: RandpermOp = RandpermOp;
+
+impl Op for RandpermOp {
+    type Attrs = RandpermAttrs;
+    type Plan = ();
+
+    fn name(&self) -> &'static str {
+        "randperm"
     }
-    if dtype == DType::Int32 && n > i32::MAX as usize {
-        return Err(Error::invalid(OP, format!("n = {n} does not fit int32")));
+
+    fn infer(&self, xs: &[&TensorMeta], a: &RandpermAttrs) -> Result<(Vec<TensorMeta>, ())> {
+        const OP: &str = "randperm";
+        if !xs.is_empty() {
+            return Err(Error::invalid(OP, format!("takes no tensors, got {}", xs.len())));
+        }
+        if a.dtype == DType::Bool {
+            return Err(Error::unsupported(OP, a.dtype, "(expected an integer or float dtype)"));
+        }
+        if a.dtype == DType::Int32 && a.n > i32::MAX as usize {
+            return Err(Error::invalid(OP, format!("n = {} does not fit int32", a.n)));
+        }
+        // The host shuffle holds one usize per element.
+        crate::tensor::create::check_size(OP, &[a.n], DType::Int64)?;
+        Ok((vec![TensorMeta::new(vec![a.n], a.dtype, a.place)], ()))
     }
-    if place.is_gpu() {
-        wgsl::check_gpu_dtype(OP, dtype, place)?;
+
+    fn cpu(&self, _: &mut CpuCall<'_>, a: &RandpermAttrs, _: &()) -> Result<Vec<CpuData>> {
+        Ok(vec![CpuData::from_i64(a.dtype, permutation(a.n).into_iter().map(|v| v as i64))])
     }
-    let perm = permutation(n);
-    Tensor::from_data_on(CpuData::from_i64(dtype, perm.into_iter().map(|v| v as i64)), vec![n], place)
+
+    fn gpu(&self, k: &GpuCall<'_>, a: &RandpermAttrs, _: &()) -> Result<()> {
+        let data = CpuData::from_i64(a.dtype, permutation(a.n).into_iter().map(|v| v as i64));
+        k.ctx.write(k.y(0), &data.to_gpu_bytes())
+    }
+
+    fn half(&self) -> Half {
+        Half::Native
+    }
 }
 
 /// A permutation of `0..n` on the host (Fisher–Yates on the global Philox stream): what
@@ -448,30 +612,34 @@ pub(crate) fn permutation(n: usize) -> Vec<usize> {
     perm
 }
 
-/// Dropout's keep-mask scaled by `scale`: element `i` is `scale` where the uniform draw
-/// `(w >> 8) · 2^-24` (32-bit layout) is `>= p`, else 0. float32 (float64 on a float64 CPU
-/// request); the comparison is done on the integer `w >> 8` against `ceil(p · 2^24)`, so it is
-/// exact and the same on every place.
-pub(crate) fn dropout_mask(shape: &[usize], p: f64, scale: f64, dtype: DType, place: Place) -> Result<Tensor> {
-    let n: usize = shape.iter().product();
-    let threshold = (p * 16_777_216.0).ceil().clamp(0.0, 16_777_216.0) as u32;
+/// Dropout's keep-mask threshold: element `i` is kept when its uniform draw
+/// `(w >> 8) · 2^-24` (32-bit layout) is `>= p`; comparing the integer `w >> 8` against
+/// `ceil(p · 2^24)` is exact and the same on every place.
+fn keep_threshold(p: f64) -> u32 {
+    (p * 16_777_216.0).ceil().clamp(0.0, 16_777_216.0) as u32
+}
+
+/// `n` mask values: `scale` where kept, else 0, from a fresh stream.
+fn cpu_mask<T: Copy + Send + Sync + Default>(n: usize, p: f64, scale: T) -> Vec<T> {
+    let threshold = keep_threshold(p);
     let stream = Stream::for_elements(n, 4);
-    match place {
-        Place::Cpu if dtype == DType::Float64 => {
-            let mut out = vec![0.0f64; n];
-            stream.fill(&mut out, 4, |w, l| if (w[l] >> 8) >= threshold { scale } else { 0.0 });
-            Ok(Tensor::from_cpu(CpuData::F64(out), shape.to_vec()))
-        }
-        Place::Cpu => {
-            let s = scale as f32;
-            let mut out = vec![0.0f32; n];
-            stream.fill(&mut out, 4, |w, l| if (w[l] >> 8) >= threshold { s } else { 0.0 });
-            Ok(Tensor::from_cpu(CpuData::F32(out), shape.to_vec()))
-        }
-        Place::Gpu(_) => {
-            let extra = [threshold, (scale as f32).to_bits()];
-            let buf = stream.dispatch(place, "dropout", "dropout_mask", n, DType::Float32, &extra)?;
-            Ok(Tensor::from_gpu(buf, shape.to_vec(), DType::Float32))
-        }
+    let mut out = vec![T::default(); n];
+    stream.fill(&mut out, 4, |w, l| if (w[l] >> 8) >= threshold { scale } else { T::default() });
+    out
+}
+
+/// Records the mask of `n` elements into `out` (float32).
+pub(crate) fn gpu_mask(ctx: &GpuContext, n: usize, p: f64, scale: f64, out: &GpuBuffer) -> Result<()> {
+    let stream = Stream::for_elements(n, 4);
+    let extra = [keep_threshold(p), (scale as f32).to_bits()];
+    stream.dispatch(ctx, "dropout_mask", n, DType::Float32, &extra, out)
+}
+
+/// Host mask data of `dtype` (float32 or float64).
+pub(crate) fn cpu_mask_data(n: usize, p: f64, scale: f64, dtype: DType) -> CpuData {
+    if dtype == DType::Float64 {
+        CpuData::F64(cpu_mask(n, p, scale))
+    } else {
+        CpuData::F32(cpu_mask(n, p, scale as f32))
     }
 }

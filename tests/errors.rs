@@ -215,7 +215,7 @@ fn float64_on_the_gpu() {
         ("zeros", dygraph::zeros_on([2], DType::Float64, g)),
         ("full", dygraph::full_on([2], 1.5, DType::Float64, g)),
         ("cast", f32s(&[1.0], &[1], g).cast(DType::Float64)),
-        ("to_tensor", tensor(&[1.0], &[1], DType::Float64, Place::Cpu).to(g)),
+        ("to", tensor(&[1.0], &[1], DType::Float64, Place::Cpu).to(g)),
         ("arange", dygraph::guard(g, || dygraph::arange(0.0, 3.0, 1.0, DType::Float64))),
     ];
     for (op, r) in cases {

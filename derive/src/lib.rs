@@ -9,6 +9,9 @@
 //! - `#[layer(param)]`: a `Tensor` parameter of this layer;
 //! - `#[layer(buffer)]`: a `Tensor` saved in the state dict but not trained;
 //! - `#[layer(skip)]`: anything else (hyper-parameters, caches).
+//!
+//! `#[derive(Attrs)]` (inside dygraph) converts an op's attribute struct to and from the flat
+//! attribute map: each named field is one attribute of the same name.
 
 use proc_macro::TokenStream;
 use quote::quote;
@@ -106,6 +109,42 @@ fn expand(input: &DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
             }
             fn visit_sublayers_mut(&mut self, f: &mut dyn FnMut(&str, &mut dyn ::dygraph::nn::Layer)) {
                 #sm
+            }
+        }
+    })
+}
+
+/// Implements `dygraph::ops::Attrs` for a struct with named fields, each an `AttrField`.
+#[proc_macro_derive(Attrs)]
+pub fn derive_attrs(input: TokenStream) -> TokenStream {
+    let input = parse_macro_input!(input as DeriveInput);
+    match expand_attrs(&input) {
+        Ok(ts) => ts.into(),
+        Err(e) => e.to_compile_error().into(),
+    }
+}
+
+fn expand_attrs(input: &DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
+    let name = &input.ident;
+    let Data::Struct(data) = &input.data else {
+        return Err(syn::Error::new_spanned(name, "#[derive(Attrs)] needs a struct"));
+    };
+    let idents: Vec<&syn::Ident> = match &data.fields {
+        Fields::Named(f) => f.named.iter().map(|f| f.ident.as_ref().expect("named field")).collect(),
+        Fields::Unit => Vec::new(),
+        Fields::Unnamed(_) => return Err(syn::Error::new_spanned(name, "#[derive(Attrs)] needs named fields")),
+    };
+    let keys: Vec<String> = idents.iter().map(|i| i.to_string()).collect();
+    Ok(quote! {
+        impl ::dygraph::ops::Attrs for #name {
+            fn to_map(&self) -> ::dygraph::ops::AttrMap {
+                let mut m = ::dygraph::ops::AttrMap::new();
+                #( m.set(#keys, ::dygraph::ops::AttrField::to_attr(&self.#idents)); )*
+                m
+            }
+            fn from_map(op: &'static str, map: &::dygraph::ops::AttrMap) -> ::dygraph::Result<Self> {
+                map.check_known(op, &[#(#keys),*])?;
+                Ok(#name { #( #idents: map.field(op, #keys)?, )* })
             }
         }
     })

@@ -1,7 +1,9 @@
 //! The backward engine: collect the nodes reachable from the roots, count each node's
 //! consumers, then run nodes whose consumers are all done (Kahn's algorithm). Ready nodes
 //! are taken newest first, so the order is deterministic; no recursion, each node runs
-//! once, and gradients arriving along several paths are summed before a node runs.
+//! once, and gradients arriving along several paths are summed before a node runs. For
+//! `grad()` the graph is pruned to the nodes that lead to the requested inputs, and every
+//! backward rule is told which of its input gradients are needed.
 
 use std::collections::{BinaryHeap, HashMap};
 use std::sync::Arc;
@@ -31,7 +33,31 @@ pub(crate) enum Sink<'a> {
     Targets(&'a [Tensor]),
 }
 
-/// Runs backward from `roots` (tensor, gradient) pairs.
+/// Replaces `g` by each hook's result in turn, checking that a hook keeps the gradient's
+/// shape, dtype and place.
+fn run_hooks(what: &str, hooks: &[super::Hook], mut g: Tensor) -> Result<Tensor> {
+    for h in hooks {
+        if let Some(r) = h(&g) {
+            if r.shape() != g.shape() || r.dtype() != g.dtype() || r.place() != g.place() {
+                return Err(Error::Autograd(format!(
+                    "a gradient hook on {what} returned a gradient of shape {:?}, {} on {} for a gradient of shape \
+                     {:?}, {} on {}",
+                    r.shape(),
+                    r.dtype(),
+                    r.place(),
+                    g.shape(),
+                    g.dtype(),
+                    g.place()
+                )));
+            }
+            g = r;
+        }
+    }
+    Ok(g)
+}
+
+/// Runs backward from `roots` (tensor, gradient) pairs. With `Sink::Targets` only the nodes
+/// on a path to a target run, and each computes only the input gradients that lead to one.
 pub(crate) fn run(
     roots: &[(Tensor, Tensor)],
     sink: Sink<'_>,
@@ -47,9 +73,8 @@ pub(crate) fn run(
     let mut captured: Vec<Option<Tensor>> = vec![None; targets.len()];
     let accumulate_leaves = matches!(sink, Sink::Leaves);
 
-    // 1. Reachable nodes and, for each, how many input edges point at it.
+    // 1. Reachable nodes.
     let mut nodes: HashMap<NodeId, Arc<Node>> = HashMap::new();
-    let mut deps: HashMap<NodeId, usize> = HashMap::new();
     let mut stack: Vec<Arc<Node>> = Vec::new();
     for (t, _) in roots {
         if let Some(e) = t.grad_fn()
@@ -60,16 +85,58 @@ pub(crate) fn run(
     }
     while let Some(n) = stack.pop() {
         for inp in n.inputs.iter().flatten() {
-            if let Some(e) = inp.grad_fn() {
-                *deps.entry(id(&e.node)).or_insert(0) += 1;
-                if nodes.insert(id(&e.node), e.node.clone()).is_none() {
-                    stack.push(e.node);
-                }
+            if let Some(e) = inp.grad_fn()
+                && nodes.insert(id(&e.node), e.node.clone()).is_none()
+            {
+                stack.push(e.node);
             }
         }
     }
 
-    // 2. Seed the roots' gradients.
+    // 2. Which inputs of each node lead to a wanted gradient (producers first, by seq), and
+    //    which nodes are relevant: their rule runs, or a target's gradient is read at them.
+    let mut order: Vec<&Arc<Node>> = nodes.values().collect();
+    order.sort_by_key(|n| n.seq);
+    let is_capture = |n: &Arc<Node>| target_edges.iter().flatten().any(|e| Arc::ptr_eq(&e.node, n));
+    let mut leads: HashMap<NodeId, Vec<bool>> = HashMap::new();
+    let mut relevant: HashMap<NodeId, bool> = HashMap::new();
+    for n in &order {
+        let l: Vec<bool> = n
+            .inputs
+            .iter()
+            .map(|inp| match inp {
+                None => false,
+                Some(_) if accumulate_leaves => true,
+                Some(t) => match t.grad_fn() {
+                    None => targets.iter().any(|target| target.same_tensor(t)),
+                    Some(e) => {
+                        let pid = id(&e.node);
+                        target_edges.iter().flatten().any(|te| Arc::ptr_eq(&te.node, &e.node) && te.slot == e.slot)
+                            || leads.get(&pid).is_some_and(|v| v.iter().any(|&b| b))
+                    }
+                },
+            })
+            .collect();
+        relevant.insert(id(n), accumulate_leaves || l.iter().any(|&b| b) || is_capture(n));
+        leads.insert(id(n), l);
+    }
+
+    // 3. Each relevant node's count of relevant consumers still to run.
+    let mut deps: HashMap<NodeId, usize> = HashMap::new();
+    for n in &order {
+        if !relevant[&id(n)] {
+            continue;
+        }
+        for (inp, &l) in n.inputs.iter().zip(&leads[&id(n)]) {
+            if let (Some(t), true) = (inp, l)
+                && let Some(e) = t.grad_fn()
+            {
+                *deps.entry(id(&e.node)).or_insert(0) += 1;
+            }
+        }
+    }
+
+    // 4. Seed the roots' gradients.
     let mut buffers: HashMap<NodeId, Vec<Option<Tensor>>> = HashMap::new();
     let deliver_leaf = |t: &Tensor, g: Tensor, captured: &mut Vec<Option<Tensor>>| -> Result<()> {
         let mut hit = false;
@@ -94,12 +161,12 @@ pub(crate) fn run(
         }
     }
 
-    // 3. Kahn's algorithm, newest node first among the ready ones.
+    // 5. Kahn's algorithm over the relevant nodes, newest first among the ready ones.
     let mut ready: BinaryHeap<(u64, usize)> = BinaryHeap::new();
     let mut by_seq: HashMap<u64, NodeId> = HashMap::new();
     for (nid, n) in &nodes {
         by_seq.insert(n.seq, *nid);
-        if deps.get(nid).copied().unwrap_or(0) == 0 {
+        if relevant[nid] && deps.get(nid).copied().unwrap_or(0) == 0 {
             ready.push((n.seq, 0));
         }
     }
@@ -110,16 +177,12 @@ pub(crate) fn run(
         let mut grads = Vec::with_capacity(slots.len());
         for (slot, g) in slots.into_iter().enumerate() {
             let info = &node.outputs[slot];
-            let mut g = match g {
+            let g = match g {
                 Some(g) => g,
                 None => crate::zeros_on(&info.shape, info.dtype, info.place)?,
             };
             let hooks = node.hooks.lock().unwrap_or_else(|e| e.into_inner())[slot].clone();
-            for h in hooks {
-                if let Some(r) = h(&g) {
-                    g = r;
-                }
-            }
+            let g = run_hooks(&format!("output {slot} of {}", node.name), &hooks, g)?;
             for (i, te) in target_edges.iter().enumerate() {
                 if let Some(te) = te
                     && Arc::ptr_eq(&te.node, &node)
@@ -130,7 +193,10 @@ pub(crate) fn run(
             }
             grads.push(g);
         }
-        let needs: Vec<bool> = node.inputs.iter().map(|i| i.is_some()).collect();
+        let needs = &leads[&nid];
+        if !needs.iter().any(|&b| b) {
+            continue;
+        }
         let input_grads = {
             let mut f = node.backward.lock().unwrap_or_else(|e| e.into_inner());
             let rule = f.as_ref().ok_or_else(|| {
@@ -140,7 +206,7 @@ pub(crate) fn run(
                     node.name
                 ))
             })?;
-            let out = rule(&BackwardCtx { grads: &grads, needs: &needs })?;
+            let out = rule(&BackwardCtx { grads: &grads, needs })?;
             if !retain_graph {
                 *f = None;
             }
@@ -149,15 +215,20 @@ pub(crate) fn run(
         drop(grads);
         for (i, inp) in node.inputs.iter().enumerate() {
             let Some(inp) = inp else { continue };
+            if !needs[i] {
+                continue;
+            }
             let g = input_grads.get(i).cloned().flatten();
             if let Some(g) = &g
-                && g.shape() != inp.shape()
+                && (g.shape() != inp.shape() || g.place() != inp.place())
             {
                 return Err(Error::Autograd(format!(
-                    "backward of {} produced a gradient of shape {:?} for input {i} of shape {:?}",
+                    "backward of {} produced a gradient of shape {:?} on {} for input {i} of shape {:?} on {}",
                     node.name,
                     g.shape(),
-                    inp.shape()
+                    g.place(),
+                    inp.shape(),
+                    inp.place()
                 )));
             }
             match inp.grad_fn() {
@@ -167,10 +238,11 @@ pub(crate) fn run(
                         let buf = buffers.entry(pid).or_insert_with(|| vec![None; e.node.outputs.len()]);
                         accumulate(&mut buf[e.slot], g)?;
                     }
-                    let d = deps.get_mut(&pid).expect("every reachable producer was counted");
-                    *d -= 1;
-                    if *d == 0 {
-                        ready.push((e.node.seq, 0));
+                    if let Some(d) = deps.get_mut(&pid) {
+                        *d -= 1;
+                        if *d == 0 {
+                            ready.push((e.node.seq, 0));
+                        }
                     }
                 }
                 None => {
@@ -184,19 +256,15 @@ pub(crate) fn run(
     Ok(captured)
 }
 
-fn accumulate_into_leaf(t: &Tensor, mut g: Tensor) -> Result<()> {
-    let hooks = t.meta().hooks.clone();
-    for h in hooks {
-        if let Some(r) = h(&g) {
-            g = r;
-        }
-    }
-    let old = t.meta().grad.take();
+fn accumulate_into_leaf(t: &Tensor, g: Tensor) -> Result<()> {
+    let hooks = t.grad_meta().hooks.clone();
+    let g = run_hooks(&format!("a leaf of shape {:?}", t.shape()), &hooks, g)?;
+    let old = t.grad_meta().grad.take();
     let new = match old {
         Some(o) => o.add(&g)?,
         None => g,
     };
-    t.meta().grad = Some(new);
+    t.grad_meta().grad = Some(new);
     Ok(())
 }
 

@@ -85,28 +85,16 @@ pub(crate) struct BackwardCtx<'a> {
     pub needs: &'a [bool],
 }
 
-impl BackwardCtx<'_> {
-    /// Gradient of the first (usually only) output.
-    pub fn grad(&self) -> &Tensor {
-        &self.grads[0]
-    }
-
-    /// True when input `i` needs a gradient.
-    pub fn needs(&self, i: usize) -> bool {
-        self.needs.get(i).copied().unwrap_or(false)
-    }
-}
-
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
 impl Tensor {
     /// True when gradients flow into this tensor.
     pub(crate) fn requires_grad(&self) -> bool {
-        !self.meta().stop_gradient
+        !self.grad_meta().stop_gradient
     }
 
     pub(crate) fn grad_fn(&self) -> Option<Edge> {
-        self.meta().grad_fn.clone()
+        self.grad_meta().grad_fn.clone()
     }
 }
 
@@ -137,20 +125,9 @@ pub(crate) fn record(
         hooks: Mutex::new(vec![Vec::new(); outputs.len()]),
     });
     for (slot, o) in outputs.iter().enumerate() {
-        let mut m = o.meta();
+        let mut m = o.grad_meta();
         m.grad_fn = Some(Edge { node: node.clone(), slot });
         m.stop_gradient = false;
     }
     true
-}
-
-/// `record` for the common single-output case; returns the output for chaining.
-pub(crate) fn record1(
-    name: &'static str,
-    inputs: &[&Tensor],
-    out: Tensor,
-    backward: impl Fn(&BackwardCtx<'_>) -> Result<Vec<Option<Tensor>>> + Send + Sync + 'static,
-) -> Tensor {
-    record(name, inputs, &[&out], backward);
-    out
 }

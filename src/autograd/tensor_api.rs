@@ -79,7 +79,7 @@ impl Tensor {
 
     /// The accumulated gradient, if any.
     pub fn grad(&self) -> Option<Tensor> {
-        self.meta().grad.clone()
+        self.grad_meta().grad.clone()
     }
 
     /// The gradient as a host array (Paddle 1.x `gradient()`); `None` before backward.
@@ -92,23 +92,23 @@ impl Tensor {
 
     /// Drops the accumulated gradient (`clear_gradient` / `clear_grad`).
     pub fn clear_gradient(&self) {
-        self.meta().grad = None;
+        self.grad_meta().grad = None;
     }
 
     /// Paddle's `stop_gradient`: true when no gradient flows into this tensor.
     pub fn stop_gradient(&self) -> bool {
-        self.meta().stop_gradient
+        self.grad_meta().stop_gradient
     }
 
     /// Sets `stop_gradient`; `false` makes a leaf collect gradients.
     pub fn set_stop_gradient(&self, stop: bool) -> &Self {
-        self.meta().stop_gradient = stop;
+        self.grad_meta().stop_gradient = stop;
         self
     }
 
     /// True for tensors not produced by a recorded op.
     pub fn is_leaf(&self) -> bool {
-        self.meta().grad_fn.is_none()
+        self.grad_meta().grad_fn.is_none()
     }
 
     /// A tensor sharing this one's memory, cut from the graph (`stop_gradient=True`).
@@ -128,7 +128,7 @@ impl Tensor {
         let hook: super::Hook = Arc::new(hook);
         match self.grad_fn() {
             Some(e) => e.node.hooks.lock().unwrap_or_else(|p| p.into_inner())[e.slot].push(hook),
-            None => self.meta().hooks.push(hook),
+            None => self.grad_meta().hooks.push(hook),
         }
         Ok(())
     }
@@ -141,12 +141,12 @@ impl Tensor {
         let weak = self.downgrade();
         self.register_hook(move |g| {
             if let Ok(t) = weak.upgrade() {
-                let old = t.meta().grad.take();
+                let old = t.grad_meta().grad.take();
                 let new = match old {
                     Some(o) => o.add(g).unwrap_or_else(|_| g.clone()),
                     None => g.detach(),
                 };
-                t.meta().grad = Some(new);
+                t.grad_meta().grad = Some(new);
             }
             None
         })
@@ -154,21 +154,21 @@ impl Tensor {
 
     /// The tensor's name, if set.
     pub fn name(&self) -> Option<String> {
-        self.meta().name.clone()
+        self.grad_meta().name.clone()
     }
 
     /// The learning-rate multiplier optimizers apply to this parameter (default 1).
     pub fn learning_rate_multiplier(&self) -> f64 {
-        self.meta().lr_mult
+        self.grad_meta().lr_mult
     }
 
     /// Sets the learning-rate multiplier (Paddle's `ParamAttr(learning_rate=...)`).
     pub fn set_learning_rate_multiplier(&self, mult: f64) {
-        self.meta().lr_mult = mult;
+        self.grad_meta().lr_mult = mult;
     }
 
     /// Names the tensor (parameters get their dotted path).
     pub fn set_name(&self, name: impl Into<String>) {
-        self.meta().name = Some(name.into());
+        self.grad_meta().name = Some(name.into());
     }
 }

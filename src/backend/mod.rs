@@ -13,6 +13,8 @@ use crate::Place;
 pub(crate) enum Storage {
     Cpu(Arc<RwLock<cpu::CpuData>>),
     Gpu(Arc<gpu::GpuBuffer>),
+    /// No data: a meta tensor (shape, dtype and place only).
+    Meta(Place),
 }
 
 impl Storage {
@@ -20,6 +22,7 @@ impl Storage {
         match self {
             Storage::Cpu(_) => Place::Cpu,
             Storage::Gpu(b) => Place::Gpu(b.ctx.index),
+            Storage::Meta(p) => *p,
         }
     }
 

@@ -6,6 +6,7 @@ pub mod init;
 mod layer;
 mod layers;
 pub mod loss;
+mod summary;
 
 pub use crate::ops::nn::{Conv2dOptions, Padding, Pair, Pool2dOptions};
 pub use dygraph_derive::Layer;
@@ -16,3 +17,4 @@ pub use loss::{
     BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, CrossEntropyOptions, L1Loss, MSELoss, NLLLoss, Reduction,
     SmoothL1Loss,
 };
+pub use summary::{Summary, SummaryRow, summarize, summary};

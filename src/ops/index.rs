@@ -13,35 +13,48 @@
 //! the CPU an index out of range is an `InvalidArgument` error naming the op, the value and the
 //! size; the GPU cannot check without a readback, so there an out-of-range index reads 0 (and
 //! receives no gradient).
+//!
+//! Registry entries: the public ops (`index_select`, `gather`, `take_along_axis`,
+//! `embedding`, `one_hot`) and the two primitives their gradients are written in
+//! (`index_gather`, `index_scatter_add`), each of which is the other's gradient.
 
-use crate::autograd::record1;
-use crate::backend::cpu::{CpuData, gpu_bytes, map_data, par_chunks_mut};
+use crate::backend::cpu::{CpuData, map_data, par_chunks_mut};
 use crate::backend::gpu::{Bind, Kernel, Variant};
-use crate::ops::elementwise::upcast;
+use crate::ops::registry::apply::apply1;
+use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op};
 use crate::ops::wgsl;
-use crate::tensor::Backend;
+use crate::tensor::TensorMeta;
 use crate::{DType, Error, Result, Tensor};
 
 const INDEX_DTYPES: [DType; 2] = [DType::Int32, DType::Int64];
 
 pub(crate) static GATHER: Kernel = Kernel {
     file: "gather.wgsl",
-    variants: || {
+    keys: || {
         let mut v = Vec::new();
         for words in [1, 2] {
             for index in INDEX_DTYPES {
-                v.push(gather_variant(words, index));
+                v.push(gather_key(words, index));
             }
         }
         v
     },
+    variant: |key| gather_variant((key / 8) as usize, DType::from_code(key % 8)),
 };
 
+fn gather_key(words: usize, index: DType) -> u32 {
+    words as u32 * 8 + index.code()
+}
+
 pub(crate) static SCATTER_ADD: Kernel =
-    Kernel { file: "scatter_add.wgsl", variants: || INDEX_DTYPES.iter().map(|&d| index_variant(d)).collect() };
+    Kernel { file: "scatter_add.wgsl", keys: index_keys, variant: |k| index_variant(DType::from_code(k)) };
 
 pub(crate) static ONE_HOT: Kernel =
-    Kernel { file: "one_hot.wgsl", variants: || INDEX_DTYPES.iter().map(|&d| index_variant(d)).collect() };
+    Kernel { file: "one_hot.wgsl", keys: index_keys, variant: |k| index_variant(DType::from_code(k)) };
+
+fn index_keys() -> Vec<u32> {
+    INDEX_DTYPES.iter().map(|d| d.code()).collect()
+}
 
 /// `I` (the index storage type) and `INDEX_AT` (its bounds-safe read) for an index dtype.
 fn index_variant(index: DType) -> Variant {
@@ -61,23 +74,26 @@ fn gather_variant(words: usize, index: DType) -> Variant {
 }
 
 /// Where a gather reads: the `(outer, n, inner)` input view, `m` output positions along the
-/// axis, the index strides `(so, sj, si)`, and an optional padding index whose rows read 0.
-#[derive(Clone, Copy, Debug)]
-struct Geom {
-    outer: usize,
-    n: usize,
-    m: usize,
-    inner: usize,
-    so: usize,
-    sj: usize,
-    si: usize,
-    pad: Option<usize>,
+/// axis, the index strides `(so, sj, si)`, an optional padding index whose rows read 0, and
+/// the output shape (`shape`) and the input shape (`in_shape`).
+#[derive(Clone, Debug, PartialEq, dygraph_derive::Attrs)]
+pub(crate) struct Geom {
+    pub outer: usize,
+    pub n: usize,
+    pub m: usize,
+    pub inner: usize,
+    pub so: usize,
+    pub sj: usize,
+    pub si: usize,
+    pub pad: Option<usize>,
+    pub out_shape: Vec<usize>,
+    pub in_shape: Vec<usize>,
 }
 
 impl Geom {
     /// One index list of `m` entries shared by every `(o, i)`.
-    fn shared(outer: usize, n: usize, m: usize, inner: usize) -> Geom {
-        Geom { outer, n, m, inner, so: 0, sj: 1, si: 0, pad: None }
+    fn shared(outer: usize, n: usize, m: usize, inner: usize, out_shape: Vec<usize>, in_shape: Vec<usize>) -> Geom {
+        Geom { outer, n, m, inner, so: 0, sj: 1, si: 0, pad: None, out_shape, in_shape }
     }
 
     fn params(&self, total: usize) -> Vec<u32> {
@@ -89,14 +105,22 @@ impl Geom {
     fn at(&self, o: usize, j: usize, i: usize) -> usize {
         o * self.so + j * self.sj + i * self.si
     }
+
+    /// Elements the index tensor must hold.
+    fn index_len(&self) -> usize {
+        if self.outer * self.m * self.inner == 0 {
+            return 0;
+        }
+        self.at(self.outer - 1, self.m - 1, self.inner - 1) + 1
+    }
 }
 
-/// Errors unless `index` is an int32/int64 tensor on `x`'s place.
-fn check_index(op: &'static str, x: &Tensor, index: &Tensor) -> Result<()> {
-    if !index.dtype().is_int() {
-        return Err(Error::unsupported(op, index.dtype(), "for indices (expected int32 or int64)"));
+/// Errors unless `index` holds int32/int64 indices.
+fn check_index(op: &'static str, index: &TensorMeta) -> Result<()> {
+    if !index.dtype.is_int() {
+        return Err(Error::unsupported(op, index.dtype, "for indices (expected int32 or int64)"));
     }
-    x.same_place(op, index)
+    Ok(())
 }
 
 /// The index values as `usize`, `usize::MAX` marking out-of-range ones (the forward pass
@@ -146,113 +170,347 @@ fn scatter_add_cpu<T: Copy + Default + std::ops::AddAssign>(grad: &[T], idx: &[u
     out
 }
 
-/// The gather primitive (see the module docs), recorded for autograd with `op`'s name. On
-/// the CPU every index is checked against `n`; `what` names the indexed dimension in errors.
-fn gather_axis(op: &'static str, what: &str, x: &Tensor, index: &Tensor, g: Geom, shape: Vec<usize>) -> Result<Tensor> {
-    if x.dtype() == DType::Float16 {
-        return gather_axis(op, what, &upcast(x)?, index, g, shape)?.cast(DType::Float16);
+/// The gather kernels, shared by every gather-like op: `x` (input 0) read at `index`
+/// (input 1); `what` names the indexed dimension in the CPU's range error.
+fn gather_cpu_kernel(op: &'static str, what: &str, k: &CpuCall<'_>, g: &Geom) -> Result<CpuData> {
+    let (x, ix) = (k.x(0), k.x(1));
+    if let Some(v) = out_of_range(ix, g.n) {
+        return Err(Error::invalid(
+            op,
+            format!("index {v} is out of range for {what} (size {}, valid 0..{})", g.n, g.n),
+        ));
     }
+    let idx = host_indices(ix, g.n);
     let total = g.outer * g.m * g.inner;
-    let out = match (x.backend(), index.backend()) {
-        (Backend::Cpu(d), Backend::Cpu(ix)) => {
-            if let Some(v) = out_of_range(&ix, g.n) {
-                return Err(Error::invalid(
-                    op,
-                    format!("index {v} is out of range for {what} (size {}, valid 0..{})", g.n, g.n),
-                ));
+    Ok(map_data!(x, v => gather_cpu(v, &idx, g, total)))
+}
+
+fn gather_gpu_kernel(k: &GpuCall<'_>, g: &Geom) -> Result<()> {
+    let total = g.outer * g.m * g.inner;
+    let key = gather_key(wgsl::param_words(k.ins[0].dtype), k.ins[1].dtype);
+    let binds = [Bind::read(k.x(0)), Bind::read(k.x(1)), Bind::write(k.y(0))];
+    k.ctx.dispatch_1d(&GATHER, key, "main", &binds, &g.params(total), total as u64)
+}
+
+/// The gradient of every gather: `dy` summed into zeros of the input's shape.
+fn gather_backward(op_index: &Tensor, g: &GradCall<'_>, geom: &Geom) -> Result<Vec<Option<Tensor>>> {
+    Ok(vec![g.grad_if(0, || apply1(&INDEX_SCATTER_ADD, &[g.g(), op_index], geom.clone()))?, None])
+}
+
+/// Declares a public gather-like op: meta inference computes its `Geom`; the kernels and
+/// the backward rule are the shared ones.
+macro_rules! gather_like {
+    ($(#[$doc:meta])* $ty:ident, $stat:ident, $name:literal, $attrs:ty, |$x:ident, $ix:ident, $a:ident| $geom:expr) => {
+        $(#[$doc])*
+        pub(crate) struct $ty;
+
+        pub(crate) static $stat: $ty = $ty;
+
+        impl Op for $ty {
+            type Attrs = $attrs;
+            type Plan = (Geom, String);
+
+            fn name(&self) -> &'static str {
+                $name
             }
-            let idx = host_indices(&ix, g.n);
-            Tensor::from_cpu(map_data!(&*d, v => gather_cpu(v, &idx, &g, total)), shape)
-        }
-        (Backend::Gpu(b), Backend::Gpu(ix)) => {
-            let ctx = &b.ctx;
-            let out = ctx.alloc(op, gpu_bytes(x.dtype(), total))?;
-            let variant = gather_variant(wgsl::param_words(x.dtype()), index.dtype());
-            let binds = [Bind::read(b), Bind::read(ix), Bind::write(&out)];
-            ctx.dispatch_1d(&GATHER, &variant, "main", &binds, &g.params(total), total as u64)?;
-            Tensor::from_gpu(out, shape, x.dtype())
-        }
-        _ => unreachable!("places were checked equal"),
-    };
-    if !x.dtype().is_float() {
-        return Ok(out);
-    }
-    let (index, x_shape) = (index.clone(), x.shape().to_vec());
-    Ok(record1(op, &[x], out, move |c| Ok(vec![Some(scatter_add_axis(op, c.grad(), &index, g, x_shape.clone())?)])))
-}
 
-/// The adjoint of [`gather_axis`]: sums `grad` (shaped like the gather's output) into a
-/// zero tensor of `shape` (the gather's input) at the indexed positions.
-fn scatter_add_axis(op: &'static str, grad: &Tensor, index: &Tensor, g: Geom, shape: Vec<usize>) -> Result<Tensor> {
-    if grad.dtype() == DType::Float16 {
-        return scatter_add_axis(op, &upcast(grad)?, index, g, shape)?.cast(DType::Float16);
-    }
-    let total = g.outer * g.n * g.inner;
-    let out = match (grad.backend(), index.backend()) {
-        (Backend::Cpu(d), Backend::Cpu(ix)) => {
-            let idx = host_indices(&ix, g.n);
-            let data = match &*d {
-                CpuData::F32(v) => CpuData::F32(scatter_add_cpu(v, &idx, &g)),
-                CpuData::F64(v) => CpuData::F64(scatter_add_cpu(v, &idx, &g)),
-                other => {
-                    return Err(Error::unsupported(op, other.dtype(), "for gradients (expected a float dtype)"));
+            fn infer(&self, xs: &[&TensorMeta], $a: &$attrs) -> Result<(Vec<TensorMeta>, (Geom, String))> {
+                let [$x, $ix] = xs else {
+                    return Err(Error::invalid($name, format!("takes two tensors, got {}", xs.len())));
+                };
+                check_index($name, $ix)?;
+                let geom_of = || -> Result<(Geom, String)> { $geom };
+                let (geom, what) = geom_of()?;
+                if $ix.numel() != geom.index_len() && geom.index_len() > 0 {
+                    return Err(Error::shape($name, format!("index {:?} does not fit the gather", $ix.dims())));
                 }
-            };
-            Tensor::from_cpu(data, shape)
+                Ok((vec![TensorMeta::new(geom.out_shape.clone(), $x.dtype, $x.place)], (geom, what)))
+            }
+
+            fn cpu(&self, k: &mut CpuCall<'_>, _: &$attrs, (g, what): &(Geom, String)) -> Result<Vec<CpuData>> {
+                Ok(vec![gather_cpu_kernel($name, what, k, g)?])
+            }
+
+            fn gpu(&self, k: &GpuCall<'_>, _: &$attrs, (g, _): &(Geom, String)) -> Result<()> {
+                gather_gpu_kernel(k, g)
+            }
+
+            fn differentiable(&self) -> bool {
+                true
+            }
+
+            fn backward(&self, g: &GradCall<'_>, _: &$attrs, (geom, _): &(Geom, String)) -> Result<Vec<Option<Tensor>>> {
+                gather_backward(g.x(1), g, geom)
+            }
         }
-        (Backend::Gpu(b), Backend::Gpu(ix)) => {
-            grad.expect_dtype(op, DType::Float32)?;
-            let ctx = &b.ctx;
-            let out = ctx.alloc(op, gpu_bytes(DType::Float32, total))?;
-            let binds = [Bind::read(b), Bind::read(ix), Bind::write(&out)];
-            ctx.dispatch_1d(
-                &SCATTER_ADD,
-                &index_variant(index.dtype()),
-                "main",
-                &binds,
-                &g.params(total),
-                total as u64,
-            )?;
-            Tensor::from_gpu(out, shape, DType::Float32)
-        }
-        _ => unreachable!("gradients live on their tensor's place"),
     };
-    let (index, grad_shape) = (index.clone(), grad.shape().to_vec());
-    Ok(record1(op, &[grad], out, move |c| {
-        Ok(vec![Some(gather_axis(op, "the gathered axis", c.grad(), &index, g, grad_shape.clone())?)])
-    }))
 }
 
-/// Selects entries of `x` along `axis` at the positions in the 1-D `index`
-/// (`paddle.index_select`): the output has `index.len()` entries along `axis`.
-pub fn index_select(x: &Tensor, index: &Tensor, axis: isize) -> Result<Tensor> {
-    select_along("index_select", x, index, axis, false)
+/// The axis of an index op.
+#[derive(Clone, Debug, PartialEq, dygraph_derive::Attrs)]
+pub(crate) struct IndexAxisAttrs {
+    pub axis: isize,
 }
 
-/// `paddle.gather` (2.x): like [`index_select`] for a 1-D `index`; a 0-D `index` selects one
-/// entry and drops `axis`.
-pub fn gather(x: &Tensor, index: &Tensor, axis: isize) -> Result<Tensor> {
-    select_along("gather", x, index, axis, true)
-}
-
-fn select_along(op: &'static str, x: &Tensor, index: &Tensor, axis: isize, scalar_ok: bool) -> Result<Tensor> {
-    check_index(op, x, index)?;
-    let ax = x.shape_ref().axis(op, axis)?;
-    let scalar = index.ndim() == 0;
-    if index.ndim() != 1 && !(scalar_ok && scalar) {
+fn select_geom(
+    op: &'static str,
+    x: &TensorMeta,
+    index: &TensorMeta,
+    axis: isize,
+    scalar_ok: bool,
+) -> Result<(Geom, String)> {
+    let ax = x.shape.axis(op, axis)?;
+    let scalar = index.rank() == 0;
+    if index.rank() != 1 && !(scalar_ok && scalar) {
         let expected = if scalar_ok { "0-D or 1-D" } else { "1-D" };
-        return Err(Error::shape(op, format!("index must be {expected}, got shape {:?}", index.shape())));
+        return Err(Error::shape(op, format!("index must be {expected}, got shape {:?}", index.dims())));
     }
-    let (outer, n, inner) = x.shape_ref().around(ax);
+    let (outer, n, inner) = x.shape.around(ax);
     let m = index.numel();
-    let mut shape = x.shape().to_vec();
+    let mut shape = x.dims().to_vec();
     if scalar {
         shape.remove(ax);
     } else {
         shape[ax] = m;
     }
-    let what = format!("axis {ax} of shape {:?}", x.shape());
-    gather_axis(op, &what, x, index, Geom::shared(outer, n, m, inner), shape)
+    let what = format!("axis {ax} of shape {:?}", x.dims());
+    Ok((Geom::shared(outer, n, m, inner, shape, x.dims().to_vec()), what))
+}
+
+gather_like!(
+    /// `paddle.index_select`.
+    IndexSelectOp, INDEX_SELECT, "index_select", IndexAxisAttrs,
+    |x, ix, a| select_geom("index_select", x, ix, a.axis, false)
+);
+
+gather_like!(
+    /// `paddle.gather` (2.x).
+    GatherOp, GATHER_OP, "gather", IndexAxisAttrs,
+    |x, ix, a| select_geom("gather", x, ix, a.axis, true)
+);
+
+gather_like!(
+    /// `paddle.take_along_axis` on operands already broadcast against each other (the
+    /// public function broadcasts them).
+    TakeAlongAxisOp, TAKE_ALONG_AXIS, "take_along_axis", IndexAxisAttrs,
+    |arr, ix, a| {
+        const OP: &str = "take_along_axis";
+        let ax = arr.shape.axis(OP, a.axis)?;
+        let same_rank = ix.rank() == arr.rank();
+        let others_match = same_rank && (0..arr.rank()).all(|d| d == ax || arr.dims()[d] == ix.dims()[d]);
+        if !others_match {
+            return Err(Error::shape(
+                OP,
+                format!("indices {:?} must match arr {:?} outside axis {ax}", ix.dims(), arr.dims()),
+            ));
+        }
+        let (outer, n, inner) = arr.shape.around(ax);
+        let m = ix.dims()[ax];
+        let what = format!("axis {ax} of arr {:?}", arr.dims());
+        let g = Geom {
+            outer, n, m, inner, so: m * inner, sj: inner, si: 1, pad: None,
+            out_shape: ix.dims().to_vec(), in_shape: arr.dims().to_vec(),
+        };
+        Ok((g, what))
+    }
+);
+
+/// `embedding`'s attribute.
+#[derive(Clone, Debug, PartialEq, dygraph_derive::Attrs)]
+pub(crate) struct EmbeddingAttrs {
+    pub padding_idx: Option<i64>,
+}
+
+gather_like!(
+    /// `paddle.nn.functional.embedding`: inputs `(weight, ids)`.
+    EmbeddingOp, EMBEDDING, "embedding", EmbeddingAttrs,
+    |weight, ids, a| {
+        const OP: &str = "embedding";
+        if weight.rank() != 2 {
+            return Err(Error::shape(OP, format!("weight must be 2-D [num_embeddings, dim], got {:?}", weight.dims())));
+        }
+        let (rows, dim) = (weight.dims()[0], weight.dims()[1]);
+        let pad = match a.padding_idx {
+            None => None,
+            Some(p) if p >= -(rows as i64) && p < rows as i64 => Some(if p < 0 { p + rows as i64 } else { p } as usize),
+            Some(p) => return Err(Error::invalid(OP, format!("padding_idx {p} is out of range for {rows} embeddings"))),
+        };
+        let mut shape = ids.dims().to_vec();
+        shape.push(dim);
+        let g = Geom { pad, ..Geom::shared(1, rows, ids.numel(), dim, shape, weight.dims().to_vec()) };
+        Ok((g, format!("the rows of weight {:?}", weight.dims())))
+    }
+);
+
+/// The gather primitive by explicit geometry: inputs `(x, index)`; the gradient of
+/// `index_scatter_add`.
+pub(crate) struct IndexGatherOp;
+
+pub(crate) static INDEX_GATHER: IndexGatherOp = IndexGatherOp;
+
+impl Op for IndexGatherOp {
+    type Attrs = Geom;
+    type Plan = ();
+
+    fn name(&self) -> &'static str {
+        "index_gather"
+    }
+
+    fn infer(&self, xs: &[&TensorMeta], g: &Geom) -> Result<(Vec<TensorMeta>, ())> {
+        const OP: &str = "index_gather";
+        let [x, ix] = xs else {
+            return Err(Error::invalid(OP, format!("takes two tensors, got {}", xs.len())));
+        };
+        check_index(OP, ix)?;
+        if x.dims() != g.in_shape || ix.numel() < g.index_len() {
+            return Err(Error::shape(OP, format!("input {:?} / index {:?} do not fit {g:?}", x.dims(), ix.dims())));
+        }
+        Ok((vec![TensorMeta::new(g.out_shape.clone(), x.dtype, x.place)], ()))
+    }
+
+    fn cpu(&self, k: &mut CpuCall<'_>, g: &Geom, _: &()) -> Result<Vec<CpuData>> {
+        Ok(vec![gather_cpu_kernel("index_gather", "the gathered axis", k, g)?])
+    }
+
+    fn gpu(&self, k: &GpuCall<'_>, g: &Geom, _: &()) -> Result<()> {
+        gather_gpu_kernel(k, g)
+    }
+
+    fn differentiable(&self) -> bool {
+        true
+    }
+
+    fn backward(&self, g: &GradCall<'_>, geom: &Geom, _: &()) -> Result<Vec<Option<Tensor>>> {
+        gather_backward(g.x(1), g, geom)
+    }
+}
+
+/// The adjoint of a gather: sums `grad` (input 0, shaped like the gather's output) into zeros
+/// of the gather's input shape at the indexed positions (input 1). Deterministic on both
+/// places.
+pub(crate) struct IndexScatterAddOp;
+
+pub(crate) static INDEX_SCATTER_ADD: IndexScatterAddOp = IndexScatterAddOp;
+
+impl Op for IndexScatterAddOp {
+    type Attrs = Geom;
+    type Plan = ();
+
+    fn name(&self) -> &'static str {
+        "index_scatter_add"
+    }
+
+    fn infer(&self, xs: &[&TensorMeta], g: &Geom) -> Result<(Vec<TensorMeta>, ())> {
+        const OP: &str = "index_scatter_add";
+        let [grad, ix] = xs else {
+            return Err(Error::invalid(OP, format!("takes two tensors, got {}", xs.len())));
+        };
+        check_index(OP, ix)?;
+        if !grad.dtype.is_float() {
+            return Err(Error::unsupported(OP, grad.dtype, "for gradients (expected a float dtype)"));
+        }
+        if grad.dims() != g.out_shape || ix.numel() < g.index_len() {
+            return Err(Error::shape(
+                OP,
+                format!("gradient {:?} / index {:?} do not fit {g:?}", grad.dims(), ix.dims()),
+            ));
+        }
+        Ok((vec![TensorMeta::new(g.in_shape.clone(), grad.dtype, grad.place)], ()))
+    }
+
+    fn cpu(&self, k: &mut CpuCall<'_>, g: &Geom, _: &()) -> Result<Vec<CpuData>> {
+        let idx = host_indices(k.x(1), g.n);
+        Ok(vec![match k.x(0) {
+            CpuData::F32(v) => CpuData::F32(scatter_add_cpu(v, &idx, g)),
+            CpuData::F64(v) => CpuData::F64(scatter_add_cpu(v, &idx, g)),
+            other => return Err(Error::unsupported("index_scatter_add", other.dtype(), "for gradients")),
+        }])
+    }
+
+    fn gpu(&self, k: &GpuCall<'_>, g: &Geom, _: &()) -> Result<()> {
+        let total = g.outer * g.n * g.inner;
+        let binds = [Bind::read(k.x(0)), Bind::read(k.x(1)), Bind::write(k.y(0))];
+        k.ctx.dispatch_1d(&SCATTER_ADD, k.ins[1].dtype.code(), "main", &binds, &g.params(total), total as u64)
+    }
+
+    fn differentiable(&self) -> bool {
+        true
+    }
+
+    fn backward(&self, g: &GradCall<'_>, geom: &Geom, _: &()) -> Result<Vec<Option<Tensor>>> {
+        Ok(vec![g.grad_if(0, || apply1(&INDEX_GATHER, &[g.g(), g.x(1)], geom.clone()))?, None])
+    }
+}
+
+/// `one_hot`'s attribute.
+#[derive(Clone, Debug, PartialEq, dygraph_derive::Attrs)]
+pub(crate) struct OneHotAttrs {
+    pub num_classes: usize,
+}
+
+/// One-hot encoding of integer labels (`paddle.nn.functional.one_hot`).
+pub(crate) struct OneHotOp;
+
+pub(crate) static ONE_HOT_OP: OneHotOp = OneHotOp;
+
+impl Op for OneHotOp {
+    type Attrs = OneHotAttrs;
+    type Plan = ();
+
+    fn name(&self) -> &'static str {
+        "one_hot"
+    }
+
+    fn infer(&self, xs: &[&TensorMeta], a: &OneHotAttrs) -> Result<(Vec<TensorMeta>, ())> {
+        const OP: &str = "one_hot";
+        let [x] = xs else {
+            return Err(Error::invalid(OP, format!("takes one tensor, got {}", xs.len())));
+        };
+        if !x.dtype.is_int() {
+            return Err(Error::unsupported(OP, x.dtype, "for labels (expected int32 or int64)"));
+        }
+        if a.num_classes == 0 {
+            return Err(Error::invalid(OP, "num_classes must be at least 1"));
+        }
+        let mut shape = x.dims().to_vec();
+        shape.push(a.num_classes);
+        crate::tensor::create::check_size(OP, &shape, DType::Float32)?;
+        Ok((vec![TensorMeta::new(shape, DType::Float32, x.place)], ()))
+    }
+
+    fn cpu(&self, k: &mut CpuCall<'_>, a: &OneHotAttrs, _: &()) -> Result<Vec<CpuData>> {
+        let (d, c) = (k.x(0), a.num_classes);
+        if let Some(v) = out_of_range(d, c) {
+            return Err(Error::invalid(
+                "one_hot",
+                format!("label {v} is out of range for num_classes {c} (valid 0..{c})"),
+            ));
+        }
+        let mut out = vec![0.0f32; d.len() * c];
+        for i in 0..d.len() {
+            out[i * c + d.get_i64(i) as usize] = 1.0;
+        }
+        Ok(vec![CpuData::F32(out)])
+    }
+
+    fn gpu(&self, k: &GpuCall<'_>, a: &OneHotAttrs, _: &()) -> Result<()> {
+        let total = k.outs[0].numel();
+        let params = [total as u32, a.num_classes as u32];
+        let binds = [Bind::read(k.x(0)), Bind::write(k.y(0))];
+        k.ctx.dispatch_1d(&ONE_HOT, k.ins[0].dtype.code(), "main", &binds, &params, total as u64)
+    }
+}
+
+/// Selects entries of `x` along `axis` at the positions in the 1-D `index`
+/// (`paddle.index_select`): the output has `index.len()` entries along `axis`.
+pub fn index_select(x: &Tensor, index: &Tensor, axis: isize) -> Result<Tensor> {
+    apply1(&INDEX_SELECT, &[x, index], IndexAxisAttrs { axis })
+}
+
+/// `paddle.gather` (2.x): like [`index_select`] for a 1-D `index`; a 0-D `index` selects one
+/// entry and drops `axis`.
+pub fn gather(x: &Tensor, index: &Tensor, axis: isize) -> Result<Tensor> {
+    apply1(&GATHER_OP, &[x, index], IndexAxisAttrs { axis })
 }
 
 /// Picks `arr` values along `axis` at `indices` (`paddle.take_along_axis`): `indices` has
@@ -260,7 +518,8 @@ fn select_along(op: &'static str, x: &Tensor, index: &Tensor, axis: isize, scala
 /// output has `indices`'s size along `axis`.
 pub fn take_along_axis(arr: &Tensor, indices: &Tensor, axis: isize) -> Result<Tensor> {
     const OP: &str = "take_along_axis";
-    check_index(OP, arr, indices)?;
+    check_index(OP, &indices.to_meta())?;
+    arr.same_place(OP, indices)?;
     if indices.ndim() != arr.ndim() {
         return Err(Error::shape(
             OP,
@@ -290,56 +549,14 @@ pub fn take_along_axis(arr: &Tensor, indices: &Tensor, axis: isize) -> Result<Te
     arr_shape[ax] = arr.shape()[ax];
     let arr_b = crate::broadcast_to(arr, &arr_shape)?;
     let idx_b = crate::broadcast_to(indices, &shape)?;
-    let (outer, n, inner) = arr_b.shape_ref().around(ax);
-    let m = shape[ax];
-    let g = Geom { outer, n, m, inner, so: m * inner, sj: inner, si: 1, pad: None };
-    let what = format!("axis {ax} of arr {:?}", arr.shape());
-    gather_axis(OP, &what, &arr_b, &idx_b, g, shape)
+    apply1(&TAKE_ALONG_AXIS, &[&arr_b, &idx_b], IndexAxisAttrs { axis })
 }
 
 /// One-hot encoding of integer labels (`paddle.nn.functional.one_hot`): float32 of shape
 /// `x.shape + [num_classes]`. Labels must lie in `[0, num_classes)` (an error on the CPU; an
 /// all-zero row on the GPU).
 pub fn one_hot(x: &Tensor, num_classes: usize) -> Result<Tensor> {
-    const OP: &str = "one_hot";
-    if !x.dtype().is_int() {
-        return Err(Error::unsupported(OP, x.dtype(), "for labels (expected int32 or int64)"));
-    }
-    if num_classes == 0 {
-        return Err(Error::invalid(OP, "num_classes must be at least 1"));
-    }
-    let mut shape = x.shape().to_vec();
-    shape.push(num_classes);
-    let total = x.numel() * num_classes;
-    match x.backend() {
-        Backend::Cpu(d) => {
-            if let Some(v) = out_of_range(&d, num_classes) {
-                return Err(Error::invalid(
-                    OP,
-                    format!("label {v} is out of range for num_classes {num_classes} (valid 0..{num_classes})"),
-                ));
-            }
-            let mut out = vec![0.0f32; total];
-            for k in 0..d.len() {
-                out[k * num_classes + d.get_i64(k) as usize] = 1.0;
-            }
-            Ok(Tensor::from_cpu(CpuData::F32(out), shape))
-        }
-        Backend::Gpu(b) => {
-            let ctx = &b.ctx;
-            let out = ctx.alloc(OP, gpu_bytes(DType::Float32, total))?;
-            let params = [total as u32, num_classes as u32];
-            ctx.dispatch_1d(
-                &ONE_HOT,
-                &index_variant(x.dtype()),
-                "main",
-                &[Bind::read(b), Bind::write(&out)],
-                &params,
-                total as u64,
-            )?;
-            Ok(Tensor::from_gpu(out, shape, DType::Float32))
-        }
-    }
+    apply1(&ONE_HOT_OP, &[x], OneHotAttrs { num_classes })
 }
 
 /// Embedding lookup (`paddle.nn.functional.embedding`): rows of `weight` (`[num_embeddings,
@@ -347,24 +564,7 @@ pub fn one_hot(x: &Tensor, num_classes: usize) -> Result<Tensor> {
 /// `padding_idx` (negative values count from the end) are zero and send no gradient to that
 /// row. The weight gradient is a deterministic scatter-add.
 pub fn embedding(ids: &Tensor, weight: &Tensor, padding_idx: Option<i64>) -> Result<Tensor> {
-    const OP: &str = "embedding";
-    check_index(OP, weight, ids)?;
-    if weight.ndim() != 2 {
-        return Err(Error::shape(OP, format!("weight must be 2-D [num_embeddings, dim], got {:?}", weight.shape())));
-    }
-    let (rows, dim) = (weight.shape()[0], weight.shape()[1]);
-    let pad = match padding_idx {
-        None => None,
-        Some(p) if p >= -(rows as i64) && p < rows as i64 => Some(if p < 0 { p + rows as i64 } else { p } as usize),
-        Some(p) => {
-            return Err(Error::invalid(OP, format!("padding_idx {p} is out of range for {rows} embeddings")));
-        }
-    };
-    let mut shape = ids.shape().to_vec();
-    shape.push(dim);
-    let g = Geom { pad, ..Geom::shared(1, rows, ids.numel(), dim) };
-    let what = format!("the rows of weight {:?}", weight.shape());
-    gather_axis(OP, &what, weight, ids, g, shape)
+    apply1(&EMBEDDING, &[weight, ids], EmbeddingAttrs { padding_idx })
 }
 
 impl Tensor {

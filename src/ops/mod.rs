@@ -1,5 +1,6 @@
-//! Every op, declared once: shape inference, the CPU kernel, the WGSL kernel and the
-//! backward rule side by side. Ops pick their kernel with one `match` on the backend.
+//! Every op, declared once as a registry entry: meta inference, the CPU kernel, the WGSL
+//! kernel and the backward rule side by side (see [`registry`]). The public functions are
+//! thin calls into the one generic entry point.
 
 pub(crate) mod elementwise;
 pub(crate) mod wgsl;
@@ -20,4 +21,9 @@ pub(crate) mod matmul;
 pub(crate) mod nn;
 pub(crate) mod reduce;
 pub mod registry;
+
+pub use registry::{
+    AttrField, AttrMap, AttrValue, Attrs, OpInfo, RegisteredOp, apply_elementwise, elementwise_ops, find_op, registry,
+    run_op,
+};
 pub(crate) mod shape;

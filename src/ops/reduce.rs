@@ -1,15 +1,15 @@
-//! Reductions: sum, mean, prod, max, min over an axis list (or all), argmax/argmin, and the
-//! composites built on them (logsumexp, var, std, add_n).
+//! Reductions: sum, mean, prod, max, min over an axis list (or all) and argmax/argmin, each
+//! a registry entry, and the composites built on them (logsumexp, var, std, add_n).
 
-use super::copy::gather_view;
-use crate::autograd::record1;
 use crate::backend::cpu::CpuData;
 use crate::backend::cpu::reduce::reduce;
-use crate::backend::gpu::{Bind, GpuBuffer, Kernel, Variant};
+use crate::backend::gpu::{Bind, GpuBuffer, GpuContext, Kernel, Variant};
+use crate::ops::elementwise::cast::gpu_cast;
+use crate::ops::registry::apply::apply1;
+use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op};
 use crate::ops::wgsl;
-use crate::shape::{View, contiguous_strides};
-use crate::tensor::Backend;
-use crate::{DType, Error, Result, Tensor};
+use crate::tensor::TensorMeta;
+use crate::{DType, Error, Result, Scalar, Tensor};
 
 /// The value reductions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,6 +22,17 @@ pub(crate) enum Reduce {
 }
 
 impl Reduce {
+    const ALL: [Reduce; 5] = [Reduce::Sum, Reduce::Mean, Reduce::Prod, Reduce::Max, Reduce::Min];
+
+    /// The kernel variant key of this reduction over `dtype`.
+    fn key(self, dtype: DType) -> u32 {
+        self as u32 * 8 + dtype.code()
+    }
+
+    fn from_key(key: u32) -> Reduce {
+        Reduce::ALL[(key / 8) as usize % 5]
+    }
+
     fn name(self) -> &'static str {
         match self {
             Reduce::Sum => "sum",
@@ -62,65 +73,188 @@ impl Reduce {
 
 pub(crate) static REDUCE: Kernel = Kernel {
     file: "reduce.wgsl",
-    variants: || {
+    keys: || {
         let mut v = Vec::new();
         for k in [Reduce::Sum, Reduce::Mean, Reduce::Prod, Reduce::Max, Reduce::Min] {
             for d in [DType::Float32, DType::Int32, DType::Int64] {
                 if k == Reduce::Mean && d != DType::Float32 {
                     continue;
                 }
-                v.push(k.variant(d));
+                v.push(k.key(d));
             }
         }
         v
     },
+    variant: |key| Reduce::from_key(key).variant(DType::from_code(key % 8)),
 };
 
-/// Where a reduction reads: `src` viewed as (outer, len, inner), and the result shapes.
-struct Plan {
-    src: Tensor,
-    outer: usize,
-    len: usize,
-    inner: usize,
-    keep_shape: Vec<usize>,
-    out_shape: Vec<usize>,
+/// `sum`/`mean`/`prod`/`max`/`min`'s attributes.
+#[derive(Clone, Debug, PartialEq, dygraph_derive::Attrs)]
+pub(crate) struct ReduceAttrs {
+    /// Axes to reduce (all when empty).
+    pub axis: Vec<isize>,
+    pub keepdim: bool,
 }
 
-fn plan(op: &'static str, x: &Tensor, axes: &[isize]) -> Result<Plan> {
-    let dims = x.shape();
-    let axes = x.shape_ref().axes(op, axes)?;
-    let keep_shape: Vec<usize> = dims.iter().enumerate().map(|(i, &d)| if axes.contains(&i) { 1 } else { d }).collect();
-    let out_shape: Vec<usize> = dims.iter().enumerate().filter(|(i, _)| !axes.contains(i)).map(|(_, &d)| d).collect();
-    if axes.is_empty() {
-        return Ok(Plan { src: x.clone(), outer: x.numel(), len: 1, inner: 1, keep_shape, out_shape });
+/// A value reduction over an axis list (one registry entry per kind).
+pub(crate) struct ReduceOp(Reduce);
+
+pub(crate) static SUM: ReduceOp = ReduceOp(Reduce::Sum);
+pub(crate) static MEAN: ReduceOp = ReduceOp(Reduce::Mean);
+pub(crate) static PROD: ReduceOp = ReduceOp(Reduce::Prod);
+pub(crate) static MAX: ReduceOp = ReduceOp(Reduce::Max);
+pub(crate) static MIN: ReduceOp = ReduceOp(Reduce::Min);
+
+/// How a reduction runs: one pass per run of adjacent reduced axes (last run first, each
+/// over `(outer, len, inner)` of the previous pass's result), the input converted to
+/// `compute` first (bool/int32 sums accumulate in int64), and the shape with the reduced
+/// axes kept as 1 (the gradient's broadcast shape).
+pub(crate) struct ReducePlan {
+    passes: Vec<(usize, usize, usize)>,
+    compute: DType,
+    keep_shape: Vec<usize>,
+    axes: Vec<usize>,
+}
+
+impl Op for ReduceOp {
+    type Attrs = ReduceAttrs;
+    type Plan = ReducePlan;
+
+    fn name(&self) -> &'static str {
+        self.0.name()
     }
-    let (a0, a1) = (axes[0], axes[axes.len() - 1]);
-    if a1 - a0 + 1 == axes.len() {
-        return Ok(Plan {
-            src: x.clone(),
-            outer: dims[..a0].iter().product(),
-            len: dims[a0..=a1].iter().product(),
-            inner: dims[a1 + 1..].iter().product(),
-            keep_shape,
-            out_shape,
+
+    fn infer(&self, x: &[&TensorMeta], a: &ReduceAttrs) -> Result<(Vec<TensorMeta>, ReducePlan)> {
+        let (kind, op) = (self.0, self.0.name());
+        let [x] = x else {
+            return Err(Error::invalid(op, format!("takes one tensor, got {}", x.len())));
+        };
+        let compute = match (kind, x.dtype) {
+            (Reduce::Mean, d) if !d.is_float() => {
+                return Err(Error::unsupported(op, d, "(mean needs a float tensor; cast first)"));
+            }
+            (Reduce::Sum, DType::Bool | DType::Int32) => DType::Int64,
+            (_, DType::Bool) => {
+                return Err(Error::unsupported(op, DType::Bool, "(cast to an integer or float type first)"));
+            }
+            (_, d) => d,
+        };
+        let axes = x.shape.axes(op, &a.axis)?;
+        let dims = x.dims();
+        let keep_shape: Vec<usize> =
+            dims.iter().enumerate().map(|(i, &d)| if axes.contains(&i) { 1 } else { d }).collect();
+        let out_shape: Vec<usize> =
+            dims.iter().enumerate().filter(|(i, _)| !axes.contains(i)).map(|(_, &d)| d).collect();
+        let len: usize = axes.iter().map(|&i| dims[i]).product();
+        if len == 0
+            && matches!(kind, Reduce::Max | Reduce::Min)
+            && x.numel() == 0
+            && out_shape.iter().product::<usize>() > 0
+        {
+            return Err(Error::shape(
+                op,
+                format!("zero-size reduction over axes {:?} of {:?} has no identity", a.axis, dims),
+            ));
+        }
+        // Runs of adjacent axes; each pass reduces one run of the running shape.
+        let runs: Vec<Vec<usize>> = axes.iter().fold(Vec::new(), |mut runs: Vec<Vec<usize>>, &ax| {
+            match runs.last_mut() {
+                Some(r) if r.last().is_some_and(|&l| l + 1 == ax) => r.push(ax),
+                _ => runs.push(vec![ax]),
+            }
+            runs
         });
+        let mut cur = dims.to_vec();
+        let mut passes = Vec::new();
+        for run in runs.iter().rev() {
+            let (a0, a1) = (run[0], run[run.len() - 1]);
+            passes.push((cur[..a0].iter().product(), cur[a0..=a1].iter().product(), cur[a1 + 1..].iter().product()));
+            for &ax in run {
+                cur[ax] = 1;
+            }
+        }
+        if passes.is_empty() {
+            passes.push((x.numel(), 1, 1));
+        }
+        let shape = if a.keepdim { keep_shape.clone() } else { out_shape };
+        let out = TensorMeta::new(shape, compute, x.place);
+        Ok((vec![out], ReducePlan { passes, compute, keep_shape, axes }))
     }
-    // Non-adjacent axes: move the kept axes first, the reduced ones last.
-    let perm: Vec<usize> = (0..dims.len()).filter(|i| !axes.contains(i)).chain(axes.iter().copied()).collect();
-    let strides = contiguous_strides(dims);
-    let view = View {
-        shape: perm.iter().map(|&p| dims[p]).collect(),
-        strides: perm.iter().map(|&p| strides[p] as isize).collect(),
-        offset: 0,
-    };
-    Ok(Plan {
-        src: gather_view(x, &view)?,
-        outer: out_shape.iter().product(),
-        len: axes.iter().map(|&a| dims[a]).product(),
-        inner: 1,
-        keep_shape,
-        out_shape,
-    })
+
+    fn cpu(&self, k: &mut CpuCall<'_>, _: &ReduceAttrs, p: &ReducePlan) -> Result<Vec<CpuData>> {
+        let mut data: Option<CpuData> = None;
+        for &geom in &p.passes {
+            let src = data.as_ref().unwrap_or(k.x(0));
+            let next = cpu_reduce(self.0, src, geom, p.compute)
+                .ok_or_else(|| Error::unsupported(self.0.name(), src.dtype(), "on the CPU"))?;
+            data = Some(next);
+        }
+        data.map(|d| vec![d]).ok_or_else(|| Error::invalid(self.0.name(), "no reduction pass"))
+    }
+
+    fn gpu(&self, k: &GpuCall<'_>, _: &ReduceAttrs, p: &ReducePlan) -> Result<()> {
+        let (kind, ctx) = (self.0, k.ctx);
+        let cast;
+        let mut src: &GpuBuffer = k.x(0);
+        if k.ins[0].dtype != p.compute {
+            cast = gpu_cast(ctx, src, k.ins[0].dtype, p.compute, k.ins[0].numel())?;
+            src = &cast;
+        }
+        let mut temp: Option<GpuBuffer> = None;
+        for (i, &geom) in p.passes.iter().enumerate() {
+            let input = temp.as_ref().unwrap_or(src);
+            if i + 1 == p.passes.len() {
+                return gpu_reduce(kind, ctx, input, p.compute, geom, k.y(0));
+            }
+            let next = ctx.alloc(kind.name(), crate::backend::cpu::gpu_bytes(p.compute, geom.0 * geom.2))?;
+            gpu_reduce(kind, ctx, input, p.compute, geom, &next)?;
+            temp = Some(next);
+        }
+        Ok(())
+    }
+
+    fn differentiable(&self) -> bool {
+        true
+    }
+
+    fn backward(&self, g: &GradCall<'_>, _: &ReduceAttrs, p: &ReducePlan) -> Result<Vec<Option<Tensor>>> {
+        let x = g.x(0);
+        let keep: Vec<i64> = p.keep_shape.iter().map(|&d| d as i64).collect();
+        let axes: Vec<isize> = p.axes.iter().map(|&a| a as isize).collect();
+        let gk = || -> Result<Tensor> { g.g().reshape(keep.clone())?.broadcast_to(x.shape()) };
+        let gx = || -> Result<Tensor> {
+            Ok(match self.0 {
+                Reduce::Sum => gk()?,
+                Reduce::Mean => {
+                    let len: usize = p.axes.iter().map(|&a| x.shape()[a]).product();
+                    gk()?.scale(1.0 / len as f64, 0.0)?
+                }
+                Reduce::Prod => prod_grad(x, &gk()?, &axes)?,
+                Reduce::Max | Reduce::Min => {
+                    // Paddle splits the gradient evenly among tied extrema.
+                    let best = g.y(0)?.reshape(keep.clone())?;
+                    let mask = x.equal(&best.broadcast_to(x.shape())?)?.cast(x.dtype())?;
+                    let count = mask.sum(&axes, true)?;
+                    gk()?.mul(&mask)?.div(&count)?
+                }
+            })
+        };
+        Ok(vec![g.grad_if(0, gx)?])
+    }
+}
+
+/// The gradient of a product over `axes` with `dy` broadcast to `x`'s shape: the product of
+/// the other elements, finite where `x` has zeros (`dy·y/x` would give NaN there).
+fn prod_grad(x: &Tensor, dy: &Tensor, axes: &[isize]) -> Result<Tensor> {
+    let is_zero = x.equal_scalar(0.0)?;
+    let z = is_zero.cast(x.dtype())?;
+    let zeros_in_group = z.sum(axes, true)?.broadcast_to(x.shape())?;
+    let safe = crate::where_(&is_zero, &crate::ones_like(x)?, x)?;
+    let nonzero_prod = safe.prod(axes, true)?.broadcast_to(x.shape())?;
+    let none = nonzero_prod.div(&safe)?;
+    let one = z.mul(&nonzero_prod)?;
+    let other = crate::where_(&zeros_in_group.equal_scalar(1.0)?, &one, &x.zeros_like()?)?;
+    dy.mul(&crate::where_(&zeros_in_group.equal_scalar(0.0)?, &none, &other)?)
 }
 
 /// Float reductions straight off the typed slice, accumulating in f64.
@@ -148,181 +282,142 @@ fn int_reduce<T: Copy + Sync + Into<i64>>(kind: Reduce, xs: &[T], g: (usize, usi
     }
 }
 
-fn cpu_reduce(kind: Reduce, d: &CpuData, g: (usize, usize, usize)) -> Option<CpuData> {
+/// One pass over `(outer, len, inner)` of `d`, giving `out` (the accumulation dtype).
+fn cpu_reduce(kind: Reduce, d: &CpuData, g: (usize, usize, usize), out: DType) -> Option<CpuData> {
     Some(match d {
         CpuData::F32(v) => CpuData::F32(float_reduce(kind, v, g).into_iter().map(|x| x as f32).collect()),
         CpuData::F64(v) => CpuData::F64(float_reduce(kind, v, g)),
         CpuData::I64(v) => CpuData::I64(int_reduce(kind, v, g)),
+        CpuData::I32(v) if out == DType::Int64 => CpuData::I64(int_reduce(kind, v, g)),
         CpuData::I32(v) => CpuData::I32(int_reduce(kind, v, g).into_iter().map(|x| x as i32).collect()),
-        _ => return None,
+        CpuData::Bool(v) => {
+            let ints: Vec<i64> = v.iter().map(|&b| b as i64).collect();
+            CpuData::I64(int_reduce(kind, &ints, g))
+        }
+        CpuData::F16(_) => return None,
     })
 }
 
+/// `dst[o, i] = Σ src[o, :, i]` on the GPU (column sums of partial results).
+pub(crate) fn gpu_sum_rows(
+    ctx: &std::sync::Arc<GpuContext>,
+    src: &GpuBuffer,
+    dtype: DType,
+    geom: (usize, usize, usize),
+    dst: &GpuBuffer,
+) -> Result<()> {
+    gpu_reduce(Reduce::Sum, ctx, src, dtype, geom, dst)
+}
+
+/// One pass on the GPU: `dst[o, i] = reduce(src[o, :, i])`.
 fn gpu_reduce(
     kind: Reduce,
+    ctx: &std::sync::Arc<GpuContext>,
     buf: &GpuBuffer,
     dtype: DType,
     (outer, len, inner): (usize, usize, usize),
-) -> Result<GpuBuffer> {
-    let ctx = &buf.ctx;
+    dst: &GpuBuffer,
+) -> Result<()> {
+    if outer * inner == 0 {
+        return Ok(());
+    }
+    if len == 0 {
+        let fill = match kind {
+            Reduce::Prod => Scalar::Int(1),
+            Reduce::Mean => Scalar::Float(f64::NAN),
+            _ => Scalar::Int(0),
+        };
+        return crate::tensor::create::gpu_fill(ctx, dst, dtype, fill, outer * inner);
+    }
     let scale = (1.0f32 / len.max(1) as f32).to_bits();
     let bytes = |n: usize| crate::backend::cpu::gpu_bytes(dtype, n);
     if inner == 1 && len >= 32 {
         let chunks = if outer < 64 && len > 8192 { len.div_ceil(4096).min(1024) } else { 1 };
         let chunk_len = len.div_ceil(chunks);
-        let out = ctx.alloc(kind.name(), bytes(outer * chunks))?;
-        let params = [outer as u32, len as u32, 1, chunks as u32, chunk_len as u32, scale];
         let pass1 = if chunks > 1 && kind == Reduce::Mean { Reduce::Sum } else { kind };
+        let params = [outer as u32, len as u32, 1, chunks as u32, chunk_len as u32, scale];
         let groups = crate::backend::gpu::grid(ctx, (outer * chunks) as u64)?;
-        ctx.dispatch(&REDUCE, &pass1.variant(dtype), "rows", &[Bind::read(buf), Bind::write(&out)], &params, groups)?;
         if chunks == 1 {
-            return Ok(out);
+            return ctx.dispatch(
+                &REDUCE,
+                pass1.key(dtype),
+                "rows",
+                &[Bind::read(buf), Bind::write(dst)],
+                &params,
+                groups,
+            );
         }
-        let fin = ctx.alloc(kind.name(), bytes(outer))?;
+        let partial = ctx.alloc(kind.name(), bytes(outer * chunks))?;
+        ctx.dispatch(&REDUCE, pass1.key(dtype), "rows", &[Bind::read(buf), Bind::write(&partial)], &params, groups)?;
         let params = [outer as u32, chunks as u32, 1, 1, chunks as u32, scale];
         let groups = crate::backend::gpu::grid(ctx, outer as u64)?;
-        ctx.dispatch(&REDUCE, &kind.variant(dtype), "rows", &[Bind::read(&out), Bind::write(&fin)], &params, groups)?;
-        return Ok(fin);
+        return ctx.dispatch(
+            &REDUCE,
+            kind.key(dtype),
+            "rows",
+            &[Bind::read(&partial), Bind::write(dst)],
+            &params,
+            groups,
+        );
     }
-    let out = ctx.alloc(kind.name(), bytes(outer * inner))?;
     let params = [outer as u32, len as u32, inner as u32, 1, len as u32, scale];
     ctx.dispatch_1d(
         &REDUCE,
-        &kind.variant(dtype),
+        kind.key(dtype),
         "strided",
-        &[Bind::read(buf), Bind::write(&out)],
+        &[Bind::read(buf), Bind::write(dst)],
         &params,
         (outer * inner) as u64,
-    )?;
-    Ok(out)
+    )
 }
 
-fn reduce_op(kind: Reduce, x: &Tensor, axes: &[isize], keepdim: bool) -> Result<Tensor> {
-    let op = kind.name();
-    match (kind, x.dtype()) {
-        (Reduce::Mean, d) if !d.is_float() => {
-            return Err(Error::unsupported(op, d, "(mean needs a float tensor; cast first)"));
-        }
-        (Reduce::Sum, DType::Bool | DType::Int32) => {
-            return reduce_op(kind, &x.cast(DType::Int64)?, axes, keepdim);
-        }
-        (_, DType::Bool) => {
-            return Err(Error::unsupported(op, DType::Bool, "(cast to an integer or float type first)"));
-        }
-        (_, DType::Float16) => {
-            return reduce_op(kind, &x.cast(DType::Float32)?, axes, keepdim)?.cast(DType::Float16);
-        }
-        _ => {}
-    }
-    // Non-adjacent axes (a bias gradient's [0, 2, 3]): reduce each run of adjacent axes in
-    // turn, last first, instead of transposing a copy. Exact for every kind (a mean of equal-
-    // sized means is the mean).
-    let norm = x.shape_ref().axes(op, axes)?;
-    let runs: Vec<Vec<usize>> = norm.iter().fold(Vec::new(), |mut runs: Vec<Vec<usize>>, &a| {
-        match runs.last_mut() {
-            Some(r) if *r.last().expect("runs are non-empty") + 1 == a => r.push(a),
-            _ => runs.push(vec![a]),
-        }
-        runs
-    });
-    if runs.len() > 1 {
-        let mut y = x.clone();
-        for run in runs.iter().rev() {
-            let run: Vec<isize> = run.iter().map(|&a| a as isize).collect();
-            y = reduce_op(kind, &y, &run, true)?;
-        }
-        if keepdim {
-            return Ok(y);
-        }
-        let shape: Vec<usize> =
-            x.shape().iter().enumerate().filter(|(i, _)| !norm.contains(i)).map(|(_, &d)| d).collect();
-        return y.reshape(shape);
-    }
-    let p = plan(op, x, axes)?;
-    if p.len == 0 && matches!(kind, Reduce::Max | Reduce::Min) && p.outer * p.inner > 0 {
-        return Err(Error::shape(
-            op,
-            format!("zero-size reduction over axes {axes:?} of {:?} has no identity", x.shape()),
-        ));
-    }
-    let geom = (p.outer, p.len, p.inner);
-    let shape = if keepdim { p.keep_shape.clone() } else { p.out_shape.clone() };
-    let out = match p.src.backend() {
-        Backend::Cpu(d) => {
-            Tensor::from_cpu(cpu_reduce(kind, &d, geom).ok_or_else(|| Error::unsupported(op, x.dtype(), ""))?, shape)
-        }
-        Backend::Gpu(b) => {
-            if p.outer * p.inner == 0 {
-                crate::zeros_on(&shape, x.dtype(), x.place())?
-            } else if p.len == 0 {
-                let fill = match kind {
-                    Reduce::Prod => 1.0,
-                    Reduce::Mean => f64::NAN,
-                    _ => 0.0,
-                };
-                crate::full_on(&shape, fill, x.dtype(), x.place())?
-            } else {
-                Tensor::from_gpu(gpu_reduce(kind, b, x.dtype(), geom)?, shape, x.dtype())
-            }
-        }
-    };
-    if !out.dtype().is_float() {
-        return Ok(out);
-    }
-    let (xs, y, keep, len) = (x.clone(), out.downgrade(), p.keep_shape, p.len);
-    Ok(record1(op, &[x], out, move |c| {
-        let g = c.grad().with_shape(keep.clone()).broadcast_to(xs.shape())?;
-        let gx = match kind {
-            Reduce::Sum => g,
-            Reduce::Mean => g.scale(1.0 / len as f64, 0.0)?,
-            Reduce::Prod => g.mul(&y.upgrade()?.with_shape(keep.clone()).broadcast_to(xs.shape())?)?.div(&xs)?,
-            Reduce::Max | Reduce::Min => {
-                let best = y.upgrade()?.with_shape(keep.clone());
-                g.mul(&xs.equal(&best.broadcast_to(xs.shape())?)?.cast(g.dtype())?)?
-            }
-        };
-        Ok(vec![Some(gx)])
-    }))
+fn reduce_op(op: &'static ReduceOp, x: &Tensor, axis: &[isize], keepdim: bool) -> Result<Tensor> {
+    apply1(op, &[x], ReduceAttrs { axis: axis.to_vec(), keepdim })
 }
 
 /// Sum over `axis` (all axes when empty). bool/int32 sum to int64, as Paddle.
 pub fn sum(x: &Tensor, axis: &[isize], keepdim: bool) -> Result<Tensor> {
-    reduce_op(Reduce::Sum, x, axis, keepdim)
+    reduce_op(&SUM, x, axis, keepdim)
 }
 
 /// Mean over `axis` (all when empty); float tensors only.
 pub fn mean(x: &Tensor, axis: &[isize], keepdim: bool) -> Result<Tensor> {
-    reduce_op(Reduce::Mean, x, axis, keepdim)
+    reduce_op(&MEAN, x, axis, keepdim)
 }
 
 /// Product over `axis` (all when empty).
 pub fn prod(x: &Tensor, axis: &[isize], keepdim: bool) -> Result<Tensor> {
-    reduce_op(Reduce::Prod, x, axis, keepdim)
+    reduce_op(&PROD, x, axis, keepdim)
 }
 
-/// Maximum over `axis` (all when empty); the gradient goes to every element equal to the
-/// maximum, as Paddle.
+/// Maximum over `axis` (all when empty); the gradient is split evenly among the elements
+/// equal to the maximum, as Paddle.
 pub fn max(x: &Tensor, axis: &[isize], keepdim: bool) -> Result<Tensor> {
-    reduce_op(Reduce::Max, x, axis, keepdim)
+    reduce_op(&MAX, x, axis, keepdim)
 }
 
 /// Minimum over `axis` (all when empty); ties as `max`.
 pub fn min(x: &Tensor, axis: &[isize], keepdim: bool) -> Result<Tensor> {
-    reduce_op(Reduce::Min, x, axis, keepdim)
+    reduce_op(&MIN, x, axis, keepdim)
 }
 
 pub(crate) static ARGREDUCE: Kernel = Kernel {
     file: "argreduce.wgsl",
-    variants: || {
+    keys: || {
         let mut v = Vec::new();
         for largest in [true, false] {
             for d in [DType::Float32, DType::Int32, DType::Int64] {
-                v.push(arg_variant(largest, d));
+                v.push(arg_key(largest, d));
             }
         }
         v
     },
+    variant: |key| arg_variant(key >= 8, DType::from_code(key % 8)),
 };
+
+fn arg_key(largest: bool, dtype: DType) -> u32 {
+    largest as u32 * 8 + dtype.code()
+}
 
 fn arg_variant(largest: bool, dtype: DType) -> Variant {
     let better = match (largest, dtype) {
@@ -336,88 +431,109 @@ fn arg_variant(largest: bool, dtype: DType) -> Variant {
     vec![("S", wgsl::storage(dtype).into()), ("BETTER", better.into())]
 }
 
-fn arg_reduce(op: &'static str, largest: bool, x: &Tensor, axis: Option<isize>, keepdim: bool) -> Result<Tensor> {
-    match x.dtype() {
-        DType::Float16 | DType::Bool => {
-            return arg_reduce(op, largest, &x.cast(DType::Float32)?, axis, keepdim);
-        }
-        DType::Float64 if x.place().is_gpu() => unreachable!("float64 never lives on a GPU"),
-        _ => {}
+/// `argmax`/`argmin`'s attributes.
+#[derive(Clone, Debug, PartialEq, dygraph_derive::Attrs)]
+pub(crate) struct ArgAttrs {
+    /// The axis (the flattened tensor when `None`).
+    pub axis: Option<isize>,
+    pub keepdim: bool,
+}
+
+/// Index of the extremum along an axis (`largest` picks argmax), int64.
+pub(crate) struct ArgReduceOp {
+    name: &'static str,
+    largest: bool,
+}
+
+pub(crate) static ARGMAX: ArgReduceOp = ArgReduceOp { name: "argmax", largest: true };
+pub(crate) static ARGMIN: ArgReduceOp = ArgReduceOp { name: "argmin", largest: false };
+
+impl Op for ArgReduceOp {
+    type Attrs = ArgAttrs;
+    /// `(outer, len, inner)` around the axis.
+    type Plan = (usize, usize, usize);
+
+    fn name(&self) -> &'static str {
+        self.name
     }
-    let (src, geom, shape) = match axis {
-        None => {
-            let shape = if keepdim { vec![1; x.ndim()] } else { vec![] };
-            (x.clone(), (1, x.numel(), 1), shape)
-        }
-        Some(a) => {
-            let ax = x.shape_ref().axis(op, a)?;
-            let (o, l, i) = x.shape_ref().around(ax);
-            let mut shape = x.shape().to_vec();
-            if keepdim {
-                shape[ax] = 1;
-            } else {
-                shape.remove(ax);
+
+    fn infer(&self, x: &[&TensorMeta], a: &ArgAttrs) -> Result<(Vec<TensorMeta>, (usize, usize, usize))> {
+        let op = self.name;
+        let [x] = x else {
+            return Err(Error::invalid(op, format!("takes one tensor, got {}", x.len())));
+        };
+        let (geom, shape) = match a.axis {
+            None => ((1, x.numel(), 1), if a.keepdim { vec![1; x.rank()] } else { vec![] }),
+            Some(ax) => {
+                let ax = x.shape.axis(op, ax)?;
+                let mut shape = x.dims().to_vec();
+                if a.keepdim {
+                    shape[ax] = 1;
+                } else {
+                    shape.remove(ax);
+                }
+                (x.shape.around(ax), shape)
             }
-            (x.clone(), (o, l, i), shape)
+        };
+        if geom.1 == 0 {
+            return Err(Error::shape(op, format!("attempt to get {op} of an empty axis of {:?}", x.dims())));
         }
-    };
-    if geom.1 == 0 {
-        return Err(Error::shape(op, format!("attempt to get {op} of an empty axis of {:?}", x.shape())));
+        Ok((vec![TensorMeta::new(shape, DType::Int64, x.place)], geom))
     }
-    let out = match src.backend() {
-        Backend::Cpu(d) => {
-            let n = d.len();
-            let vals: Vec<f64> = (0..n).map(|i| d.get_f64(i)).collect();
-            let ints: Vec<i64> = if x.dtype().is_int() { (0..n).map(|i| d.get_i64(i)).collect() } else { Vec::new() };
-            let (o, l, inner) = geom;
-            let idx: Vec<i64> = (0..o * inner)
-                .map(|k| {
-                    let (oo, ii) = (k / inner, k % inner);
-                    let at = |r: usize| (oo * l + r) * inner + ii;
-                    let mut best = 0;
-                    for r in 1..l {
-                        let better = if x.dtype().is_int() {
-                            if largest { ints[at(r)] > ints[at(best)] } else { ints[at(r)] < ints[at(best)] }
-                        } else {
-                            let (v, b) = (vals[at(r)], vals[at(best)]);
-                            (if largest { v > b } else { v < b }) || (v.is_nan() && !b.is_nan())
-                        };
-                        if better {
-                            best = r;
-                        }
+
+    fn cpu(&self, k: &mut CpuCall<'_>, _: &ArgAttrs, &(o, l, inner): &(usize, usize, usize)) -> Result<Vec<CpuData>> {
+        let (d, largest) = (k.x(0), self.largest);
+        let n = d.len();
+        let is_int = d.dtype().is_int();
+        let vals: Vec<f64> = if is_int { Vec::new() } else { (0..n).map(|i| d.get_f64(i)).collect() };
+        let ints: Vec<i64> = if is_int { (0..n).map(|i| d.get_i64(i)).collect() } else { Vec::new() };
+        let idx: Vec<i64> = (0..o * inner)
+            .map(|k| {
+                let (oo, ii) = (k / inner, k % inner);
+                let at = |r: usize| (oo * l + r) * inner + ii;
+                let mut best = 0;
+                for r in 1..l {
+                    let better = if is_int {
+                        if largest { ints[at(r)] > ints[at(best)] } else { ints[at(r)] < ints[at(best)] }
+                    } else {
+                        let (v, b) = (vals[at(r)], vals[at(best)]);
+                        (if largest { v > b } else { v < b }) || (v.is_nan() && !b.is_nan())
+                    };
+                    if better {
+                        best = r;
                     }
-                    best as i64
-                })
-                .collect();
-            Tensor::from_cpu(CpuData::I64(idx), shape)
-        }
-        Backend::Gpu(b) => {
-            let ctx = &b.ctx;
-            let outputs = geom.0 * geom.2;
-            let out = ctx.alloc(op, 8 * outputs as u64)?;
-            let params = [geom.0 as u32, geom.1 as u32, geom.2 as u32];
-            ctx.dispatch_1d(
-                &ARGREDUCE,
-                &arg_variant(largest, x.dtype()),
-                "main",
-                &[Bind::read(b), Bind::write(&out)],
-                &params,
-                outputs as u64,
-            )?;
-            Tensor::from_gpu(out, shape, DType::Int64)
-        }
-    };
-    Ok(out)
+                }
+                best as i64
+            })
+            .collect();
+        Ok(vec![CpuData::I64(idx)])
+    }
+
+    fn gpu(&self, k: &GpuCall<'_>, _: &ArgAttrs, geom: &(usize, usize, usize)) -> Result<()> {
+        let ctx = k.ctx;
+        let dtype = k.ins[0].dtype;
+        let cast;
+        let (src, dtype) = if dtype == DType::Bool {
+            cast = gpu_cast(ctx, k.x(0), dtype, DType::Float32, k.ins[0].numel())?;
+            (&cast, DType::Float32)
+        } else {
+            (k.x(0), dtype)
+        };
+        let outputs = geom.0 * geom.2;
+        let params = [geom.0 as u32, geom.1 as u32, geom.2 as u32];
+        let binds = [Bind::read(src), Bind::write(k.y(0))];
+        ctx.dispatch_1d(&ARGREDUCE, arg_key(self.largest, dtype), "main", &binds, &params, outputs as u64)
+    }
 }
 
 /// Index of the maximum along `axis` (over the flattened tensor when `None`), int64.
 pub fn argmax(x: &Tensor, axis: Option<isize>, keepdim: bool) -> Result<Tensor> {
-    arg_reduce("argmax", true, x, axis, keepdim)
+    apply1(&ARGMAX, &[x], ArgAttrs { axis, keepdim })
 }
 
 /// Index of the minimum along `axis` (over the flattened tensor when `None`), int64.
 pub fn argmin(x: &Tensor, axis: Option<isize>, keepdim: bool) -> Result<Tensor> {
-    arg_reduce("argmin", false, x, axis, keepdim)
+    apply1(&ARGMIN, &[x], ArgAttrs { axis, keepdim })
 }
 
 /// `log(Σ exp(x))` over `axis`, computed stably (max subtracted first).

@@ -179,7 +179,7 @@ impl<K: Kind> Optimizer for Optim<K> {
                 ),
                 _ => (self.weight_decay, rule),
             };
-            update::apply(&rule, p, g, &self.states[i], lr * p.learning_rate_multiplier(), l2)?;
+            update::apply_rule(&rule, p, g, &self.states[i], lr * p.learning_rate_multiplier(), l2)?;
         }
         Ok(())
     }

@@ -1,18 +1,23 @@
 //! The fused in-place parameter updates: one kernel dispatch per parameter on the GPU, one
-//! loop on the CPU, never through the host.
+//! loop on the CPU, never through the host. Each rule is a registry entry (`sgd`,
+//! `momentum`, `adam`, `rmsprop`) with inputs `[param, grad, states...]`, updating the
+//! parameter and the states in place.
 
 use crate::backend::cpu::CpuData;
-use crate::backend::gpu::{Bind, GpuBuffer, Kernel};
-use crate::tensor::Backend;
+use crate::backend::gpu::{Bind, Kernel};
+use crate::ops::registry::apply::apply;
+use crate::ops::registry::op::{CpuCall, GpuCall, Op};
+use crate::ops::{AttrMap, Attrs};
+use crate::tensor::TensorMeta;
 use crate::{DType, Error, Result, Tensor};
 
-pub(crate) static SGD: Kernel = Kernel { file: "optim/sgd.wgsl", variants: || vec![vec![]] };
-pub(crate) static MOMENTUM: Kernel = Kernel { file: "optim/momentum.wgsl", variants: || vec![vec![]] };
-pub(crate) static ADAM: Kernel = Kernel { file: "optim/adam.wgsl", variants: || vec![vec![]] };
-pub(crate) static RMSPROP: Kernel = Kernel { file: "optim/rmsprop.wgsl", variants: || vec![vec![]] };
+pub(crate) static SGD_KERNEL: Kernel = Kernel::single("optim/sgd.wgsl");
+pub(crate) static MOMENTUM_KERNEL: Kernel = Kernel::single("optim/momentum.wgsl");
+pub(crate) static ADAM_KERNEL: Kernel = Kernel::single("optim/adam.wgsl");
+pub(crate) static RMSPROP_KERNEL: Kernel = Kernel::single("optim/rmsprop.wgsl");
 
 /// One update rule with its hyper-parameters for this step.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Rule {
     Sgd,
     Momentum { mu: f64, nesterov: bool },
@@ -74,76 +79,198 @@ fn f(v: f64) -> u32 {
     (v as f32).to_bits()
 }
 
-fn gpu(t: &Tensor) -> Result<&std::sync::Arc<GpuBuffer>> {
-    match t.backend() {
-        Backend::Gpu(b) => Ok(b),
-        Backend::Cpu(_) => Err(Error::PlaceMismatch { op: "optimizer", lhs: t.place(), rhs: t.place() }),
+/// An update's attributes: the rule with its hyper-parameters, the learning rate and the L2
+/// weight decay.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct UpdateAttrs {
+    pub rule: Rule,
+    pub lr: f64,
+    pub wd: f64,
+}
+
+impl Attrs for UpdateAttrs {
+    fn to_map(&self) -> AttrMap {
+        let m = AttrMap::new().with("lr", self.lr).with("weight_decay", self.wd);
+        match self.rule {
+            Rule::Sgd => m,
+            Rule::Momentum { mu, nesterov } => m.with("mu", mu).with("nesterov", nesterov),
+            Rule::Adam { beta1, beta2, eps, beta1_pow, beta2_pow, decoupled_wd } => m
+                .with("beta1", beta1)
+                .with("beta2", beta2)
+                .with("epsilon", eps)
+                .with("beta1_pow", beta1_pow)
+                .with("beta2_pow", beta2_pow)
+                .with("decoupled_weight_decay", decoupled_wd),
+            Rule::RmsProp { rho, eps, momentum, centered } => {
+                m.with("rho", rho).with("epsilon", eps).with("momentum", momentum).with("centered", centered)
+            }
+        }
+    }
+
+    fn from_map(op: &'static str, m: &AttrMap) -> Result<Self> {
+        let rule = match op {
+            "sgd" => Rule::Sgd,
+            "momentum" => Rule::Momentum { mu: m.field(op, "mu")?, nesterov: m.field(op, "nesterov")? },
+            "adam" => Rule::Adam {
+                beta1: m.field(op, "beta1")?,
+                beta2: m.field(op, "beta2")?,
+                eps: m.field(op, "epsilon")?,
+                beta1_pow: m.field(op, "beta1_pow")?,
+                beta2_pow: m.field(op, "beta2_pow")?,
+                decoupled_wd: m.field(op, "decoupled_weight_decay")?,
+            },
+            _ => Rule::RmsProp {
+                rho: m.field(op, "rho")?,
+                eps: m.field(op, "epsilon")?,
+                momentum: m.field(op, "momentum")?,
+                centered: m.field(op, "centered")?,
+            },
+        };
+        let a = UpdateAttrs { rule, lr: m.field(op, "lr")?, wd: m.field(op, "weight_decay")? };
+        let known: Vec<String> = a.to_map().iter().map(|(n, _)| n.to_string()).collect();
+        m.check_known(op, &known.iter().map(String::as_str).collect::<Vec<_>>())?;
+        Ok(a)
+    }
+}
+
+/// One update rule as a registry entry.
+pub(crate) struct UpdateOp {
+    name: &'static str,
+    kernel: &'static Kernel,
+    states: usize,
+}
+
+pub(crate) static SGD: UpdateOp = UpdateOp { name: "sgd", kernel: &SGD_KERNEL, states: 0 };
+pub(crate) static MOMENTUM: UpdateOp = UpdateOp { name: "momentum", kernel: &MOMENTUM_KERNEL, states: 1 };
+pub(crate) static ADAM: UpdateOp = UpdateOp { name: "adam", kernel: &ADAM_KERNEL, states: 2 };
+pub(crate) static RMSPROP: UpdateOp = UpdateOp { name: "rmsprop", kernel: &RMSPROP_KERNEL, states: 3 };
+
+/// Which input positions the update writes: the parameter and every state.
+static INPLACE: [usize; 4] = [0, 2, 3, 4];
+
+impl Op for UpdateOp {
+    type Attrs = UpdateAttrs;
+    type Plan = ();
+
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn infer(&self, xs: &[&TensorMeta], a: &UpdateAttrs) -> Result<(Vec<TensorMeta>, ())> {
+        let op = self.name;
+        if a.rule.n_states() != self.states {
+            return Err(Error::invalid(op, format!("the rule {:?} is not {op}'s", a.rule)));
+        }
+        if xs.len() != 2 + self.states {
+            return Err(Error::invalid(
+                op,
+                format!("takes the parameter, its gradient and {} states, got {} tensors", self.states, xs.len()),
+            ));
+        }
+        let p = xs[0];
+        for (i, t) in xs.iter().enumerate().skip(1) {
+            if t.dtype != p.dtype {
+                return Err(Error::DTypeMismatch { op, lhs: p.dtype, rhs: t.dtype });
+            }
+            if t.shape != p.shape {
+                let what = if i == 1 { "gradient" } else { "state" };
+                return Err(Error::shape(op, format!("{what} {:?} for parameter {:?}", t.dims(), p.dims())));
+            }
+        }
+        if !matches!(p.dtype, DType::Float32 | DType::Float64) || (p.place.is_gpu() && p.dtype != DType::Float32) {
+            return Err(Error::unsupported(
+                op,
+                p.dtype,
+                "for parameters (float32 parameters are updated in place; float64 on the CPU)",
+            ));
+        }
+        Ok((Vec::new(), ()))
+    }
+
+    fn cpu(&self, k: &mut CpuCall<'_>, a: &UpdateAttrs, _: &()) -> Result<Vec<CpuData>> {
+        let (rule, lr, wd) = (&a.rule, a.lr, a.wd);
+        let mut args = k.split();
+        let grad = match args.remove(1) {
+            Err(g) => g,
+            Ok(_) => return Err(Error::invalid(self.name, "the gradient is not read-only")),
+        };
+        let mut written: Vec<&mut CpuData> = args.into_iter().filter_map(|a| a.ok()).collect();
+        if written.len() != 1 + self.states {
+            return Err(Error::invalid(self.name, "the parameter and states must be writable"));
+        }
+        let (param, states) = written.split_at_mut(1);
+        let n = grad.len();
+        let mut s = vec![0.0f64; self.states];
+        macro_rules! run {
+            ($variant:ident, $t:ty) => {{
+                let (CpuData::$variant(p), CpuData::$variant(g)) = (&mut *param[0], grad) else {
+                    return Err(Error::unsupported(self.name, grad.dtype(), "(parameters must be float32 or float64)"));
+                };
+                for i in 0..n {
+                    for (j, st) in states.iter().enumerate() {
+                        if let CpuData::$variant(v) = &**st {
+                            s[j] = v[i] as f64;
+                        }
+                    }
+                    p[i] = step_scalar(rule, p[i] as f64, g[i] as f64, &mut s, lr, wd) as $t;
+                    for (j, st) in states.iter_mut().enumerate() {
+                        if let CpuData::$variant(v) = &mut **st {
+                            v[i] = s[j] as $t;
+                        }
+                    }
+                }
+            }};
+        }
+        match grad {
+            CpuData::F32(_) => run!(F32, f32),
+            _ => run!(F64, f64),
+        }
+        Ok(Vec::new())
+    }
+
+    fn gpu(&self, k: &GpuCall<'_>, a: &UpdateAttrs, _: &()) -> Result<()> {
+        let n = k.ins[0].numel();
+        let (lr, wd) = (a.lr, a.wd);
+        let mut binds = vec![Bind::write(k.x(0)), Bind::read(k.x(1))];
+        binds.extend((2..2 + self.states).map(|i| Bind::write(k.x(i))));
+        let params: Vec<u32> = match a.rule {
+            Rule::Sgd => vec![n as u32, f(lr), f(wd)],
+            Rule::Momentum { mu, nesterov } => vec![n as u32, f(lr), f(wd), f(mu), nesterov as u32],
+            Rule::Adam { beta1, beta2, eps, beta1_pow, beta2_pow, decoupled_wd } => {
+                vec![n as u32, f(lr), f(wd), f(decoupled_wd), f(beta1), f(beta2), f(eps), f(beta1_pow), f(beta2_pow)]
+            }
+            Rule::RmsProp { rho, eps, momentum, centered } => {
+                vec![n as u32, f(lr), f(wd), f(rho), f(eps), f(momentum), centered as u32]
+            }
+        };
+        k.ctx.dispatch_1d(self.kernel, 0, "main", &binds, &params, n as u64)
+    }
+
+    fn inplace(&self) -> &'static [usize] {
+        let i = INPLACE.iter().position(|&i| i >= 2 + self.states).unwrap_or(INPLACE.len());
+        &INPLACE[..i]
     }
 }
 
 /// Applies `rule` to `param` in place with gradient `grad` and state tensors `states`
 /// (created by the caller as zeros like the parameter), learning rate `lr` and L2 weight
 /// decay `wd`.
-pub(crate) fn apply(rule: &Rule, param: &Tensor, grad: &Tensor, states: &[Tensor], lr: f64, wd: f64) -> Result<()> {
-    const OP: &str = "optimizer.step";
-    param.same_place(OP, grad)?;
-    param.same_dtype(OP, grad)?;
-    if grad.shape() != param.shape() {
-        return Err(Error::shape(OP, format!("gradient {:?} for parameter {:?}", grad.shape(), param.shape())));
-    }
-    let n = param.numel();
-    if param.place().is_gpu() {
-        if param.dtype() != DType::Float32 {
-            return Err(Error::unsupported(
-                OP,
-                param.dtype(),
-                "for GPU parameters (float32 parameters are updated in place)",
-            ));
-        }
-        let (p, g) = (gpu(param)?, gpu(grad)?);
-        let ctx = &p.ctx;
-        let st: Vec<&std::sync::Arc<GpuBuffer>> = states.iter().map(gpu).collect::<Result<_>>()?;
-        let mut binds = vec![Bind::write(p), Bind::read(g)];
-        binds.extend(st.iter().map(|b| Bind::write(b)));
-        let (kernel, params): (&Kernel, Vec<u32>) = match *rule {
-            Rule::Sgd => (&SGD, vec![n as u32, f(lr), f(wd)]),
-            Rule::Momentum { mu, nesterov } => (&MOMENTUM, vec![n as u32, f(lr), f(wd), f(mu), nesterov as u32]),
-            Rule::Adam { beta1, beta2, eps, beta1_pow, beta2_pow, decoupled_wd } => (
-                &ADAM,
-                vec![n as u32, f(lr), f(wd), f(decoupled_wd), f(beta1), f(beta2), f(eps), f(beta1_pow), f(beta2_pow)],
-            ),
-            Rule::RmsProp { rho, eps, momentum, centered } => {
-                (&RMSPROP, vec![n as u32, f(lr), f(wd), f(rho), f(eps), f(momentum), centered as u32])
-            }
-        };
-        return ctx.dispatch_1d(kernel, &vec![], "main", &binds, &params, n as u64);
-    }
-    let grad_data = grad.to_cpu_data(OP)?;
-    let mut state_guards: Vec<_> = states.iter().map(|s| s.cpu_write().expect("CPU state")).collect();
-    let mut pw = param.cpu_write().expect("CPU parameter");
-    let k = rule.n_states();
-    let mut s = vec![0.0f64; k];
-    macro_rules! run {
-        ($p:expr, $g:expr, $variant:ident, $t:ty) => {{
-            for i in 0..n {
-                for (j, st) in state_guards.iter().enumerate() {
-                    let CpuData::$variant(v) = &**st else { unreachable!("states share the parameter dtype") };
-                    s[j] = v[i] as f64;
-                }
-                $p[i] = step_scalar(rule, $p[i] as f64, $g[i] as f64, &mut s, lr, wd) as $t;
-                for (j, st) in state_guards.iter_mut().enumerate() {
-                    let CpuData::$variant(v) = &mut **st else { unreachable!("states share the parameter dtype") };
-                    v[i] = s[j] as $t;
-                }
-            }
-        }};
-    }
-    match (&mut *pw, &grad_data) {
-        (CpuData::F32(p), CpuData::F32(g)) => run!(p, g, F32, f32),
-        (CpuData::F64(p), CpuData::F64(g)) => run!(p, g, F64, f64),
-        _ => {
-            return Err(Error::unsupported(OP, param.dtype(), "(parameters must be float32 or float64)"));
-        }
-    }
+pub(crate) fn apply_rule(
+    rule: &Rule,
+    param: &Tensor,
+    grad: &Tensor,
+    states: &[Tensor],
+    lr: f64,
+    wd: f64,
+) -> Result<()> {
+    let op = match rule {
+        Rule::Sgd => &SGD,
+        Rule::Momentum { .. } => &MOMENTUM,
+        Rule::Adam { .. } => &ADAM,
+        Rule::RmsProp { .. } => &RMSPROP,
+    };
+    let mut inputs = vec![param, grad];
+    inputs.extend(states);
+    apply(op, &inputs, UpdateAttrs { rule: *rule, lr, wd })?;
     Ok(())
 }

@@ -1,18 +1,462 @@
 //! Creating tensors: from host data (`to_tensor`, `from_vec`), constants (`zeros`, `ones`,
-//! `full` and their `_like`), ranges (`arange`, `linspace`, `eye`), and moving between
-//! places (`to`). Random creation lives in `random.rs`.
+//! `full` and their `_like`), ranges (`arange`, `linspace`, `eye`), copies (`clone_data`,
+//! `assign_`) and moving between places (`to`). Random creation lives in `random.rs`. Every
+//! op here but the host-data constructors is a registry entry.
 
 use half::f16;
 
-use crate::autograd::record1;
 use crate::backend::cpu::{CpuData, gpu_bytes};
-use crate::backend::gpu::{self, Bind, Kernel};
+use crate::backend::gpu::{self, Bind, GpuBuffer, GpuContext, Kernel};
+use crate::ops::registry::apply::{apply, apply1};
+use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Half, Op};
 use crate::ops::wgsl;
-use crate::shape::IntoShape;
-use crate::tensor::{Backend, NdArray};
+use crate::shape::{IntoShape, checked_numel};
+use crate::tensor::{NdArray, TensorMeta};
 use crate::{DType, Element, Error, Place, Result, Scalar, Tensor, current_place};
 
-pub(crate) static FILL: Kernel = Kernel { file: "fill.wgsl", variants: || vec![vec![]] };
+pub(crate) static FILL: Kernel = Kernel::single("fill.wgsl");
+
+/// Records filling the first `n` elements of `buf` (of `dtype`) with `value`.
+pub(crate) fn gpu_fill(ctx: &GpuContext, buf: &GpuBuffer, dtype: DType, value: Scalar, n: usize) -> Result<()> {
+    let words = gpu_bytes(dtype, n).div_ceil(4);
+    let pattern: Vec<u32> = match dtype {
+        DType::Float16 => {
+            let h = f16::from_f64(value.to_f64()).to_bits() as u32;
+            vec![h | (h << 16)]
+        }
+        _ => wgsl::scalar_words(dtype, value),
+    };
+    let mut params = vec![words as u32, pattern.len() as u32];
+    params.extend(&pattern);
+    params.resize(4, 0);
+    ctx.dispatch_1d(&FILL, 0, "main", &[Bind::write(buf)], &params, words)
+}
+
+/// Errors unless a tensor of `dims` and `dtype` fits in host memory's address space.
+pub(crate) fn check_size(op: &'static str, dims: &[usize], dtype: DType) -> Result<usize> {
+    checked_numel(dims).filter(|n| n.checked_mul(dtype.size_of()).is_some_and(|b| b <= isize::MAX as usize)).ok_or_else(
+        || Error::invalid(op, format!("a {dtype} tensor of shape {dims:?} is larger than the address space")),
+    )
+}
+
+/// Host-computed data written into a creation op's output (small: ranges, identities).
+fn host_to_gpu(k: &GpuCall<'_>, data: CpuData) -> Result<()> {
+    k.ctx.write(k.y(0), &data.to_gpu_bytes())
+}
+
+/// `full`'s attributes: the shape, the fill value, the dtype and the place.
+#[derive(Clone, Debug, PartialEq, dygraph_derive::Attrs)]
+pub(crate) struct FullAttrs {
+    pub shape: Vec<usize>,
+    pub value: Scalar,
+    pub dtype: DType,
+    pub place: Place,
+}
+
+/// A constant tensor (`paddle.full`; `zeros` and `ones` are entries of their own so that
+/// errors name the function called).
+pub(crate) struct FullOp(&'static str);
+
+pub(crate) static FULL: FullOp = FullOp("full");
+pub(crate) static ZEROS: FullOp = FullOp("zeros");
+pub(crate) static ONES: FullOp = FullOp("ones");
+
+impl Op for FullOp {
+    type Attrs = FullAttrs;
+    type Plan = ();
+
+    fn name(&self) -> &'static str {
+        self.0
+    }
+
+    fn infer(&self, x: &[&TensorMeta], a: &FullAttrs) -> Result<(Vec<TensorMeta>, ())> {
+        no_inputs(self.0, x)?;
+        check_size(self.0, &a.shape, a.dtype)?;
+        if !a.dtype.is_float() && !a.value.to_f64().is_finite() {
+            return Err(Error::invalid(
+                self.0,
+                format!("fill value {:?} cannot be represented in {}", a.value.to_f64(), a.dtype),
+            ));
+        }
+        Ok((vec![TensorMeta::new(a.shape.clone(), a.dtype, a.place)], ()))
+    }
+
+    fn cpu(&self, k: &mut CpuCall<'_>, a: &FullAttrs, _: &()) -> Result<Vec<CpuData>> {
+        Ok(vec![a.value.fill(a.dtype, k.outs[0].numel())])
+    }
+
+    fn gpu(&self, k: &GpuCall<'_>, a: &FullAttrs, _: &()) -> Result<()> {
+        gpu_fill(k.ctx, k.y(0), a.dtype, a.value, k.outs[0].numel())
+    }
+
+    fn half(&self) -> Half {
+        Half::Native
+    }
+}
+
+fn no_inputs(op: &'static str, x: &[&TensorMeta]) -> Result<()> {
+    if !x.is_empty() {
+        return Err(Error::invalid(op, format!("takes no tensors, got {}", x.len())));
+    }
+    Ok(())
+}
+
+/// `arange`'s attributes.
+#[derive(Clone, Debug, PartialEq, dygraph_derive::Attrs)]
+pub(crate) struct ArangeAttrs {
+    pub start: Scalar,
+    pub end: Scalar,
+    pub step: Scalar,
+    pub dtype: DType,
+    pub place: Place,
+}
+
+/// Evenly stepped values (`paddle.arange`).
+pub(crate) struct ArangeOp;
+
+pub(crate) static ARANGE: ArangeOp = ArangeOp;
+
+impl ArangeAttrs {
+    /// The number of values, validated.
+    fn len(&self) -> Result<usize> {
+        const OP: &str = "arange";
+        if self.dtype.is_int() {
+            let (s, e, st) = (self.start, self.end, self.step);
+            for (what, v) in [("start", s), ("end", e), ("step", st)] {
+                if !v.to_f64().is_finite() {
+                    return Err(Error::invalid(OP, format!("{what} must be finite, got {}", v.to_f64())));
+                }
+            }
+            let (s, e, st) = (s.to_i64(), e.to_i64(), st.to_i64());
+            if st == 0 {
+                return Err(Error::invalid(OP, format!("integer step {:?} truncates to zero", self.step)));
+            }
+            let (span, st128) = (e as i128 - s as i128, st as i128);
+            let n =
+                if (span > 0) == (st128 > 0) && span != 0 { (span.abs() + st128.abs() - 1) / st128.abs() } else { 0 };
+            let (lo, hi) = if self.dtype == DType::Int32 {
+                (i32::MIN as i128, i32::MAX as i128)
+            } else {
+                (i64::MIN as i128, i64::MAX as i128)
+            };
+            let in_range = |v: i128| (lo..=hi).contains(&v);
+            if n > (isize::MAX / 8) as i128
+                || (n > 0 && !(in_range(s as i128) && in_range(s as i128 + (n - 1) * st128)))
+            {
+                return Err(Error::invalid(OP, format!("[{s}, {e}) by {st} has too many values for {}", self.dtype)));
+            }
+            Ok(n as usize)
+        } else {
+            let (s, e, st) = (self.start.to_f64(), self.end.to_f64(), self.step.to_f64());
+            if !(s.is_finite() && e.is_finite() && st.is_finite()) {
+                return Err(Error::invalid(OP, format!("start {s}, end {e} and step {st} must be finite")));
+            }
+            if st == 0.0 {
+                return Err(Error::invalid(OP, "step must not be zero"));
+            }
+            let n = ((e - s) / st).ceil().max(0.0);
+            if n >= (isize::MAX as usize / 8) as f64 {
+                return Err(Error::invalid(OP, format!("[{s}, {e}) by {st} has too many values")));
+            }
+            Ok(n as usize)
+        }
+    }
+
+    fn data(&self, n: usize) -> CpuData {
+        if self.dtype.is_int() {
+            let (s, st) = (self.start.to_i64(), self.step.to_i64());
+            CpuData::from_i64(self.dtype, (0..n as i64).map(|i| s.wrapping_add(i.wrapping_mul(st))))
+        } else {
+            let (s, st) = (self.start.to_f64(), self.step.to_f64());
+            CpuData::from_f64(self.dtype, (0..n).map(|i| s + i as f64 * st))
+        }
+    }
+}
+
+impl Op for ArangeOp {
+    type Attrs = ArangeAttrs;
+    type Plan = ();
+
+    fn name(&self) -> &'static str {
+        "arange"
+    }
+
+    fn infer(&self, x: &[&TensorMeta], a: &ArangeAttrs) -> Result<(Vec<TensorMeta>, ())> {
+        no_inputs("arange", x)?;
+        let n = a.len()?;
+        check_size("arange", &[n], a.dtype)?;
+        Ok((vec![TensorMeta::new(vec![n], a.dtype, a.place)], ()))
+    }
+
+    fn cpu(&self, k: &mut CpuCall<'_>, a: &ArangeAttrs, _: &()) -> Result<Vec<CpuData>> {
+        Ok(vec![a.data(k.outs[0].numel())])
+    }
+
+    fn gpu(&self, k: &GpuCall<'_>, a: &ArangeAttrs, _: &()) -> Result<()> {
+        host_to_gpu(k, a.data(k.outs[0].numel()))
+    }
+
+    fn half(&self) -> Half {
+        Half::Native
+    }
+}
+
+/// `linspace`'s attributes.
+#[derive(Clone, Debug, PartialEq, dygraph_derive::Attrs)]
+pub(crate) struct LinspaceAttrs {
+    pub start: f64,
+    pub stop: f64,
+    pub num: usize,
+    pub dtype: DType,
+    pub place: Place,
+}
+
+/// `num` evenly spaced values from `start` to `stop` inclusive (`paddle.linspace`).
+pub(crate) struct LinspaceOp;
+
+pub(crate) static LINSPACE: LinspaceOp = LinspaceOp;
+
+impl LinspaceAttrs {
+    fn data(&self) -> CpuData {
+        let num = self.num;
+        let step = if num > 1 { (self.stop - self.start) / (num - 1) as f64 } else { 0.0 };
+        CpuData::from_f64(
+            self.dtype,
+            (0..num).map(|i| if i + 1 == num && num > 1 { self.stop } else { self.start + i as f64 * step }),
+        )
+    }
+}
+
+impl Op for LinspaceOp {
+    type Attrs = LinspaceAttrs;
+    type Plan = ();
+
+    fn name(&self) -> &'static str {
+        "linspace"
+    }
+
+    fn infer(&self, x: &[&TensorMeta], a: &LinspaceAttrs) -> Result<(Vec<TensorMeta>, ())> {
+        no_inputs("linspace", x)?;
+        check_size("linspace", &[a.num], a.dtype)?;
+        if !(a.start.is_finite() && a.stop.is_finite()) {
+            return Err(Error::invalid("linspace", format!("start {} and stop {} must be finite", a.start, a.stop)));
+        }
+        Ok((vec![TensorMeta::new(vec![a.num], a.dtype, a.place)], ()))
+    }
+
+    fn cpu(&self, _: &mut CpuCall<'_>, a: &LinspaceAttrs, _: &()) -> Result<Vec<CpuData>> {
+        Ok(vec![a.data()])
+    }
+
+    fn gpu(&self, k: &GpuCall<'_>, a: &LinspaceAttrs, _: &()) -> Result<()> {
+        host_to_gpu(k, a.data())
+    }
+
+    fn half(&self) -> Half {
+        Half::Native
+    }
+}
+
+/// `eye`'s attributes.
+#[derive(Clone, Debug, PartialEq, dygraph_derive::Attrs)]
+pub(crate) struct EyeAttrs {
+    pub rows: usize,
+    pub cols: usize,
+    pub dtype: DType,
+    pub place: Place,
+}
+
+/// An identity matrix (`paddle.eye`).
+pub(crate) struct EyeOp;
+
+pub(crate) static EYE: EyeOp = EyeOp;
+
+impl EyeAttrs {
+    fn data(&self) -> CpuData {
+        let m = self.cols;
+        CpuData::from_i64(self.dtype, (0..self.rows * m).map(|k| (k / m == k % m) as i64))
+    }
+}
+
+impl Op for EyeOp {
+    type Attrs = EyeAttrs;
+    type Plan = ();
+
+    fn name(&self) -> &'static str {
+        "eye"
+    }
+
+    fn infer(&self, x: &[&TensorMeta], a: &EyeAttrs) -> Result<(Vec<TensorMeta>, ())> {
+        no_inputs("eye", x)?;
+        check_size("eye", &[a.rows, a.cols], a.dtype)?;
+        Ok((vec![TensorMeta::new(vec![a.rows, a.cols], a.dtype, a.place)], ()))
+    }
+
+    fn cpu(&self, _: &mut CpuCall<'_>, a: &EyeAttrs, _: &()) -> Result<Vec<CpuData>> {
+        Ok(vec![a.data()])
+    }
+
+    fn gpu(&self, k: &GpuCall<'_>, a: &EyeAttrs, _: &()) -> Result<()> {
+        host_to_gpu(k, a.data())
+    }
+
+    fn half(&self) -> Half {
+        Half::Native
+    }
+}
+
+/// `to`'s attribute: the destination.
+#[derive(Clone, Debug, PartialEq, dygraph_derive::Attrs)]
+pub(crate) struct ToAttrs {
+    pub place: Place,
+}
+
+/// A copy on another place (`x.to(place)`, Paddle's `x.cuda()` / `x.cpu()`).
+pub(crate) struct ToOp;
+
+pub(crate) static TO: ToOp = ToOp;
+
+impl Op for ToOp {
+    type Attrs = ToAttrs;
+    type Plan = ();
+
+    fn name(&self) -> &'static str {
+        "to"
+    }
+
+    fn infer(&self, x: &[&TensorMeta], a: &ToAttrs) -> Result<(Vec<TensorMeta>, ())> {
+        let [x] = x else {
+            return Err(Error::invalid("to", format!("takes one tensor, got {}", x.len())));
+        };
+        Ok((vec![TensorMeta::new(x.shape.clone(), x.dtype, a.place)], ()))
+    }
+
+    fn cpu(&self, k: &mut CpuCall<'_>, _: &ToAttrs, _: &()) -> Result<Vec<CpuData>> {
+        Ok(vec![k.x(0).clone()])
+    }
+
+    fn gpu(&self, k: &GpuCall<'_>, _: &ToAttrs, _: &()) -> Result<()> {
+        let bytes = gpu_bytes(k.ins[0].dtype, k.ins[0].numel()).div_ceil(4) * 4;
+        k.ctx.copy(k.x(0), 0, k.y(0), 0, bytes)
+    }
+
+    fn custom(&self, x: &[&Tensor], _: &ToAttrs, _: &(), outs: &[TensorMeta]) -> Option<Result<Vec<Tensor>>> {
+        if x[0].place() == outs[0].place {
+            return None;
+        }
+        Some((|| {
+            let data = x[0].to_cpu_data("to")?;
+            Ok(vec![Tensor::from_data_on(data, outs[0].shape.dims().to_vec(), outs[0].place)?])
+        })())
+    }
+
+    fn mixed_places(&self) -> bool {
+        true
+    }
+
+    fn half(&self) -> Half {
+        Half::Native
+    }
+
+    fn differentiable(&self) -> bool {
+        true
+    }
+
+    fn backward(&self, g: &GradCall<'_>, _: &ToAttrs, _: &()) -> Result<Vec<Option<Tensor>>> {
+        let from = g.x(0).place();
+        Ok(vec![g.grad_if(0, || g.g().to(from))?])
+    }
+}
+
+/// A copy sharing no memory (`paddle.assign`, `x.clone()`).
+pub(crate) struct AssignOp;
+
+pub(crate) static ASSIGN: AssignOp = AssignOp;
+
+impl Op for AssignOp {
+    type Attrs = ();
+    type Plan = ();
+
+    fn name(&self) -> &'static str {
+        "assign"
+    }
+
+    fn infer(&self, x: &[&TensorMeta], _: &()) -> Result<(Vec<TensorMeta>, ())> {
+        let [x] = x else {
+            return Err(Error::invalid("assign", format!("takes one tensor, got {}", x.len())));
+        };
+        Ok((vec![(*x).clone()], ()))
+    }
+
+    fn cpu(&self, k: &mut CpuCall<'_>, _: &(), _: &()) -> Result<Vec<CpuData>> {
+        Ok(vec![k.x(0).clone()])
+    }
+
+    fn gpu(&self, k: &GpuCall<'_>, _: &(), _: &()) -> Result<()> {
+        let bytes = gpu_bytes(k.ins[0].dtype, k.ins[0].numel()).div_ceil(4) * 4;
+        k.ctx.copy(k.x(0), 0, k.y(0), 0, bytes)
+    }
+
+    fn half(&self) -> Half {
+        Half::Native
+    }
+
+    fn differentiable(&self) -> bool {
+        true
+    }
+
+    fn backward(&self, g: &GradCall<'_>, _: &(), _: &()) -> Result<Vec<Option<Tensor>>> {
+        Ok(vec![g.grad_if(0, || Ok(g.g().clone()))?])
+    }
+}
+
+/// Overwrites input 0's data with input 1's, in place (`x.assign_(src)`, optimizers and
+/// running statistics): no outputs, not recorded.
+pub(crate) struct AssignInplaceOp;
+
+pub(crate) static ASSIGN_INPLACE: AssignInplaceOp = AssignInplaceOp;
+
+impl Op for AssignInplaceOp {
+    type Attrs = ();
+    type Plan = ();
+
+    fn name(&self) -> &'static str {
+        "assign_"
+    }
+
+    fn infer(&self, x: &[&TensorMeta], _: &()) -> Result<(Vec<TensorMeta>, ())> {
+        const OP: &str = "assign_";
+        let [dst, src] = x else {
+            return Err(Error::invalid(OP, format!("takes two tensors, got {}", x.len())));
+        };
+        if dst.dtype != src.dtype {
+            return Err(Error::DTypeMismatch { op: OP, lhs: dst.dtype, rhs: src.dtype });
+        }
+        if dst.shape != src.shape {
+            return Err(Error::shape(OP, format!("source shape {:?} differs from {:?}", src.dims(), dst.dims())));
+        }
+        Ok((Vec::new(), ()))
+    }
+
+    fn cpu(&self, k: &mut CpuCall<'_>, _: &(), _: &()) -> Result<Vec<CpuData>> {
+        let src = k.x(1).clone();
+        *k.x_mut(0) = src;
+        Ok(Vec::new())
+    }
+
+    fn gpu(&self, k: &GpuCall<'_>, _: &(), _: &()) -> Result<()> {
+        let bytes = gpu_bytes(k.ins[0].dtype, k.ins[0].numel()).div_ceil(4) * 4;
+        k.ctx.copy(k.x(1), 0, k.x(0), 0, bytes)
+    }
+
+    fn inplace(&self) -> &'static [usize] {
+        &[0]
+    }
+
+    fn half(&self) -> Half {
+        Half::Native
+    }
+}
 
 impl Tensor {
     /// A tensor on `place` holding `data` with `shape`.
@@ -53,13 +497,7 @@ impl Tensor {
         if self.place() == place {
             return Ok(self.clone());
         }
-        let data = self.to_cpu_data("to")?;
-        let out = Tensor::from_data_on(data, self.shape().to_vec(), place)?;
-        if !self.dtype().is_float() {
-            return Ok(out);
-        }
-        let from = self.place();
-        Ok(record1("to", &[self], out, move |c| Ok(vec![Some(c.grad().to(from)?)])))
+        apply1(&TO, &[self], ToAttrs { place })
     }
 
     /// A copy on the CPU place.
@@ -178,32 +616,15 @@ pub fn full_on(shape: impl IntoShape, value: impl Into<Scalar>, dtype: DType, pl
     fill_on("full", shape, value.into(), dtype, place)
 }
 
-/// `full_on` reporting errors (negative dimensions, device limits) as `op`.
+/// `full_on` reporting shape errors (negative dimensions) as `op`.
 fn fill_on(op: &'static str, shape: impl IntoShape, value: Scalar, dtype: DType, place: Place) -> Result<Tensor> {
     let shape = shape.into_dims(op)?;
-    let n: usize = shape.iter().product();
-    match place {
-        Place::Cpu => Ok(Tensor::from_cpu(value.fill(dtype, n), shape)),
-        Place::Gpu(i) => {
-            wgsl::check_gpu_dtype(op, dtype, place)?;
-            let ctx = gpu::context(i)?;
-            let bytes = gpu_bytes(dtype, n);
-            let buf = ctx.alloc(op, bytes)?;
-            let words = bytes.div_ceil(4);
-            let pattern: Vec<u32> = match dtype {
-                DType::Float16 => {
-                    let h = f16::from_f64(value.to_f64()).to_bits() as u32;
-                    vec![h | (h << 16)]
-                }
-                _ => wgsl::scalar_words(dtype, value),
-            };
-            let mut params = vec![words as u32, pattern.len() as u32];
-            params.extend(&pattern);
-            params.resize(4, 0);
-            ctx.dispatch_1d(&FILL, &vec![], "main", &[Bind::write(&buf)], &params, words)?;
-            Ok(Tensor::from_gpu(buf, shape, dtype))
-        }
-    }
+    let entry = match op {
+        "zeros" => &ZEROS,
+        "ones" => &ONES,
+        _ => &FULL,
+    };
+    apply1(entry, &[], FullAttrs { shape, value, dtype, place })
 }
 
 /// A tensor of `shape` filled with `value` on the current place (`paddle.full`).
@@ -254,85 +675,34 @@ pub fn arange(
     dtype: DType,
 ) -> Result<Tensor> {
     let (start, end, step) = (start.into(), end.into(), step.into());
-    if step.to_f64() == 0.0 {
-        return Err(Error::invalid("arange", "step must not be zero"));
-    }
-    let data = if dtype.is_int() {
-        let (s, e, st) = (start.to_i64(), end.to_i64(), step.to_i64());
-        if st == 0 {
-            return Err(Error::invalid("arange", format!("integer step {step:?} truncates to zero")));
-        }
-        let n = ((e - s) as f64 / st as f64).ceil().max(0.0) as usize;
-        CpuData::from_i64(dtype, (0..n as i64).map(|i| s + i * st))
-    } else {
-        let (s, e, st) = (start.to_f64(), end.to_f64(), step.to_f64());
-        let n = ((e - s) / st).ceil().max(0.0) as usize;
-        CpuData::from_f64(dtype, (0..n).map(|i| s + i as f64 * st))
-    };
-    let n = data.len();
-    Tensor::from_data_on(data, vec![n], current_place()?)
+    apply1(&ARANGE, &[], ArangeAttrs { start, end, step, dtype, place: current_place()? })
 }
 
 /// `num` evenly spaced values from `start` to `stop` inclusive (`paddle.linspace`).
 pub fn linspace(start: f64, stop: f64, num: usize, dtype: DType) -> Result<Tensor> {
-    let step = if num > 1 { (stop - start) / (num - 1) as f64 } else { 0.0 };
-    let data = CpuData::from_f64(
-        dtype,
-        (0..num).map(|i| if i + 1 == num && num > 1 { stop } else { start + i as f64 * step }),
-    );
-    Tensor::from_data_on(data, vec![num], current_place()?)
+    apply1(&LINSPACE, &[], LinspaceAttrs { start, stop, num, dtype, place: current_place()? })
 }
 
 /// An `n × m` matrix with ones on the diagonal (`paddle.eye`; `m` defaults to `n`).
 pub fn eye(n: usize, m: Option<usize>, dtype: DType) -> Result<Tensor> {
-    let m = m.unwrap_or(n);
-    let data = CpuData::from_i64(dtype, (0..n * m).map(|k| (k / m == k % m) as i64));
-    Tensor::from_data_on(data, vec![n, m], current_place()?)
+    apply1(&EYE, &[], EyeAttrs { rows: n, cols: m.unwrap_or(n), dtype, place: current_place()? })
 }
 
 impl Tensor {
-    /// A new tensor with the same data on the same place, never sharing memory.
+    /// A new tensor with the same data on the same place, never sharing memory
+    /// (`paddle.assign`); gradients flow through it.
     pub fn clone_data(&self) -> Result<Tensor> {
-        match self.backend() {
-            Backend::Cpu(d) => Ok(Tensor::from_cpu(d.clone(), self.shape())),
-            Backend::Gpu(b) => {
-                let bytes = gpu_bytes(self.dtype(), self.numel()).div_ceil(4) * 4;
-                let out = b.ctx.alloc("clone", bytes)?;
-                b.ctx.copy(b, 0, &out, 0, bytes)?;
-                Ok(Tensor::from_gpu(out, self.shape(), self.dtype()))
-            }
-        }
+        apply1(&ASSIGN, &[self], ())
     }
-}
 
-impl Tensor {
     /// Overwrites this tensor's data in place with `src`'s (same shape, dtype and place);
     /// every tensor sharing the memory sees the new values. Not recorded by autograd (used
     /// by optimizers and running statistics under `no_grad`).
     pub fn assign_(&self, src: &Tensor) -> Result<()> {
-        const OP: &str = "assign_";
-        self.same_place(OP, src)?;
-        self.same_dtype(OP, src)?;
-        if self.shape() != src.shape() {
-            return Err(Error::shape(OP, format!("source shape {:?} differs from {:?}", src.shape(), self.shape())));
+        if self.storage().same_memory(src.storage()) && self.shape() == src.shape() && self.dtype() == src.dtype() {
+            return Ok(());
         }
-        match (self.storage(), src.storage()) {
-            (crate::backend::Storage::Cpu(dst), crate::backend::Storage::Cpu(s)) => {
-                if std::sync::Arc::ptr_eq(dst, s) {
-                    return Ok(());
-                }
-                let data = s.read().unwrap_or_else(|e| e.into_inner()).clone();
-                *dst.write().unwrap_or_else(|e| e.into_inner()) = data;
-                Ok(())
-            }
-            (crate::backend::Storage::Gpu(dst), crate::backend::Storage::Gpu(s)) => {
-                if std::sync::Arc::ptr_eq(dst, s) {
-                    return Ok(());
-                }
-                let bytes = gpu_bytes(self.dtype(), self.numel()).div_ceil(4) * 4;
-                dst.ctx.copy(s, 0, dst, 0, bytes)
-            }
-            _ => unreachable!("places were checked equal"),
-        }
+        apply(&ASSIGN_INPLACE, &[self, src], ())?;
+        Ok(())
     }
 }

@@ -3,11 +3,13 @@
 
 pub(crate) mod create;
 mod display;
+mod meta;
+pub use meta::TensorMeta;
 pub(crate) mod overload;
 mod readback;
 pub use readback::NdArray;
 
-use std::sync::{Arc, Mutex, MutexGuard, RwLockReadGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 pub use create::*;
 pub use display::{PrintOptions, set_printoptions};
@@ -29,12 +31,6 @@ pub(crate) struct TensorInner {
     pub shape: Shape,
     pub dtype: DType,
     pub meta: Mutex<GradMeta>,
-}
-
-/// Which backend a tensor's data is on, borrowed for an op's one `match`.
-pub(crate) enum Backend<'a> {
-    Cpu(RwLockReadGuard<'a, CpuData>),
-    Gpu(&'a Arc<GpuBuffer>),
 }
 
 impl Tensor {
@@ -86,22 +82,7 @@ impl Tensor {
         &self.inner.storage
     }
 
-    pub(crate) fn backend(&self) -> Backend<'_> {
-        match &self.inner.storage {
-            Storage::Cpu(d) => Backend::Cpu(d.read().unwrap_or_else(|e| e.into_inner())),
-            Storage::Gpu(b) => Backend::Gpu(b),
-        }
-    }
-
-    /// Exclusive access to the host data of a CPU tensor (in-place updates).
-    pub(crate) fn cpu_write(&self) -> Option<std::sync::RwLockWriteGuard<'_, CpuData>> {
-        match &self.inner.storage {
-            Storage::Cpu(d) => Some(d.write().unwrap_or_else(|e| e.into_inner())),
-            Storage::Gpu(_) => None,
-        }
-    }
-
-    pub(crate) fn meta(&self) -> MutexGuard<'_, GradMeta> {
+    pub(crate) fn grad_meta(&self) -> MutexGuard<'_, GradMeta> {
         self.inner.meta.lock().unwrap_or_else(|e| e.into_inner())
     }
 

@@ -3,9 +3,9 @@
 
 use std::fmt;
 
+use crate::backend::Storage;
 use crate::backend::cpu::CpuData;
-use crate::tensor::Backend;
-use crate::{DType, Element, Error, Result, Tensor};
+use crate::{Element, Error, Result, Tensor};
 
 /// A host array with its shape: what `numpy()` returns.
 #[derive(Clone, Debug, PartialEq)]
@@ -34,12 +34,20 @@ pub(crate) fn block_on<F: std::future::Future>(op: &'static str, _f: F) -> Resul
     Err(Error::WouldBlock { op })
 }
 
+fn meta_has_no_data(t: &Tensor) -> Error {
+    Error::invalid(
+        "readback",
+        format!("a meta tensor (shape {:?}, {}, {}) has no data to read", t.shape(), t.dtype(), t.place()),
+    )
+}
+
 impl Tensor {
     /// The data as host storage (a copy), asynchronously.
     pub(crate) async fn to_cpu_data_async(&self) -> Result<CpuData> {
-        let (buf, ctx) = match self.backend() {
-            Backend::Cpu(d) => return Ok(d.clone()),
-            Backend::Gpu(b) => (b.clone(), b.ctx.clone()),
+        let (buf, ctx) = match self.storage() {
+            Storage::Cpu(d) => return Ok(d.read().unwrap_or_else(|e| e.into_inner()).clone()),
+            Storage::Gpu(b) => (b.clone(), b.ctx.clone()),
+            Storage::Meta(_) => return Err(meta_has_no_data(self)),
         };
         let n = self.numel();
         let bytes = ctx.read(&buf, crate::backend::cpu::gpu_bytes(self.dtype(), n)).await?;
@@ -47,8 +55,10 @@ impl Tensor {
     }
 
     pub(crate) fn to_cpu_data(&self, op: &'static str) -> Result<CpuData> {
-        if let Backend::Cpu(d) = self.backend() {
-            return Ok(d.clone());
+        match self.storage() {
+            Storage::Cpu(d) => return Ok(d.read().unwrap_or_else(|e| e.into_inner()).clone()),
+            Storage::Meta(_) => return Err(meta_has_no_data(self)),
+            Storage::Gpu(_) => {}
         }
         block_on(op, self.to_cpu_data_async())?
     }
@@ -128,12 +138,5 @@ impl Tensor {
     /// True when the dtype is float16/32/64.
     pub fn is_floating_point(&self) -> bool {
         self.dtype().is_float()
-    }
-
-    pub(crate) fn expect_dtype(&self, op: &'static str, dtype: DType) -> Result<()> {
-        if self.dtype() != dtype {
-            return Err(Error::unsupported(op, self.dtype(), format!("(expected {dtype})")));
-        }
-        Ok(())
     }
 }

@@ -11,7 +11,7 @@ use gemm::Parallelism;
 
 /// The geometry of one convolution: input `[n, c, h, w]`, weight `[oc, c / groups, kh, kw]`,
 /// output `[n, oc, oh, ow]`, stride, top/left padding, dilation and groups.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, dygraph_derive::Attrs)]
 pub(crate) struct ConvGeom {
     pub n: usize,
     pub c: usize,

@@ -151,12 +151,13 @@ pub(crate) fn typed_ref<T: 'static>(d: &CpuData) -> Option<&Vec<T>> {
 }
 
 /// Bytes a tensor of `dtype` and `n` elements occupies on the GPU.
+/// Saturates instead of wrapping, so an absurd size fails the device-limit check.
 pub(crate) fn gpu_bytes(dtype: DType, n: usize) -> u64 {
     let n = n as u64;
     match dtype {
-        DType::Bool | DType::Int32 | DType::Float32 => 4 * n,
-        DType::Int64 | DType::Float64 => 8 * n,
-        DType::Float16 => 2 * n,
+        DType::Bool | DType::Int32 | DType::Float32 => n.saturating_mul(4),
+        DType::Int64 | DType::Float64 => n.saturating_mul(8),
+        DType::Float16 => n.saturating_mul(2),
     }
 }
 

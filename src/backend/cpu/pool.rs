@@ -6,7 +6,7 @@ use super::conv::{WinFloat, for_each_item};
 /// Geometry of one pooling: `n · c` input planes of `h × w`, output planes `oh × ow`.
 /// Fixed windows are `kh × kw` moved by `(sh, sw)` from `(-pt, -pl)` and clipped to the
 /// input; adaptive windows are Paddle's `[floor(i·in/out), ceil((i+1)·in/out))`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, dygraph_derive::Attrs)]
 pub(crate) struct PoolGeom {
     pub n: usize,
     pub c: usize,

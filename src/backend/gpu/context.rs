@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::pool::{BufferPool, MemoryStats, size_class};
 use super::recorder::Recorder;
-use super::shader::{Kernel, Variant};
+use super::shader::Kernel;
 use crate::{Error, Result};
 
 /// How a kernel binds a buffer.
@@ -22,6 +22,10 @@ pub(crate) struct Pipeline {
     pub layout: wgpu::BindGroupLayout,
 }
 
+/// A compiled pipeline's identity: the kernel (by address), its variant key, the entry point
+/// and the access of each bound buffer (one bit per binding, set for read-write).
+type PipelineKey = (usize, u32, &'static str, u32);
+
 /// One opened GPU device.
 pub(crate) struct GpuContext {
     pub index: usize,
@@ -31,7 +35,7 @@ pub(crate) struct GpuContext {
     pub limits: wgpu::Limits,
     pub(crate) recorder: Mutex<Recorder>,
     pub(crate) pool: Mutex<BufferPool>,
-    pipelines: Mutex<HashMap<String, Arc<Pipeline>>>,
+    pipelines: Mutex<HashMap<PipelineKey, Arc<Pipeline>>>,
     errors: Arc<Mutex<Vec<String>>>,
     lost: Arc<Mutex<Option<String>>>,
 }
@@ -360,23 +364,24 @@ impl GpuContext {
         }
     }
 
-    /// The compiled pipeline of `kernel`'s `variant` at `entry`, binding `access` buffers
+    /// The compiled pipeline of `kernel`'s variant `key` at `entry`, binding `access` buffers
     /// followed by the read-only params buffer.
-    pub fn pipeline(
-        &self,
-        kernel: &Kernel,
-        variant: &Variant,
-        entry: &str,
-        access: &[Access],
-    ) -> Result<Arc<Pipeline>> {
-        let mut key = kernel.key(variant, entry);
-        for a in access {
-            key.push(if *a == Access::Read { 'r' } else { 'w' });
-        }
-        if let Some(p) = lock(&self.pipelines).get(&key) {
+    pub fn pipeline(&self, kernel: &Kernel, key: u32, entry: &'static str, access: &[Access]) -> Result<Arc<Pipeline>> {
+        let bits = access.iter().enumerate().fold(0u32, |b, (i, a)| b | (((*a == Access::ReadWrite) as u32) << i));
+        let cache_key = (kernel as *const Kernel as usize, key, entry, bits);
+        if let Some(p) = lock(&self.pipelines).get(&cache_key) {
             return Ok(p.clone());
         }
-        let source = kernel.source(variant)?;
+        if !kernel.is_registered() {
+            return Err(Error::Gpu {
+                op: "pipeline",
+                msg: format!(
+                    "kernel {} is not registered (declare it as `pub(crate) static NAME: Kernel`)",
+                    kernel.file
+                ),
+            });
+        }
+        let source = kernel.source(key)?;
         let storage = |read_only| wgpu::BindingType::Buffer {
             ty: wgpu::BufferBindingType::Storage { read_only },
             has_dynamic_offset: false,
@@ -421,10 +426,10 @@ impl GpuContext {
         });
         #[cfg(not(target_arch = "wasm32"))]
         if let Some(e) = pollster::block_on(scope.pop()) {
-            return Err(Error::Gpu { op: "pipeline", msg: format!("{key}: {e}") });
+            return Err(Error::Gpu { op: "pipeline", msg: format!("{}#{key}@{entry}: {e}", kernel.file) });
         }
         let p = Arc::new(Pipeline { pipeline, layout });
-        lock(&self.pipelines).insert(key, p.clone());
+        lock(&self.pipelines).insert(cache_key, p.clone());
         Ok(p)
     }
 

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use super::WORKGROUP;
 use super::context::{Access, GpuBuffer, GpuContext, lock};
-use super::shader::{Kernel, Variant};
+use super::shader::Kernel;
 use crate::{Error, Result};
 
 /// Dispatches recorded before the batch is submitted anyway.
@@ -120,19 +120,19 @@ pub(crate) fn grid(ctx: &GpuContext, groups: u64) -> Result<[u32; 3]> {
 }
 
 impl GpuContext {
-    /// Records one dispatch of `kernel`/`variant` at `entry` over `groups` workgroups.
+    /// Records one dispatch of `kernel`'s variant `key` at `entry` over `groups` workgroups.
     /// `binds` are bound in order at bindings 0.., then `params` (as `array<u32>`).
     pub fn dispatch(
         &self,
         kernel: &Kernel,
-        variant: &Variant,
-        entry: &str,
+        key: u32,
+        entry: &'static str,
         binds: &[Bind<'_>],
         params: &[u32],
         groups: [u32; 3],
     ) -> Result<()> {
         let access: Vec<Access> = binds.iter().map(|b| b.access).collect();
-        let pipeline = self.pipeline(kernel, variant, entry, &access)?;
+        let pipeline = self.pipeline(kernel, key, entry, &access)?;
         let mut rec = lock(&self.recorder);
         let bytes: &[u8] = if params.is_empty() { &[0; 4] } else { bytemuck::cast_slice(params) };
         let align = rec.align;
@@ -173,8 +173,8 @@ impl GpuContext {
     pub fn dispatch_1d(
         &self,
         kernel: &Kernel,
-        variant: &Variant,
-        entry: &str,
+        key: u32,
+        entry: &'static str,
         binds: &[Bind<'_>],
         params: &[u32],
         threads: u64,
@@ -183,14 +183,20 @@ impl GpuContext {
             return Ok(());
         }
         let groups = grid(self, threads.div_ceil(WORKGROUP as u64))?;
-        self.dispatch(kernel, variant, entry, binds, params, groups)
+        self.dispatch(kernel, key, entry, binds, params, groups)
     }
 
     /// A new buffer holding `bytes`.
     pub fn upload(self: &Arc<Self>, op: &'static str, bytes: &[u8]) -> Result<GpuBuffer> {
         let buf = self.alloc(op, bytes.len() as u64)?;
+        self.write(&buf, bytes)?;
+        Ok(buf)
+    }
+
+    /// Records writing `bytes` at the start of `buf` (ordered with the recorded kernels).
+    pub fn write(&self, buf: &GpuBuffer, bytes: &[u8]) -> Result<()> {
         if bytes.is_empty() {
-            return Ok(buf);
+            return Ok(());
         }
         let padded = bytes.len().next_multiple_of(4);
         let mut rec = lock(&self.recorder);
@@ -214,7 +220,7 @@ impl GpuContext {
                 self.queue.write_buffer(buf.raw(), 0, &v);
             }
         }
-        Ok(buf)
+        Ok(())
     }
 
     /// Records a buffer-to-buffer copy of `bytes` (a multiple of 4).

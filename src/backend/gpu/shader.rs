@@ -9,35 +9,35 @@ include!(concat!(env!("OUT_DIR"), "/kernel_registry.rs"));
 /// One substitution set for a template: `(KEY, value)` pairs replacing `{{KEY}}`.
 pub(crate) type Variant = Vec<(&'static str, String)>;
 
-/// A WGSL template file plus every substitution set an op may instantiate it with.
-/// Declaring one as `pub(crate) static NAME: Kernel = ...` anywhere under `src/` registers it
-/// (build.rs collects them), so the validation test covers it without further wiring.
+/// A WGSL template file plus every substitution set an op may instantiate it with, each
+/// named by a small integer key the op computes from its parameters (so a dispatch looks its
+/// pipeline up by `(kernel, key, entry)` without building any string). Declaring one as
+/// `pub(crate) static NAME: Kernel = ...` anywhere under `src/` registers it (build.rs
+/// collects them), so the validation test covers it; a dispatch of an unregistered kernel is
+/// an error.
 pub(crate) struct Kernel {
     /// Path below `shaders/`.
     pub file: &'static str,
-    /// Every variant the kernel's ops can ask for.
-    pub variants: fn() -> Vec<Variant>,
+    /// Every variant key the kernel's ops can ask for.
+    pub keys: fn() -> Vec<u32>,
+    /// The substitutions of variant `key`.
+    pub variant: fn(u32) -> Variant,
 }
 
 impl Kernel {
-    /// The expanded source of one variant.
-    pub fn source(&self, variant: &Variant) -> Result<String> {
-        expand(self.file, variant)
+    /// A kernel with one variant (key 0) and no substitutions.
+    pub const fn single(file: &'static str) -> Kernel {
+        Kernel { file, keys: || vec![0], variant: |_| Vec::new() }
     }
 
-    /// A cache key that identifies the variant and entry point.
-    pub fn key(&self, variant: &Variant, entry: &str) -> String {
-        let mut k = String::with_capacity(64);
-        k.push_str(self.file);
-        k.push('#');
-        k.push_str(entry);
-        for (name, value) in variant {
-            k.push('|');
-            k.push_str(name);
-            k.push('=');
-            k.push_str(value);
-        }
-        k
+    /// The expanded source of variant `key`.
+    pub fn source(&self, key: u32) -> Result<String> {
+        expand(self.file, &(self.variant)(key))
+    }
+
+    /// True when build.rs registered this kernel.
+    pub fn is_registered(&self) -> bool {
+        KERNELS.iter().any(|k| std::ptr::eq(*k, self))
     }
 }
 
@@ -49,12 +49,14 @@ fn file(name: &str) -> Result<&'static str> {
         .ok_or_else(|| Error::Gpu { op: "shader", msg: format!("no shader file {name:?}") })
 }
 
-/// Expands `#include "path"` lines (each file once) and `{{KEY}}` placeholders. A placeholder
-/// left unfilled is an error, so a template and its variants cannot drift apart silently.
+/// Expands `#include "path"` lines (each file once) and `{{KEY}}` placeholders; `{{WG}}` is
+/// the 1-D workgroup size, the same constant the dispatcher divides by. A placeholder left
+/// unfilled is an error, so a template and its variants cannot drift apart silently.
 pub(crate) fn expand(name: &str, variant: &Variant) -> Result<String> {
     let mut out = String::new();
     let mut included = Vec::new();
     include_into(name, &mut out, &mut included)?;
+    out = out.replace("{{WG}}", &super::WORKGROUP.to_string());
     for (key, value) in variant {
         out = out.replace(&format!("{{{{{key}}}}}"), value);
     }
@@ -87,8 +89,8 @@ fn include_into(name: &str, out: &mut String, included: &mut Vec<String>) -> Res
 pub fn all_shader_variants() -> Result<Vec<(String, String)>> {
     let mut out = Vec::new();
     for k in KERNELS {
-        for v in (k.variants)() {
-            out.push((k.key(&v, "*"), k.source(&v)?));
+        for key in (k.keys)() {
+            out.push((format!("{}#{key}", k.file), k.source(key)?));
         }
     }
     Ok(out)

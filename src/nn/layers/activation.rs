@@ -13,7 +13,7 @@ macro_rules! activation_layers {
 
         impl Forward for $name {
             fn forward(&self, $x: &Tensor) -> Result<Tensor> {
-                $body
+                crate::nn::summary::traced(self, stringify!($name), $x, || $body)
             }
         }
     )*};
@@ -56,7 +56,7 @@ impl Layer for LeakyReLU {}
 
 impl Forward for LeakyReLU {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        x.leaky_relu(self.negative_slope)
+        crate::nn::summary::traced(self, "LeakyReLU", x, || x.leaky_relu(self.negative_slope))
     }
 }
 
@@ -78,7 +78,7 @@ impl Layer for GELU {}
 
 impl Forward for GELU {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        crate::gelu(x, self.approximate)
+        crate::nn::summary::traced(self, "GELU", x, || crate::gelu(x, self.approximate))
     }
 }
 
@@ -99,7 +99,7 @@ impl Layer for ELU {}
 
 impl Forward for ELU {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        x.elu(self.alpha)
+        crate::nn::summary::traced(self, "ELU", x, || x.elu(self.alpha))
     }
 }
 
@@ -129,6 +129,6 @@ impl Layer for Flatten {}
 
 impl Forward for Flatten {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        x.flatten(self.start_axis, self.stop_axis)
+        crate::nn::summary::traced(self, "Flatten", x, || x.flatten(self.start_axis, self.stop_axis))
     }
 }

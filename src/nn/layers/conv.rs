@@ -79,6 +79,8 @@ impl Layer for Conv2D {
 
 impl Forward for Conv2D {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        crate::conv2d(x, &self.weight, self.bias.as_ref(), &self.options)
+        crate::nn::summary::traced(self, "Conv2D", x, || {
+            crate::conv2d(x, &self.weight, self.bias.as_ref(), &self.options)
+        })
     }
 }

@@ -72,7 +72,7 @@ impl Layer for Linear {
 
 impl Forward for Linear {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        crate::linear(x, &self.weight, self.bias.as_ref())
+        crate::nn::summary::traced(self, "Linear", x, || crate::linear(x, &self.weight, self.bias.as_ref()))
     }
 }
 
@@ -196,14 +196,16 @@ impl Layer for FC {
 
 impl Forward for FC {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let k = self.num_flatten_dims.min(x.ndim().saturating_sub(1)).max(1);
-        let x = x.flatten(k as isize, -1)?;
-        let x = if k > 1 { x.flatten(0, k as isize - 1)? } else { x };
-        let (w, b) = self.build(x.shape()[x.ndim() - 1])?;
-        let y = crate::linear(&x, w, b.as_ref())?;
-        match self.act {
-            Some(a) => a.apply(&y),
-            None => Ok(y),
-        }
+        crate::nn::summary::traced(self, "FC", x, || {
+            let k = self.num_flatten_dims.min(x.ndim().saturating_sub(1)).max(1);
+            let x = x.flatten(k as isize, -1)?;
+            let x = if k > 1 { x.flatten(0, k as isize - 1)? } else { x };
+            let (w, b) = self.build(x.shape()[x.ndim() - 1])?;
+            let y = crate::linear(&x, w, b.as_ref())?;
+            match self.act {
+                Some(a) => a.apply(&y),
+                None => Ok(y),
+            }
+        })
     }
 }

@@ -38,7 +38,9 @@ impl Layer for Dropout {
 
 impl Forward for Dropout {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        crate::dropout(x, DropoutOptions { p: self.p, training: self.training, mode: self.mode })
+        crate::nn::summary::traced(self, "Dropout", x, || {
+            crate::dropout(x, DropoutOptions { p: self.p, training: self.training, mode: self.mode })
+        })
     }
 }
 
@@ -106,7 +108,7 @@ impl Layer for Embedding {
 
 impl Forward for Embedding {
     fn forward(&self, ids: &Tensor) -> Result<Tensor> {
-        crate::embedding(ids, &self.weight, self.padding_idx)
+        crate::nn::summary::traced(self, "Embedding", ids, || crate::embedding(ids, &self.weight, self.padding_idx))
     }
 }
 
@@ -127,6 +129,6 @@ impl Layer for Softmax {}
 
 impl Forward for Softmax {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        crate::softmax(x, self.axis)
+        crate::nn::summary::traced(self, "Softmax", x, || crate::softmax(x, self.axis))
     }
 }

@@ -106,13 +106,15 @@ impl Layer for BatchNorm {
 
 impl Forward for BatchNorm {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let opts = BatchNormOptions {
-            training: self.training,
-            momentum: self.momentum,
-            epsilon: self.epsilon,
-            use_global_stats: self.use_global_stats,
-        };
-        crate::batch_norm(x, &self.mean, &self.variance, self.weight.as_ref(), self.bias.as_ref(), &opts)
+        crate::nn::summary::traced(self, "BatchNorm", x, || {
+            let opts = BatchNormOptions {
+                training: self.training,
+                momentum: self.momentum,
+                epsilon: self.epsilon,
+                use_global_stats: self.use_global_stats,
+            };
+            crate::batch_norm(x, &self.mean, &self.variance, self.weight.as_ref(), self.bias.as_ref(), &opts)
+        })
     }
 }
 
@@ -184,6 +186,8 @@ impl Layer for LayerNorm {
 
 impl Forward for LayerNorm {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        crate::layer_norm(x, &self.normalized_shape, self.weight.as_ref(), self.bias.as_ref(), self.epsilon)
+        crate::nn::summary::traced(self, "LayerNorm", x, || {
+            crate::layer_norm(x, &self.normalized_shape, self.weight.as_ref(), self.bias.as_ref(), self.epsilon)
+        })
     }
 }

@@ -77,24 +77,24 @@ impl Layer for AdaptiveMaxPool2D {}
 
 impl Forward for MaxPool2D {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        crate::max_pool2d(x, &self.options)
+        crate::nn::summary::traced(self, "MaxPool2D", x, || crate::max_pool2d(x, &self.options))
     }
 }
 
 impl Forward for AvgPool2D {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        crate::avg_pool2d(x, &self.options)
+        crate::nn::summary::traced(self, "AvgPool2D", x, || crate::avg_pool2d(x, &self.options))
     }
 }
 
 impl Forward for AdaptiveAvgPool2D {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        crate::adaptive_avg_pool2d(x, self.output_size)
+        crate::nn::summary::traced(self, "AdaptiveAvgPool2D", x, || crate::adaptive_avg_pool2d(x, self.output_size))
     }
 }
 
 impl Forward for AdaptiveMaxPool2D {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        crate::adaptive_max_pool2d(x, self.output_size)
+        crate::nn::summary::traced(self, "AdaptiveMaxPool2D", x, || crate::adaptive_max_pool2d(x, self.output_size))
     }
 }

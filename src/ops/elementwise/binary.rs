@@ -1,19 +1,22 @@
-//! Binary elementwise ops with numpy broadcasting: arithmetic, comparisons and logic.
+//! Binary elementwise ops with numpy broadcasting: arithmetic, comparisons and logic. Each
+//! table row is one registry entry.
 
-use crate::autograd::record1;
 use crate::backend::cpu::CpuData;
 use crate::backend::cpu::elementwise::{RunFn, zip_run, zip_strided, zip_strided_runs};
 use crate::backend::gpu::{Bind, Kernel, Variant};
+use crate::ops::registry::apply::apply1;
+use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op};
 use crate::ops::wgsl;
 use crate::shape::{broadcast_shapes, broadcast_strides, collapse};
-use crate::tensor::Backend;
+use crate::tensor::TensorMeta;
 use crate::{DType, Error, Result, Scalar, Tensor};
 
 type FloatFn = fn(f64, f64) -> f64;
 type IntFn = fn(i64, i64) -> i64;
 type BoolFn = fn(bool, bool) -> bool;
-/// Gradients of both inputs, in the broadcast output shape (reduced afterwards).
-type BinaryBackward = fn(&Tensor, &Tensor, &Tensor, &Tensor) -> Result<[Option<Tensor>; 2]>;
+/// The gradient of one operand from `(a, b, y, dy)`, in the broadcast output shape (summed
+/// back to the operand's shape afterwards).
+type GradFn = fn(&Tensor, &Tensor, &Tensor, &Tensor) -> Result<Tensor>;
 
 /// Run kernels of a float op for float32 and float64.
 type FloatRuns = (RunFn<f32, f32, f32>, RunFn<f64, f64, f64>);
@@ -21,6 +24,8 @@ type FloatRuns = (RunFn<f32, f32, f32>, RunFn<f64, f64, f64>);
 /// One binary op: `y = f(a, b)`.
 pub(crate) struct BinaryDef {
     pub name: &'static str,
+    /// Position in `BINARY_OPS` (the GPU variant key).
+    pub id: u32,
     pub float: Option<FloatFn>,
     /// The float closure compiled into run kernels for float32 and float64 (f64 arithmetic,
     /// as `float`), so the CPU backend pays one call per innermost run, not per element.
@@ -34,18 +39,24 @@ pub(crate) struct BinaryDef {
     pub wgsl_i32: Option<&'static str>,
     pub wgsl_i64: Option<&'static str>,
     pub wgsl_bool: Option<&'static str>,
-    pub backward: Option<BinaryBackward>,
+    /// The gradient of `a`, computed only when `a` needs one.
+    pub grad_a: Option<GradFn>,
+    /// The gradient of `b`, computed only when `b` needs one.
+    pub grad_b: Option<GradFn>,
 }
+
+const GPU_DTYPES: [DType; 4] = [DType::Float32, DType::Int32, DType::Int64, DType::Bool];
 
 impl BinaryDef {
     pub fn is_logical(&self) -> bool {
         self.float.is_none() && self.int.is_none()
     }
 
-    /// Dtypes the op supports (float16 runs through float32).
+    /// Dtypes the op supports (float16 runs through float32). Logical ops convert any dtype
+    /// to bool in their public function; the registry entry itself takes bool.
     pub fn dtypes(&self) -> Vec<DType> {
         if self.is_logical() {
-            return DType::ALL.to_vec();
+            return vec![DType::Bool];
         }
         let mut d = Vec::new();
         if self.float.is_some() {
@@ -60,20 +71,29 @@ impl BinaryDef {
         d
     }
 
+    /// True when the backward rule covers either operand.
+    pub fn has_backward(&self) -> bool {
+        self.grad_a.is_some() || self.grad_b.is_some()
+    }
+
     fn out_dtype(&self, x: DType) -> DType {
         if self.out_bool { DType::Bool } else { x }
     }
 
-    fn variant(&self, dtype: DType) -> Option<Variant> {
-        let expr = match dtype {
+    fn gpu_expr(&self, dtype: DType) -> Option<&'static str> {
+        match dtype {
             DType::Float32 => self.float.map(|_| self.wgsl),
             DType::Int32 => self.int.map(|_| self.wgsl_i32.unwrap_or(self.wgsl)),
             DType::Int64 => self.wgsl_i64,
             DType::Bool => self.wgsl_bool,
             _ => None,
-        }?;
+        }
+    }
+
+    fn variant(&self, dtype: DType) -> Variant {
+        let expr = self.gpu_expr(dtype).unwrap_or("a");
         let out = self.out_dtype(dtype);
-        Some(vec![
+        vec![
             ("AS", wgsl::storage(dtype).into()),
             ("AT", wgsl::compute(dtype).into()),
             ("YS", wgsl::storage(out).into()),
@@ -82,21 +102,28 @@ impl BinaryDef {
             ("LOAD_B", wgsl::load(dtype, "rhs", "ib")),
             ("STORE", wgsl::store(out, "y")),
             ("EXPR", expr.into()),
-        ])
+        ]
+    }
+
+    fn unsupported(&self, dtype: DType) -> Error {
+        Error::unsupported(self.name, dtype, format!("(supported: {:?})", self.dtypes()))
     }
 }
 
-pub(crate) static BINARY: Kernel = Kernel { file: "binary.wgsl", variants: binary_variants };
-
-fn binary_variants() -> Vec<Variant> {
-    let mut v = Vec::new();
-    for def in BINARY_OPS {
-        for dt in [DType::Float32, DType::Int32, DType::Int64, DType::Bool] {
-            v.extend(def.variant(dt));
-        }
-    }
-    v
+fn binary_key(def: &BinaryDef, dtype: DType) -> u32 {
+    def.id * 8 + dtype.code()
 }
+
+pub(crate) static BINARY: Kernel = Kernel {
+    file: "binary.wgsl",
+    keys: || {
+        BINARY_OPS
+            .iter()
+            .flat_map(|d| GPU_DTYPES.iter().filter(|&&t| d.gpu_expr(t).is_some()).map(|&t| binary_key(d, t)))
+            .collect()
+    },
+    variant: |key| BINARY_OPS[(key / 8) as usize].variant(DType::from_code(key % 8)),
+};
 
 fn cpu_binary(
     def: &BinaryDef,
@@ -116,19 +143,11 @@ fn cpu_binary(
         }
         (CpuData::F32(x), CpuData::F32(y)) => {
             let f = def.float?;
-            if ob {
-                CpuData::Bool(zip_strided(x, sa, y, sb, shape, |p, q| f(p as f64, q as f64) != 0.0))
-            } else {
-                CpuData::F32(zip_strided(x, sa, y, sb, shape, |p, q| f(p as f64, q as f64) as f32))
-            }
+            CpuData::Bool(zip_strided(x, sa, y, sb, shape, |p, q| f(p as f64, q as f64) != 0.0))
         }
         (CpuData::F64(x), CpuData::F64(y)) => {
             let f = def.float?;
-            if ob {
-                CpuData::Bool(zip_strided(x, sa, y, sb, shape, |p, q| f(p, q) != 0.0))
-            } else {
-                CpuData::F64(zip_strided(x, sa, y, sb, shape, f))
-            }
+            CpuData::Bool(zip_strided(x, sa, y, sb, shape, |p, q| f(p, q) != 0.0))
         }
         (CpuData::I32(x), CpuData::I32(y)) => {
             let f = def.int?;
@@ -151,75 +170,102 @@ fn cpu_binary(
     })
 }
 
-/// Runs binary op `def` on `a` and `b` (same dtype and place, broadcast shapes).
-pub(crate) fn binary(def: &'static BinaryDef, a: &Tensor, b: &Tensor) -> Result<Tensor> {
-    let op = def.name;
-    a.same_place(op, b)?;
-    if def.is_logical() && (a.dtype() != DType::Bool || b.dtype() != DType::Bool) {
-        return binary(def, &a.cast(DType::Bool)?, &b.cast(DType::Bool)?);
+/// Element strides of both operands over the broadcast output shape.
+pub(crate) struct BroadcastPlan {
+    pub shape: Vec<usize>,
+    pub sa: Vec<isize>,
+    pub sb: Vec<isize>,
+}
+
+impl BroadcastPlan {
+    pub fn new(op: &'static str, a: &[usize], b: &[usize]) -> Result<BroadcastPlan> {
+        let shape = broadcast_shapes(op, a, b)?;
+        let strides = |s: &[usize]| broadcast_strides(s, &shape).into_iter().map(|v| v as isize).collect();
+        Ok(BroadcastPlan { sa: strides(a), sb: strides(b), shape })
     }
-    a.same_dtype(op, b)?;
-    let dtype = a.dtype();
-    let unsupported = || Error::unsupported(op, dtype, format!("(supported: {:?})", def.dtypes()));
-    if !def.dtypes().contains(&dtype) {
-        return Err(unsupported());
+}
+
+impl Op for BinaryDef {
+    type Attrs = ();
+    type Plan = BroadcastPlan;
+
+    fn name(&self) -> &'static str {
+        self.name
     }
-    if dtype == DType::Float16 {
-        let y = binary(def, &super::upcast(a)?, &super::upcast(b)?)?;
-        return if def.out_bool { Ok(y) } else { super::cast(&y, DType::Float16) };
-    }
-    let shape = broadcast_shapes(op, a.shape(), b.shape())?;
-    let sa: Vec<isize> = broadcast_strides(a.shape(), &shape).into_iter().map(|s| s as isize).collect();
-    let sb: Vec<isize> = broadcast_strides(b.shape(), &shape).into_iter().map(|s| s as isize).collect();
-    let out_dtype = def.out_dtype(dtype);
-    let out = match (a.backend(), b.backend()) {
-        (Backend::Cpu(x), Backend::Cpu(y)) => {
-            Tensor::from_cpu(cpu_binary(def, &x, &sa, &y, &sb, &shape).ok_or_else(unsupported)?, shape.clone())
+
+    fn infer(&self, x: &[&TensorMeta], _: &()) -> Result<(Vec<TensorMeta>, BroadcastPlan)> {
+        let [a, b] = x else {
+            return Err(Error::invalid(self.name, format!("takes two tensors, got {}", x.len())));
+        };
+        if a.dtype != b.dtype {
+            return Err(Error::DTypeMismatch { op: self.name, lhs: a.dtype, rhs: b.dtype });
         }
-        (Backend::Gpu(x), Backend::Gpu(y)) => {
-            let ctx = &x.ctx;
-            let n: usize = shape.iter().product();
-            let variant = def.variant(dtype).ok_or_else(unsupported)?;
-            let out = ctx.alloc(op, crate::backend::cpu::gpu_bytes(out_dtype, n))?;
-            let (cs, st) = collapse(&shape, &[sa, sb]);
-            let mut params = vec![n as u32, cs.len() as u32];
-            params.extend(cs.iter().map(|&d| d as u32));
-            for s in &st {
-                params.extend(s.iter().map(|&d| d as u32));
+        if !self.dtypes().contains(&a.dtype) {
+            return Err(self.unsupported(a.dtype));
+        }
+        let plan = BroadcastPlan::new(self.name, a.dims(), b.dims())?;
+        let out = TensorMeta::new(plan.shape.clone(), self.out_dtype(a.dtype), a.place);
+        Ok((vec![out], plan))
+    }
+
+    fn cpu(&self, k: &mut CpuCall<'_>, _: &(), p: &BroadcastPlan) -> Result<Vec<CpuData>> {
+        let out = cpu_binary(self, k.x(0), &p.sa, k.x(1), &p.sb, &p.shape);
+        Ok(vec![out.ok_or_else(|| self.unsupported(k.ins[0].dtype))?])
+    }
+
+    fn gpu(&self, k: &GpuCall<'_>, _: &(), p: &BroadcastPlan) -> Result<()> {
+        let dtype = k.ins[0].dtype;
+        if self.gpu_expr(dtype).is_none() {
+            return Err(self.unsupported(dtype));
+        }
+        let n = k.outs[0].numel();
+        let (cs, st) = collapse(&p.shape, &[p.sa.clone(), p.sb.clone()]);
+        let mut params = vec![n as u32, cs.len() as u32];
+        params.extend(cs.iter().map(|&d| d as u32));
+        for s in &st {
+            params.extend(s.iter().map(|&d| d as u32));
+        }
+        let binds = [Bind::read(k.x(0)), Bind::read(k.x(1)), Bind::write(k.y(0))];
+        k.ctx.dispatch_1d(&BINARY, binary_key(self, dtype), "main", &binds, &params, n as u64)
+    }
+
+    fn differentiable(&self) -> bool {
+        self.has_backward()
+    }
+
+    fn backward(&self, g: &GradCall<'_>, _: &(), _: &BroadcastPlan) -> Result<Vec<Option<Tensor>>> {
+        let (a, b, y, dy) = (g.x(0), g.x(1), g.y(0)?, g.g());
+        let one = |i: usize, f: Option<GradFn>, like: &Tensor| -> Result<Option<Tensor>> {
+            match f {
+                Some(f) if g.needs(i) => Ok(Some(crate::ops::reduce::sum_to_shape(&f(a, b, &y, dy)?, like.shape())?)),
+                _ => Ok(None),
             }
-            ctx.dispatch_1d(
-                &BINARY,
-                &variant,
-                "main",
-                &[Bind::read(x), Bind::read(y), Bind::write(&out)],
-                &params,
-                n as u64,
-            )?;
-            Tensor::from_gpu(out, shape.clone(), out_dtype)
-        }
-        _ => unreachable!("places were checked equal"),
-    };
-    match def.backward {
-        Some(bw) if out_dtype.is_float() => {
-            let (ac, bc, y) = (a.clone(), b.clone(), out.downgrade());
-            Ok(record1(op, &[a, b], out, move |c| {
-                let [ga, gb] = bw(&ac, &bc, &y.upgrade()?, c.grad())?;
-                Ok(vec![
-                    if c.needs(0) {
-                        ga.map(|g| crate::ops::reduce::sum_to_shape(&g, ac.shape())).transpose()?
-                    } else {
-                        None
-                    },
-                    if c.needs(1) {
-                        gb.map(|g| crate::ops::reduce::sum_to_shape(&g, bc.shape())).transpose()?
-                    } else {
-                        None
-                    },
-                ])
-            }))
-        }
-        _ => Ok(out),
+        };
+        Ok(vec![one(0, self.grad_a, a)?, one(1, self.grad_b, b)?])
     }
+}
+
+/// Records `out = a · b` for `n` float32 elements of equally shaped buffers (kernels that
+/// end in a product, such as dropout).
+pub(crate) fn gpu_multiply(
+    ctx: &crate::backend::gpu::GpuContext,
+    a: &crate::backend::gpu::GpuBuffer,
+    b: &crate::backend::gpu::GpuBuffer,
+    out: &crate::backend::gpu::GpuBuffer,
+    n: usize,
+) -> Result<()> {
+    let params = [n as u32, 1, n as u32, 1, 1];
+    let binds = [Bind::read(a), Bind::read(b), Bind::write(out)];
+    ctx.dispatch_1d(&BINARY, binary_key(&defs::multiply, DType::Float32), "main", &binds, &params, n as u64)
+}
+
+/// Runs binary op `def` on `a` and `b` (logical ops first convert both to bool).
+pub(crate) fn binary(def: &'static BinaryDef, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    if def.is_logical() && (a.dtype() != DType::Bool || b.dtype() != DType::Bool) {
+        a.same_place(def.name, b)?;
+        return apply1(def, &[&a.cast(DType::Bool)?, &b.cast(DType::Bool)?], ());
+    }
+    apply1(def, &[a, b], ())
 }
 
 /// Declares the binary ops: for each row a free function, a `Tensor` method and a table entry.
@@ -235,7 +281,8 @@ macro_rules! binary_ops {
             $( wgsl_i64: $w64:expr, )?
             $( wgsl_bool: $wb:expr, )?
             $( out_bool: $ob:expr, )?
-            backward: $(|$ga:ident, $gb:ident, $gy:ident, $gg:ident| $gbody:expr)?,
+            grad_a: $(|$ga:ident, $gb:ident, $gy:ident, $gg:ident| $gabody:expr)?,
+            grad_b: $(|$ha:ident, $hb:ident, $hy:ident, $hg:ident| $gbbody:expr)?,
         }
     )*) => {
         $(
@@ -257,9 +304,15 @@ macro_rules! binary_ops {
         #[allow(non_upper_case_globals, unused_variables)]
         mod defs {
             use super::*;
+
+            /// Row positions, the ops' ids.
+            #[allow(non_camel_case_types)]
+            enum Id { $($name),* }
+
             $(
                 pub(crate) static $name: BinaryDef = BinaryDef {
                     name: stringify!($name),
+                    id: Id::$name as u32,
                     float: $crate::ops::opt!($(|$fa: f64, $fb: f64| -> f64 { $fbody })?),
                     float_runs: $crate::ops::opt!($((
                         |a: &[f32], oa: usize, sa: isize, b: &[f32], ob: usize, sb: isize, out: &mut [f32]| {
@@ -279,14 +332,17 @@ macro_rules! binary_ops {
                     wgsl_i32: $crate::ops::opt!($($w32)?),
                     wgsl_i64: $crate::ops::opt!($($w64)?),
                     wgsl_bool: $crate::ops::opt!($($wb)?),
-                    backward: $crate::ops::opt!($(|$ga: &Tensor, $gb: &Tensor, $gy: &Tensor, $gg: &Tensor| -> Result<[Option<Tensor>; 2]> {
-                        $gbody
+                    grad_a: $crate::ops::opt!($(|$ga: &Tensor, $gb: &Tensor, $gy: &Tensor, $gg: &Tensor| -> Result<Tensor> {
+                        $gabody
+                    })?),
+                    grad_b: $crate::ops::opt!($(|$ha: &Tensor, $hb: &Tensor, $hy: &Tensor, $hg: &Tensor| -> Result<Tensor> {
+                        $gbbody
                     })?),
                 };
             )*
         }
 
-        /// Every binary op, in declaration order.
+        /// Every binary op, in declaration order (the registry lists each).
         pub(crate) static BINARY_OPS: &[&BinaryDef] = &[$(&defs::$name),*];
     };
 }
@@ -335,7 +391,8 @@ binary_ops! {
         boolean:,
         wgsl: "a + b",
         wgsl_i64: "i64_add(a, b)",
-        backward: |a, b, y, g| Ok([Some(g.clone()), Some(g.clone())]),
+        grad_a: |a, b, y, g| Ok(g.clone()),
+        grad_b: |a, b, y, g| Ok(g.clone()),
     }
     /// `a - b`.
     subtract {
@@ -344,7 +401,8 @@ binary_ops! {
         boolean:,
         wgsl: "a - b",
         wgsl_i64: "i64_sub(a, b)",
-        backward: |a, b, y, g| Ok([Some(g.clone()), Some(g.neg()?)]),
+        grad_a: |a, b, y, g| Ok(g.clone()),
+        grad_b: |a, b, y, g| g.neg(),
     }
     /// `a · b`.
     multiply {
@@ -353,7 +411,8 @@ binary_ops! {
         boolean:,
         wgsl: "a * b",
         wgsl_i64: "i64_mul(a, b)",
-        backward: |a, b, y, g| Ok([Some(g.multiply(b)?), Some(g.multiply(a)?)]),
+        grad_a: |a, b, y, g| g.multiply(b),
+        grad_b: |a, b, y, g| g.multiply(a),
     }
     /// `a / b`; integers truncate toward zero and `x / 0 = 0`.
     divide {
@@ -363,7 +422,8 @@ binary_ops! {
         wgsl: "a / b",
         wgsl_i32: "i32_div(a, b)",
         wgsl_i64: "i64_div(a, b)",
-        backward: |a, b, y, g| Ok([Some(g.divide(b)?), Some(g.multiply(y)?.divide(b)?.neg()?)]),
+        grad_a: |a, b, y, g| g.divide(b),
+        grad_b: |a, b, y, g| g.multiply(y)?.divide(b)?.neg(),
     }
     /// Floor division (Python's `//`); `x // 0 = 0` for integers.
     floor_divide {
@@ -373,7 +433,8 @@ binary_ops! {
         wgsl: "floor(a / b)",
         wgsl_i32: "i32_floordiv(a, b)",
         wgsl_i64: "i64_floordiv(a, b)",
-        backward:,
+        grad_a:,
+        grad_b:,
     }
     /// Modulo with the sign of the divisor (Python's `%`, Paddle's `remainder`).
     remainder {
@@ -383,7 +444,8 @@ binary_ops! {
         wgsl: "a - floor(a / b) * b",
         wgsl_i32: "i32_mod(a, b)",
         wgsl_i64: "i64_mod(a, b)",
-        backward: |a, b, y, g| Ok([Some(g.clone()), Some(g.multiply(&a.divide(b)?.floor()?)?.neg()?)]),
+        grad_a: |a, b, y, g| Ok(g.clone()),
+        grad_b: |a, b, y, g| g.multiply(&a.divide(b)?.floor()?)?.neg(),
     }
     /// `a^b` elementwise (exact for integers).
     pow_tensor {
@@ -393,13 +455,12 @@ binary_ops! {
         wgsl: "pow_f(a, b)",
         wgsl_i32: "i32_pow(a, b)",
         wgsl_i64: "i64_pow(a, b)",
-        backward: |a, b, y, g| {
-            let ga = g.multiply(&b.multiply(&a.pow_tensor(&b.scale(1.0, -1.0)?)?)?)?;
+        grad_a: |a, b, y, g| g.multiply(&b.multiply(&a.pow_tensor(&b.scale(1.0, -1.0)?)?)?),
+        grad_b: |a, b, y, g| {
             // d/db a^b = a^b·ln a, taken as 0 where a = 0 (the limit for b > 0).
             let pos = maskf(a.not_equal(&a.zeros_like()?), g)?;
             let safe_a = a.add(&pos.scale(-1.0, 1.0)?)?;
-            let gb = g.multiply(&y.multiply(&safe_a.log()?)?)?.multiply(&pos)?;
-            Ok([Some(ga), Some(gb)])
+            g.multiply(&y.multiply(&safe_a.log()?)?)?.multiply(&pos)
         },
     }
     /// Elementwise maximum (NaN propagates); on ties the gradient goes to `b`, as Paddle.
@@ -410,10 +471,8 @@ binary_ops! {
         wgsl: "select(max(a, b), f32_nan(), is_nan_f(a) || is_nan_f(b))",
         wgsl_i32: "max(a, b)",
         wgsl_i64: "i64_max(a, b)",
-        backward: |a, b, y, g| {
-            let ma = maskf(a.greater_than(b), g)?;
-            Ok([Some(g.multiply(&ma)?), Some(g.multiply(&ma.scale(-1.0, 1.0)?)?)])
-        },
+        grad_a: |a, b, y, g| g.multiply(&maskf(a.greater_than(b), g)?),
+        grad_b: |a, b, y, g| g.multiply(&maskf(a.greater_than(b), g)?.scale(-1.0, 1.0)?),
     }
     /// Elementwise minimum (NaN propagates); on ties the gradient goes to `b`, as Paddle.
     minimum {
@@ -423,10 +482,8 @@ binary_ops! {
         wgsl: "select(min(a, b), f32_nan(), is_nan_f(a) || is_nan_f(b))",
         wgsl_i32: "min(a, b)",
         wgsl_i64: "i64_min(a, b)",
-        backward: |a, b, y, g| {
-            let ma = maskf(a.less_than(b), g)?;
-            Ok([Some(g.multiply(&ma)?), Some(g.multiply(&ma.scale(-1.0, 1.0)?)?)])
-        },
+        grad_a: |a, b, y, g| g.multiply(&maskf(a.less_than(b), g)?),
+        grad_b: |a, b, y, g| g.multiply(&maskf(a.less_than(b), g)?.scale(-1.0, 1.0)?),
     }
     /// `b` where `a > 0`, else 0: relu's gradient in one pass (`a` the input, `b` the output
     /// gradient).
@@ -436,7 +493,8 @@ binary_ops! {
         int:,
         boolean:,
         wgsl: "select(0.0, b, a > 0.0)",
-        backward: |a, b, y, g| Ok([None, Some(crate::ops::elementwise::binary::relu_grad(a, g)?)]),
+        grad_a:,
+        grad_b: |a, b, y, g| crate::ops::elementwise::binary::relu_grad(a, g),
     }
     /// `a == b`.
     equal {
@@ -447,7 +505,8 @@ binary_ops! {
         wgsl_i64: "i64_eq(a, b)",
         wgsl_bool: "a == b",
         out_bool: true,
-        backward:,
+        grad_a:,
+        grad_b:,
     }
     /// `a != b`.
     not_equal {
@@ -459,7 +518,8 @@ binary_ops! {
         wgsl_i64: "!i64_eq(a, b)",
         wgsl_bool: "a != b",
         out_bool: true,
-        backward:,
+        grad_a:,
+        grad_b:,
     }
     /// `a < b`.
     less_than {
@@ -469,7 +529,8 @@ binary_ops! {
         wgsl: "a < b",
         wgsl_i64: "i64_lt(a, b)",
         out_bool: true,
-        backward:,
+        grad_a:,
+        grad_b:,
     }
     /// `a <= b`.
     less_equal {
@@ -479,7 +540,8 @@ binary_ops! {
         wgsl: "a <= b",
         wgsl_i64: "i64_le(a, b)",
         out_bool: true,
-        backward:,
+        grad_a:,
+        grad_b:,
     }
     /// `a > b`.
     greater_than {
@@ -489,7 +551,8 @@ binary_ops! {
         wgsl: "a > b",
         wgsl_i64: "i64_lt(b, a)",
         out_bool: true,
-        backward:,
+        grad_a:,
+        grad_b:,
     }
     /// `a >= b`.
     greater_equal {
@@ -499,7 +562,8 @@ binary_ops! {
         wgsl: "a >= b",
         wgsl_i64: "i64_le(b, a)",
         out_bool: true,
-        backward:,
+        grad_a:,
+        grad_b:,
     }
     /// Logical and (operands converted to bool).
     logical_and {
@@ -509,7 +573,8 @@ binary_ops! {
         wgsl: "a && b",
         wgsl_bool: "a && b",
         out_bool: true,
-        backward:,
+        grad_a:,
+        grad_b:,
     }
     /// Logical or (operands converted to bool).
     logical_or {
@@ -519,7 +584,8 @@ binary_ops! {
         wgsl: "a || b",
         wgsl_bool: "a || b",
         out_bool: true,
-        backward:,
+        grad_a:,
+        grad_b:,
     }
     /// Logical exclusive or (operands converted to bool).
     logical_xor {
@@ -529,7 +595,8 @@ binary_ops! {
         wgsl: "a != b",
         wgsl_bool: "a != b",
         out_bool: true,
-        backward:,
+        grad_a:,
+        grad_b:,
     }
 }
 

@@ -1,29 +1,35 @@
 //! dtype conversion (`paddle.cast`). Float to int truncates toward zero (saturating, NaN
 //! gives 0), anything to bool is `!= 0`, int64 to int32 wraps.
 
-use crate::autograd::record1;
 use crate::backend::cpu::CpuData;
 use crate::backend::gpu::{Bind, Kernel, Variant};
+use crate::ops::registry::apply::apply1;
+use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Half, Op};
 use crate::ops::wgsl;
-use crate::tensor::Backend;
-use crate::{DType, Result, Tensor};
+use crate::tensor::TensorMeta;
+use crate::{DType, Error, Result, Tensor};
 
 const GPU_DTYPES: [DType; 5] = [DType::Bool, DType::Int32, DType::Int64, DType::Float16, DType::Float32];
 
 pub(crate) static CAST: Kernel = Kernel {
     file: "cast.wgsl",
-    variants: || {
+    keys: || {
         let mut v = Vec::new();
         for from in GPU_DTYPES {
             for to in GPU_DTYPES {
                 if from != to {
-                    v.push(variant(from, to));
+                    v.push(cast_key(from, to));
                 }
             }
         }
         v
     },
+    variant: |key| variant(DType::from_code(key / 8), DType::from_code(key % 8)),
 };
+
+fn cast_key(from: DType, to: DType) -> u32 {
+    from.code() * 8 + to.code()
+}
 
 fn convert_expr(from: DType, to: DType) -> &'static str {
     use DType::*;
@@ -77,35 +83,93 @@ fn cpu_cast(d: &CpuData, to: DType) -> CpuData {
     }
 }
 
+/// A new GPU buffer holding the `n` elements of `src` (of `from`) converted to `to`: for
+/// kernels that compute in another dtype than their input's.
+pub(crate) fn gpu_cast(
+    ctx: &std::sync::Arc<crate::backend::gpu::GpuContext>,
+    src: &crate::backend::gpu::GpuBuffer,
+    from: DType,
+    to: DType,
+    n: usize,
+) -> Result<crate::backend::gpu::GpuBuffer> {
+    let out = ctx.alloc("cast", crate::backend::cpu::gpu_bytes(to, n))?;
+    let threads = if to == DType::Float16 { n.div_ceil(2) } else { n };
+    ctx.dispatch_1d(
+        &CAST,
+        cast_key(from, to),
+        "main",
+        &[Bind::read(src), Bind::write(&out)],
+        &[n as u32],
+        threads as u64,
+    )?;
+    Ok(out)
+}
+
+/// `cast`'s attribute: the target dtype.
+#[derive(Clone, Copy, Debug, PartialEq, dygraph_derive::Attrs)]
+pub(crate) struct CastAttrs {
+    pub dtype: DType,
+}
+
+/// dtype conversion (`paddle.cast`).
+pub(crate) struct CastOp;
+
+pub(crate) static CAST_OP: CastOp = CastOp;
+
+impl Op for CastOp {
+    type Attrs = CastAttrs;
+    type Plan = ();
+
+    fn name(&self) -> &'static str {
+        "cast"
+    }
+
+    fn infer(&self, x: &[&TensorMeta], a: &CastAttrs) -> Result<(Vec<TensorMeta>, ())> {
+        let [x] = x else {
+            return Err(Error::invalid("cast", format!("takes one tensor, got {}", x.len())));
+        };
+        Ok((vec![x.with_dtype(a.dtype)], ()))
+    }
+
+    fn cpu(&self, k: &mut CpuCall<'_>, a: &CastAttrs, _: &()) -> Result<Vec<CpuData>> {
+        Ok(vec![cpu_cast(k.x(0), a.dtype)])
+    }
+
+    fn gpu(&self, k: &GpuCall<'_>, a: &CastAttrs, _: &()) -> Result<()> {
+        let (from, to) = (k.ins[0].dtype, a.dtype);
+        let n = k.outs[0].numel();
+        if from == to {
+            let bytes = crate::backend::cpu::gpu_bytes(to, n).div_ceil(4) * 4;
+            return k.ctx.copy(k.x(0), 0, k.y(0), 0, bytes);
+        }
+        let threads = if to == DType::Float16 { n.div_ceil(2) } else { n };
+        let binds = [Bind::read(k.x(0)), Bind::write(k.y(0))];
+        k.ctx.dispatch_1d(&CAST, cast_key(from, to), "main", &binds, &[n as u32], threads as u64)
+    }
+
+    fn half(&self) -> Half {
+        Half::Native
+    }
+
+    fn differentiable(&self) -> bool {
+        true
+    }
+
+    fn backward(&self, g: &GradCall<'_>, _: &CastAttrs, _: &()) -> Result<Vec<Option<Tensor>>> {
+        let from = g.x(0).dtype();
+        if !from.is_float() {
+            return Ok(vec![None]);
+        }
+        Ok(vec![g.grad_if(0, || cast(g.g(), from))?])
+    }
+}
+
 /// Converts `x` to `dtype` (a no-op when it already has it).
 pub fn cast(x: &Tensor, dtype: DType) -> Result<Tensor> {
     if x.dtype() == dtype {
         return Ok(x.clone());
     }
-    let out = match x.backend() {
-        Backend::Cpu(d) => Tensor::from_cpu(cpu_cast(&d, dtype), x.shape()),
-        Backend::Gpu(buf) => {
-            wgsl::check_gpu_dtype("cast", dtype, x.place())?;
-            let ctx = &buf.ctx;
-            let n = x.numel();
-            let out = ctx.alloc("cast", crate::backend::cpu::gpu_bytes(dtype, n))?;
-            let threads = if dtype == DType::Float16 { n.div_ceil(2) } else { n };
-            ctx.dispatch_1d(
-                &CAST,
-                &variant(x.dtype(), dtype),
-                "main",
-                &[Bind::read(buf), Bind::write(&out)],
-                &[n as u32],
-                threads as u64,
-            )?;
-            Tensor::from_gpu(out, x.shape(), dtype)
-        }
-    };
-    if !(x.dtype().is_float() && dtype.is_float()) {
-        return Ok(out);
-    }
-    let from = x.dtype();
-    Ok(record1("cast", &[x], out, move |c| Ok(vec![Some(cast(c.grad(), from)?)])))
+    apply1(&CAST_OP, &[x], CastAttrs { dtype })
 }
 
 impl Tensor {

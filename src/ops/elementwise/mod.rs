@@ -15,13 +15,6 @@ pub use unary::*;
 pub(crate) use binary::BINARY_OPS;
 pub(crate) use unary::UNARY_OPS;
 
-use crate::{DType, Result, Tensor};
-
-/// Casts a float16 tensor to float32 (float16 arithmetic runs in f32), else returns it.
-pub(crate) fn upcast(x: &Tensor) -> Result<Tensor> {
-    if x.dtype() == DType::Float16 { cast(x, DType::Float32) } else { Ok(x.clone()) }
-}
-
 /// Pads an op's parameter list to the two slots the kernels have.
 pub(crate) fn pad2(p: &[f64]) -> [f64; 2] {
     [p.first().copied().unwrap_or(0.0), p.get(1).copied().unwrap_or(0.0)]

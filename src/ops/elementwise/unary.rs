@@ -1,13 +1,15 @@
-//! Unary elementwise ops: the table and its CPU/GPU execution.
+//! Unary elementwise ops: the table (one row per op) and the registry entry every row is.
 
 use super::pad2;
-use crate::autograd::record1;
 use crate::backend::cpu::CpuData;
 use crate::backend::cpu::elementwise::{PAR_MIN, par_map};
 use crate::backend::cpu::par_chunks_mut;
-use crate::backend::gpu::{Kernel, Variant};
+use crate::backend::gpu::{Bind, Kernel, Variant};
+use crate::ops::registry::apply::apply1;
+use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op};
+use crate::ops::registry::{AttrMap, AttrValue};
 use crate::ops::wgsl;
-use crate::tensor::Backend;
+use crate::tensor::TensorMeta;
 use crate::{DType, Error, Result, Tensor};
 
 type FloatFn = fn(f64, f64, f64) -> f64;
@@ -20,6 +22,10 @@ type SliceFn<T> = fn(&[T], &mut [T], f64, f64);
 /// One unary op: `y = f(x; p0, p1)`.
 pub(crate) struct UnaryDef {
     pub name: &'static str,
+    /// Position in `UNARY_OPS` (the GPU variant key).
+    pub id: u32,
+    /// Names of the scalar parameters (up to two), as attributes.
+    pub params: &'static [&'static str],
     /// Float closure (f64 arithmetic, rounded to the dtype).
     pub float: Option<FloatFn>,
     /// The same closure over float32 and float64 slices (computed in f64 as `float` is).
@@ -36,6 +42,9 @@ pub(crate) struct UnaryDef {
     /// `dx = backward(x, y, dy, params)`.
     pub backward: Option<UnaryBackward>,
 }
+
+/// The dtypes a GPU variant exists for (float16 computes through float32).
+const GPU_DTYPES: [DType; 4] = [DType::Float32, DType::Int32, DType::Int64, DType::Bool];
 
 impl UnaryDef {
     /// Dtypes the op supports (float16 runs through float32).
@@ -67,10 +76,10 @@ impl UnaryDef {
         }
     }
 
-    fn variant(&self, dtype: DType) -> Option<Variant> {
-        let expr = self.gpu_expr(dtype)?;
+    fn variant(&self, dtype: DType) -> Variant {
+        let expr = self.gpu_expr(dtype).unwrap_or("x");
         let out = self.out_dtype(dtype);
-        Some(vec![
+        vec![
             ("XS", wgsl::storage(dtype).into()),
             ("XT", wgsl::compute(dtype).into()),
             ("YS", wgsl::storage(out).into()),
@@ -80,21 +89,29 @@ impl UnaryDef {
             ("P0", wgsl::param(dtype, 1)),
             ("P1", wgsl::param(dtype, 1 + wgsl::param_words(dtype))),
             ("EXPR", expr.into()),
-        ])
+        ]
+    }
+
+    fn unsupported(&self, dtype: DType) -> Error {
+        Error::unsupported(self.name, dtype, format!("(supported: {:?})", self.dtypes()))
     }
 }
 
-pub(crate) static UNARY: Kernel = Kernel { file: "unary.wgsl", variants: unary_variants };
-
-fn unary_variants() -> Vec<Variant> {
-    let mut v = Vec::new();
-    for def in UNARY_OPS {
-        for dt in [DType::Float32, DType::Int32, DType::Int64, DType::Bool] {
-            v.extend(def.variant(dt));
-        }
-    }
-    v
+/// Variant key: the op's id and the dtype's code.
+fn unary_key(def: &UnaryDef, dtype: DType) -> u32 {
+    def.id * 8 + dtype.code()
 }
+
+pub(crate) static UNARY: Kernel = Kernel {
+    file: "unary.wgsl",
+    keys: || {
+        UNARY_OPS
+            .iter()
+            .flat_map(|d| GPU_DTYPES.iter().filter(|&&t| d.gpu_expr(t).is_some()).map(|&t| unary_key(d, t)))
+            .collect()
+    },
+    variant: |key| UNARY_OPS[(key / 8) as usize].variant(DType::from_code(key % 8)),
+};
 
 fn cpu_unary(def: &UnaryDef, data: &CpuData, p: [f64; 2]) -> Option<CpuData> {
     let (p0, p1) = (p[0], p[1]);
@@ -105,19 +122,11 @@ fn cpu_unary(def: &UnaryDef, data: &CpuData, p: [f64; 2]) -> Option<CpuData> {
         CpuData::F64(v) if !ob => CpuData::F64(map_slices(v, def.float_slices?.1, p)),
         CpuData::F32(v) => {
             let f = def.float?;
-            if ob {
-                CpuData::Bool(par_map(v, |x| f(x as f64, p0, p1) != 0.0))
-            } else {
-                CpuData::F32(par_map(v, |x| f(x as f64, p0, p1) as f32))
-            }
+            CpuData::Bool(par_map(v, |x| f(x as f64, p0, p1) != 0.0))
         }
         CpuData::F64(v) => {
             let f = def.float?;
-            if ob {
-                CpuData::Bool(par_map(v, |x| f(x, p0, p1) != 0.0))
-            } else {
-                CpuData::F64(par_map(v, |x| f(x, p0, p1)))
-            }
+            CpuData::Bool(par_map(v, |x| f(x, p0, p1) != 0.0))
         }
         CpuData::I32(v) => {
             let f = def.int?;
@@ -151,40 +160,80 @@ fn map_slices<T: Copy + Default + Send + Sync>(xs: &[T], f: SliceFn<T>, p: [f64;
     out
 }
 
-/// Runs unary op `def` on `x` with parameters `p`, recording its backward rule.
+impl Op for UnaryDef {
+    /// The two scalar parameters (named by `params` in the attribute map).
+    type Attrs = [f64; 2];
+    type Plan = ();
+
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn infer(&self, x: &[&TensorMeta], _: &[f64; 2]) -> Result<(Vec<TensorMeta>, ())> {
+        let [x] = x else {
+            return Err(Error::invalid(self.name, format!("takes one tensor, got {}", x.len())));
+        };
+        if !self.dtypes().contains(&x.dtype) {
+            return Err(self.unsupported(x.dtype));
+        }
+        Ok((vec![x.with_dtype(self.out_dtype(x.dtype))], ()))
+    }
+
+    fn cpu(&self, k: &mut CpuCall<'_>, p: &[f64; 2], _: &()) -> Result<Vec<CpuData>> {
+        let x = k.x(0);
+        Ok(vec![cpu_unary(self, x, *p).ok_or_else(|| self.unsupported(x.dtype()))?])
+    }
+
+    fn gpu(&self, k: &GpuCall<'_>, p: &[f64; 2], _: &()) -> Result<()> {
+        let dtype = k.ins[0].dtype;
+        if self.gpu_expr(dtype).is_none() {
+            return Err(self.unsupported(dtype));
+        }
+        let n = k.outs[0].numel();
+        let mut params = vec![n as u32];
+        for &v in p {
+            params.extend(wgsl::scalar_words(dtype, v.into()));
+        }
+        k.ctx.dispatch_1d(
+            &UNARY,
+            unary_key(self, dtype),
+            "main",
+            &[Bind::read(k.x(0)), Bind::write(k.y(0))],
+            &params,
+            n as u64,
+        )
+    }
+
+    fn differentiable(&self) -> bool {
+        self.backward.is_some()
+    }
+
+    fn backward(&self, g: &GradCall<'_>, p: &[f64; 2], _: &()) -> Result<Vec<Option<Tensor>>> {
+        let bw = self.backward.ok_or_else(|| Error::Autograd(format!("{} has no backward rule", self.name)))?;
+        Ok(vec![g.grad_if(0, || bw(g.x(0), &g.y(0)?, g.g(), *p))?])
+    }
+
+    fn attr_map(&self, p: &[f64; 2]) -> AttrMap {
+        let mut m = AttrMap::new();
+        for (name, v) in self.params.iter().zip(p) {
+            m.set(*name, AttrValue::Float(*v));
+        }
+        m
+    }
+
+    fn parse_attrs(&self, m: &AttrMap) -> Result<[f64; 2]> {
+        m.check_known(self.name, self.params)?;
+        let mut p = [0.0; 2];
+        for (slot, name) in p.iter_mut().zip(self.params) {
+            *slot = m.field(self.name, name)?;
+        }
+        Ok(p)
+    }
+}
+
+/// Runs unary op `def` on `x` with parameters `p`.
 pub(crate) fn unary(def: &'static UnaryDef, x: &Tensor, p: [f64; 2]) -> Result<Tensor> {
-    let unsupported = || Error::unsupported(def.name, x.dtype(), format!("(supported: {:?})", def.dtypes()));
-    if !def.dtypes().contains(&x.dtype()) {
-        return Err(unsupported());
-    }
-    if x.dtype() == DType::Float16 {
-        let y = unary(def, &super::upcast(x)?, p)?;
-        return if def.out_bool { Ok(y) } else { super::cast(&y, DType::Float16) };
-    }
-    let out_dtype = def.out_dtype(x.dtype());
-    let out = match x.backend() {
-        Backend::Cpu(d) => Tensor::from_cpu(cpu_unary(def, &d, p).ok_or_else(unsupported)?, x.shape()),
-        Backend::Gpu(buf) => {
-            let ctx = &buf.ctx;
-            let n = x.numel();
-            let variant = def.variant(x.dtype()).ok_or_else(unsupported)?;
-            let out = ctx.alloc(def.name, crate::backend::cpu::gpu_bytes(out_dtype, n))?;
-            let mut params = vec![n as u32];
-            for v in p {
-                params.extend(wgsl::scalar_words(x.dtype(), v.into()));
-            }
-            use crate::backend::gpu::Bind;
-            ctx.dispatch_1d(&UNARY, &variant, "main", &[Bind::read(buf), Bind::write(&out)], &params, n as u64)?;
-            Tensor::from_gpu(out, x.shape(), out_dtype)
-        }
-    };
-    match def.backward {
-        Some(bw) if out_dtype.is_float() => {
-            let (xs, y) = (x.clone(), out.downgrade());
-            Ok(record1(def.name, &[x], out, move |c| Ok(vec![Some(bw(&xs, &y.upgrade()?, c.grad(), p)?)])))
-        }
-        _ => Ok(out),
-    }
+    apply1(def, &[x], p)
 }
 
 /// The free function and `Tensor` method of one unary op.
@@ -211,6 +260,13 @@ macro_rules! bind_params {
     };
 }
 
+/// The parameter names of a row, as strings.
+macro_rules! param_names {
+    (($($p:ident),*)) => {
+        &[$(stringify!($p)),*]
+    };
+}
+
 /// Declares the unary ops: for each row a free function, a `Tensor` method and a table entry.
 macro_rules! unary_ops {
     ($(
@@ -230,11 +286,17 @@ macro_rules! unary_ops {
 
         #[allow(non_upper_case_globals, unused_variables, clippy::redundant_closure_call)]
         mod defs {
+            /// Row positions, the ops' ids.
+            #[allow(non_camel_case_types)]
+            enum Id { $($name),* }
+
             $(
                 pub(crate) mod $name {
                 use super::super::*;
                 pub(crate) static DEF: UnaryDef = UnaryDef {
                     name: stringify!($name),
+                    id: super::Id::$name as u32,
+                    params: param_names!($params),
                     float: $crate::ops::opt!($(|$fx: f64, p0: f64, p1: f64| -> f64 {
                         bind_params!($params, p0, p1);
                         $fbody
@@ -272,7 +334,7 @@ macro_rules! unary_ops {
             )*
         }
 
-        /// Every unary op, in declaration order.
+        /// Every unary op, in declaration order (the registry lists each).
         pub(crate) static UNARY_OPS: &[&UnaryDef] = &[$(&defs::$name::DEF),*];
     };
 }

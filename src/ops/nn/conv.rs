@@ -15,31 +15,36 @@
 
 use std::sync::OnceLock;
 
-use crate::autograd::record1;
 use crate::backend::cpu::CpuData;
 use crate::backend::cpu::conv::{self as cpu, ConvGeom};
 use crate::backend::gpu::{Bind, GpuBuffer, GpuContext, Kernel, Variant, grid};
-use crate::ops::wgsl;
-use crate::tensor::Backend;
-use crate::{DType, Error, Result, Tensor};
+use crate::ops::registry::apply::apply1;
+use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op};
+use crate::tensor::TensorMeta;
+use crate::{DType, Error, Result, Scalar, Tensor};
 
 use super::window::{Padding, Pair, check_nchw, check_positive};
 
 pub(crate) static CONV2D: Kernel = Kernel {
     file: "conv2d.wgsl",
-    variants: || {
+    keys: || {
         let mut v = Vec::new();
         for mode in [Mode::Fwd, Mode::BwdData, Mode::BwdFilter] {
             for rm in [1, 2, 4] {
-                v.push(variant(mode, rm));
+                v.push(conv_key(mode, rm));
             }
         }
         v
     },
+    variant: |key| variant([Mode::Fwd, Mode::BwdData, Mode::BwdFilter][(key / 8) as usize % 3], key % 8),
 };
 
+fn conv_key(mode: Mode, rm: u32) -> u32 {
+    mode as u32 * 8 + rm
+}
+
 /// Paddle's `conv2d` keyword arguments.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, dygraph_derive::Attrs)]
 pub struct Conv2dOptions {
     /// Window step `(sh, sw)`; default 1.
     pub stride: Pair,
@@ -95,29 +100,230 @@ impl Conv2dOptions {
 
 const OP: &str = "conv2d";
 
+/// The convolution's output `F(x, w) + b`: inputs `[x, weight, bias?]`.
+pub(crate) struct Conv2dOp;
+
+pub(crate) static CONV2D_OP: Conv2dOp = Conv2dOp;
+
+/// The input gradient `D(dy, w)`: inputs `[dy, weight]`.
+pub(crate) struct Conv2dGradInputOp;
+
+pub(crate) static CONV2D_GRAD_INPUT: Conv2dGradInputOp = Conv2dGradInputOp;
+
+/// The weight gradient `W(x, dy)`: inputs `[x, dy]`.
+pub(crate) struct Conv2dGradWeightOp;
+
+pub(crate) static CONV2D_GRAD_WEIGHT: Conv2dGradWeightOp = Conv2dGradWeightOp;
+
+impl Op for Conv2dOp {
+    type Attrs = Conv2dOptions;
+    type Plan = ConvGeom;
+
+    fn name(&self) -> &'static str {
+        OP
+    }
+
+    fn infer(&self, xs: &[&TensorMeta], o: &Conv2dOptions) -> Result<(Vec<TensorMeta>, ConvGeom)> {
+        let (x, w, b) = match xs {
+            [x, w] => (x, w, None),
+            [x, w, b] => (x, w, Some(b)),
+            _ => return Err(Error::invalid(OP, format!("takes 2 or 3 tensors (x, weight, bias), got {}", xs.len()))),
+        };
+        for p in std::iter::once(w).chain(b) {
+            if p.dtype != x.dtype {
+                return Err(Error::DTypeMismatch { op: OP, lhs: x.dtype, rhs: p.dtype });
+            }
+        }
+        if !x.dtype.is_float() {
+            return Err(Error::unsupported(OP, x.dtype, "(conv2d needs float tensors)"));
+        }
+        let g = geometry(x.dims(), w.dims(), b.map(|b| b.dims()), o)?;
+        let out = x.with_shape(g.output_shape().to_vec());
+        crate::tensor::create::check_size(OP, out.dims(), x.dtype)?;
+        Ok((vec![out], g))
+    }
+
+    fn cpu(&self, k: &mut CpuCall<'_>, _: &Conv2dOptions, g: &ConvGeom) -> Result<Vec<CpuData>> {
+        let b = (k.ins.len() == 3).then(|| k.x(2));
+        Ok(vec![match (k.x(0), k.x(1), b) {
+            (CpuData::F32(x), CpuData::F32(w), Some(CpuData::F32(b))) => {
+                CpuData::F32(cpu::conv2d_forward(x, w, Some(b), g))
+            }
+            (CpuData::F32(x), CpuData::F32(w), None) => CpuData::F32(cpu::conv2d_forward(x, w, None, g)),
+            (CpuData::F64(x), CpuData::F64(w), Some(CpuData::F64(b))) => {
+                CpuData::F64(cpu::conv2d_forward(x, w, Some(b), g))
+            }
+            (CpuData::F64(x), CpuData::F64(w), None) => CpuData::F64(cpu::conv2d_forward(x, w, None, g)),
+            (x, _, _) => return Err(Error::unsupported(OP, x.dtype(), "on the CPU")),
+        }])
+    }
+
+    fn gpu(&self, k: &GpuCall<'_>, _: &Conv2dOptions, g: &ConvGeom) -> Result<()> {
+        let bias = (k.ins.len() == 3).then(|| k.x(2));
+        gpu_conv(Mode::Fwd, k.ctx, k.x(1), k.x(0), bias, g, k.y(0))
+    }
+
+    fn differentiable(&self) -> bool {
+        true
+    }
+
+    fn backward(&self, c: &GradCall<'_>, _: &Conv2dOptions, g: &ConvGeom) -> Result<Vec<Option<Tensor>>> {
+        let (x, w, gy) = (c.x(0), c.x(1), c.g());
+        Ok(vec![
+            c.grad_if(0, || conv_grad_input(gy, w, *g))?,
+            c.grad_if(1, || conv_grad_weight(x, gy, *g))?,
+            c.grad_if(2, || gy.sum(&[0, 2, 3], false))?,
+        ])
+    }
+}
+
+/// Checks the two operands of a gradient product against the geometry.
+fn check_pair(op: &'static str, xs: &[&TensorMeta], shapes: [[usize; 4]; 2]) -> Result<()> {
+    let [a, b] = xs else {
+        return Err(Error::invalid(op, format!("takes two tensors, got {}", xs.len())));
+    };
+    if a.dims() != shapes[0] || b.dims() != shapes[1] {
+        return Err(Error::shape(
+            op,
+            format!("operands {:?} and {:?} do not fit {:?} and {:?}", a.dims(), b.dims(), shapes[0], shapes[1]),
+        ));
+    }
+    if a.dtype != b.dtype || !a.dtype.is_float() {
+        return Err(Error::DTypeMismatch { op, lhs: a.dtype, rhs: b.dtype });
+    }
+    Ok(())
+}
+
+impl Op for Conv2dGradInputOp {
+    type Attrs = ConvGeom;
+    type Plan = ();
+
+    fn name(&self) -> &'static str {
+        "conv2d_grad_input"
+    }
+
+    fn infer(&self, xs: &[&TensorMeta], g: &ConvGeom) -> Result<(Vec<TensorMeta>, ())> {
+        check_pair("conv2d_grad_input", xs, [g.output_shape(), g.weight_shape()])?;
+        Ok((vec![xs[0].with_shape(g.input_shape().to_vec())], ()))
+    }
+
+    fn cpu(&self, k: &mut CpuCall<'_>, g: &ConvGeom, _: &()) -> Result<Vec<CpuData>> {
+        Ok(vec![match (k.x(0), k.x(1)) {
+            (CpuData::F32(d), CpuData::F32(w)) => CpuData::F32(cpu::conv2d_backward_data(d, w, g)),
+            (CpuData::F64(d), CpuData::F64(w)) => CpuData::F64(cpu::conv2d_backward_data(d, w, g)),
+            (d, _) => return Err(Error::unsupported("conv2d_grad_input", d.dtype(), "on the CPU")),
+        }])
+    }
+
+    fn gpu(&self, k: &GpuCall<'_>, g: &ConvGeom, _: &()) -> Result<()> {
+        gpu_conv(Mode::BwdData, k.ctx, k.x(1), k.x(0), None, g, k.y(0))
+    }
+
+    fn differentiable(&self) -> bool {
+        true
+    }
+
+    fn backward(&self, c: &GradCall<'_>, g: &ConvGeom, _: &()) -> Result<Vec<Option<Tensor>>> {
+        let (dy, w, h) = (c.x(0), c.x(1), c.g());
+        Ok(vec![c.grad_if(0, || conv_forward(h, w, *g))?, c.grad_if(1, || conv_grad_weight(h, dy, *g))?])
+    }
+}
+
+impl Op for Conv2dGradWeightOp {
+    type Attrs = ConvGeom;
+    type Plan = ();
+
+    fn name(&self) -> &'static str {
+        "conv2d_grad_weight"
+    }
+
+    fn infer(&self, xs: &[&TensorMeta], g: &ConvGeom) -> Result<(Vec<TensorMeta>, ())> {
+        check_pair("conv2d_grad_weight", xs, [g.input_shape(), g.output_shape()])?;
+        Ok((vec![xs[0].with_shape(g.weight_shape().to_vec())], ()))
+    }
+
+    fn cpu(&self, k: &mut CpuCall<'_>, g: &ConvGeom, _: &()) -> Result<Vec<CpuData>> {
+        Ok(vec![match (k.x(0), k.x(1)) {
+            (CpuData::F32(x), CpuData::F32(d)) => CpuData::F32(cpu::conv2d_backward_filter(x, d, g)),
+            (CpuData::F64(x), CpuData::F64(d)) => CpuData::F64(cpu::conv2d_backward_filter(x, d, g)),
+            (x, _) => return Err(Error::unsupported("conv2d_grad_weight", x.dtype(), "on the CPU")),
+        }])
+    }
+
+    fn gpu(&self, k: &GpuCall<'_>, g: &ConvGeom, _: &()) -> Result<()> {
+        gpu_conv(Mode::BwdFilter, k.ctx, k.x(1), k.x(0), None, g, k.y(0))
+    }
+
+    fn differentiable(&self) -> bool {
+        true
+    }
+
+    fn backward(&self, c: &GradCall<'_>, g: &ConvGeom, _: &()) -> Result<Vec<Option<Tensor>>> {
+        let (x, dy, h) = (c.x(0), c.x(1), c.g());
+        Ok(vec![c.grad_if(0, || conv_grad_input(dy, h, *g))?, c.grad_if(1, || conv_forward(x, h, *g))?])
+    }
+}
+
+/// `F(x, w)` for a geometry already worked out (the gradient products' gradients): inputs
+/// `[x, weight]`.
+pub(crate) struct Conv2dProductOp;
+
+pub(crate) static CONV2D_PRODUCT: Conv2dProductOp = Conv2dProductOp;
+
+impl Op for Conv2dProductOp {
+    type Attrs = ConvGeom;
+    type Plan = ();
+
+    fn name(&self) -> &'static str {
+        "conv2d_product"
+    }
+
+    fn infer(&self, xs: &[&TensorMeta], g: &ConvGeom) -> Result<(Vec<TensorMeta>, ())> {
+        check_pair("conv2d_product", xs, [g.input_shape(), g.weight_shape()])?;
+        Ok((vec![xs[0].with_shape(g.output_shape().to_vec())], ()))
+    }
+
+    fn cpu(&self, k: &mut CpuCall<'_>, g: &ConvGeom, _: &()) -> Result<Vec<CpuData>> {
+        Ok(vec![match (k.x(0), k.x(1)) {
+            (CpuData::F32(x), CpuData::F32(w)) => CpuData::F32(cpu::conv2d_forward(x, w, None, g)),
+            (CpuData::F64(x), CpuData::F64(w)) => CpuData::F64(cpu::conv2d_forward(x, w, None, g)),
+            (x, _) => return Err(Error::unsupported("conv2d_product", x.dtype(), "on the CPU")),
+        }])
+    }
+
+    fn gpu(&self, k: &GpuCall<'_>, g: &ConvGeom, _: &()) -> Result<()> {
+        gpu_conv(Mode::Fwd, k.ctx, k.x(1), k.x(0), None, g, k.y(0))
+    }
+
+    fn differentiable(&self) -> bool {
+        true
+    }
+
+    fn backward(&self, c: &GradCall<'_>, g: &ConvGeom, _: &()) -> Result<Vec<Option<Tensor>>> {
+        let (x, w, gy) = (c.x(0), c.x(1), c.g());
+        Ok(vec![c.grad_if(0, || conv_grad_input(gy, w, *g))?, c.grad_if(1, || conv_grad_weight(x, gy, *g))?])
+    }
+}
+
+fn conv_forward(x: &Tensor, w: &Tensor, g: ConvGeom) -> Result<Tensor> {
+    apply1(&CONV2D_PRODUCT, &[x, &w.cast(x.dtype())?], g)
+}
+
+fn conv_grad_input(dy: &Tensor, w: &Tensor, g: ConvGeom) -> Result<Tensor> {
+    apply1(&CONV2D_GRAD_INPUT, &[&dy.cast(w.dtype())?, w], g)
+}
+
+fn conv_grad_weight(x: &Tensor, dy: &Tensor, g: ConvGeom) -> Result<Tensor> {
+    apply1(&CONV2D_GRAD_WEIGHT, &[x, &dy.cast(x.dtype())?], g)
+}
+
 /// 2-D convolution of `x` `[N, C, H, W]` with `weight` `[out_c, C / groups, kh, kw]`
 /// (Paddle's layout) plus an optional `bias` `[out_c]`; the output is
 /// `[N, out_c, oh, ow]` with `oh = (H + pad_top + pad_bottom − dh·(kh − 1) − 1) / sh + 1`.
 pub fn conv2d(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>, options: &Conv2dOptions) -> Result<Tensor> {
-    x.same_place(OP, weight)?;
-    x.same_dtype(OP, weight)?;
-    if let Some(b) = bias {
-        x.same_place(OP, b)?;
-        x.same_dtype(OP, b)?;
-    }
-    if !x.dtype().is_float() {
-        return Err(Error::unsupported(OP, x.dtype(), "(conv2d needs float tensors)"));
-    }
-    if matches!(x.place(), crate::Place::Gpu(_)) {
-        wgsl::check_gpu_dtype(OP, x.dtype(), x.place())?;
-    }
-    let g = geometry(x.shape(), weight.shape(), bias.map(|b| b.shape()), options)?;
-    if x.dtype() == DType::Float16 {
-        let up = |t: &Tensor| t.cast(DType::Float32);
-        let b32 = bias.map(up).transpose()?;
-        return conv_forward(&up(x)?, &up(weight)?, b32.as_ref(), g)?.cast(DType::Float16);
-    }
-    conv_forward(x, weight, bias, g)
+    let mut inputs = vec![x, weight];
+    inputs.extend(bias);
+    apply1(&CONV2D_OP, &inputs, options.clone())
 }
 
 /// Validates the shapes and options and works out the output geometry.
@@ -200,99 +406,6 @@ fn geometry(xs: &[usize], ws: &[usize], bs: Option<&[usize]>, o: &Conv2dOptions)
     })
 }
 
-/// The output `F(x, w) + b`, recorded for autograd.
-fn conv_forward(x: &Tensor, w: &Tensor, b: Option<&Tensor>, g: ConvGeom) -> Result<Tensor> {
-    let out = match (x.backend(), w.backend()) {
-        (Backend::Cpu(xd), Backend::Cpu(wd)) => {
-            let bd = b.map(|b| b.to_cpu_data(OP)).transpose()?;
-            let data = match (&*xd, &*wd, bd.as_ref()) {
-                (CpuData::F32(x), CpuData::F32(w), Some(CpuData::F32(b))) => {
-                    CpuData::F32(cpu::conv2d_forward(x, w, Some(b), &g))
-                }
-                (CpuData::F32(x), CpuData::F32(w), None) => CpuData::F32(cpu::conv2d_forward(x, w, None, &g)),
-                (CpuData::F64(x), CpuData::F64(w), Some(CpuData::F64(b))) => {
-                    CpuData::F64(cpu::conv2d_forward(x, w, Some(b), &g))
-                }
-                (CpuData::F64(x), CpuData::F64(w), None) => CpuData::F64(cpu::conv2d_forward(x, w, None, &g)),
-                _ => return Err(Error::unsupported(OP, x.dtype(), "on the CPU")),
-            };
-            Tensor::from_cpu(data, g.output_shape().to_vec())
-        }
-        (Backend::Gpu(xb), Backend::Gpu(wb)) => {
-            let bb = match b.map(|b| b.backend()) {
-                Some(Backend::Gpu(bb)) => Some(bb.clone()),
-                _ => None,
-            };
-            gpu_conv(Mode::Fwd, wb, xb, bb.as_deref(), &g)?
-        }
-        _ => unreachable!("places were checked equal"),
-    };
-    let inputs: Vec<&Tensor> = std::iter::once(x).chain(std::iter::once(w)).chain(b).collect();
-    let (xc, wc) = (x.clone(), w.clone());
-    Ok(record1(OP, &inputs, out, move |c| {
-        let gy = c.grad();
-        Ok(vec![
-            if c.needs(0) { Some(conv_grad_input(gy, &wc, g)?) } else { None },
-            if c.needs(1) { Some(conv_grad_weight(&xc, gy, g)?) } else { None },
-            if c.needs(2) { Some(gy.sum(&[0, 2, 3], false)?) } else { None },
-        ])
-    }))
-}
-
-/// The input gradient `D(dy, w)`, recorded for autograd.
-fn conv_grad_input(dy: &Tensor, w: &Tensor, g: ConvGeom) -> Result<Tensor> {
-    const OPG: &str = "conv2d_grad_input";
-    dy.same_place(OPG, w)?;
-    let dy = dy.cast(w.dtype())?;
-    let out = match (dy.backend(), w.backend()) {
-        (Backend::Cpu(dd), Backend::Cpu(wd)) => {
-            let data = match (&*dd, &*wd) {
-                (CpuData::F32(d), CpuData::F32(w)) => CpuData::F32(cpu::conv2d_backward_data(d, w, &g)),
-                (CpuData::F64(d), CpuData::F64(w)) => CpuData::F64(cpu::conv2d_backward_data(d, w, &g)),
-                _ => return Err(Error::unsupported(OPG, w.dtype(), "on the CPU")),
-            };
-            Tensor::from_cpu(data, g.input_shape().to_vec())
-        }
-        (Backend::Gpu(db), Backend::Gpu(wb)) => gpu_conv(Mode::BwdData, wb, db, None, &g)?,
-        _ => unreachable!("places were checked equal"),
-    };
-    let (dyc, wc) = (dy.clone(), w.clone());
-    Ok(record1(OPG, &[&dy, w], out, move |c| {
-        let h = c.grad();
-        Ok(vec![
-            if c.needs(0) { Some(conv_forward(h, &wc, None, g)?) } else { None },
-            if c.needs(1) { Some(conv_grad_weight(h, &dyc, g)?) } else { None },
-        ])
-    }))
-}
-
-/// The weight gradient `W(x, dy)`, recorded for autograd.
-fn conv_grad_weight(x: &Tensor, dy: &Tensor, g: ConvGeom) -> Result<Tensor> {
-    const OPG: &str = "conv2d_grad_weight";
-    x.same_place(OPG, dy)?;
-    let dy = dy.cast(x.dtype())?;
-    let out = match (x.backend(), dy.backend()) {
-        (Backend::Cpu(xd), Backend::Cpu(dd)) => {
-            let data = match (&*xd, &*dd) {
-                (CpuData::F32(x), CpuData::F32(d)) => CpuData::F32(cpu::conv2d_backward_filter(x, d, &g)),
-                (CpuData::F64(x), CpuData::F64(d)) => CpuData::F64(cpu::conv2d_backward_filter(x, d, &g)),
-                _ => return Err(Error::unsupported(OPG, x.dtype(), "on the CPU")),
-            };
-            Tensor::from_cpu(data, g.weight_shape().to_vec())
-        }
-        (Backend::Gpu(xb), Backend::Gpu(db)) => gpu_conv(Mode::BwdFilter, db, xb, None, &g)?,
-        _ => unreachable!("places were checked equal"),
-    };
-    let (xc, dyc) = (x.clone(), dy.clone());
-    Ok(record1(OPG, &[x, &dy], out, move |c| {
-        let h = c.grad();
-        Ok(vec![
-            if c.needs(0) { Some(conv_grad_input(&dyc, h, g)?) } else { None },
-            if c.needs(1) { Some(conv_forward(&xc, h, None, g)?) } else { None },
-        ])
-    }))
-}
-
 /// Which product a `conv2d.wgsl` instance computes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Mode {
@@ -341,10 +454,17 @@ fn entry(ctx: &GpuContext, m: usize) -> &'static str {
 const BN: usize = 64;
 const BK: usize = 16;
 
-/// Runs one product on the GPU. `a` is the GEMM's left operand (weight, or `dy` for the
-/// filter gradient) and `b` the image-side one (`x`, or `dy` for the input gradient).
-fn gpu_conv(mode: Mode, a: &GpuBuffer, b: &GpuBuffer, bias: Option<&GpuBuffer>, g: &ConvGeom) -> Result<Tensor> {
-    let ctx = &a.ctx;
+/// Runs one product on the GPU into `out`. `a` is the GEMM's left operand (weight, or `dy`
+/// for the filter gradient) and `b` the image-side one (`x`, or `dy` for the input gradient).
+fn gpu_conv(
+    mode: Mode,
+    ctx: &std::sync::Arc<GpuContext>,
+    a: &GpuBuffer,
+    b: &GpuBuffer,
+    bias: Option<&GpuBuffer>,
+    g: &ConvGeom,
+    out: &GpuBuffer,
+) -> Result<()> {
     let (khw, l) = (g.kh * g.kw, g.out_hw());
     let (m, ncols, k, shape) = match mode {
         Mode::Fwd => (g.cout_g(), g.n * l, g.k_len(), g.output_shape()),
@@ -353,7 +473,7 @@ fn gpu_conv(mode: Mode, a: &GpuBuffer, b: &GpuBuffer, bias: Option<&GpuBuffer>, 
     };
     let numel: usize = shape.iter().product();
     if k == 0 || numel == 0 {
-        return crate::zeros_on(shape.to_vec(), DType::Float32, crate::Place::Gpu(ctx.index));
+        return crate::tensor::create::gpu_fill(ctx, out, DType::Float32, Scalar::Int(0), numel);
     }
     let entry = entry(ctx, m);
     let direct = entry == "direct";
@@ -378,7 +498,8 @@ fn gpu_conv(mode: Mode, a: &GpuBuffer, b: &GpuBuffer, bias: Option<&GpuBuffer>, 
     };
     let k_chunk = k.div_ceil(splits).div_ceil(BK) * BK;
     let splits = k.div_ceil(k_chunk);
-    let dst = ctx.alloc(OP, 4 * (numel * splits) as u64)?;
+    let partial = if splits > 1 { Some(ctx.alloc(OP, 4 * (numel * splits) as u64)?) } else { None };
+    let dst = partial.as_ref().unwrap_or(out);
     let [gx, gy, _] = grid(ctx, tiles as u64)?;
     let total_z = g.groups * splits;
     #[rustfmt::skip]
@@ -394,11 +515,12 @@ fn gpu_conv(mode: Mode, a: &GpuBuffer, b: &GpuBuffer, bias: Option<&GpuBuffer>, 
     while z0 < total_z {
         let zn = (total_z - z0).min(max_z);
         params[24] = z0 as u32;
-        let binds = [Bind::read(a), Bind::read(b), Bind::read(bias.unwrap_or(a)), Bind::write(&dst)];
-        ctx.dispatch(&CONV2D, &variant(mode, rm as u32), entry, &binds, &params, [gx, gy, zn as u32])?;
+        let binds = [Bind::read(a), Bind::read(b), Bind::read(bias.unwrap_or(a)), Bind::write(dst)];
+        ctx.dispatch(&CONV2D, conv_key(mode, rm as u32), entry, &binds, &params, [gx, gy, zn as u32])?;
         z0 += zn;
     }
-    let out = Tensor::from_gpu(dst, vec![splits, numel], DType::Float32);
-    let out = if splits > 1 { out.sum(&[0], false)? } else { out };
-    out.reshape(shape.to_vec())
+    match &partial {
+        Some(p) => crate::ops::reduce::gpu_sum_rows(ctx, p, DType::Float32, (1, splits, numel), out),
+        None => Ok(()),
+    }
 }

@@ -5,11 +5,18 @@
 //! mask is identical on every place for the same seed. The op is `x * mask` with the scale
 //! folded into the mask, so the gradient is `grad * mask` through the ordinary product rule.
 //! Paddle's `axis` argument (one mask shared along some axes) is not supported.
+//!
+//! The registry entry `dropout` is the training-mode op: outputs `[out, mask]`; evaluation
+//! and `p = 0` need no op.
 
 use std::str::FromStr;
 
-use crate::random::dropout_mask;
-use crate::{DType, Error, Result, Tensor};
+use crate::backend::cpu::CpuData;
+use crate::ops::registry::apply::apply;
+use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op};
+use crate::random::{cpu_mask_data, gpu_mask};
+use crate::tensor::TensorMeta;
+use crate::{Error, Result, Tensor};
 
 /// How dropout scales (Paddle's `mode` argument).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -38,7 +45,7 @@ impl FromStr for DropoutMode {
 }
 
 /// Options of [`dropout`] (Paddle's keyword arguments).
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, dygraph_derive::Attrs)]
 pub struct DropoutOptions {
     /// Probability of zeroing an element, in `[0, 1]`.
     pub p: f64,
@@ -52,6 +59,72 @@ impl Default for DropoutOptions {
     /// `p = 0.5`, `training = true`, `upscale_in_train`.
     fn default() -> Self {
         DropoutOptions { p: 0.5, training: true, mode: DropoutMode::UpscaleInTrain }
+    }
+}
+
+/// Training-mode dropout: `out = x · mask` with the scale folded into the mask.
+pub(crate) struct DropoutOp;
+
+pub(crate) static DROPOUT: DropoutOp = DropoutOp;
+
+impl DropoutOptions {
+    fn scale(&self) -> f64 {
+        match self.mode {
+            DropoutMode::UpscaleInTrain if self.p < 1.0 => 1.0 / (1.0 - self.p),
+            _ => 1.0,
+        }
+    }
+}
+
+impl Op for DropoutOp {
+    type Attrs = DropoutOptions;
+    type Plan = ();
+
+    fn name(&self) -> &'static str {
+        "dropout"
+    }
+
+    fn infer(&self, xs: &[&TensorMeta], o: &DropoutOptions) -> Result<(Vec<TensorMeta>, ())> {
+        const OP: &str = "dropout";
+        let [x] = xs else {
+            return Err(Error::invalid(OP, format!("takes one tensor, got {}", xs.len())));
+        };
+        if !x.dtype.is_float() {
+            return Err(Error::unsupported(OP, x.dtype, "(expected a float tensor)"));
+        }
+        if !(0.0..=1.0).contains(&o.p) {
+            return Err(Error::invalid(OP, format!("p must be in [0, 1], got {}", o.p)));
+        }
+        Ok((vec![(*x).clone(), (*x).clone()], ()))
+    }
+
+    fn cpu(&self, k: &mut CpuCall<'_>, o: &DropoutOptions, _: &()) -> Result<Vec<CpuData>> {
+        let x = k.x(0);
+        let mask = cpu_mask_data(x.len(), o.p, o.scale(), x.dtype());
+        let out = match (x, &mask) {
+            (CpuData::F32(x), CpuData::F32(m)) => CpuData::F32(x.iter().zip(m).map(|(a, b)| a * b).collect()),
+            (CpuData::F64(x), CpuData::F64(m)) => CpuData::F64(x.iter().zip(m).map(|(a, b)| a * b).collect()),
+            (other, _) => return Err(Error::unsupported("dropout", other.dtype(), "on the CPU")),
+        };
+        Ok(vec![out, mask])
+    }
+
+    fn gpu(&self, k: &GpuCall<'_>, o: &DropoutOptions, _: &()) -> Result<()> {
+        let n = k.outs[0].numel();
+        gpu_mask(k.ctx, n, o.p, o.scale(), k.y(1))?;
+        crate::ops::elementwise::binary::gpu_multiply(k.ctx, k.x(0), k.y(1), k.y(0), n)
+    }
+
+    fn aux_outputs(&self) -> usize {
+        1
+    }
+
+    fn differentiable(&self) -> bool {
+        true
+    }
+
+    fn backward(&self, g: &GradCall<'_>, _: &DropoutOptions, _: &()) -> Result<Vec<Option<Tensor>>> {
+        Ok(vec![g.grad_if(0, || g.g().mul(&g.y(1)?))?])
     }
 }
 
@@ -75,15 +148,7 @@ pub fn dropout(x: &Tensor, options: DropoutOptions) -> Result<Tensor> {
     if p == 0.0 {
         return Ok(x.clone());
     }
-    let mask_dtype = if x.dtype() == DType::Float64 { DType::Float64 } else { DType::Float32 };
-    let mask = if p == 1.0 {
-        crate::zeros_on(x.shape(), mask_dtype, x.place())?
-    } else {
-        let scale = match mode {
-            DropoutMode::UpscaleInTrain => 1.0 / (1.0 - p),
-            DropoutMode::DownscaleInInfer => 1.0,
-        };
-        dropout_mask(x.shape(), p, scale, mask_dtype, x.place())?
-    };
-    x.mul(&mask.cast(x.dtype())?)
+    let mut outs = apply(&DROPOUT, &[x], options)?;
+    outs.truncate(1);
+    outs.pop().ok_or_else(|| Error::invalid(OP, "no output"))
 }

@@ -3,9 +3,9 @@
 //! the forward pass (statistics and normalisation) and for the backward pass. This file
 //! holds what both share.
 //!
-//! Backward rules run the fused kernels; under `create_graph` they are written in ordinary
-//! tensor ops instead (recomputing the statistics from `x`), so they can be differentiated
-//! again.
+//! Backward rules run the fused gradient ops; under `create_graph` they are written in
+//! ordinary tensor ops instead (recomputing the statistics from `x`), so they can be
+//! differentiated again.
 
 pub(crate) mod batch_norm;
 pub(crate) mod layer_norm;
@@ -13,67 +13,34 @@ pub(crate) mod layer_norm;
 pub use batch_norm::{BatchNormOptions, batch_norm};
 pub use layer_norm::layer_norm;
 
-use std::sync::{Arc, RwLockReadGuard};
-
-use crate::backend::Storage;
 use crate::backend::cpu::{CpuData, typed_ref};
-use crate::backend::gpu::GpuBuffer;
+use crate::tensor::TensorMeta;
 use crate::{DType, Element, Error, Result, Tensor};
 
 /// Gradients of (x, weight, bias), each computed only where needed.
 type Grads3 = (Option<Tensor>, Option<Tensor>, Option<Tensor>);
-
-/// The GPU buffer of a tensor whose place was checked to be a GPU.
-fn gpu_buf(t: &Tensor) -> &Arc<GpuBuffer> {
-    match t.storage() {
-        Storage::Gpu(b) => b,
-        Storage::Cpu(_) => unreachable!("places were checked equal"),
-    }
-}
-
-/// The host data of a tensor whose place was checked to be the CPU.
-fn cpu_data(t: &Tensor) -> RwLockReadGuard<'_, CpuData> {
-    match t.storage() {
-        Storage::Cpu(d) => d.read().unwrap_or_else(|e| e.into_inner()),
-        Storage::Gpu(_) => unreachable!("places were checked equal"),
-    }
-}
 
 /// The elements of `d` as `&[T]`.
 fn slice<'a, T: Element>(op: &'static str, d: &'a CpuData) -> Result<&'a [T]> {
     typed_ref::<T>(d).map(Vec::as_slice).ok_or_else(|| Error::unsupported(op, d.dtype(), "(internal dtype mismatch)"))
 }
 
-/// A copy of a small CPU tensor's elements (weights, statistics).
-fn small_vec<T: Element>(op: &'static str, t: &Tensor) -> Result<Vec<T>> {
-    Ok(slice::<T>(op, &cpu_data(t))?.to_vec())
+/// The elements of `d` as f64 (weights, statistics: small vectors).
+fn f64s(d: &CpuData) -> Vec<f64> {
+    (0..d.len()).map(|i| d.get_f64(i)).collect()
 }
 
-fn from_vec<T: Element>(v: Vec<T>, shape: impl Into<crate::Shape>) -> Tensor {
-    Tensor::from_cpu(T::into_data(v), shape)
-}
-
-/// Checks an affine parameter or running statistic against `x`: same place, a float dtype
-/// equal to x's (a float16 input also takes float32 parameters), and a shape `ok` accepts.
-fn check_param(
-    op: &'static str,
-    name: &str,
-    x: &Tensor,
-    p: &Tensor,
-    any_float: bool,
-    ok: bool,
-    expected: &str,
-) -> Result<()> {
-    x.same_place(op, p)?;
-    if !p.dtype().is_float() {
-        return Err(Error::unsupported(op, p.dtype(), format!("for {name} (expected a float tensor)")));
+/// Checks an affine parameter or statistic against `x`: a float dtype equal to x's (a
+/// float16 input also takes float32 parameters), and a shape `ok` accepts.
+fn check_param(op: &'static str, name: &str, x: &TensorMeta, p: &TensorMeta, ok: bool, expected: &str) -> Result<()> {
+    if !p.dtype.is_float() {
+        return Err(Error::unsupported(op, p.dtype, format!("for {name} (expected a float tensor)")));
     }
-    let mixed_ok = any_float || (x.dtype() == DType::Float16 && p.dtype() == DType::Float32);
-    if p.dtype() != x.dtype() && !mixed_ok {
-        return Err(Error::DTypeMismatch { op, lhs: x.dtype(), rhs: p.dtype() });
+    if p.dtype != x.dtype && !(x.dtype == DType::Float16 && p.dtype == DType::Float32) {
+        return Err(Error::DTypeMismatch { op, lhs: x.dtype, rhs: p.dtype });
     }
     if !ok {
-        return Err(Error::shape(op, format!("{name} has shape {:?} but {expected}", p.shape())));
+        return Err(Error::shape(op, format!("{name} has shape {:?} but {expected}", p.dims())));
     }
     Ok(())
 }
@@ -93,7 +60,15 @@ fn cast_opt(t: Option<&Tensor>, dtype: DType) -> Result<Option<Tensor>> {
     t.map(|t| t.cast(dtype)).transpose()
 }
 
-/// The gradient slots of `[x, weight?, bias?]` in record order.
+/// `[x, weight?, bias?]`: the inputs of an op with optional affine parameters.
+fn with_affine<'a>(x: &'a Tensor, weight: Option<&'a Tensor>, bias: Option<&'a Tensor>) -> Vec<&'a Tensor> {
+    let mut v = vec![x];
+    v.extend(weight);
+    v.extend(bias);
+    v
+}
+
+/// The gradient slots of `[x, weight?, bias?]` in input order.
 fn grads_vec(
     dx: Option<Tensor>,
     has_w: bool,
@@ -109,4 +84,26 @@ fn grads_vec(
         v.push(db);
     }
     v
+}
+
+/// Which of (dx, dweight, dbias) a fused gradient op computes; the others come back empty.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Needs {
+    x: bool,
+    w: bool,
+    b: bool,
+}
+
+/// A fused gradient op's three outputs: the needed ones with their shapes, the others `[0]`.
+fn grad_metas(x: &TensorMeta, n: Needs, param: &[usize]) -> Vec<TensorMeta> {
+    let pick = |need: bool, shape: &[usize]| x.with_shape(if need { shape.to_vec() } else { vec![0] });
+    vec![pick(n.x, x.dims()), pick(n.w, param), pick(n.b, param)]
+}
+
+/// The non-empty outputs of a fused gradient op as `(dx, dw, db)`.
+fn grads3(mut outs: Vec<Tensor>, n: Needs) -> Result<Grads3> {
+    let db = outs.pop().filter(|_| n.b);
+    let dw = outs.pop().filter(|_| n.w);
+    let dx = outs.pop().filter(|_| n.x);
+    Ok((dx, dw, db))
 }

@@ -14,20 +14,20 @@
 //! (and vice versa); the max-pool backward (scatter to the argmax) and a plane gather at
 //! the argmax are each other's transposes.
 
-use crate::autograd::record1;
 use crate::backend::cpu::CpuData;
 use crate::backend::cpu::pool::{self as cpu, PoolGeom};
-use crate::backend::gpu::{Bind, GpuBuffer, Kernel};
-use crate::ops::wgsl;
-use crate::tensor::Backend;
+use crate::backend::gpu::{Bind, Kernel};
+use crate::ops::registry::apply::{apply, apply1};
+use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op};
+use crate::tensor::TensorMeta;
 use crate::{DType, Error, Result, Tensor};
 
 use super::window::{Padding, Pair, check_nchw, check_positive};
 
-pub(crate) static POOL2D: Kernel = Kernel { file: "pool2d.wgsl", variants: || vec![vec![]] };
+pub(crate) static POOL2D: Kernel = Kernel::single("pool2d.wgsl");
 
 /// Paddle's `max_pool2d` / `avg_pool2d` keyword arguments.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, dygraph_derive::Attrs)]
 pub struct Pool2dOptions {
     /// Window size `(kh, kw)`.
     pub kernel_size: Pair,
@@ -87,64 +87,326 @@ impl Pool2dOptions {
     }
 }
 
+/// Checks what every pooling needs of `x`: a 4-D float tensor.
+fn check_input(op: &'static str, x: &TensorMeta) -> Result<[usize; 4]> {
+    if !x.dtype.is_float() {
+        return Err(Error::unsupported(op, x.dtype, "(pooling needs a float tensor)"));
+    }
+    match *x.dims() {
+        [n, c, h, w] => Ok([n, c, h, w]),
+        _ => Err(Error::shape(op, format!("input must be 4-D [N, C, H, W], got shape {:?}", x.dims()))),
+    }
+}
+
+fn one<'a>(op: &'static str, xs: &[&'a TensorMeta]) -> Result<&'a TensorMeta> {
+    match xs {
+        [x] => Ok(x),
+        _ => Err(Error::invalid(op, format!("takes one tensor, got {}", xs.len()))),
+    }
+}
+
+/// `pool2d.wgsl` parameters for `total` invocations.
+fn params(g: &PoolGeom, total: usize) -> Vec<u32> {
+    [
+        total,
+        g.planes(),
+        g.h,
+        g.w,
+        g.oh,
+        g.ow,
+        g.kh,
+        g.kw,
+        g.sh,
+        g.sw,
+        g.pt,
+        g.pl,
+        g.adaptive as usize,
+        g.exclusive as usize,
+    ]
+    .iter()
+    .map(|&v| v as u32)
+    .collect()
+}
+
+/// Runs the one-input `entry` (`avg_fwd`, `avg_bwd`) of pool2d.wgsl from `src` into `out`.
+fn gpu_run(k: &GpuCall<'_>, entry: &'static str, g: &PoolGeom) -> Result<()> {
+    let n = k.outs[0].numel();
+    k.ctx.dispatch_1d(&POOL2D, 0, entry, &[Bind::read(k.x(0)), Bind::write(k.y(0))], &params(g, n), n as u64)
+}
+
+/// A float kernel over f32 or f64 host data.
+macro_rules! float_kernel {
+    ($op:expr, $d:expr, |$v:ident| $body:expr) => {
+        match $d {
+            CpuData::F32($v) => CpuData::F32($body),
+            CpuData::F64($v) => CpuData::F64($body),
+            other => return Err(Error::unsupported($op, other.dtype(), "on the CPU")),
+        }
+    };
+}
+
+/// How a pooling op gets its window geometry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Max,
+    Avg,
+    AdaptiveMax,
+    AdaptiveAvg,
+}
+
+/// `max_pool2d` / `avg_pool2d` (attributes: the options) and their adaptive forms
+/// (attributes: the output size). Max pooling outputs `[out, argmax]` (int32 flat index
+/// within the plane).
+pub(crate) struct PoolOp<A> {
+    name: &'static str,
+    kind: Kind,
+    _attrs: std::marker::PhantomData<fn() -> A>,
+}
+
+impl<A> PoolOp<A> {
+    const fn new(name: &'static str, kind: Kind) -> Self {
+        PoolOp { name, kind, _attrs: std::marker::PhantomData }
+    }
+}
+
+/// `adaptive_*_pool2d`'s attribute.
+#[derive(Clone, Debug, PartialEq, dygraph_derive::Attrs)]
+pub(crate) struct AdaptiveAttrs {
+    pub output_size: Pair,
+}
+
+pub(crate) static MAX_POOL2D: PoolOp<Pool2dOptions> = PoolOp::new("max_pool2d", Kind::Max);
+pub(crate) static AVG_POOL2D: PoolOp<Pool2dOptions> = PoolOp::new("avg_pool2d", Kind::Avg);
+pub(crate) static ADAPTIVE_MAX_POOL2D: PoolOp<AdaptiveAttrs> = PoolOp::new("adaptive_max_pool2d", Kind::AdaptiveMax);
+pub(crate) static ADAPTIVE_AVG_POOL2D: PoolOp<AdaptiveAttrs> = PoolOp::new("adaptive_avg_pool2d", Kind::AdaptiveAvg);
+
+/// The geometry of one pooling call, from its attributes.
+trait PoolAttrs: crate::ops::Attrs {
+    fn geometry(&self, op: &'static str, x: &TensorMeta, kind: Kind) -> Result<PoolGeom>;
+}
+
+impl PoolAttrs for Pool2dOptions {
+    fn geometry(&self, op: &'static str, x: &TensorMeta, kind: Kind) -> Result<PoolGeom> {
+        window_geometry(op, x, self, kind == Kind::Avg)
+    }
+}
+
+impl PoolAttrs for AdaptiveAttrs {
+    fn geometry(&self, op: &'static str, x: &TensorMeta, _: Kind) -> Result<PoolGeom> {
+        adaptive_geometry(op, x, self.output_size)
+    }
+}
+
+impl<A: PoolAttrs> Op for PoolOp<A> {
+    type Attrs = A;
+    type Plan = PoolGeom;
+
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn infer(&self, xs: &[&TensorMeta], a: &A) -> Result<(Vec<TensorMeta>, PoolGeom)> {
+        let x = one(self.name, xs)?;
+        let g = a.geometry(self.name, x, self.kind)?;
+        let out = x.with_shape(g.output_shape().to_vec());
+        Ok(match self.kind {
+            Kind::Max | Kind::AdaptiveMax => (vec![out.clone(), out.with_dtype(DType::Int32)], g),
+            Kind::Avg | Kind::AdaptiveAvg => (vec![out], g),
+        })
+    }
+
+    fn cpu(&self, k: &mut CpuCall<'_>, _: &A, g: &PoolGeom) -> Result<Vec<CpuData>> {
+        match self.kind {
+            Kind::Max | Kind::AdaptiveMax => {
+                let (out, idx) = match k.x(0) {
+                    CpuData::F32(v) => {
+                        let (o, i) = cpu::max_pool(v, g);
+                        (CpuData::F32(o), i)
+                    }
+                    CpuData::F64(v) => {
+                        let (o, i) = cpu::max_pool(v, g);
+                        (CpuData::F64(o), i)
+                    }
+                    other => return Err(Error::unsupported(self.name, other.dtype(), "on the CPU")),
+                };
+                Ok(vec![out, CpuData::I32(idx)])
+            }
+            Kind::Avg | Kind::AdaptiveAvg => Ok(vec![float_kernel!(self.name, k.x(0), |v| cpu::avg_pool(v, g))]),
+        }
+    }
+
+    fn gpu(&self, k: &GpuCall<'_>, _: &A, g: &PoolGeom) -> Result<()> {
+        match self.kind {
+            Kind::Max | Kind::AdaptiveMax => {
+                let n = k.outs[0].numel();
+                let binds = [Bind::read(k.x(0)), Bind::write(k.y(0)), Bind::write(k.y(1))];
+                k.ctx.dispatch_1d(&POOL2D, 0, "max_fwd", &binds, &params(g, n), n as u64)
+            }
+            Kind::Avg | Kind::AdaptiveAvg => gpu_run(k, "avg_fwd", g),
+        }
+    }
+
+    fn aux_outputs(&self) -> usize {
+        matches!(self.kind, Kind::Max | Kind::AdaptiveMax) as usize
+    }
+
+    fn differentiable(&self) -> bool {
+        true
+    }
+
+    fn backward(&self, c: &GradCall<'_>, _: &A, g: &PoolGeom) -> Result<Vec<Option<Tensor>>> {
+        let gx = || match self.kind {
+            Kind::Max | Kind::AdaptiveMax => apply1(&POOL2D_MAX_GRAD, &[c.g(), &c.y(1)?], *g),
+            Kind::Avg | Kind::AdaptiveAvg => apply1(&POOL2D_AVG_GRAD, &[c.g()], *g),
+        };
+        Ok(vec![c.grad_if(0, gx)?])
+    }
+}
+
+/// The pooling primitives by explicit geometry, for gradients of any order: average pooling
+/// and its transpose, the max-pool gradient (scatter to the argmax, inputs `[dy, argmax]`)
+/// and its transpose (a plane gather at the argmax, inputs `[src, argmax]`).
+pub(crate) struct PoolPrimitiveOp {
+    name: &'static str,
+    entry: &'static str,
+}
+
+pub(crate) static POOL2D_AVG: PoolPrimitiveOp = PoolPrimitiveOp { name: "pool2d_avg", entry: "avg_fwd" };
+pub(crate) static POOL2D_AVG_GRAD: PoolPrimitiveOp = PoolPrimitiveOp { name: "pool2d_avg_grad", entry: "avg_bwd" };
+pub(crate) static POOL2D_MAX_GRAD: PoolPrimitiveOp = PoolPrimitiveOp { name: "pool2d_max_grad", entry: "max_bwd" };
+pub(crate) static POOL2D_GATHER: PoolPrimitiveOp = PoolPrimitiveOp { name: "pool2d_gather", entry: "gather" };
+
+impl PoolPrimitiveOp {
+    /// Reads the input plane and writes the output plane (else the reverse).
+    fn forward(&self) -> bool {
+        matches!(self.entry, "avg_fwd" | "gather")
+    }
+
+    fn uses_argmax(&self) -> bool {
+        matches!(self.entry, "max_bwd" | "gather")
+    }
+}
+
+impl Op for PoolPrimitiveOp {
+    type Attrs = PoolGeom;
+    type Plan = ();
+
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn infer(&self, xs: &[&TensorMeta], g: &PoolGeom) -> Result<(Vec<TensorMeta>, ())> {
+        let (src_shape, dst_shape) =
+            if self.forward() { (g.input_shape(), g.output_shape()) } else { (g.output_shape(), g.input_shape()) };
+        let n = 1 + self.uses_argmax() as usize;
+        if xs.len() != n {
+            return Err(Error::invalid(self.name, format!("takes {n} tensors, got {}", xs.len())));
+        }
+        let x = xs[0];
+        if x.dims() != src_shape || !x.dtype.is_float() {
+            return Err(Error::shape(self.name, format!("input {:?} {} does not fit {g:?}", x.dims(), x.dtype)));
+        }
+        if self.uses_argmax() && (xs[1].dims() != g.output_shape() || xs[1].dtype != DType::Int32) {
+            return Err(Error::shape(
+                self.name,
+                format!("argmax {:?} {} does not fit {g:?}", xs[1].dims(), xs[1].dtype),
+            ));
+        }
+        Ok((vec![x.with_shape(dst_shape.to_vec())], ()))
+    }
+
+    fn cpu(&self, k: &mut CpuCall<'_>, g: &PoolGeom, _: &()) -> Result<Vec<CpuData>> {
+        let idx = || match k.x(1) {
+            CpuData::I32(i) => Ok(i),
+            other => Err(Error::unsupported(self.name, other.dtype(), "for the argmax (expected int32)")),
+        };
+        Ok(vec![match self.entry {
+            "avg_fwd" => float_kernel!(self.name, k.x(0), |v| cpu::avg_pool(v, g)),
+            "avg_bwd" => float_kernel!(self.name, k.x(0), |v| cpu::avg_pool_backward(v, g)),
+            "max_bwd" => {
+                let i = idx()?;
+                float_kernel!(self.name, k.x(0), |v| cpu::max_pool_backward(v, i, g))
+            }
+            _ => {
+                let i = idx()?;
+                float_kernel!(self.name, k.x(0), |v| cpu::plane_gather(v, i, g))
+            }
+        }])
+    }
+
+    fn gpu(&self, k: &GpuCall<'_>, g: &PoolGeom, _: &()) -> Result<()> {
+        if !self.uses_argmax() {
+            return gpu_run(k, self.entry, g);
+        }
+        let n = k.outs[0].numel();
+        let binds = [Bind::read(k.x(0)), Bind::read(k.x(1)), Bind::write(k.y(0))];
+        k.ctx.dispatch_1d(&POOL2D, 0, self.entry, &binds, &params(g, n), n as u64)
+    }
+
+    fn differentiable(&self) -> bool {
+        true
+    }
+
+    fn backward(&self, c: &GradCall<'_>, g: &PoolGeom, _: &()) -> Result<Vec<Option<Tensor>>> {
+        let h = c.g();
+        let gx = || match self.entry {
+            "avg_fwd" => apply1(&POOL2D_AVG_GRAD, &[h], *g),
+            "avg_bwd" => apply1(&POOL2D_AVG, &[h], *g),
+            "max_bwd" => apply1(&POOL2D_GATHER, &[h, c.x(1)], *g),
+            _ => apply1(&POOL2D_MAX_GRAD, &[h, c.x(1)], *g),
+        };
+        let mut v = vec![c.grad_if(0, gx)?];
+        if self.uses_argmax() {
+            v.push(None);
+        }
+        Ok(v)
+    }
+}
+
+fn first(op: &'static str, mut v: Vec<Tensor>) -> Result<Tensor> {
+    v.truncate(1);
+    v.pop().ok_or_else(|| Error::invalid(op, "no output"))
+}
+
+fn with_index(op: &'static str, v: Vec<Tensor>) -> Result<(Tensor, Tensor)> {
+    let [out, idx] = <[Tensor; 2]>::try_from(v).map_err(|_| Error::invalid(op, "expected two outputs"))?;
+    Ok((out, idx.cast(DType::Int64)?))
+}
+
 /// Max pooling over `kernel_size` windows of `x` `[N, C, H, W]`.
 pub fn max_pool2d(x: &Tensor, options: &Pool2dOptions) -> Result<Tensor> {
-    const OP: &str = "max_pool2d";
-    let g = window_geometry(OP, x, options, false)?;
-    Ok(max_pool(OP, x, g)?.0)
+    first("max_pool2d", apply(&MAX_POOL2D, &[x], options.clone())?)
 }
 
 /// Max pooling that also returns, for every output, the flat index (`iy · W + ix`, int64)
 /// of its maximum within its `H × W` plane (Paddle's `return_mask=True`).
 pub fn max_pool2d_with_index(x: &Tensor, options: &Pool2dOptions) -> Result<(Tensor, Tensor)> {
-    const OP: &str = "max_pool2d_with_index";
-    let g = window_geometry(OP, x, options, false)?;
-    let (out, idx) = max_pool(OP, x, g)?;
-    Ok((out, idx.cast(DType::Int64)?))
+    let outs =
+        apply(&MAX_POOL2D, &[x], options.clone()).map_err(|e| e.called_as("max_pool2d", "max_pool2d_with_index"))?;
+    with_index("max_pool2d_with_index", outs)
 }
 
 /// Average pooling over `kernel_size` windows of `x` `[N, C, H, W]`.
 pub fn avg_pool2d(x: &Tensor, options: &Pool2dOptions) -> Result<Tensor> {
-    const OP: &str = "avg_pool2d";
-    let g = window_geometry(OP, x, options, true)?;
-    pool_float(x, |x| avg_pool(x, g))
+    apply1(&AVG_POOL2D, &[x], options.clone())
 }
 
 /// Adaptive average pooling of `x` `[N, C, H, W]` to `output_size` `(oh, ow)`; an output of
 /// 1 is global average pooling.
 pub fn adaptive_avg_pool2d(x: &Tensor, output_size: impl Into<Pair>) -> Result<Tensor> {
-    const OP: &str = "adaptive_avg_pool2d";
-    let g = adaptive_geometry(OP, x, output_size.into())?;
-    pool_float(x, |x| avg_pool(x, g))
+    apply1(&ADAPTIVE_AVG_POOL2D, &[x], AdaptiveAttrs { output_size: output_size.into() })
 }
 
 /// Adaptive max pooling of `x` `[N, C, H, W]` to `output_size` `(oh, ow)`.
 pub fn adaptive_max_pool2d(x: &Tensor, output_size: impl Into<Pair>) -> Result<Tensor> {
-    const OP: &str = "adaptive_max_pool2d";
-    let g = adaptive_geometry(OP, x, output_size.into())?;
-    Ok(max_pool(OP, x, g)?.0)
+    first("adaptive_max_pool2d", apply(&ADAPTIVE_MAX_POOL2D, &[x], AdaptiveAttrs { output_size: output_size.into() })?)
 }
 
 /// Adaptive max pooling returning also the int64 flat argmax index within each plane.
 pub fn adaptive_max_pool2d_with_index(x: &Tensor, output_size: impl Into<Pair>) -> Result<(Tensor, Tensor)> {
-    const OP: &str = "adaptive_max_pool2d_with_index";
-    let g = adaptive_geometry(OP, x, output_size.into())?;
-    let (out, idx) = max_pool(OP, x, g)?;
-    Ok((out, idx.cast(DType::Int64)?))
-}
-
-/// Checks what every pooling needs of `x`: a 4-D float tensor (no float64 on the GPU).
-fn check_input(op: &'static str, x: &Tensor) -> Result<[usize; 4]> {
-    if !x.dtype().is_float() {
-        return Err(Error::unsupported(op, x.dtype(), "(pooling needs a float tensor)"));
-    }
-    if matches!(x.place(), crate::Place::Gpu(_)) {
-        wgsl::check_gpu_dtype(op, x.dtype(), x.place())?;
-    }
-    match *x.shape() {
-        [n, c, h, w] => Ok([n, c, h, w]),
-        _ => Err(Error::shape(op, format!("input must be 4-D [N, C, H, W], got shape {:?}", x.shape()))),
-    }
+    let outs = apply(&ADAPTIVE_MAX_POOL2D, &[x], AdaptiveAttrs { output_size: output_size.into() })
+        .map_err(|e| e.called_as("adaptive_max_pool2d", "adaptive_max_pool2d_with_index"))?;
+    with_index("adaptive_max_pool2d_with_index", outs)
 }
 
 /// Output size along one axis (see the module docs for `ceil_mode`).
@@ -171,11 +433,11 @@ fn out_size(
     Ok(out)
 }
 
-fn window_geometry(op: &'static str, x: &Tensor, o: &Pool2dOptions, avg: bool) -> Result<PoolGeom> {
+fn window_geometry(op: &'static str, x: &TensorMeta, o: &Pool2dOptions, avg: bool) -> Result<PoolGeom> {
     let [n, c, h, w] = check_input(op, x)?;
     check_nchw(op, &o.data_format)?;
     if h == 0 || w == 0 {
-        return Err(Error::shape(op, format!("input plane is empty: shape {:?}", x.shape())));
+        return Err(Error::shape(op, format!("input plane is empty: shape {:?}", x.dims())));
     }
     let k = o.kernel_size;
     let s = o.stride.unwrap_or(k);
@@ -194,8 +456,8 @@ fn window_geometry(op: &'static str, x: &Tensor, o: &Pool2dOptions, avg: bool) -
             ));
         }
     }
-    let oh = out_size(op, h, (p[0], p[1]), k.h(), s.h(), o.ceil_mode, x.shape())?;
-    let ow = out_size(op, w, (p[2], p[3]), k.w(), s.w(), o.ceil_mode, x.shape())?;
+    let oh = out_size(op, h, (p[0], p[1]), k.h(), s.h(), o.ceil_mode, x.dims())?;
+    let ow = out_size(op, w, (p[2], p[3]), k.w(), s.w(), o.ceil_mode, x.dims())?;
     Ok(PoolGeom {
         n,
         c,
@@ -214,11 +476,11 @@ fn window_geometry(op: &'static str, x: &Tensor, o: &Pool2dOptions, avg: bool) -
     })
 }
 
-fn adaptive_geometry(op: &'static str, x: &Tensor, out: Pair) -> Result<PoolGeom> {
+fn adaptive_geometry(op: &'static str, x: &TensorMeta, out: Pair) -> Result<PoolGeom> {
     let [n, c, h, w] = check_input(op, x)?;
     check_positive(op, "output_size", out)?;
     if h == 0 || w == 0 {
-        return Err(Error::shape(op, format!("input plane is empty: shape {:?}", x.shape())));
+        return Err(Error::shape(op, format!("input plane is empty: shape {:?}", x.dims())));
     }
     Ok(PoolGeom {
         n,
@@ -236,173 +498,4 @@ fn adaptive_geometry(op: &'static str, x: &Tensor, out: Pair) -> Result<PoolGeom
         adaptive: true,
         exclusive: true,
     })
-}
-
-/// Runs `f` in float32 for a float16 input and casts back.
-fn pool_float(x: &Tensor, f: impl Fn(&Tensor) -> Result<Tensor>) -> Result<Tensor> {
-    if x.dtype() == DType::Float16 {
-        return f(&x.cast(DType::Float32)?)?.cast(DType::Float16);
-    }
-    f(x)
-}
-
-/// `pool2d.wgsl` parameters for `total` invocations.
-fn params(g: &PoolGeom, total: usize) -> Vec<u32> {
-    [
-        total,
-        g.planes(),
-        g.h,
-        g.w,
-        g.oh,
-        g.ow,
-        g.kh,
-        g.kw,
-        g.sh,
-        g.sw,
-        g.pt,
-        g.pl,
-        g.adaptive as usize,
-        g.exclusive as usize,
-    ]
-    .iter()
-    .map(|&v| v as u32)
-    .collect()
-}
-
-/// A new float32 GPU tensor of `shape` computed by the one-input `entry` (`avg_fwd`,
-/// `avg_bwd`) from `src`.
-fn gpu_run(op: &'static str, entry: &str, src: &GpuBuffer, g: &PoolGeom, shape: [usize; 4]) -> Result<Tensor> {
-    let ctx = &src.ctx;
-    let n: usize = shape.iter().product();
-    let out = ctx.alloc(op, 4 * n.max(1) as u64)?;
-    ctx.dispatch_1d(&POOL2D, &vec![], entry, &[Bind::read(src), Bind::write(&out)], &params(g, n), n as u64)?;
-    Ok(Tensor::from_gpu(out, shape.to_vec(), DType::Float32))
-}
-
-/// Max pooling: `(out, int32 argmax)`, the output recorded for autograd.
-fn max_pool(op: &'static str, x: &Tensor, g: PoolGeom) -> Result<(Tensor, Tensor)> {
-    if x.dtype() == DType::Float16 {
-        let (out, idx) = max_pool(op, &x.cast(DType::Float32)?, g)?;
-        return Ok((out.cast(DType::Float16)?, idx));
-    }
-    let (out, idx) = match x.backend() {
-        Backend::Cpu(d) => {
-            let (out, idx) = match &*d {
-                CpuData::F32(v) => {
-                    let (o, i) = cpu::max_pool(v, &g);
-                    (CpuData::F32(o), i)
-                }
-                CpuData::F64(v) => {
-                    let (o, i) = cpu::max_pool(v, &g);
-                    (CpuData::F64(o), i)
-                }
-                other => return Err(Error::unsupported(op, other.dtype(), "on the CPU")),
-            };
-            let shape = g.output_shape().to_vec();
-            (Tensor::from_cpu(out, shape.clone()), Tensor::from_cpu(CpuData::I32(idx), shape))
-        }
-        Backend::Gpu(b) => {
-            let ctx = &b.ctx;
-            let n = g.planes() * g.out_plane();
-            let out = ctx.alloc(op, 4 * n.max(1) as u64)?;
-            let idx = ctx.alloc(op, 4 * n.max(1) as u64)?;
-            let binds = [Bind::read(b), Bind::write(&out), Bind::write(&idx)];
-            ctx.dispatch_1d(&POOL2D, &vec![], "max_fwd", &binds, &params(&g, n), n as u64)?;
-            let shape = g.output_shape().to_vec();
-            (Tensor::from_gpu(out, shape.clone(), DType::Float32), Tensor::from_gpu(idx, shape, DType::Int32))
-        }
-    };
-    let idx_c = idx.clone();
-    let out = record1(op, &[x], out, move |c| Ok(vec![Some(max_pool_grad(c.grad(), &idx_c, g)?)]));
-    Ok((out, idx))
-}
-
-/// Gradient of max pooling: `dy` scattered to the argmax positions.
-fn max_pool_grad(dy: &Tensor, idx: &Tensor, g: PoolGeom) -> Result<Tensor> {
-    const OP: &str = "max_pool2d_grad";
-    dy.same_place(OP, idx)?;
-    let dx = match (dy.backend(), idx.backend()) {
-        (Backend::Cpu(d), Backend::Cpu(i)) => {
-            let CpuData::I32(i) = &*i else { unreachable!("argmax indices are int32") };
-            let data = match &*d {
-                CpuData::F32(v) => CpuData::F32(cpu::max_pool_backward(v, i, &g)),
-                CpuData::F64(v) => CpuData::F64(cpu::max_pool_backward(v, i, &g)),
-                other => return Err(Error::unsupported(OP, other.dtype(), "on the CPU")),
-            };
-            Tensor::from_cpu(data, g.input_shape().to_vec())
-        }
-        (Backend::Gpu(d), Backend::Gpu(i)) => {
-            let total = g.planes() * g.in_plane();
-            let ctx = &d.ctx;
-            let out = ctx.alloc(OP, 4 * total.max(1) as u64)?;
-            let binds = [Bind::read(d), Bind::read(i), Bind::write(&out)];
-            ctx.dispatch_1d(&POOL2D, &vec![], "max_bwd", &binds, &params(&g, total), total as u64)?;
-            Tensor::from_gpu(out, g.input_shape().to_vec(), DType::Float32)
-        }
-        _ => unreachable!("places were checked equal"),
-    };
-    let idx_c = idx.clone();
-    Ok(record1(OP, &[dy], dx, move |c| Ok(vec![Some(plane_gather(c.grad(), &idx_c, g)?)])))
-}
-
-/// `out[p, o] = src[p, idx[p, o]]`: the gradient of `max_pool_grad`.
-fn plane_gather(src: &Tensor, idx: &Tensor, g: PoolGeom) -> Result<Tensor> {
-    const OP: &str = "max_pool2d_grad_grad";
-    src.same_place(OP, idx)?;
-    let out = match (src.backend(), idx.backend()) {
-        (Backend::Cpu(s), Backend::Cpu(i)) => {
-            let CpuData::I32(i) = &*i else { unreachable!("argmax indices are int32") };
-            let data = match &*s {
-                CpuData::F32(v) => CpuData::F32(cpu::plane_gather(v, i, &g)),
-                CpuData::F64(v) => CpuData::F64(cpu::plane_gather(v, i, &g)),
-                other => return Err(Error::unsupported(OP, other.dtype(), "on the CPU")),
-            };
-            Tensor::from_cpu(data, g.output_shape().to_vec())
-        }
-        (Backend::Gpu(s), Backend::Gpu(i)) => {
-            let total = g.planes() * g.out_plane();
-            let ctx = &s.ctx;
-            let out = ctx.alloc(OP, 4 * total.max(1) as u64)?;
-            let binds = [Bind::read(s), Bind::read(i), Bind::write(&out)];
-            ctx.dispatch_1d(&POOL2D, &vec![], "gather", &binds, &params(&g, total), total as u64)?;
-            Tensor::from_gpu(out, g.output_shape().to_vec(), DType::Float32)
-        }
-        _ => unreachable!("places were checked equal"),
-    };
-    let idx_c = idx.clone();
-    Ok(record1(OP, &[src], out, move |c| Ok(vec![Some(max_pool_grad(c.grad(), &idx_c, g)?)])))
-}
-
-/// Average pooling, recorded for autograd (its backward is `avg_pool_grad`).
-fn avg_pool(x: &Tensor, g: PoolGeom) -> Result<Tensor> {
-    const OP: &str = "avg_pool2d";
-    let out = match x.backend() {
-        Backend::Cpu(d) => {
-            let data = match &*d {
-                CpuData::F32(v) => CpuData::F32(cpu::avg_pool(v, &g)),
-                CpuData::F64(v) => CpuData::F64(cpu::avg_pool(v, &g)),
-                other => return Err(Error::unsupported(OP, other.dtype(), "on the CPU")),
-            };
-            Tensor::from_cpu(data, g.output_shape().to_vec())
-        }
-        Backend::Gpu(b) => gpu_run(OP, "avg_fwd", b, &g, g.output_shape())?,
-    };
-    Ok(record1(OP, &[x], out, move |c| Ok(vec![Some(avg_pool_grad(c.grad(), g)?)])))
-}
-
-/// Gradient of average pooling (the transpose of `avg_pool`, whose gradient it is in turn).
-fn avg_pool_grad(dy: &Tensor, g: PoolGeom) -> Result<Tensor> {
-    const OP: &str = "avg_pool2d_grad";
-    let dx = match dy.backend() {
-        Backend::Cpu(d) => {
-            let data = match &*d {
-                CpuData::F32(v) => CpuData::F32(cpu::avg_pool_backward(v, &g)),
-                CpuData::F64(v) => CpuData::F64(cpu::avg_pool_backward(v, &g)),
-                other => return Err(Error::unsupported(OP, other.dtype(), "on the CPU")),
-            };
-            Tensor::from_cpu(data, g.input_shape().to_vec())
-        }
-        Backend::Gpu(b) => gpu_run(OP, "avg_bwd", b, &g, g.input_shape())?,
-    };
-    Ok(record1(OP, &[dy], dx, move |c| Ok(vec![Some(avg_pool(c.grad(), g)?)])))
 }

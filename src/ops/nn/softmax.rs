@@ -6,16 +6,18 @@
 //! Σexp with tree reductions and writes the result in one dispatch; otherwise each
 //! (outer, inner) line gets one invocation that loops over R.
 
-use crate::autograd::{is_grad_enabled, record1};
+use crate::autograd::is_grad_enabled;
 use crate::backend::cpu::{CpuData, par_blocks_mut};
-use crate::backend::gpu::{Bind, GpuBuffer, Kernel, Variant, grid};
-use crate::tensor::Backend;
-use crate::{DType, Element, Error, Result, Tensor};
+use crate::backend::gpu::{Bind, Kernel, Variant, grid};
+use crate::ops::registry::apply::apply1;
+use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op};
+use crate::tensor::TensorMeta;
+use crate::{Element, Error, Result, Tensor};
 
-pub(crate) static SOFTMAX: Kernel = Kernel { file: "softmax.wgsl", variants: || vec![variant(false), variant(true)] };
+pub(crate) static SOFTMAX: Kernel = Kernel { file: "softmax.wgsl", keys: || vec![0, 1], variant: |k| variant(k == 1) };
 
 pub(crate) static SOFTMAX_GRAD: Kernel =
-    Kernel { file: "softmax_grad.wgsl", variants: || vec![variant(false), variant(true)] };
+    Kernel { file: "softmax_grad.wgsl", keys: || vec![0, 1], variant: |k| variant(k == 1) };
 
 /// Rows shorter than this use the thread-per-line kernel even when contiguous: a whole
 /// workgroup per row would leave most of its invocations idle.
@@ -28,82 +30,132 @@ fn variant(log: bool) -> Variant {
 /// (outer, R, inner) around the softmax axis.
 type Geom = (usize, usize, usize);
 
-/// Softmax along `axis` (Paddle's default axis is -1): `exp(x − max) / Σ exp(x − max)`.
-pub fn softmax(x: &Tensor, axis: isize) -> Result<Tensor> {
-    softmax_op(false, x, axis)
+/// `softmax` / `log_softmax`'s attribute.
+#[derive(Clone, Debug, PartialEq, dygraph_derive::Attrs)]
+pub(crate) struct SoftmaxAttrs {
+    pub axis: isize,
 }
 
-/// Log-softmax along `axis`: `x − max − log Σ exp(x − max)`, without forming the softmax.
-pub fn log_softmax(x: &Tensor, axis: isize) -> Result<Tensor> {
-    softmax_op(true, x, axis)
+/// Softmax or log-softmax along an axis (`log` picks log-softmax).
+pub(crate) struct SoftmaxOp {
+    log: bool,
 }
+
+pub(crate) static SOFTMAX_OP: SoftmaxOp = SoftmaxOp { log: false };
+pub(crate) static LOG_SOFTMAX_OP: SoftmaxOp = SoftmaxOp { log: true };
+
+/// The fused gradient of softmax / log-softmax: inputs `[y, dy]`.
+pub(crate) struct SoftmaxGradOp {
+    log: bool,
+}
+
+pub(crate) static SOFTMAX_GRAD_OP: SoftmaxGradOp = SoftmaxGradOp { log: false };
+pub(crate) static LOG_SOFTMAX_GRAD_OP: SoftmaxGradOp = SoftmaxGradOp { log: true };
 
 fn op_name(log: bool) -> &'static str {
     if log { "log_softmax" } else { "softmax" }
 }
 
-fn softmax_op(log: bool, x: &Tensor, axis: isize) -> Result<Tensor> {
-    let op = op_name(log);
-    if !x.dtype().is_float() {
-        return Err(Error::unsupported(op, x.dtype(), "(softmax needs a float tensor; cast first)"));
+/// `(outer, R, inner)` around the axis; a 0-D tensor is a one-element row, as in Paddle.
+fn geom_of(op: &'static str, x: &TensorMeta, axis: isize) -> Result<Geom> {
+    if !x.dtype.is_float() {
+        return Err(Error::unsupported(op, x.dtype, "(softmax needs a float tensor; cast first)"));
     }
-    if x.dtype() == DType::Float16 {
-        return softmax_op(log, &x.cast(DType::Float32)?, axis)?.cast(DType::Float16);
-    }
-    if x.ndim() == 0 {
-        // A 0-D tensor is a one-element row, as in Paddle.
+    if x.rank() == 0 {
         if axis != 0 && axis != -1 {
             return Err(Error::Axis { op, axis, rank: 0, shape: vec![] });
         }
-        return softmax_op(log, &x.reshape([1usize])?, 0)?.reshape(Vec::<usize>::new());
+        return Ok((1, 1, 1));
     }
-    let ax = x.shape_ref().axis(op, axis)?;
-    let geom = x.shape_ref().around(ax);
-    let out = if x.is_empty() {
-        x.detach().clone_data()?
-    } else {
-        match x.backend() {
-            Backend::Cpu(d) => Tensor::from_cpu(cpu_forward(op, log, &d, geom)?, x.shape()),
-            Backend::Gpu(b) => Tensor::from_gpu(gpu_forward(op, log, b, geom)?, x.shape(), x.dtype()),
-        }
-    };
-    let y = out.downgrade();
-    Ok(record1(op, &[x], out, move |c| {
-        let y = y.upgrade()?;
-        let g = c.grad();
-        let gx = if is_grad_enabled() {
-            // create_graph: ordinary tensor ops, so the gradient can be differentiated again.
-            if log {
-                g.sub(&y.exp()?.mul(&g.sum(&[axis], true)?)?)?
-            } else {
-                y.mul(&g.sub(&g.mul(&y)?.sum(&[axis], true)?)?)?
-            }
-        } else {
-            softmax_backward(log, &y, g, geom)?
-        };
-        Ok(vec![Some(gx)])
-    }))
+    Ok(x.shape.around(x.shape.axis(op, axis)?))
 }
 
-/// The fused backward: `dx` from the op's output `y` and the output gradient `g`.
-fn softmax_backward(log: bool, y: &Tensor, g: &Tensor, geom: Geom) -> Result<Tensor> {
-    let op = op_name(log);
-    let g = g.cast(y.dtype())?;
-    y.same_place(op, &g)?;
-    if y.is_empty() {
-        return g.zeros_like();
+impl Op for SoftmaxOp {
+    type Attrs = SoftmaxAttrs;
+    type Plan = Geom;
+
+    fn name(&self) -> &'static str {
+        op_name(self.log)
     }
-    Ok(match (y.backend(), g.backend()) {
-        (Backend::Cpu(yd), Backend::Cpu(gd)) => Tensor::from_cpu(cpu_backward(op, log, &yd, &gd, geom)?, y.shape()),
-        (Backend::Gpu(yb), Backend::Gpu(gb)) => {
-            let ctx = &yb.ctx;
-            let dx = ctx.alloc(op, 4 * y.numel() as u64)?;
-            let binds = [Bind::read(yb), Bind::read(gb), Bind::write(&dx)];
-            dispatch(&SOFTMAX_GRAD, log, &binds, geom)?;
-            Tensor::from_gpu(dx, y.shape(), y.dtype())
+
+    fn infer(&self, xs: &[&TensorMeta], a: &SoftmaxAttrs) -> Result<(Vec<TensorMeta>, Geom)> {
+        let op = op_name(self.log);
+        let [x] = xs else {
+            return Err(Error::invalid(op, format!("takes one tensor, got {}", xs.len())));
+        };
+        Ok((vec![(*x).clone()], geom_of(op, x, a.axis)?))
+    }
+
+    fn cpu(&self, k: &mut CpuCall<'_>, _: &SoftmaxAttrs, geom: &Geom) -> Result<Vec<CpuData>> {
+        Ok(vec![cpu_forward(op_name(self.log), self.log, k.x(0), *geom)?])
+    }
+
+    fn gpu(&self, k: &GpuCall<'_>, _: &SoftmaxAttrs, geom: &Geom) -> Result<()> {
+        dispatch(&SOFTMAX, self.log, &[Bind::read(k.x(0)), Bind::write(k.y(0))], *geom)
+    }
+
+    fn differentiable(&self) -> bool {
+        true
+    }
+
+    fn backward(&self, g: &GradCall<'_>, a: &SoftmaxAttrs, _: &Geom) -> Result<Vec<Option<Tensor>>> {
+        let (y, dy, axis) = (g.y(0)?, g.g(), a.axis);
+        let gx = || -> Result<Tensor> {
+            if is_grad_enabled() {
+                // create_graph: ordinary tensor ops, so the gradient can be differentiated again.
+                if self.log {
+                    dy.sub(&y.exp()?.mul(&dy.sum(&[axis], true)?)?)
+                } else {
+                    y.mul(&dy.sub(&dy.mul(&y)?.sum(&[axis], true)?)?)
+                }
+            } else {
+                let grad = if self.log { &LOG_SOFTMAX_GRAD_OP } else { &SOFTMAX_GRAD_OP };
+                apply1(grad, &[&y, &dy.cast(y.dtype())?], a.clone())
+            }
+        };
+        Ok(vec![g.grad_if(0, gx)?])
+    }
+}
+
+impl Op for SoftmaxGradOp {
+    type Attrs = SoftmaxAttrs;
+    type Plan = Geom;
+
+    fn name(&self) -> &'static str {
+        if self.log { "log_softmax_grad" } else { "softmax_grad" }
+    }
+
+    fn infer(&self, xs: &[&TensorMeta], a: &SoftmaxAttrs) -> Result<(Vec<TensorMeta>, Geom)> {
+        let op = op_name(self.log);
+        let [y, dy] = xs else {
+            return Err(Error::invalid(op, format!("the gradient takes two tensors, got {}", xs.len())));
+        };
+        if y.shape != dy.shape || y.dtype != dy.dtype {
+            return Err(Error::shape(
+                op,
+                format!("gradient {:?} {} for output {:?} {}", dy.dims(), dy.dtype, y.dims(), y.dtype),
+            ));
         }
-        _ => unreachable!("places were checked equal"),
-    })
+        Ok((vec![(*y).clone()], geom_of(op, y, a.axis)?))
+    }
+
+    fn cpu(&self, k: &mut CpuCall<'_>, _: &SoftmaxAttrs, geom: &Geom) -> Result<Vec<CpuData>> {
+        Ok(vec![cpu_backward(op_name(self.log), self.log, k.x(0), k.x(1), *geom)?])
+    }
+
+    fn gpu(&self, k: &GpuCall<'_>, _: &SoftmaxAttrs, geom: &Geom) -> Result<()> {
+        dispatch(&SOFTMAX_GRAD, self.log, &[Bind::read(k.x(0)), Bind::read(k.x(1)), Bind::write(k.y(0))], *geom)
+    }
+}
+
+/// Softmax along `axis` (Paddle's default axis is -1): `exp(x − max) / Σ exp(x − max)`.
+pub fn softmax(x: &Tensor, axis: isize) -> Result<Tensor> {
+    apply1(&SOFTMAX_OP, &[x], SoftmaxAttrs { axis })
+}
+
+/// Log-softmax along `axis`: `x − max − log Σ exp(x − max)`, without forming the softmax.
+pub fn log_softmax(x: &Tensor, axis: isize) -> Result<Tensor> {
+    apply1(&LOG_SOFTMAX_OP, &[x], SoftmaxAttrs { axis })
 }
 
 /// Dispatches the `rows` or the `strided` entry of a softmax-family kernel.
@@ -111,16 +163,10 @@ fn dispatch(kernel: &Kernel, log: bool, binds: &[Bind<'_>], (outer, len, inner):
     let ctx = &binds[0].buffer.ctx;
     let params = [outer as u32, len as u32, inner as u32];
     if inner == 1 && len >= ROWS_MIN_LEN {
-        ctx.dispatch(kernel, &variant(log), "rows", binds, &params, grid(ctx, outer as u64)?)
+        ctx.dispatch(kernel, log as u32, "rows", binds, &params, grid(ctx, outer as u64)?)
     } else {
-        ctx.dispatch_1d(kernel, &variant(log), "strided", binds, &params, (outer * inner) as u64)
+        ctx.dispatch_1d(kernel, log as u32, "strided", binds, &params, (outer * inner) as u64)
     }
-}
-
-fn gpu_forward(op: &'static str, log: bool, buf: &GpuBuffer, geom: Geom) -> Result<GpuBuffer> {
-    let out = buf.ctx.alloc(op, 4 * (geom.0 * geom.1 * geom.2) as u64)?;
-    dispatch(&SOFTMAX, log, &[Bind::read(buf), Bind::write(&out)], geom)?;
-    Ok(out)
 }
 
 fn cpu_forward(op: &'static str, log: bool, d: &CpuData, geom: Geom) -> Result<CpuData> {

@@ -7,20 +7,28 @@
 //! updated with the **biased** batch variance (divided by N·H·W, the variance that
 //! normalises the batch): `running_var = momentum · running_var + (1 − momentum) · var`.
 //! PyTorch uses the unbiased variance there; Paddle does not.
+//!
+//! Registry entries: `batch_norm_stats` (the batch mean, biased variance and rstd),
+//! `batch_norm` (normalisation with given statistics; its gradient includes the terms
+//! through the batch statistics when they came from this batch) and `batch_norm_grad` (the
+//! fused gradient). The running statistics are updated with ordinary ops in between.
 
 use super::{
-    Grads3, cast_opt, check_epsilon, check_param, cpu_data, f32_param, from_vec, gpu_buf, grads_vec, slice, small_vec,
+    Grads3, Needs, cast_opt, check_epsilon, check_param, f32_param, f64s, grad_metas, grads_vec, grads3, slice,
+    with_affine,
 };
-use crate::autograd::{is_grad_enabled, no_grad, record};
-use crate::backend::Storage;
-use crate::backend::cpu::par_blocks_mut;
-use crate::backend::gpu::{Bind, GpuBuffer, Kernel, grid};
+use crate::autograd::{is_grad_enabled, no_grad};
+use crate::backend::cpu::{CpuData, par_blocks_mut};
+use crate::backend::gpu::{Bind, Kernel, grid};
+use crate::ops::registry::apply::apply;
+use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op};
+use crate::tensor::TensorMeta;
 use crate::{DType, Element, Error, Result, Tensor};
 
-pub(crate) static BATCH_NORM: Kernel = Kernel { file: "batch_norm.wgsl", variants: || vec![vec![]] };
-pub(crate) static BATCH_NORM_APPLY: Kernel = Kernel { file: "batch_norm_apply.wgsl", variants: || vec![vec![]] };
-pub(crate) static BATCH_NORM_GRAD: Kernel = Kernel { file: "batch_norm_grad.wgsl", variants: || vec![vec![]] };
-pub(crate) static BATCH_NORM_DX: Kernel = Kernel { file: "batch_norm_dx.wgsl", variants: || vec![vec![]] };
+pub(crate) static BATCH_NORM: Kernel = Kernel::single("batch_norm.wgsl");
+pub(crate) static BATCH_NORM_APPLY: Kernel = Kernel::single("batch_norm_apply.wgsl");
+pub(crate) static BATCH_NORM_GRAD: Kernel = Kernel::single("batch_norm_grad.wgsl");
+pub(crate) static BATCH_NORM_DX: Kernel = Kernel::single("batch_norm_dx.wgsl");
 
 /// Paddle's keyword arguments of `F.batch_norm`.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -47,6 +55,368 @@ impl Default for BatchNormOptions {
 /// (N, C, S): x viewed as batch, channels and the product of the remaining dims.
 type BnGeom = (usize, usize, usize);
 
+fn bn_geom(op: &'static str, x: &TensorMeta) -> Result<BnGeom> {
+    if !x.dtype.is_float() {
+        return Err(Error::unsupported(op, x.dtype, "(expected a float tensor)"));
+    }
+    if x.rank() < 2 {
+        return Err(Error::shape(
+            op,
+            format!("input must have rank ≥ 2 ([N, C], [N, C, L], [N, C, H, W], ...), got shape {:?}", x.dims()),
+        ));
+    }
+    Ok((x.dims()[0], x.dims()[1], x.dims()[2..].iter().product()))
+}
+
+/// `batch_norm_stats`'s attribute.
+#[derive(Clone, Debug, PartialEq, dygraph_derive::Attrs)]
+pub(crate) struct BnStatsAttrs {
+    pub epsilon: f64,
+}
+
+/// The per-channel batch statistics of x: outputs `[mean, var, rstd]` (biased variance).
+pub(crate) struct BatchNormStatsOp;
+
+pub(crate) static BATCH_NORM_STATS: BatchNormStatsOp = BatchNormStatsOp;
+
+impl Op for BatchNormStatsOp {
+    type Attrs = BnStatsAttrs;
+    type Plan = BnGeom;
+
+    fn name(&self) -> &'static str {
+        "batch_norm_stats"
+    }
+
+    fn infer(&self, xs: &[&TensorMeta], a: &BnStatsAttrs) -> Result<(Vec<TensorMeta>, BnGeom)> {
+        const OP: &str = "batch_norm";
+        let [x] = xs else {
+            return Err(Error::invalid(OP, format!("batch_norm_stats takes one tensor, got {}", xs.len())));
+        };
+        check_epsilon(OP, a.epsilon)?;
+        let geom = bn_geom(OP, x)?;
+        if geom.0 * geom.2 == 0 {
+            return Err(Error::shape(
+                OP,
+                format!("batch statistics need at least one value per channel, input has shape {:?}", x.dims()),
+            ));
+        }
+        let stat = x.with_shape(vec![geom.1]);
+        Ok((vec![stat.clone(), stat.clone(), stat], geom))
+    }
+
+    fn cpu(&self, k: &mut CpuCall<'_>, a: &BnStatsAttrs, geom: &BnGeom) -> Result<Vec<CpuData>> {
+        match k.x(0) {
+            CpuData::F32(v) => Ok(bn_stats_cpu(v, *geom, a.epsilon)),
+            CpuData::F64(v) => Ok(bn_stats_cpu(v, *geom, a.epsilon)),
+            other => Err(Error::unsupported("batch_norm", other.dtype(), "on the CPU")),
+        }
+    }
+
+    fn gpu(&self, k: &GpuCall<'_>, a: &BnStatsAttrs, &(n, c, s): &BnGeom) -> Result<()> {
+        let params = [n as u32, c as u32, s as u32, f32_param(a.epsilon)];
+        let binds = [Bind::read(k.x(0)), Bind::write(k.y(0)), Bind::write(k.y(1)), Bind::write(k.y(2))];
+        k.ctx.dispatch(&BATCH_NORM, 0, "stats", &binds, &params, grid(k.ctx, c as u64)?)
+    }
+}
+
+/// Per-channel (mean, biased variance, rstd) on the CPU, in f64.
+fn bn_stats_cpu<T: Element>(xv: &[T], (n, c, s): BnGeom, eps: f64) -> Vec<CpuData> {
+    let m = (n * s) as f64;
+    let mut stats = vec![0.0f64; 3 * c];
+    par_blocks_mut(&mut stats, 3, |first, chunk| {
+        for (k, st) in chunk.chunks_mut(3).enumerate() {
+            let ch = first + k;
+            let planes = || (0..n).flat_map(move |i| xv[(i * c + ch) * s..][..s].iter().map(|v| v.to_f64()));
+            let mu = planes().sum::<f64>() / m;
+            let var = planes().map(|v| (v - mu) * (v - mu)).sum::<f64>() / m;
+            st.copy_from_slice(&[mu, var, 1.0 / (var + eps).sqrt()]);
+        }
+    });
+    (0..3).map(|o| T::into_data((0..c).map(|ch| T::from_f64(stats[3 * ch + o])).collect())).collect()
+}
+
+/// `batch_norm`'s attributes: whether the statistics are this batch's (the gradient then
+/// flows through them), epsilon (for the create_graph gradient), and the optional inputs.
+#[derive(Clone, Debug, PartialEq, dygraph_derive::Attrs)]
+pub(crate) struct BatchNormAttrs {
+    pub batch_stats: bool,
+    pub epsilon: f64,
+    pub has_weight: bool,
+    pub has_bias: bool,
+}
+
+/// `y = (x − mean[c]) · rstd[c] · weight[c] + bias[c]`: inputs `[x, mean, rstd, weight?,
+/// bias?]`.
+pub(crate) struct BatchNormOp;
+
+pub(crate) static BATCH_NORM_OP: BatchNormOp = BatchNormOp;
+
+impl Op for BatchNormOp {
+    type Attrs = BatchNormAttrs;
+    type Plan = BnGeom;
+
+    fn name(&self) -> &'static str {
+        "batch_norm"
+    }
+
+    fn infer(&self, xs: &[&TensorMeta], a: &BatchNormAttrs) -> Result<(Vec<TensorMeta>, BnGeom)> {
+        const OP: &str = "batch_norm";
+        let expect = 3 + a.has_weight as usize + a.has_bias as usize;
+        if xs.len() != expect {
+            return Err(Error::invalid(OP, format!("takes {expect} tensors with these attributes, got {}", xs.len())));
+        }
+        let x = xs[0];
+        let geom = bn_geom(OP, x)?;
+        let c = geom.1;
+        let expected = format!("expected [{c}] (the channels of input {:?})", x.dims());
+        let names = ["mean", "rstd", "weight", "bias"];
+        let present = [true, true, a.has_weight, a.has_bias];
+        let named = names.iter().zip(present).filter(|(_, p)| *p).map(|(n, _)| *n);
+        for (p, name) in xs[1..].iter().zip(named) {
+            check_param(OP, name, x, p, p.dims() == [c], &expected)?;
+        }
+        Ok((vec![(*x).clone()], geom))
+    }
+
+    fn cpu(&self, k: &mut CpuCall<'_>, a: &BatchNormAttrs, geom: &BnGeom) -> Result<Vec<CpuData>> {
+        let (mean, rstd) = (f64s(k.x(1)), f64s(k.x(2)));
+        let w = a.has_weight.then(|| f64s(k.x(3)));
+        let b = a.has_bias.then(|| f64s(k.x(3 + a.has_weight as usize)));
+        Ok(vec![match k.x(0) {
+            CpuData::F32(v) => bn_apply_cpu(v, &mean, &rstd, w, b, *geom),
+            CpuData::F64(v) => bn_apply_cpu(v, &mean, &rstd, w, b, *geom),
+            other => return Err(Error::unsupported("batch_norm", other.dtype(), "on the CPU")),
+        }])
+    }
+
+    fn gpu(&self, k: &GpuCall<'_>, a: &BatchNormAttrs, &(_, c, s): &BnGeom) -> Result<()> {
+        let xb = k.x(0);
+        let wb = if a.has_weight { k.x(3) } else { xb };
+        let bb = if a.has_bias { k.x(3 + a.has_weight as usize) } else { xb };
+        let n = k.ins[0].numel();
+        let params = [n as u32, c as u32, s as u32, a.has_weight as u32, a.has_bias as u32];
+        let binds = [
+            Bind::read(xb),
+            Bind::read(k.x(1)),
+            Bind::read(k.x(2)),
+            Bind::read(wb),
+            Bind::read(bb),
+            Bind::write(k.y(0)),
+        ];
+        k.ctx.dispatch_1d(&BATCH_NORM_APPLY, 0, "main", &binds, &params, n as u64)
+    }
+
+    fn differentiable(&self) -> bool {
+        true
+    }
+
+    fn backward(&self, g: &GradCall<'_>, a: &BatchNormAttrs, geom: &BnGeom) -> Result<Vec<Option<Tensor>>> {
+        let (x, dy, mean, rstd) = (g.x(0), g.g(), g.x(1), g.x(2));
+        let w = a.has_weight.then(|| g.x(3));
+        let wi = 3;
+        let bi = 3 + a.has_weight as usize;
+        let need = Needs { x: g.needs(0), w: a.has_weight && g.needs(wi), b: a.has_bias && g.needs(bi) };
+        let (dx, dw, db) = if is_grad_enabled() {
+            bn_backward_ops(x, dy, w, mean, rstd, a.batch_stats, a.epsilon, need)?
+        } else if x.numel() == 0 {
+            let zc = |n: bool| -> Result<Option<Tensor>> {
+                if n { Ok(Some(crate::zeros_on([geom.1], x.dtype(), x.place())?)) } else { Ok(None) }
+            };
+            (if need.x { Some(x.zeros_like()?) } else { None }, zc(need.w)?, zc(need.b)?)
+        } else {
+            let mut inputs = vec![x, dy, mean, rstd];
+            inputs.extend(w);
+            let attrs = BnGradAttrs { batch_stats: a.batch_stats, has_weight: w.is_some(), need };
+            grads3(apply(&BATCH_NORM_GRAD_OP, &inputs, attrs)?, need)?
+        };
+        let mut v = vec![dx, None, None];
+        v.extend(grads_vec(None, a.has_weight, dw, a.has_bias, db).into_iter().skip(1));
+        Ok(v)
+    }
+}
+
+fn bn_apply_cpu<T: Element>(
+    xv: &[T],
+    mean: &[f64],
+    rstd: &[f64],
+    w: Option<Vec<f64>>,
+    b: Option<Vec<f64>>,
+    (_, c, s): BnGeom,
+) -> CpuData {
+    let mut y = vec![T::from_f64(0.0); xv.len()];
+    par_blocks_mut(&mut y, s, |first, chunk| {
+        for (k, plane) in chunk.chunks_mut(s).enumerate() {
+            let q = first + k;
+            let ch = q % c;
+            let scale = rstd[ch] * w.as_ref().map_or(1.0, |w| w[ch]);
+            let shift = b.as_ref().map_or(0.0, |b| b[ch]);
+            for (j, out) in plane.iter_mut().enumerate() {
+                *out = T::from_f64((xv[q * s + j].to_f64() - mean[ch]) * scale + shift);
+            }
+        }
+    });
+    T::into_data(y)
+}
+
+/// `batch_norm_grad`'s attributes.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct BnGradAttrs {
+    batch_stats: bool,
+    has_weight: bool,
+    need: Needs,
+}
+
+impl crate::ops::Attrs for BnGradAttrs {
+    fn to_map(&self) -> crate::ops::AttrMap {
+        crate::ops::AttrMap::new()
+            .with("batch_stats", self.batch_stats)
+            .with("has_weight", self.has_weight)
+            .with("need_x", self.need.x)
+            .with("need_weight", self.need.w)
+            .with("need_bias", self.need.b)
+    }
+    fn from_map(op: &'static str, m: &crate::ops::AttrMap) -> Result<Self> {
+        m.check_known(op, &["batch_stats", "has_weight", "need_x", "need_weight", "need_bias"])?;
+        let need = Needs { x: m.field(op, "need_x")?, w: m.field(op, "need_weight")?, b: m.field(op, "need_bias")? };
+        Ok(BnGradAttrs { batch_stats: m.field(op, "batch_stats")?, has_weight: m.field(op, "has_weight")?, need })
+    }
+}
+
+/// The fused batch_norm backward: inputs `[x, dy, mean, rstd, weight?]`, outputs `[dx,
+/// dweight, dbias]` (unneeded ones empty). One per-channel reduction (Σg, Σg·x̂) and one
+/// elementwise pass for dx; `batch_stats` adds the terms through the batch statistics.
+pub(crate) struct BatchNormGradOp;
+
+pub(crate) static BATCH_NORM_GRAD_OP: BatchNormGradOp = BatchNormGradOp;
+
+impl Op for BatchNormGradOp {
+    type Attrs = BnGradAttrs;
+    type Plan = BnGeom;
+
+    fn name(&self) -> &'static str {
+        "batch_norm_grad"
+    }
+
+    fn infer(&self, xs: &[&TensorMeta], a: &BnGradAttrs) -> Result<(Vec<TensorMeta>, BnGeom)> {
+        const OP: &str = "batch_norm_grad";
+        if xs.len() != 4 + a.has_weight as usize {
+            return Err(Error::invalid(OP, format!("takes {} tensors, got {}", 4 + a.has_weight as usize, xs.len())));
+        }
+        let x = xs[0];
+        let geom = bn_geom(OP, x)?;
+        if xs[1].shape != x.shape || xs[1].dtype != x.dtype || xs[2..].iter().any(|p| p.dims() != [geom.1]) {
+            return Err(Error::shape(
+                OP,
+                format!("x {:?}, dy {:?} and the statistics do not match", x.dims(), xs[1].dims()),
+            ));
+        }
+        Ok((grad_metas(x, a.need, &[geom.1]), geom))
+    }
+
+    fn cpu(&self, k: &mut CpuCall<'_>, a: &BnGradAttrs, geom: &BnGeom) -> Result<Vec<CpuData>> {
+        let (mean, rstd) = (f64s(k.x(2)), f64s(k.x(3)));
+        let w = a.has_weight.then(|| f64s(k.x(4)));
+        match k.x(0) {
+            CpuData::F32(_) => bn_backward_cpu::<f32>(k.x(0), k.x(1), w, &mean, &rstd, a.batch_stats, *geom, a.need),
+            _ => bn_backward_cpu::<f64>(k.x(0), k.x(1), w, &mean, &rstd, a.batch_stats, *geom, a.need),
+        }
+    }
+
+    fn gpu(&self, k: &GpuCall<'_>, a: &BnGradAttrs, &(n, c, s): &BnGeom) -> Result<()> {
+        const OP: &str = "batch_norm_grad";
+        let ctx = k.ctx;
+        let (xb, gb, mb, rb) = (k.x(0), k.x(1), k.x(2), k.x(3));
+        let dw = if a.need.w { None } else { Some(ctx.alloc(OP, 4 * c as u64)?) };
+        let db = if a.need.b { None } else { Some(ctx.alloc(OP, 4 * c as u64)?) };
+        let coef = ctx.alloc(OP, 12 * c as u64)?;
+        let params = [n as u32, c as u32, s as u32, a.batch_stats as u32];
+        let binds = [
+            Bind::read(xb),
+            Bind::read(gb),
+            Bind::read(mb),
+            Bind::read(rb),
+            Bind::write(dw.as_ref().unwrap_or(k.y(1))),
+            Bind::write(db.as_ref().unwrap_or(k.y(2))),
+            Bind::write(&coef),
+        ];
+        ctx.dispatch(&BATCH_NORM_GRAD, 0, "main", &binds, &params, grid(ctx, c as u64)?)?;
+        if a.need.x {
+            let total = k.ins[0].numel();
+            let wb = if a.has_weight { k.x(4) } else { xb };
+            let params = [total as u32, c as u32, s as u32, a.has_weight as u32];
+            let binds = [
+                Bind::read(xb),
+                Bind::read(gb),
+                Bind::read(mb),
+                Bind::read(wb),
+                Bind::read(&coef),
+                Bind::write(k.y(0)),
+            ];
+            ctx.dispatch_1d(&BATCH_NORM_DX, 0, "main", &binds, &params, total as u64)?;
+        }
+        Ok(())
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn bn_backward_cpu<T: Element>(
+    x: &CpuData,
+    g: &CpuData,
+    w: Option<Vec<f64>>,
+    mean: &[f64],
+    rstd: &[f64],
+    batch_stats: bool,
+    (n, c, s): BnGeom,
+    need: Needs,
+) -> Result<Vec<CpuData>> {
+    const OP: &str = "batch_norm_grad";
+    let (xv, gv) = (slice::<T>(OP, x)?, slice::<T>(OP, g)?);
+    let m = (n * s) as f64;
+    // Per channel: Σg, Σg·x̂.
+    let mut sums = vec![0.0f64; 2 * c];
+    par_blocks_mut(&mut sums, 2, |first, chunk| {
+        for (k, st) in chunk.chunks_mut(2).enumerate() {
+            let ch = first + k;
+            let (mu, rs) = (mean[ch], rstd[ch]);
+            let (mut sg, mut sgx) = (0.0, 0.0);
+            for i in 0..n {
+                let base = (i * c + ch) * s;
+                for (xe, ge) in xv[base..base + s].iter().zip(&gv[base..base + s]) {
+                    let gk = ge.to_f64();
+                    sg += gk;
+                    sgx += gk * (xe.to_f64() - mu) * rs;
+                }
+            }
+            st[0] = sg;
+            st[1] = sgx;
+        }
+    });
+    let empty = || T::into_data(Vec::new());
+    let dx = if need.x {
+        let mut out = vec![T::from_f64(0.0); xv.len()];
+        par_blocks_mut(&mut out, s, |first, chunk| {
+            for (k, plane) in chunk.chunks_mut(s).enumerate() {
+                let q = first + k;
+                let ch = q % c;
+                let (mu, rs) = (mean[ch], rstd[ch]);
+                let k0 = rs * w.as_ref().map_or(1.0, |w| w[ch]);
+                let (k1, k2) = if batch_stats { (sums[2 * ch] / m, rs * sums[2 * ch + 1] / m) } else { (0.0, 0.0) };
+                for (j, out) in plane.iter_mut().enumerate() {
+                    let at = q * s + j;
+                    *out = T::from_f64(k0 * (gv[at].to_f64() - k1 - (xv[at].to_f64() - mu) * k2));
+                }
+            }
+        });
+        T::into_data(out)
+    } else {
+        empty()
+    };
+    let pick = |need: bool, o: usize| {
+        if need { T::into_data((0..c).map(|ch| T::from_f64(sums[2 * ch + o])).collect()) } else { empty() }
+    };
+    Ok(vec![dx, pick(need.w, 1), pick(need.b, 0)])
+}
+
 /// Batch normalisation over the channel axis 1 of `x` (`[N, C]`, `[N, C, L]`, `[N, C, H, W]`,
 /// `[N, C, D, H, W]`; `paddle.nn.functional.batch_norm`):
 /// `y = (x − mean[c]) / sqrt(var[c] + epsilon) · weight[c] + bias[c]`.
@@ -66,25 +436,20 @@ pub fn batch_norm(
     options: &BatchNormOptions,
 ) -> Result<Tensor> {
     const OP: &str = "batch_norm";
-    x.expect_float(OP)?;
+    let geom = bn_geom(OP, &x.to_meta())?;
     check_epsilon(OP, options.epsilon)?;
     if !(0.0..=1.0).contains(&options.momentum) {
         return Err(Error::invalid(OP, format!("momentum must be in [0, 1], got {}", options.momentum)));
     }
-    if x.ndim() < 2 {
-        return Err(Error::shape(
-            OP,
-            format!("input must have rank ≥ 2 ([N, C], [N, C, L], [N, C, H, W], ...), got shape {:?}", x.shape()),
-        ));
-    }
-    let channels = x.shape()[1];
+    let channels = geom.1;
     let expected = format!("expected [{channels}] (the channels of input {:?})", x.shape());
-    for (name, p, any) in [("running_mean", Some(running_mean), true), ("running_var", Some(running_var), true)]
-        .into_iter()
-        .chain([("weight", weight, false), ("bias", bias, false)])
-    {
-        if let Some(p) = p {
-            check_param(OP, name, x, p, any, p.shape() == [channels], &expected)?;
+    for (name, p) in [("running_mean", running_mean), ("running_var", running_var)] {
+        x.same_place(OP, p)?;
+        if !p.dtype().is_float() {
+            return Err(Error::unsupported(OP, p.dtype(), format!("for {name} (expected a float tensor)")));
+        }
+        if p.shape() != [channels] {
+            return Err(Error::shape(OP, format!("{name} has shape {:?} but {expected}", p.shape())));
         }
     }
     if x.dtype() == DType::Float16 {
@@ -92,24 +457,11 @@ pub fn batch_norm(
         let y = batch_norm(&x.cast(DType::Float32)?, running_mean, running_var, w.as_ref(), b.as_ref(), options)?;
         return y.cast(DType::Float16);
     }
-    let geom: BnGeom = (x.shape()[0], channels, x.shape()[2..].iter().product());
     let batch_stats = options.use_global_stats.map_or(options.training, |g| !g);
-    let dtype = x.dtype();
-    let eps = options.epsilon;
+    let (dtype, eps) = (x.dtype(), options.epsilon);
     let (mean, rstd) = if batch_stats {
-        if geom.0 * geom.2 == 0 {
-            return Err(Error::shape(
-                OP,
-                format!("batch statistics need at least one value per channel, input has shape {:?}", x.shape()),
-            ));
-        }
-        let (mean, var, rstd) = match x.storage() {
-            Storage::Cpu(_) => match dtype {
-                DType::Float32 => bn_stats_cpu::<f32>(x, geom, eps)?,
-                _ => bn_stats_cpu::<f64>(x, geom, eps)?,
-            },
-            Storage::Gpu(_) => bn_stats_gpu(x, geom, eps)?,
-        };
+        let stats = apply(&BATCH_NORM_STATS, &[x], BnStatsAttrs { epsilon: eps })?;
+        let [mean, var, rstd] = <[Tensor; 3]>::try_from(stats).map_err(|_| Error::invalid(OP, "statistics"))?;
         let m = options.momentum;
         no_grad(|| -> Result<()> {
             for (running, batch) in [(running_mean, &mean), (running_var, &var)] {
@@ -121,263 +473,17 @@ pub fn batch_norm(
         })?;
         (mean, rstd)
     } else {
-        // A copy of the running mean: a later in-place update must not change what this
-        // op's backward sees.
+        // Copies of the running statistics: a later in-place update must not change what
+        // this op's backward sees.
         no_grad(|| -> Result<(Tensor, Tensor)> {
-            Ok((
-                running_mean.cast(dtype)?.detach().clone_data()?,
-                running_var.cast(dtype)?.scale(1.0, eps)?.rsqrt()?.detach(),
-            ))
+            Ok((running_mean.cast(dtype)?.clone_data()?, running_var.cast(dtype)?.scale(1.0, eps)?.rsqrt()?))
         })?
     };
-    let y = if x.is_empty() {
-        x.zeros_like()?
-    } else {
-        match x.storage() {
-            Storage::Cpu(_) => match dtype {
-                DType::Float32 => bn_apply_cpu::<f32>(x, &mean, &rstd, weight, bias, geom)?,
-                _ => bn_apply_cpu::<f64>(x, &mean, &rstd, weight, bias, geom)?,
-            },
-            Storage::Gpu(_) => bn_apply_gpu(x, &mean, &rstd, weight, bias, geom)?,
-        }
-    };
-    let (has_w, has_b) = (weight.is_some(), bias.is_some());
-    let mut inputs = vec![x];
-    inputs.extend(weight);
-    inputs.extend(bias);
-    let (xs, ws) = (x.clone(), weight.cloned());
-    record(OP, &inputs, &[&y], move |c| {
-        let g = c.grad();
-        let need = (c.needs(0), has_w && c.needs(1), has_b && c.needs(1 + has_w as usize));
-        let (dx, dw, db) = if is_grad_enabled() {
-            bn_backward_ops(&xs, g, ws.as_ref(), &mean, &rstd, batch_stats, eps, need)?
-        } else if xs.is_empty() {
-            let zc = |n: bool| -> Result<Option<Tensor>> {
-                if n { Ok(Some(crate::zeros_on([geom.1], xs.dtype(), xs.place())?)) } else { Ok(None) }
-            };
-            (if need.0 { Some(xs.zeros_like()?) } else { None }, zc(need.1)?, zc(need.2)?)
-        } else {
-            let g = g.cast(xs.dtype())?;
-            let w = ws.as_ref().map(|w| w.cast(xs.dtype())).transpose()?;
-            bn_backward_fused(&xs, &g, w.as_ref(), &mean, &rstd, batch_stats, geom, need)?
-        };
-        Ok(grads_vec(dx, has_w, dw, has_b, db))
-    });
-    Ok(y)
-}
-
-/// Per-channel (mean, biased variance, rstd) on the CPU, in f64.
-fn bn_stats_cpu<T: Element>(x: &Tensor, (n, c, s): BnGeom, eps: f64) -> Result<(Tensor, Tensor, Tensor)> {
-    const OP: &str = "batch_norm";
-    let xd = cpu_data(x);
-    let xv = slice::<T>(OP, &xd)?;
-    let m = (n * s) as f64;
-    let mut stats = vec![0.0f64; 3 * c];
-    par_blocks_mut(&mut stats, 3, |first, chunk| {
-        for (k, st) in chunk.chunks_mut(3).enumerate() {
-            let ch = first + k;
-            let planes = || (0..n).flat_map(move |i| xv[(i * c + ch) * s..][..s].iter().map(|v| v.to_f64()));
-            let mu = planes().sum::<f64>() / m;
-            let var = planes().map(|v| (v - mu) * (v - mu)).sum::<f64>() / m;
-            st.copy_from_slice(&[mu, var, 1.0 / (var + eps).sqrt()]);
-        }
-    });
-    let pick = |o: usize| from_vec((0..c).map(|ch| T::from_f64(stats[3 * ch + o])).collect::<Vec<T>>(), vec![c]);
-    Ok((pick(0), pick(1), pick(2)))
-}
-
-fn bn_stats_gpu(x: &Tensor, (n, c, s): BnGeom, eps: f64) -> Result<(Tensor, Tensor, Tensor)> {
-    const OP: &str = "batch_norm";
-    let xb = gpu_buf(x);
-    let ctx = &xb.ctx;
-    let outs = [ctx.alloc(OP, 4 * c as u64)?, ctx.alloc(OP, 4 * c as u64)?, ctx.alloc(OP, 4 * c as u64)?];
-    let params = [n as u32, c as u32, s as u32, f32_param(eps)];
-    let binds = [Bind::read(xb), Bind::write(&outs[0]), Bind::write(&outs[1]), Bind::write(&outs[2])];
-    ctx.dispatch(&BATCH_NORM, &vec![], "stats", &binds, &params, grid(ctx, c as u64)?)?;
-    let [mean, var, rstd] = outs.map(|b| Tensor::from_gpu(b, vec![c], x.dtype()));
-    Ok((mean, var, rstd))
-}
-
-fn bn_apply_cpu<T: Element>(
-    x: &Tensor,
-    mean: &Tensor,
-    rstd: &Tensor,
-    weight: Option<&Tensor>,
-    bias: Option<&Tensor>,
-    (_, c, s): BnGeom,
-) -> Result<Tensor> {
-    const OP: &str = "batch_norm";
-    let (mean, rstd) = (small_vec::<T>(OP, mean)?, small_vec::<T>(OP, rstd)?);
-    let w = weight.map(|w| small_vec::<T>(OP, w)).transpose()?;
-    let b = bias.map(|b| small_vec::<T>(OP, b)).transpose()?;
-    let xd = cpu_data(x);
-    let xv = slice::<T>(OP, &xd)?;
-    let mut y = vec![T::from_f64(0.0); xv.len()];
-    par_blocks_mut(&mut y, s, |first, chunk| {
-        for (k, plane) in chunk.chunks_mut(s).enumerate() {
-            let q = first + k;
-            let ch = q % c;
-            let scale = rstd[ch].to_f64() * w.as_ref().map_or(1.0, |w| w[ch].to_f64());
-            let shift = b.as_ref().map_or(0.0, |b| b[ch].to_f64());
-            let mu = mean[ch].to_f64();
-            for (j, out) in plane.iter_mut().enumerate() {
-                *out = T::from_f64((xv[q * s + j].to_f64() - mu) * scale + shift);
-            }
-        }
-    });
-    Ok(from_vec(y, x.shape()))
-}
-
-fn bn_apply_gpu(
-    x: &Tensor,
-    mean: &Tensor,
-    rstd: &Tensor,
-    weight: Option<&Tensor>,
-    bias: Option<&Tensor>,
-    (_, c, s): BnGeom,
-) -> Result<Tensor> {
-    const OP: &str = "batch_norm";
-    let xb = gpu_buf(x);
-    let ctx = &xb.ctx;
-    let y = ctx.alloc(OP, 4 * x.numel() as u64)?;
-    let (wb, bb) = (weight.map_or(xb, gpu_buf), bias.map_or(xb, gpu_buf));
-    let params = [x.numel() as u32, c as u32, s as u32, weight.is_some() as u32, bias.is_some() as u32];
-    let binds = [
-        Bind::read(xb),
-        Bind::read(gpu_buf(mean)),
-        Bind::read(gpu_buf(rstd)),
-        Bind::read(wb),
-        Bind::read(bb),
-        Bind::write(&y),
-    ];
-    ctx.dispatch_1d(&BATCH_NORM_APPLY, &vec![], "main", &binds, &params, x.numel() as u64)?;
-    Ok(Tensor::from_gpu(y, x.shape(), x.dtype()))
-}
-
-/// The fused batch_norm backward: one per-channel reduction (Σg, Σg·x̂) and one
-/// elementwise pass for dx. `batch_stats` adds the terms through the batch statistics.
-#[allow(clippy::too_many_arguments)]
-fn bn_backward_fused(
-    x: &Tensor,
-    g: &Tensor,
-    weight: Option<&Tensor>,
-    mean: &Tensor,
-    rstd: &Tensor,
-    batch_stats: bool,
-    geom: BnGeom,
-    need: (bool, bool, bool),
-) -> Result<Grads3> {
-    const OP: &str = "batch_norm";
-    x.same_place(OP, g)?;
-    match x.storage() {
-        Storage::Cpu(_) => match x.dtype() {
-            DType::Float32 => bn_backward_cpu::<f32>(x, g, weight, mean, rstd, batch_stats, geom, need),
-            _ => bn_backward_cpu::<f64>(x, g, weight, mean, rstd, batch_stats, geom, need),
-        },
-        Storage::Gpu(_) => bn_backward_gpu(x, g, weight, mean, rstd, batch_stats, geom, need),
-    }
-}
-
-#[allow(clippy::too_many_arguments)]
-fn bn_backward_cpu<T: Element>(
-    x: &Tensor,
-    g: &Tensor,
-    weight: Option<&Tensor>,
-    mean: &Tensor,
-    rstd: &Tensor,
-    batch_stats: bool,
-    (n, c, s): BnGeom,
-    (need_x, need_w, need_b): (bool, bool, bool),
-) -> Result<Grads3> {
-    const OP: &str = "batch_norm";
-    let (mean, rstd) = (small_vec::<T>(OP, mean)?, small_vec::<T>(OP, rstd)?);
-    let w = weight.map(|w| small_vec::<T>(OP, w)).transpose()?;
-    let (xd, gd) = (cpu_data(x), cpu_data(g));
-    let (xv, gv) = (slice::<T>(OP, &xd)?, slice::<T>(OP, &gd)?);
-    let m = (n * s) as f64;
-    // Per channel: Σg, Σg·x̂.
-    let mut sums = vec![0.0f64; 2 * c];
-    par_blocks_mut(&mut sums, 2, |first, chunk| {
-        for (k, st) in chunk.chunks_mut(2).enumerate() {
-            let ch = first + k;
-            let (mu, rs) = (mean[ch].to_f64(), rstd[ch].to_f64());
-            let (mut sg, mut sgx) = (0.0, 0.0);
-            for i in 0..n {
-                let base = (i * c + ch) * s;
-                for (xe, ge) in xv[base..base + s].iter().zip(&gv[base..base + s]) {
-                    let gk = ge.to_f64();
-                    sg += gk;
-                    sgx += gk * (xe.to_f64() - mu) * rs;
-                }
-            }
-            st[0] = sg;
-            st[1] = sgx;
-        }
-    });
-    let dx = if need_x {
-        let mut out = vec![T::from_f64(0.0); xv.len()];
-        par_blocks_mut(&mut out, s, |first, chunk| {
-            for (k, plane) in chunk.chunks_mut(s).enumerate() {
-                let q = first + k;
-                let ch = q % c;
-                let (mu, rs) = (mean[ch].to_f64(), rstd[ch].to_f64());
-                let k0 = rs * w.as_ref().map_or(1.0, |w| w[ch].to_f64());
-                let (k1, k2) = if batch_stats { (sums[2 * ch] / m, rs * sums[2 * ch + 1] / m) } else { (0.0, 0.0) };
-                for (j, out) in plane.iter_mut().enumerate() {
-                    let at = q * s + j;
-                    *out = T::from_f64(k0 * (gv[at].to_f64() - k1 - (xv[at].to_f64() - mu) * k2));
-                }
-            }
-        });
-        Some(from_vec(out, x.shape()))
-    } else {
-        None
-    };
-    let pick = |o: usize| from_vec((0..c).map(|ch| T::from_f64(sums[2 * ch + o])).collect::<Vec<T>>(), vec![c]);
-    Ok((dx, need_w.then(|| pick(1)), need_b.then(|| pick(0))))
-}
-
-#[allow(clippy::too_many_arguments)]
-fn bn_backward_gpu(
-    x: &Tensor,
-    g: &Tensor,
-    weight: Option<&Tensor>,
-    mean: &Tensor,
-    rstd: &Tensor,
-    batch_stats: bool,
-    (n, c, s): BnGeom,
-    (need_x, need_w, need_b): (bool, bool, bool),
-) -> Result<Grads3> {
-    const OP: &str = "batch_norm";
-    let (xb, gb, mb) = (gpu_buf(x), gpu_buf(g), gpu_buf(mean));
-    let ctx = &xb.ctx;
-    let dw = ctx.alloc(OP, 4 * c as u64)?;
-    let db = ctx.alloc(OP, 4 * c as u64)?;
-    let coef = ctx.alloc(OP, 12 * c as u64)?;
-    let params = [n as u32, c as u32, s as u32, batch_stats as u32];
-    let binds = [
-        Bind::read(xb),
-        Bind::read(gb),
-        Bind::read(mb),
-        Bind::read(gpu_buf(rstd)),
-        Bind::write(&dw),
-        Bind::write(&db),
-        Bind::write(&coef),
-    ];
-    ctx.dispatch(&BATCH_NORM_GRAD, &vec![], "main", &binds, &params, grid(ctx, c as u64)?)?;
-    let dx = if need_x {
-        let out = ctx.alloc(OP, 4 * x.numel() as u64)?;
-        let wb = weight.map_or(xb, gpu_buf);
-        let params = [x.numel() as u32, c as u32, s as u32, weight.is_some() as u32];
-        let binds =
-            [Bind::read(xb), Bind::read(gb), Bind::read(mb), Bind::read(wb), Bind::read(&coef), Bind::write(&out)];
-        ctx.dispatch_1d(&BATCH_NORM_DX, &vec![], "main", &binds, &params, x.numel() as u64)?;
-        Some(Tensor::from_gpu(out, x.shape(), x.dtype()))
-    } else {
-        None
-    };
-    let wrap = |b: GpuBuffer| Tensor::from_gpu(b, vec![c], x.dtype());
-    Ok((dx, need_w.then(|| wrap(dw)), need_b.then(|| wrap(db))))
+    let attrs = BatchNormAttrs { batch_stats, epsilon: eps, has_weight: weight.is_some(), has_bias: bias.is_some() };
+    let mut inputs = with_affine(x, weight, bias);
+    inputs.splice(1..1, [&mean, &rstd]);
+    let mut outs = apply(&BATCH_NORM_OP, &inputs, attrs)?;
+    outs.pop().ok_or_else(|| Error::invalid(OP, "no output"))
 }
 
 /// batch_norm backward in differentiable tensor ops (for `create_graph`). With batch
@@ -391,8 +497,9 @@ fn bn_backward_ops(
     rstd: &Tensor,
     batch_stats: bool,
     eps: f64,
-    (need_x, need_w, need_b): (bool, bool, bool),
+    need: Needs,
 ) -> Result<Grads3> {
+    let (need_x, need_w, need_b) = (need.x, need.w, need.b);
     let c = x.shape()[1];
     let mut bshape = vec![1usize; x.ndim()];
     bshape[1] = c;

@@ -2,112 +2,252 @@
 //! `normalized_shape` dims of each row. On the GPU one workgroup per row (one invocation per
 //! row for short rows) computes the mean and variance with tree reductions, writes y, and
 //! saves mean and rstd for backward; backward runs one row kernel for dx and one
-//! column-chunked kernel for dweight / dbias.
+//! column-chunked kernel for dweight / dbias. Registry entries: `layer_norm` (outputs y and
+//! the saved mean and rstd) and its fused gradient `layer_norm_grad`.
 
 use super::{
-    Grads3, cast_opt, check_epsilon, check_param, cpu_data, f32_param, from_vec, gpu_buf, grads_vec, slice, small_vec,
+    Grads3, Needs, check_epsilon, check_param, f32_param, f64s, grad_metas, grads_vec, grads3, slice, with_affine,
 };
-use crate::autograd::{is_grad_enabled, record};
-use crate::backend::Storage;
-use crate::backend::cpu::par_blocks_mut;
-use crate::backend::gpu::{Bind, GpuBuffer, Kernel, grid};
+use crate::autograd::is_grad_enabled;
+use crate::backend::cpu::{CpuData, par_blocks_mut};
+use crate::backend::gpu::{Bind, Kernel, grid};
+use crate::ops::registry::apply::apply;
+use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op};
+use crate::tensor::TensorMeta;
 use crate::{DType, Element, Error, Result, Tensor};
 
-pub(crate) static LAYER_NORM: Kernel = Kernel { file: "layer_norm.wgsl", variants: || vec![vec![]] };
-pub(crate) static LAYER_NORM_GRAD: Kernel = Kernel { file: "layer_norm_grad.wgsl", variants: || vec![vec![]] };
-pub(crate) static LAYER_NORM_WGRAD: Kernel = Kernel { file: "layer_norm_wgrad.wgsl", variants: || vec![vec![]] };
+pub(crate) static LAYER_NORM: Kernel = Kernel::single("layer_norm.wgsl");
+pub(crate) static LAYER_NORM_GRAD: Kernel = Kernel::single("layer_norm_grad.wgsl");
+pub(crate) static LAYER_NORM_WGRAD: Kernel = Kernel::single("layer_norm_wgrad.wgsl");
 
 /// Rows shorter than this get one invocation each instead of a whole workgroup.
 const ROWS_MIN_LEN: usize = 32;
 
-/// Layer normalisation over the trailing dimensions given by `normalized_shape`
-/// (`paddle.nn.functional.layer_norm`): `y = (x − mean) / sqrt(var + epsilon) · weight + bias`
-/// with the mean and biased variance of each row of `prod(normalized_shape)` elements.
-/// `weight` and `bias` have shape `normalized_shape` (the flattened `[prod]` is accepted
-/// too); `None` means no scale / no shift. Paddle's default `epsilon` is 1e-5.
-pub fn layer_norm(
-    x: &Tensor,
-    normalized_shape: &[usize],
-    weight: Option<&Tensor>,
-    bias: Option<&Tensor>,
-    epsilon: f64,
-) -> Result<Tensor> {
-    const OP: &str = "layer_norm";
-    x.expect_float(OP)?;
-    check_epsilon(OP, epsilon)?;
-    let k = normalized_shape.len();
-    if k == 0 || k > x.ndim() || x.shape()[x.ndim() - k..] != *normalized_shape {
-        return Err(Error::shape(
-            OP,
-            format!(
-                "normalized_shape {normalized_shape:?} must be non-empty and equal the trailing dimensions of input {:?}",
-                x.shape()
-            ),
-        ));
+/// `layer_norm`'s attributes; `has_weight` / `has_bias` say which optional inputs follow x.
+#[derive(Clone, Debug, PartialEq, dygraph_derive::Attrs)]
+pub(crate) struct LayerNormAttrs {
+    pub normalized_shape: Vec<usize>,
+    pub epsilon: f64,
+    pub has_weight: bool,
+    pub has_bias: bool,
+}
+
+/// Layer normalisation: inputs `[x, weight?, bias?]`, outputs `[y, mean, rstd]`.
+pub(crate) struct LayerNormOp;
+
+pub(crate) static LAYER_NORM_OP: LayerNormOp = LayerNormOp;
+
+/// `(rows, d)`: the input as rows of `d` normalised elements.
+type LnGeom = (usize, usize);
+
+impl Op for LayerNormOp {
+    type Attrs = LayerNormAttrs;
+    type Plan = LnGeom;
+
+    fn name(&self) -> &'static str {
+        "layer_norm"
     }
-    let d: usize = normalized_shape.iter().product();
-    for (name, p) in [("weight", weight), ("bias", bias)] {
-        if let Some(p) = p {
-            let ok = p.shape() == normalized_shape || p.shape() == [d];
-            let expected = format!("normalized_shape is {normalized_shape:?} (input {:?})", x.shape());
-            check_param(OP, name, x, p, false, ok, &expected)?;
+
+    fn infer(&self, xs: &[&TensorMeta], a: &LayerNormAttrs) -> Result<(Vec<TensorMeta>, LnGeom)> {
+        const OP: &str = "layer_norm";
+        let expect = 1 + a.has_weight as usize + a.has_bias as usize;
+        if xs.len() != expect {
+            return Err(Error::invalid(OP, format!("takes {expect} tensors with these attributes, got {}", xs.len())));
+        }
+        let x = xs[0];
+        if !x.dtype.is_float() {
+            return Err(Error::unsupported(OP, x.dtype, "(expected a float tensor)"));
+        }
+        check_epsilon(OP, a.epsilon)?;
+        let ns = &a.normalized_shape;
+        let k = ns.len();
+        if k == 0 || k > x.rank() || x.dims()[x.rank() - k..] != **ns {
+            return Err(Error::shape(
+                OP,
+                format!(
+                    "normalized_shape {ns:?} must be non-empty and equal the trailing dimensions of input {:?}",
+                    x.dims()
+                ),
+            ));
+        }
+        let d: usize = ns.iter().product();
+        let rows: usize = x.dims()[..x.rank() - k].iter().product();
+        let names = [("weight", a.has_weight), ("bias", a.has_bias)];
+        for (p, (name, _)) in xs[1..].iter().zip(names.iter().filter(|(_, has)| *has)) {
+            let ok = p.dims() == ns.as_slice() || p.dims() == [d];
+            check_param(OP, name, x, p, ok, &format!("normalized_shape is {ns:?} (input {:?})", x.dims()))?;
+        }
+        let stat = x.with_shape(vec![rows]);
+        Ok((vec![(*x).clone(), stat.clone(), stat], (rows, d)))
+    }
+
+    fn cpu(&self, k: &mut CpuCall<'_>, a: &LayerNormAttrs, &(rows, d): &LnGeom) -> Result<Vec<CpuData>> {
+        let w = a.has_weight.then(|| f64s(k.x(1)));
+        let b = a.has_bias.then(|| f64s(k.x(1 + a.has_weight as usize)));
+        let x = k.x(0);
+        match x {
+            CpuData::F32(_) => ln_forward_cpu::<f32>(x, w, b, rows, d, a.epsilon),
+            _ => ln_forward_cpu::<f64>(x, w, b, rows, d, a.epsilon),
         }
     }
-    if x.dtype() == DType::Float16 {
-        let (w, b) = (cast_opt(weight, DType::Float32)?, cast_opt(bias, DType::Float32)?);
-        let y = layer_norm(&x.cast(DType::Float32)?, normalized_shape, w.as_ref(), b.as_ref(), epsilon)?;
-        return y.cast(DType::Float16);
-    }
-    if x.is_empty() {
-        return x.zeros_like();
-    }
-    let rows = x.numel() / d;
-    let (y, mean, rstd) = match x.storage() {
-        Storage::Cpu(_) => match x.dtype() {
-            DType::Float32 => ln_forward_cpu::<f32>(x, weight, bias, rows, d, epsilon)?,
-            _ => ln_forward_cpu::<f64>(x, weight, bias, rows, d, epsilon)?,
-        },
-        Storage::Gpu(_) => ln_forward_gpu(x, weight, bias, rows, d, epsilon)?,
-    };
-    let (has_w, has_b) = (weight.is_some(), bias.is_some());
-    let mut inputs = vec![x];
-    inputs.extend(weight);
-    inputs.extend(bias);
-    let (xs, ws) = (x.clone(), weight.cloned());
-    let (w_shape, b_shape) = (weight.map(|w| w.shape().to_vec()), bias.map(|b| b.shape().to_vec()));
-    let norm_shape = normalized_shape.to_vec();
-    record(OP, &inputs, &[&y], move |c| {
-        let g = c.grad();
-        let need_x = c.needs(0);
-        let need_w = has_w && c.needs(1);
-        let need_b = has_b && c.needs(1 + has_w as usize);
-        let (dx, dw, db) = if is_grad_enabled() {
-            ln_backward_ops(&xs, g, ws.as_ref(), &norm_shape, epsilon, (need_x, need_w, need_b))?
+
+    fn gpu(&self, k: &GpuCall<'_>, a: &LayerNormAttrs, &(rows, d): &LnGeom) -> Result<()> {
+        let ctx = k.ctx;
+        let xb = k.x(0);
+        // An absent weight or bias binds x in its place; the flags keep it unread.
+        let wb = if a.has_weight { k.x(1) } else { xb };
+        let bb = if a.has_bias { k.x(1 + a.has_weight as usize) } else { xb };
+        let params = [rows as u32, d as u32, a.has_weight as u32, a.has_bias as u32, f32_param(a.epsilon)];
+        let binds = [
+            Bind::read(xb),
+            Bind::read(wb),
+            Bind::read(bb),
+            Bind::write(k.y(0)),
+            Bind::write(k.y(1)),
+            Bind::write(k.y(2)),
+        ];
+        if d >= ROWS_MIN_LEN {
+            ctx.dispatch(&LAYER_NORM, 0, "rows", &binds, &params, grid(ctx, rows as u64)?)
         } else {
-            let g = g.cast(xs.dtype())?;
-            ln_backward_fused(&xs, &g, ws.as_ref(), &mean, &rstd, (rows, d), (need_x, need_w, need_b))?
+            ctx.dispatch_1d(&LAYER_NORM, 0, "small", &binds, &params, rows as u64)
+        }
+    }
+
+    fn aux_outputs(&self) -> usize {
+        2
+    }
+
+    fn differentiable(&self) -> bool {
+        true
+    }
+
+    fn backward(&self, g: &GradCall<'_>, a: &LayerNormAttrs, _: &LnGeom) -> Result<Vec<Option<Tensor>>> {
+        let (x, dy) = (g.x(0), g.g());
+        let w = a.has_weight.then(|| g.x(1));
+        let b = a.has_bias.then(|| g.x(1 + a.has_weight as usize));
+        let need =
+            Needs { x: g.needs(0), w: a.has_weight && g.needs(1), b: a.has_bias && g.needs(1 + a.has_weight as usize) };
+        let (dx, dw, db) = if is_grad_enabled() {
+            ln_backward_ops(x, dy, w, &a.normalized_shape, a.epsilon, need)?
+        } else {
+            let (mean, rstd) = (g.y(1)?, g.y(2)?);
+            let mut inputs = vec![x, dy, &mean, &rstd];
+            inputs.extend(w);
+            grads3(apply(&LAYER_NORM_GRAD_OP, &inputs, LnGradAttrs { has_weight: w.is_some(), need })?, need)?
         };
-        let dw = dw.map(|t| t.reshape(w_shape.clone().unwrap_or_default())).transpose()?;
-        let db = db.map(|t| t.reshape(b_shape.clone().unwrap_or_default())).transpose()?;
-        Ok(grads_vec(dx, has_w, dw, has_b, db))
-    });
-    Ok(y)
+        let dw = dw.map(|t| t.reshape(w.map(|w| w.shape().to_vec()).unwrap_or_default())).transpose()?;
+        let db = db.map(|t| t.reshape(b.map(|b| b.shape().to_vec()).unwrap_or_default())).transpose()?;
+        Ok(grads_vec(dx, a.has_weight, dw, a.has_bias, db))
+    }
+}
+
+/// `layer_norm_grad`'s attributes.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct LnGradAttrs {
+    has_weight: bool,
+    need: Needs,
+}
+
+impl crate::ops::Attrs for LnGradAttrs {
+    fn to_map(&self) -> crate::ops::AttrMap {
+        crate::ops::AttrMap::new()
+            .with("has_weight", self.has_weight)
+            .with("need_x", self.need.x)
+            .with("need_weight", self.need.w)
+            .with("need_bias", self.need.b)
+    }
+    fn from_map(op: &'static str, m: &crate::ops::AttrMap) -> Result<Self> {
+        m.check_known(op, &["has_weight", "need_x", "need_weight", "need_bias"])?;
+        let need = Needs { x: m.field(op, "need_x")?, w: m.field(op, "need_weight")?, b: m.field(op, "need_bias")? };
+        Ok(LnGradAttrs { has_weight: m.field(op, "has_weight")?, need })
+    }
+}
+
+/// The fused layer_norm backward from the saved statistics: inputs `[x, dy, mean, rstd,
+/// weight?]`, outputs `[dx, dweight, dbias]` (dweight / dbias flat `[D]`; unneeded ones
+/// empty).
+pub(crate) struct LayerNormGradOp;
+
+pub(crate) static LAYER_NORM_GRAD_OP: LayerNormGradOp = LayerNormGradOp;
+
+impl Op for LayerNormGradOp {
+    type Attrs = LnGradAttrs;
+    type Plan = LnGeom;
+
+    fn name(&self) -> &'static str {
+        "layer_norm_grad"
+    }
+
+    fn infer(&self, xs: &[&TensorMeta], a: &LnGradAttrs) -> Result<(Vec<TensorMeta>, LnGeom)> {
+        const OP: &str = "layer_norm_grad";
+        if xs.len() != 4 + a.has_weight as usize {
+            return Err(Error::invalid(OP, format!("takes {} tensors, got {}", 4 + a.has_weight as usize, xs.len())));
+        }
+        let (x, dy, mean) = (xs[0], xs[1], xs[2]);
+        let rows = mean.numel();
+        if dy.shape != x.shape || xs[3].numel() != rows || rows == 0 && x.numel() > 0 || dy.dtype != x.dtype {
+            return Err(Error::shape(
+                OP,
+                format!("x {:?}, dy {:?} and statistics {:?} do not match", x.dims(), dy.dims(), mean.dims()),
+            ));
+        }
+        let d = x.numel().checked_div(rows).unwrap_or(0);
+        Ok((grad_metas(x, a.need, &[d]), (rows, d)))
+    }
+
+    fn cpu(&self, k: &mut CpuCall<'_>, a: &LnGradAttrs, geom: &LnGeom) -> Result<Vec<CpuData>> {
+        let w = a.has_weight.then(|| f64s(k.x(4)));
+        let (mean, rstd) = (f64s(k.x(2)), f64s(k.x(3)));
+        match k.x(0) {
+            CpuData::F32(_) => ln_backward_cpu::<f32>(k.x(0), k.x(1), w, &mean, &rstd, *geom, a.need),
+            _ => ln_backward_cpu::<f64>(k.x(0), k.x(1), w, &mean, &rstd, *geom, a.need),
+        }
+    }
+
+    fn gpu(&self, k: &GpuCall<'_>, a: &LnGradAttrs, &(rows, d): &LnGeom) -> Result<()> {
+        let ctx = k.ctx;
+        let (xb, gb, mb, rb) = (k.x(0), k.x(1), k.x(2), k.x(3));
+        if a.need.x {
+            let wb = if a.has_weight { k.x(4) } else { xb };
+            let params = [rows as u32, d as u32, a.has_weight as u32];
+            let binds =
+                [Bind::read(xb), Bind::read(gb), Bind::read(wb), Bind::read(mb), Bind::read(rb), Bind::write(k.y(0))];
+            if d >= ROWS_MIN_LEN {
+                ctx.dispatch(&LAYER_NORM_GRAD, 0, "rows", &binds, &params, grid(ctx, rows as u64)?)?;
+            } else {
+                ctx.dispatch_1d(&LAYER_NORM_GRAD, 0, "small", &binds, &params, rows as u64)?;
+            }
+        }
+        if a.need.w || a.need.b {
+            // Partial column sums over chunks of rows, then one reduction over the chunks.
+            let chunks = rows.div_ceil(64).clamp(1, 1024);
+            let chunk_rows = rows.div_ceil(chunks);
+            let pw = ctx.alloc("layer_norm_grad", 4 * (chunks * d) as u64)?;
+            let pb = ctx.alloc("layer_norm_grad", 4 * (chunks * d) as u64)?;
+            let params = [rows as u32, d as u32, chunk_rows as u32, chunks as u32];
+            let binds =
+                [Bind::read(xb), Bind::read(gb), Bind::read(mb), Bind::read(rb), Bind::write(&pw), Bind::write(&pb)];
+            ctx.dispatch_1d(&LAYER_NORM_WGRAD, 0, "main", &binds, &params, (chunks * d) as u64)?;
+            for (need, partial, out) in [(a.need.w, &pw, k.y(1)), (a.need.b, &pb, k.y(2))] {
+                if need {
+                    crate::ops::reduce::gpu_sum_rows(ctx, partial, DType::Float32, (1, chunks, d), out)?;
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// (y, mean, rstd) on the CPU, computing in f64.
 fn ln_forward_cpu<T: Element>(
-    x: &Tensor,
-    weight: Option<&Tensor>,
-    bias: Option<&Tensor>,
+    x: &CpuData,
+    w: Option<Vec<f64>>,
+    b: Option<Vec<f64>>,
     rows: usize,
     d: usize,
     eps: f64,
-) -> Result<(Tensor, Tensor, Tensor)> {
-    const OP: &str = "layer_norm";
-    let w = weight.map(|w| small_vec::<T>(OP, w)).transpose()?;
-    let b = bias.map(|b| small_vec::<T>(OP, b)).transpose()?;
-    let xd = cpu_data(x);
-    let xv = slice::<T>(OP, &xd)?;
+) -> Result<Vec<CpuData>> {
+    let xv = slice::<T>("layer_norm", x)?;
     let mut stats = vec![0.0f64; 2 * rows];
     par_blocks_mut(&mut stats, 2, |first, chunk| {
         for (k, st) in chunk.chunks_mut(2).enumerate() {
@@ -126,10 +266,10 @@ fn ln_forward_cpu<T: Element>(
             for (j, out) in yr.iter_mut().enumerate() {
                 let mut v = (xv[r * d + j].to_f64() - mu) * rs;
                 if let Some(w) = &w {
-                    v *= w[j].to_f64();
+                    v *= w[j];
                 }
                 if let Some(b) = &b {
-                    v += b[j].to_f64();
+                    v += b[j];
                 }
                 *out = T::from_f64(v);
             }
@@ -137,100 +277,41 @@ fn ln_forward_cpu<T: Element>(
     });
     let mean: Vec<T> = stats.iter().step_by(2).map(|&v| T::from_f64(v)).collect();
     let rstd: Vec<T> = stats.iter().skip(1).step_by(2).map(|&v| T::from_f64(v)).collect();
-    Ok((from_vec(y, x.shape()), from_vec(mean, vec![rows]), from_vec(rstd, vec![rows])))
-}
-
-fn ln_forward_gpu(
-    x: &Tensor,
-    weight: Option<&Tensor>,
-    bias: Option<&Tensor>,
-    rows: usize,
-    d: usize,
-    eps: f64,
-) -> Result<(Tensor, Tensor, Tensor)> {
-    const OP: &str = "layer_norm";
-    let xb = gpu_buf(x);
-    let ctx = &xb.ctx;
-    let y = ctx.alloc(OP, 4 * x.numel() as u64)?;
-    let mean = ctx.alloc(OP, 4 * rows as u64)?;
-    let rstd = ctx.alloc(OP, 4 * rows as u64)?;
-    // An absent weight or bias binds x in its place; the flags keep it unread.
-    let wb = weight.map_or(xb, gpu_buf);
-    let bb = bias.map_or(xb, gpu_buf);
-    let params = [rows as u32, d as u32, weight.is_some() as u32, bias.is_some() as u32, f32_param(eps)];
-    let binds =
-        [Bind::read(xb), Bind::read(wb), Bind::read(bb), Bind::write(&y), Bind::write(&mean), Bind::write(&rstd)];
-    if d >= ROWS_MIN_LEN {
-        ctx.dispatch(&LAYER_NORM, &vec![], "rows", &binds, &params, grid(ctx, rows as u64)?)?;
-    } else {
-        ctx.dispatch_1d(&LAYER_NORM, &vec![], "small", &binds, &params, rows as u64)?;
-    }
-    let dtype = x.dtype();
-    Ok((
-        Tensor::from_gpu(y, x.shape(), dtype),
-        Tensor::from_gpu(mean, vec![rows], dtype),
-        Tensor::from_gpu(rstd, vec![rows], dtype),
-    ))
-}
-
-/// The fused layer_norm backward from the saved statistics: dx, and dweight / dbias as
-/// flat `[D]` tensors.
-fn ln_backward_fused(
-    x: &Tensor,
-    g: &Tensor,
-    weight: Option<&Tensor>,
-    mean: &Tensor,
-    rstd: &Tensor,
-    (rows, d): (usize, usize),
-    need: (bool, bool, bool),
-) -> Result<Grads3> {
-    const OP: &str = "layer_norm";
-    x.same_place(OP, g)?;
-    let w = weight.map(|w| w.cast(x.dtype())).transpose()?;
-    match x.storage() {
-        Storage::Cpu(_) => match x.dtype() {
-            DType::Float32 => ln_backward_cpu::<f32>(x, g, w.as_ref(), mean, rstd, (rows, d), need),
-            _ => ln_backward_cpu::<f64>(x, g, w.as_ref(), mean, rstd, (rows, d), need),
-        },
-        Storage::Gpu(_) => ln_backward_gpu(x, g, w.as_ref(), mean, rstd, (rows, d), need),
-    }
+    Ok(vec![T::into_data(y), T::into_data(mean), T::into_data(rstd)])
 }
 
 fn ln_backward_cpu<T: Element>(
-    x: &Tensor,
-    g: &Tensor,
-    weight: Option<&Tensor>,
-    mean: &Tensor,
-    rstd: &Tensor,
-    (rows, d): (usize, usize),
-    (need_x, need_w, need_b): (bool, bool, bool),
-) -> Result<Grads3> {
-    const OP: &str = "layer_norm";
-    let w = weight.map(|w| small_vec::<T>(OP, w)).transpose()?;
-    let (mean, rstd) = (small_vec::<T>(OP, mean)?, small_vec::<T>(OP, rstd)?);
-    let (xd, gd) = (cpu_data(x), cpu_data(g));
-    let (xv, gv) = (slice::<T>(OP, &xd)?, slice::<T>(OP, &gd)?);
-    let xhat = |r: usize, j: usize| (xv[r * d + j].to_f64() - mean[r].to_f64()) * rstd[r].to_f64();
-    let mut dx = None;
-    if need_x {
+    x: &CpuData,
+    g: &CpuData,
+    w: Option<Vec<f64>>,
+    mean: &[f64],
+    rstd: &[f64],
+    (rows, d): LnGeom,
+    need: Needs,
+) -> Result<Vec<CpuData>> {
+    const OP: &str = "layer_norm_grad";
+    let (xv, gv) = (slice::<T>(OP, x)?, slice::<T>(OP, g)?);
+    let xhat = |r: usize, j: usize| (xv[r * d + j].to_f64() - mean[r]) * rstd[r];
+    let empty = || T::into_data(Vec::new());
+    let dx = if need.x {
         let mut out = vec![T::from_f64(0.0); xv.len()];
         par_blocks_mut(&mut out, d, |first, chunk| {
             for (k, dr) in chunk.chunks_mut(d).enumerate() {
                 let r = first + k;
-                let gw = |j: usize| gv[r * d + j].to_f64() * w.as_ref().map_or(1.0, |w| w[j].to_f64());
+                let gw = |j: usize| gv[r * d + j].to_f64() * w.as_ref().map_or(1.0, |w| w[j]);
                 let a = (0..d).map(gw).sum::<f64>() / d as f64;
                 let c = (0..d).map(|j| gw(j) * xhat(r, j)).sum::<f64>() / d as f64;
-                let rs = rstd[r].to_f64();
                 for (j, out) in dr.iter_mut().enumerate() {
-                    *out = T::from_f64(rs * (gw(j) - a - xhat(r, j) * c));
+                    *out = T::from_f64(rstd[r] * (gw(j) - a - xhat(r, j) * c));
                 }
             }
         });
-        dx = Some(from_vec(out, x.shape()));
-    }
-    let (mut dw, mut db) = (None, None);
-    if need_w || need_b {
-        let (mut sw, mut sb) = (vec![0.0f64; d], vec![0.0f64; d]);
+        T::into_data(out)
+    } else {
+        empty()
+    };
+    let (mut sw, mut sb) = (vec![0.0f64; d], vec![0.0f64; d]);
+    if need.w || need.b {
         for r in 0..rows {
             for j in 0..d {
                 let gk = gv[r * d + j].to_f64();
@@ -238,57 +319,33 @@ fn ln_backward_cpu<T: Element>(
                 sb[j] += gk;
             }
         }
-        let cast = |v: Vec<f64>| from_vec(v.into_iter().map(T::from_f64).collect::<Vec<T>>(), vec![d]);
-        dw = need_w.then(|| cast(sw));
-        db = need_b.then(|| cast(sb));
     }
-    Ok((dx, dw, db))
+    let cast =
+        |need: bool, v: Vec<f64>| if need { T::into_data(v.into_iter().map(T::from_f64).collect()) } else { empty() };
+    Ok(vec![dx, cast(need.w, sw), cast(need.b, sb)])
 }
 
-fn ln_backward_gpu(
+/// Layer normalisation over the trailing dimensions given by `normalized_shape`
+/// (`paddle.nn.functional.layer_norm`): `y = (x − mean) / sqrt(var + epsilon) · weight + bias`
+/// with the mean and biased variance of each row of `prod(normalized_shape)` elements.
+/// `weight` and `bias` have shape `normalized_shape` (the flattened `[prod]` is accepted
+/// too); `None` means no scale / no shift. Paddle's default `epsilon` is 1e-5.
+pub fn layer_norm(
     x: &Tensor,
-    g: &Tensor,
+    normalized_shape: &[usize],
     weight: Option<&Tensor>,
-    mean: &Tensor,
-    rstd: &Tensor,
-    (rows, d): (usize, usize),
-    (need_x, need_w, need_b): (bool, bool, bool),
-) -> Result<Grads3> {
-    const OP: &str = "layer_norm";
-    let (xb, gb, mb, rb) = (gpu_buf(x), gpu_buf(g), gpu_buf(mean), gpu_buf(rstd));
-    let ctx = &xb.ctx;
-    let mut dx = None;
-    if need_x {
-        let out = ctx.alloc(OP, 4 * x.numel() as u64)?;
-        let wb = weight.map_or(xb, gpu_buf);
-        let params = [rows as u32, d as u32, weight.is_some() as u32];
-        let binds = [Bind::read(xb), Bind::read(gb), Bind::read(wb), Bind::read(mb), Bind::read(rb), Bind::write(&out)];
-        if d >= ROWS_MIN_LEN {
-            ctx.dispatch(&LAYER_NORM_GRAD, &vec![], "rows", &binds, &params, grid(ctx, rows as u64)?)?;
-        } else {
-            ctx.dispatch_1d(&LAYER_NORM_GRAD, &vec![], "small", &binds, &params, rows as u64)?;
-        }
-        dx = Some(Tensor::from_gpu(out, x.shape(), x.dtype()));
-    }
-    let (mut dw, mut db) = (None, None);
-    if need_w || need_b {
-        // Partial column sums over chunks of rows, then one reduction over the chunks.
-        let chunks = rows.div_ceil(64).clamp(1, 1024);
-        let chunk_rows = rows.div_ceil(chunks);
-        let pw = ctx.alloc(OP, 4 * (chunks * d) as u64)?;
-        let pb = ctx.alloc(OP, 4 * (chunks * d) as u64)?;
-        let params = [rows as u32, d as u32, chunk_rows as u32, chunks as u32];
-        let binds =
-            [Bind::read(xb), Bind::read(gb), Bind::read(mb), Bind::read(rb), Bind::write(&pw), Bind::write(&pb)];
-        ctx.dispatch_1d(&LAYER_NORM_WGRAD, &vec![], "main", &binds, &params, (chunks * d) as u64)?;
-        let finish = |p: GpuBuffer| -> Result<Tensor> {
-            let t = Tensor::from_gpu(p, vec![chunks, d], x.dtype());
-            if chunks == 1 { t.reshape([d]) } else { t.sum(&[0], false) }
-        };
-        dw = if need_w { Some(finish(pw)?) } else { None };
-        db = if need_b { Some(finish(pb)?) } else { None };
-    }
-    Ok((dx, dw, db))
+    bias: Option<&Tensor>,
+    epsilon: f64,
+) -> Result<Tensor> {
+    let attrs = LayerNormAttrs {
+        normalized_shape: normalized_shape.to_vec(),
+        epsilon,
+        has_weight: weight.is_some(),
+        has_bias: bias.is_some(),
+    };
+    let mut outs = apply(&LAYER_NORM_OP, &with_affine(x, weight, bias), attrs)?;
+    outs.truncate(1);
+    outs.pop().ok_or_else(|| Error::invalid("layer_norm", "no output"))
 }
 
 /// layer_norm backward in differentiable tensor ops (for `create_graph`).
@@ -298,8 +355,9 @@ fn ln_backward_ops(
     weight: Option<&Tensor>,
     normalized_shape: &[usize],
     eps: f64,
-    (need_x, need_w, need_b): (bool, bool, bool),
+    need: Needs,
 ) -> Result<Grads3> {
+    let (need_x, need_w, need_b) = (need.x, need.w, need.b);
     let lead = x.ndim() - normalized_shape.len();
     let axes: Vec<isize> = (lead..x.ndim()).map(|a| a as isize).collect();
     let lead_axes: Vec<isize> = (0..lead).map(|a| a as isize).collect();

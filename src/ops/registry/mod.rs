@@ -1,0 +1,140 @@
+//! The op registry: every op is one entry (an [`Op`](op::Op) implementation) with a name,
+//! typed attributes, meta inference, CPU and GPU kernels and a backward rule, and every
+//! call goes through the one generic entry point [`apply`](apply::apply).
+//!
+//! Entries are found by build.rs: every `pub(crate) static NAME: SomeOp = ...` (a type whose
+//! name ends in `Op`) and every op table `pub(crate) static NAME_OPS: &[&SomeDef] = ...`
+//! under `src/` is registered, so an op cannot be declared and left out.
+
+pub(crate) mod apply;
+pub mod attrs;
+pub(crate) mod op;
+
+use std::sync::OnceLock;
+
+pub use attrs::{AttrField, AttrMap, AttrValue, Attrs};
+
+use crate::ops::elementwise::{BINARY_OPS, UNARY_OPS, binary::binary, unary::unary};
+use crate::tensor::TensorMeta;
+use crate::{DType, Error, Result, Tensor};
+
+include!(concat!(env!("OUT_DIR"), "/op_registry.rs"));
+
+/// A registered op, as tools, tests and the program interpreter see it: run it on tensors
+/// (eager or meta) or infer its outputs, with attributes as a flat map.
+pub trait RegisteredOp: Send + Sync {
+    /// The op's name.
+    fn name(&self) -> &'static str;
+    /// True when the op has a backward rule.
+    fn differentiable(&self) -> bool;
+    /// Inputs the op updates in place.
+    fn inplace(&self) -> &'static [usize];
+    /// Trailing outputs that carry no gradient (masks, statistics, indices).
+    fn aux_outputs(&self) -> usize;
+    /// Runs the op (eagerly, or on meta tensors) with attributes parsed from `attrs`.
+    fn run(&'static self, inputs: &[&Tensor], attrs: &AttrMap) -> Result<Vec<Tensor>>;
+    /// The outputs' shapes, dtypes and places, without running anything.
+    fn infer(&self, inputs: &[TensorMeta], attrs: &AttrMap) -> Result<Vec<TensorMeta>>;
+    /// Parses `attrs` and prints them back in the op's own order (checks a map).
+    fn normalize_attrs(&self, attrs: &AttrMap) -> Result<AttrMap>;
+}
+
+impl<T: op::Op> RegisteredOp for T {
+    fn name(&self) -> &'static str {
+        op::Op::name(self)
+    }
+    fn differentiable(&self) -> bool {
+        op::Op::differentiable(self)
+    }
+    fn inplace(&self) -> &'static [usize] {
+        op::Op::inplace(self)
+    }
+    fn aux_outputs(&self) -> usize {
+        op::Op::aux_outputs(self)
+    }
+    fn run(&'static self, inputs: &[&Tensor], attrs: &AttrMap) -> Result<Vec<Tensor>> {
+        apply::apply(self, inputs, self.parse_attrs(attrs)?)
+    }
+    fn infer(&self, inputs: &[TensorMeta], attrs: &AttrMap) -> Result<Vec<TensorMeta>> {
+        let a = self.parse_attrs(attrs)?;
+        let refs: Vec<&TensorMeta> = inputs.iter().collect();
+        Ok(op::Op::infer(self, &refs, &a)?.0)
+    }
+    fn normalize_attrs(&self, attrs: &AttrMap) -> Result<AttrMap> {
+        Ok(self.attr_map(&self.parse_attrs(attrs)?))
+    }
+}
+
+/// Every registered op, in a fixed order.
+pub fn registry() -> &'static [&'static dyn RegisteredOp] {
+    static ALL: OnceLock<Vec<&'static dyn RegisteredOp>> = OnceLock::new();
+    ALL.get_or_init(registered_ops)
+}
+
+/// The registered op called `name`.
+pub fn find_op(name: &str) -> Result<&'static dyn RegisteredOp> {
+    registry()
+        .iter()
+        .copied()
+        .find(|o| o.name() == name)
+        .ok_or_else(|| Error::invalid("find_op", format!("no registered op named {name:?}")))
+}
+
+/// Runs the registered op `name` on `inputs` with `attrs` (the interpreter's entry point).
+pub fn run_op(name: &str, inputs: &[&Tensor], attrs: &AttrMap) -> Result<Vec<Tensor>> {
+    find_op(name)?.run(inputs, attrs)
+}
+
+/// What the tables declare about one elementwise op.
+#[derive(Clone, Debug)]
+pub struct OpInfo {
+    /// The op's name (also its function name).
+    pub name: &'static str,
+    /// 1 or 2 tensor operands.
+    pub arity: usize,
+    /// Dtypes the op accepts.
+    pub dtypes: Vec<DType>,
+    /// True when the op has a backward rule.
+    pub differentiable: bool,
+    /// True when the result is bool.
+    pub returns_bool: bool,
+}
+
+/// Every table-declared elementwise op.
+pub fn elementwise_ops() -> Vec<OpInfo> {
+    let mut v: Vec<OpInfo> = UNARY_OPS
+        .iter()
+        .map(|d| OpInfo {
+            name: d.name,
+            arity: 1,
+            dtypes: d.dtypes(),
+            differentiable: d.backward.is_some(),
+            returns_bool: d.out_bool,
+        })
+        .collect();
+    v.extend(BINARY_OPS.iter().map(|d| OpInfo {
+        name: d.name,
+        arity: 2,
+        dtypes: d.dtypes(),
+        differentiable: d.has_backward(),
+        returns_bool: d.out_bool,
+    }));
+    v
+}
+
+/// Runs the table op `name` on `inputs` (one or two) with scalar parameters `params`.
+pub fn apply_elementwise(name: &str, inputs: &[&Tensor], params: [f64; 2]) -> Result<Tensor> {
+    if let Some(d) = UNARY_OPS.iter().find(|d| d.name == name) {
+        let [x] = inputs else {
+            return Err(Error::invalid("apply_elementwise", format!("{name} takes one tensor")));
+        };
+        return unary(d, x, params);
+    }
+    if let Some(d) = BINARY_OPS.iter().find(|d| d.name == name) {
+        let [a, b] = inputs else {
+            return Err(Error::invalid("apply_elementwise", format!("{name} takes two tensors")));
+        };
+        return binary(d, a, b);
+    }
+    Err(Error::invalid("apply_elementwise", format!("no elementwise op named {name:?}")))
+}
