@@ -12,9 +12,9 @@ fn better(a: {{S}}, b: {{S}}) -> bool {
     return {{BETTER}};
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size({{WG}})
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let idx = gid.x + gid.y * nwg.x * 256u;
+    let idx = gid.x + gid.y * nwg.x * {{WG}}u;
     let outer = params[0];
     let len = params[1];
     let inner = params[2];

@@ -9,12 +9,12 @@
 @group(0) @binding(3) var<storage, read_write> rstd: array<f32>;
 @group(0) @binding(4) var<storage, read> params: array<u32>;
 
-var<workgroup> red: array<f32, 256>;
+var<workgroup> red: array<f32, {{WG}}>;
 
 fn wg_sum(lid: u32, v: f32) -> f32 {
     red[lid] = v;
     workgroupBarrier();
-    for (var s = 128u; s > 0u; s = s >> 1u) {
+    for (var s = {{WG}}u / 2u; s > 0u; s = s >> 1u) {
         if (lid < s) {
             red[lid] = red[lid] + red[lid + s];
         }
@@ -25,7 +25,7 @@ fn wg_sum(lid: u32, v: f32) -> f32 {
     return total;
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size({{WG}})
 fn stats(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
          @builtin(local_invocation_index) lid: u32) {
     let c = wid.x + wid.y * nwg.x;
@@ -37,7 +37,7 @@ fn stats(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: ve
     let m = n * s;
     var acc = 0.0;
     if (in_range) {
-        for (var k = lid; k < m; k = k + 256u) {
+        for (var k = lid; k < m; k = k + {{WG}}u) {
             let i = k / s;
             acc = acc + x[(i * channels + c) * s + (k - i * s)];
         }
@@ -45,7 +45,7 @@ fn stats(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: ve
     let mu = wg_sum(lid, acc) / f32(m);
     var q = 0.0;
     if (in_range) {
-        for (var k = lid; k < m; k = k + 256u) {
+        for (var k = lid; k < m; k = k + {{WG}}u) {
             let i = k / s;
             let t = x[(i * channels + c) * s + (k - i * s)] - mu;
             q = q + t * t;

@@ -10,9 +10,9 @@
 @group(0) @binding(5) var<storage, read_write> dx: array<f32>;
 @group(0) @binding(6) var<storage, read> params: array<u32>;
 
-@compute @workgroup_size(256)
+@compute @workgroup_size({{WG}})
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let idx = gid.x + gid.y * nwg.x * 256u;
+    let idx = gid.x + gid.y * nwg.x * {{WG}}u;
     if (idx >= params[0]) {
         return;
     }

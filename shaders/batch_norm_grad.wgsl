@@ -13,12 +13,12 @@
 @group(0) @binding(6) var<storage, read_write> coef: array<f32>;
 @group(0) @binding(7) var<storage, read> params: array<u32>;
 
-var<workgroup> red: array<f32, 256>;
+var<workgroup> red: array<f32, {{WG}}>;
 
 fn wg_sum(lid: u32, v: f32) -> f32 {
     red[lid] = v;
     workgroupBarrier();
-    for (var s = 128u; s > 0u; s = s >> 1u) {
+    for (var s = {{WG}}u / 2u; s > 0u; s = s >> 1u) {
         if (lid < s) {
             red[lid] = red[lid] + red[lid + s];
         }
@@ -29,7 +29,7 @@ fn wg_sum(lid: u32, v: f32) -> f32 {
     return total;
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size({{WG}})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
     let c = wid.x + wid.y * nwg.x;
@@ -44,7 +44,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     var sg = 0.0;
     var sgx = 0.0;
     if (in_range) {
-        for (var k = lid; k < m; k = k + 256u) {
+        for (var k = lid; k < m; k = k + {{WG}}u) {
             let i = k / s;
             let at = (i * channels + c) * s + (k - i * s);
             sg = sg + g[at];

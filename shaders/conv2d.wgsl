@@ -277,7 +277,7 @@ fn main(
 // RM-row × 4-column block (P[25] row blocks × P[26] column blocks per group and split) by
 // streaming its A rows and B columns from the buffers, stepping k as a counter (no
 // divisions in the loop). Blocks this small waste almost nothing on thin problems.
-@compute @workgroup_size(256)
+@compute @workgroup_size({{WG}})
 fn direct(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     load_params();
     let m_len = P[17];
@@ -285,7 +285,7 @@ fn direct(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups
     let splits = P[22];
     let row_blocks = P[25];
     let col_blocks = P[26];
-    let t = gid.x + gid.y * nwg.x * 256u;
+    let t = gid.x + gid.y * nwg.x * {{WG}}u;
     if (t >= row_blocks * col_blocks) {
         return;
     }

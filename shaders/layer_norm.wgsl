@@ -12,13 +12,13 @@
 @group(0) @binding(5) var<storage, read_write> rstd: array<f32>;
 @group(0) @binding(6) var<storage, read> params: array<u32>;
 
-var<workgroup> red: array<f32, 256>;
+var<workgroup> red: array<f32, {{WG}}>;
 
 // Σ v over the workgroup; every invocation must call it (it holds barriers).
 fn wg_sum(lid: u32, v: f32) -> f32 {
     red[lid] = v;
     workgroupBarrier();
-    for (var s = 128u; s > 0u; s = s >> 1u) {
+    for (var s = {{WG}}u / 2u; s > 0u; s = s >> 1u) {
         if (lid < s) {
             red[lid] = red[lid] + red[lid + s];
         }
@@ -40,7 +40,7 @@ fn affine(j: u32, v: f32) -> f32 {
     return r;
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size({{WG}})
 fn rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
     let row = wid.x + wid.y * nwg.x;
@@ -51,21 +51,21 @@ fn rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let base = row * d;
     var s = 0.0;
     if (in_range) {
-        for (var j = lid; j < d; j = j + 256u) {
+        for (var j = lid; j < d; j = j + {{WG}}u) {
             s = s + x[base + j];
         }
     }
     let mu = wg_sum(lid, s) / f32(d);
     var q = 0.0;
     if (in_range) {
-        for (var j = lid; j < d; j = j + 256u) {
+        for (var j = lid; j < d; j = j + {{WG}}u) {
             let t = x[base + j] - mu;
             q = q + t * t;
         }
     }
     let rs = 1.0 / sqrt(wg_sum(lid, q) / f32(d) + eps);
     if (in_range) {
-        for (var j = lid; j < d; j = j + 256u) {
+        for (var j = lid; j < d; j = j + {{WG}}u) {
             y[base + j] = affine(j, (x[base + j] - mu) * rs);
         }
         if (lid == 0u) {
@@ -75,9 +75,9 @@ fn rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size({{WG}})
 fn small(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let row = gid.x + gid.y * nwg.x * 256u;
+    let row = gid.x + gid.y * nwg.x * {{WG}}u;
     let n = params[0];
     let d = params[1];
     let eps = bitcast<f32>(params[4]);

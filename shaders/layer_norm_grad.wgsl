@@ -12,12 +12,12 @@
 @group(0) @binding(5) var<storage, read_write> dx: array<f32>;
 @group(0) @binding(6) var<storage, read> params: array<u32>;
 
-var<workgroup> red: array<f32, 256>;
+var<workgroup> red: array<f32, {{WG}}>;
 
 fn wg_sum(lid: u32, v: f32) -> f32 {
     red[lid] = v;
     workgroupBarrier();
-    for (var s = 128u; s > 0u; s = s >> 1u) {
+    for (var s = {{WG}}u / 2u; s > 0u; s = s >> 1u) {
         if (lid < s) {
             red[lid] = red[lid] + red[lid + s];
         }
@@ -35,7 +35,7 @@ fn gw(k: u32, j: u32) -> f32 {
     return g[k];
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size({{WG}})
 fn rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
     let row = wid.x + wid.y * nwg.x;
@@ -49,7 +49,7 @@ fn rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     var s1 = 0.0;
     var s2 = 0.0;
     if (in_range) {
-        for (var j = lid; j < d; j = j + 256u) {
+        for (var j = lid; j < d; j = j + {{WG}}u) {
             let v = gw(base + j, j);
             s1 = s1 + v;
             s2 = s2 + v * (x[base + j] - mu) * rs;
@@ -58,16 +58,16 @@ fn rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let a = wg_sum(lid, s1) / f32(d);
     let c = wg_sum(lid, s2) / f32(d);
     if (in_range) {
-        for (var j = lid; j < d; j = j + 256u) {
+        for (var j = lid; j < d; j = j + {{WG}}u) {
             let xhat = (x[base + j] - mu) * rs;
             dx[base + j] = rs * (gw(base + j, j) - a - xhat * c);
         }
     }
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size({{WG}})
 fn small(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let row = gid.x + gid.y * nwg.x * 256u;
+    let row = gid.x + gid.y * nwg.x * {{WG}}u;
     let n = params[0];
     let d = params[1];
     if (row >= n) {

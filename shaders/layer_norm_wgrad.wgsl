@@ -11,9 +11,9 @@
 @group(0) @binding(5) var<storage, read_write> db: array<f32>;
 @group(0) @binding(6) var<storage, read> params: array<u32>;
 
-@compute @workgroup_size(256)
+@compute @workgroup_size({{WG}})
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let idx = gid.x + gid.y * nwg.x * 256u;
+    let idx = gid.x + gid.y * nwg.x * {{WG}}u;
     let n = params[0];
     let d = params[1];
     let chunk_rows = params[2];

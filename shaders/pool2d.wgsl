@@ -36,7 +36,7 @@ fn load_params2() {
 }
 
 fn thread_index(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {
-    return gid.x + gid.y * nwg.x * 256u;
+    return gid.x + gid.y * nwg.x * {{WG}}u;
 }
 
 // Window [start, end) of output o along an axis of `len` inputs and `out` outputs.
@@ -79,7 +79,7 @@ fn count(r: vec2<u32>, c: vec2<u32>) -> f32 {
     return f32(P[6] * P[7]);
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size({{WG}})
 fn max_fwd(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     load_params3();
     let o = thread_index(gid, nwg);
@@ -108,7 +108,7 @@ fn max_fwd(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroup
     mf_idx[o] = i32(bi);
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size({{WG}})
 fn avg_fwd(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     load_params2();
     let o = thread_index(gid, nwg);
@@ -131,7 +131,7 @@ fn avg_fwd(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroup
     out1[o] = s / count(rr, cc);
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size({{WG}})
 fn max_bwd(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     load_params3();
     let i = thread_index(gid, nwg);
@@ -158,7 +158,7 @@ fn max_bwd(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroup
     out2[i] = acc;
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size({{WG}})
 fn avg_bwd(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     load_params2();
     let i = thread_index(gid, nwg);
@@ -190,7 +190,7 @@ fn avg_bwd(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroup
     out1[i] = acc;
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size({{WG}})
 fn gather(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     load_params3();
     let o = thread_index(gid, nwg);

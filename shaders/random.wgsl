@@ -13,11 +13,11 @@ fn block(j: u32) -> vec4<u32> {
 }
 
 fn block_index(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {
-    return gid.x + gid.y * nwg.x * 256u;
+    return gid.x + gid.y * nwg.x * {{WG}}u;
 }
 
 // Element 4j + l = unit24(word l) * scale + shift. params[5..7]: scale, shift (f32 bits).
-@compute @workgroup_size(256)
+@compute @workgroup_size({{WG}})
 fn uniform(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let j = block_index(gid, nwg);
     let n = params[0];
@@ -38,7 +38,7 @@ fn uniform(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroup
 // Box-Muller on the word pairs (0, 1) and (2, 3): u1 = (top24 + 1) * 2^-24 in (0, 1] (never
 // log 0), u2 = unit24, radius sqrt(-2 ln u1), angle 2π(u2 - 1/2) in [-π, π); element 4j + 2p
 // takes the cosine of pair p, 4j + 2p + 1 the sine. params[5..7]: mean, std (f32 bits).
-@compute @workgroup_size(256)
+@compute @workgroup_size({{WG}})
 fn normal(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let j = block_index(gid, nwg);
     let n = params[0];
@@ -72,7 +72,7 @@ fn randint_value(r: vec4<u32>, h: u32) -> vec2<u32> {
     return i64_add(low, u64_mulhi(x, range));
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size({{WG}})
 fn randint_i32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let j = block_index(gid, nwg);
     let n = params[0];
@@ -88,7 +88,7 @@ fn randint_i32(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workg
     }
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size({{WG}})
 fn randint_i64(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let j = block_index(gid, nwg);
     let n = params[0];
@@ -109,7 +109,7 @@ fn randint_i64(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workg
 // Dropout's scaled keep-mask (f32): element 4j + l is `scale` when top24(word l) >= threshold
 // (i.e. unit24 >= p exactly, threshold = ceil(p * 2^24)), else 0.
 // params[5..7]: threshold, scale (f32 bits).
-@compute @workgroup_size(256)
+@compute @workgroup_size({{WG}})
 fn dropout_mask(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let j = block_index(gid, nwg);
     let n = params[0];

@@ -10,7 +10,7 @@
 @group(0) @binding(1) var<storage, read_write> dst: array<{{S}}>;
 @group(0) @binding(2) var<storage, read> params: array<u32>;
 
-var<workgroup> partial: array<{{T}}, 256>;
+var<workgroup> partial: array<{{T}}, {{WG}}>;
 
 fn identity() -> {{T}} {
     return {{IDENTITY}};
@@ -24,7 +24,7 @@ fn finalize(a: {{T}}) -> {{T}} {
     return {{FINAL}};
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size({{WG}})
 fn rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
     let g = wid.x + wid.y * nwg.x;
@@ -39,13 +39,13 @@ fn rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let end = min(len, start + chunk_len);
     var acc = identity();
     if (in_range) {
-        for (var r = start + lid; r < end; r = r + 256u) {
+        for (var r = start + lid; r < end; r = r + {{WG}}u) {
             acc = combine(acc, src[o * len + r]);
         }
     }
     partial[lid] = acc;
     workgroupBarrier();
-    for (var s = 128u; s > 0u; s = s >> 1u) {
+    for (var s = {{WG}}u / 2u; s > 0u; s = s >> 1u) {
         if (lid < s) {
             partial[lid] = combine(partial[lid], partial[lid + s]);
         }
@@ -56,9 +56,9 @@ fn rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size({{WG}})
 fn strided(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let idx = gid.x + gid.y * nwg.x * 256u;
+    let idx = gid.x + gid.y * nwg.x * {{WG}}u;
     let outer = params[0];
     let len = params[1];
     let inner = params[2];

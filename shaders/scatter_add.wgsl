@@ -14,9 +14,9 @@ fn index_at(k: u32) -> u32 {
     {{INDEX_AT}}
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size({{WG}})
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let t = gid.x + gid.y * nwg.x * 256u;
+    let t = gid.x + gid.y * nwg.x * {{WG}}u;
     if (t >= params[0]) {
         return;
     }

@@ -11,7 +11,7 @@
 
 const LOG_SOFTMAX: bool = {{LOG}};
 
-var<workgroup> red: array<f32, 256>;
+var<workgroup> red: array<f32, {{WG}}>;
 
 // The result for one element, from x − max and the row's Σexp(x − max).
 fn result(shifted: f32, total: f32) -> f32 {
@@ -21,7 +21,7 @@ fn result(shifted: f32, total: f32) -> f32 {
     return exp(shifted) / total;
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size({{WG}})
 fn rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
     let row = wid.x + wid.y * nwg.x;
@@ -32,13 +32,13 @@ fn rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 
     var m = -f32_inf();
     if (in_range) {
-        for (var r = lid; r < len; r = r + 256u) {
+        for (var r = lid; r < len; r = r + {{WG}}u) {
             m = max(m, src[base + r]);
         }
     }
     red[lid] = m;
     workgroupBarrier();
-    for (var s = 128u; s > 0u; s = s >> 1u) {
+    for (var s = {{WG}}u / 2u; s > 0u; s = s >> 1u) {
         if (lid < s) {
             red[lid] = max(red[lid], red[lid + s]);
         }
@@ -49,13 +49,13 @@ fn rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 
     var acc = 0.0;
     if (in_range) {
-        for (var r = lid; r < len; r = r + 256u) {
+        for (var r = lid; r < len; r = r + {{WG}}u) {
             acc = acc + exp(src[base + r] - row_max);
         }
     }
     red[lid] = acc;
     workgroupBarrier();
-    for (var s = 128u; s > 0u; s = s >> 1u) {
+    for (var s = {{WG}}u / 2u; s > 0u; s = s >> 1u) {
         if (lid < s) {
             red[lid] = red[lid] + red[lid + s];
         }
@@ -64,15 +64,15 @@ fn rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let total = red[0];
 
     if (in_range) {
-        for (var r = lid; r < len; r = r + 256u) {
+        for (var r = lid; r < len; r = r + {{WG}}u) {
             dst[base + r] = result(src[base + r] - row_max, total);
         }
     }
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size({{WG}})
 fn strided(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let idx = gid.x + gid.y * nwg.x * 256u;
+    let idx = gid.x + gid.y * nwg.x * {{WG}}u;
     let outer = params[0];
     let len = params[1];
     let inner = params[2];

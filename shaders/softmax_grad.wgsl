@@ -12,7 +12,7 @@
 
 const LOG_SOFTMAX: bool = {{LOG}};
 
-var<workgroup> red: array<f32, 256>;
+var<workgroup> red: array<f32, {{WG}}>;
 
 // The summand of the row reduction.
 fn term(k: u32) -> f32 {
@@ -29,7 +29,7 @@ fn result(k: u32, total: f32) -> f32 {
     return y[k] * (g[k] - total);
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size({{WG}})
 fn rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
     let row = wid.x + wid.y * nwg.x;
@@ -39,13 +39,13 @@ fn rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let base = row * len;
     var acc = 0.0;
     if (in_range) {
-        for (var r = lid; r < len; r = r + 256u) {
+        for (var r = lid; r < len; r = r + {{WG}}u) {
             acc = acc + term(base + r);
         }
     }
     red[lid] = acc;
     workgroupBarrier();
-    for (var s = 128u; s > 0u; s = s >> 1u) {
+    for (var s = {{WG}}u / 2u; s > 0u; s = s >> 1u) {
         if (lid < s) {
             red[lid] = red[lid] + red[lid + s];
         }
@@ -53,15 +53,15 @@ fn rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     let total = red[0];
     if (in_range) {
-        for (var r = lid; r < len; r = r + 256u) {
+        for (var r = lid; r < len; r = r + {{WG}}u) {
             dx[base + r] = result(base + r, total);
         }
     }
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size({{WG}})
 fn strided(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let idx = gid.x + gid.y * nwg.x * 256u;
+    let idx = gid.x + gid.y * nwg.x * {{WG}}u;
     let outer = params[0];
     let len = params[1];
     let inner = params[2];

@@ -11,9 +11,9 @@ fn op(x: {{XT}}, p0: {{XT}}, p1: {{XT}}) -> {{YT}} {
     return {{EXPR}};
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size({{WG}})
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = gid.x + gid.y * nwg.x * 256u;
+    let i = gid.x + gid.y * nwg.x * {{WG}}u;
     if (i >= params[0]) {
         return;
     }

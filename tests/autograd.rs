@@ -236,3 +236,71 @@ fn backward_with_an_explicit_gradient_tensor() {
         assert_eq!(grad_of(&x), vec![2.0, 2.0, 0.0], "{place}");
     }
 }
+
+/// A gradient hook, shared between the leaf and intermediate checks.
+type GradHook = Arc<dyn Fn(&Tensor) -> Option<Tensor> + Send + Sync>;
+
+/// A PyLayer `2·x` that counts its backward calls.
+static DOUBLED_BACKWARDS: AtomicUsize = AtomicUsize::new(0);
+
+struct Doubled;
+
+impl paddle::autograd::PyLayer for Doubled {
+    fn forward(_: &mut paddle::autograd::PyLayerContext, inputs: &[Tensor]) -> paddle::Result<Vec<Tensor>> {
+        Ok(vec![inputs[0].scale(2.0, 0.0)?])
+    }
+    fn backward(_: &paddle::autograd::PyLayerContext, grads: &[Tensor]) -> paddle::Result<Vec<Option<Tensor>>> {
+        DOUBLED_BACKWARDS.fetch_add(1, Ordering::SeqCst);
+        Ok(vec![Some(grads[0].scale(2.0, 0.0)?)])
+    }
+}
+
+#[test]
+fn grad_runs_only_the_nodes_that_lead_to_its_inputs() {
+    use paddle::autograd::PyLayer;
+    for place in places() {
+        let a = leaf(&[1.0, 2.0], &[2], place);
+        let c = leaf(&[3.0, 4.0], &[2], place);
+        // y = a·a + Doubled(c): the Doubled branch leads to c only.
+        let d = Doubled::apply(std::slice::from_ref(&c)).unwrap().remove(0);
+        let y = a.mul(&a).unwrap().add(&d).unwrap().sum(&[], false).unwrap();
+        let before = DOUBLED_BACKWARDS.load(Ordering::SeqCst);
+        let g = paddle::grad(std::slice::from_ref(&y), std::slice::from_ref(&a), None, true, false, false).unwrap();
+        assert_eq!(common::values(g[0].as_ref().unwrap()), [2.0, 4.0], "{place}");
+        assert_eq!(DOUBLED_BACKWARDS.load(Ordering::SeqCst), before, "the branch to c ran for grad(y, a) on {place}");
+        let g = paddle::grad(&[y], std::slice::from_ref(&c), None, false, false, false).unwrap();
+        assert_eq!(common::values(g[0].as_ref().unwrap()), [2.0, 2.0], "{place}");
+        assert_eq!(DOUBLED_BACKWARDS.load(Ordering::SeqCst), before + 1, "{place}");
+        // No .grad was touched by either call.
+        assert!(a.grad().is_none() && c.grad().is_none());
+    }
+}
+
+#[test]
+fn a_hook_that_changes_the_gradients_shape_dtype_or_place_is_an_error() {
+    for place in places() {
+        let other = if place == Place::Cpu { common::gpu() } else { Some(Place::Cpu) };
+        let mut bad: Vec<(&str, GradHook)> = vec![
+            ("shape", Arc::new(|g: &Tensor| Some(g.sum(&[], false).unwrap()))),
+            ("dtype", Arc::new(|g: &Tensor| Some(g.cast(DType::Float16).unwrap()))),
+        ];
+        if let Some(other) = other {
+            bad.push(("place", Arc::new(move |g: &Tensor| Some(g.to(other).unwrap()))));
+        }
+        for (what, hook) in bad {
+            // On a leaf.
+            let x = leaf(&[1.0, 2.0, 3.0], &[3], place);
+            let h = hook.clone();
+            x.register_hook(move |g| h(g)).unwrap();
+            let e = x.square().unwrap().sum(&[], false).unwrap().backward().unwrap_err();
+            assert!(matches!(e, Error::Autograd(_)), "{what} on {place}: {e}");
+            assert!(e.to_string().contains("hook"), "{what} on {place}: {e}");
+            // On an intermediate tensor.
+            let x = leaf(&[1.0, 2.0, 3.0], &[3], place);
+            let y = x.square().unwrap();
+            y.register_hook(move |g| hook(g)).unwrap();
+            let e = y.sum(&[], false).unwrap().backward().unwrap_err();
+            assert!(matches!(e, Error::Autograd(_)), "intermediate, {what} on {place}: {e}");
+        }
+    }
+}

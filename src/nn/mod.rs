@@ -17,4 +17,4 @@ pub use loss::{
     BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, CrossEntropyOptions, L1Loss, MSELoss, NLLLoss, Reduction,
     SmoothL1Loss,
 };
-pub use summary::{Summary, SummaryRow, summarize, summary};
+pub use summary::{Summary, SummaryRow, summarize, summarize_with, summary};

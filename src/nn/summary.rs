@@ -87,17 +87,24 @@ pub fn summary<L: Layer + Forward + ?Sized>(net: &L, input_size: &[usize]) -> Re
 
 /// [`summary`] without printing.
 pub fn summarize<L: Layer + Forward + ?Sized>(net: &L, input_size: &[usize]) -> Result<Summary> {
-    let params = net.parameters();
-    let place = match params.first() {
+    summarize_with(net, input_size, DType::Float32)
+}
+
+/// [`summarize`] for an input of `dtype` (int64 ids for an embedding, Paddle's `dtypes`).
+pub fn summarize_with<L: Layer + Forward + ?Sized>(net: &L, input_size: &[usize], dtype: DType) -> Result<Summary> {
+    let place = match net.parameters().first() {
         Some(p) => p.place(),
         None => current_place()?,
     };
-    let x = Tensor::meta(input_size.to_vec(), DType::Float32, place);
+    let x = Tensor::meta(input_size.to_vec(), dtype, place);
     let prev = TRACE.with(|t| t.borrow_mut().replace(Vec::new()));
     let guard = TraceGuard(prev);
     crate::no_grad(|| net.forward(&x))?;
     let rows = TRACE.with(|t| t.borrow_mut().take()).unwrap_or_default();
     drop(guard);
+    // After the forward pass: layers that build their weights on the first call (FC) have
+    // them now.
+    let params = net.parameters();
     Ok(Summary {
         rows: rows.into_iter().map(|(_, r)| r).collect(),
         total_params: params.iter().map(|p| p.numel()).sum(),

@@ -200,11 +200,9 @@ fn gather_backward(op_index: &Tensor, g: &GradCall<'_>, geom: &Geom) -> Result<V
 /// Declares a public gather-like op: meta inference computes its `Geom`; the kernels and
 /// the backward rule are the shared ones.
 macro_rules! gather_like {
-    ($(#[$doc:meta])* $ty:ident, $stat:ident, $name:literal, $attrs:ty, |$x:ident, $ix:ident, $a:ident| $geom:expr) => {
+    ($(#[$doc:meta])* $ty:ident, $name:literal, $attrs:ty, |$x:ident, $ix:ident, $a:ident| $geom:expr) => {
         $(#[$doc])*
         pub(crate) struct $ty;
-
-        pub(crate) static $stat: $ty = $ty;
 
         impl Op for $ty {
             type Attrs = $attrs;
@@ -279,20 +277,24 @@ fn select_geom(
 
 gather_like!(
     /// `paddle.index_select`.
-    IndexSelectOp, INDEX_SELECT, "index_select", IndexAxisAttrs,
+    IndexSelectOp, "index_select", IndexAxisAttrs,
     |x, ix, a| select_geom("index_select", x, ix, a.axis, false)
 );
 
+pub(crate) static INDEX_SELECT: IndexSelectOp = IndexSelectOp;
+
 gather_like!(
     /// `paddle.gather` (2.x).
-    GatherOp, GATHER_OP, "gather", IndexAxisAttrs,
+    GatherOp, "gather", IndexAxisAttrs,
     |x, ix, a| select_geom("gather", x, ix, a.axis, true)
 );
+
+pub(crate) static GATHER_OP: GatherOp = GatherOp;
 
 gather_like!(
     /// `paddle.take_along_axis` on operands already broadcast against each other (the
     /// public function broadcasts them).
-    TakeAlongAxisOp, TAKE_ALONG_AXIS, "take_along_axis", IndexAxisAttrs,
+    TakeAlongAxisOp, "take_along_axis", IndexAxisAttrs,
     |arr, ix, a| {
         const OP: &str = "take_along_axis";
         let ax = arr.shape.axis(OP, a.axis)?;
@@ -315,6 +317,8 @@ gather_like!(
     }
 );
 
+pub(crate) static TAKE_ALONG_AXIS: TakeAlongAxisOp = TakeAlongAxisOp;
+
 /// `embedding`'s attribute.
 #[derive(Clone, Debug, PartialEq, dygraph_derive::Attrs)]
 pub(crate) struct EmbeddingAttrs {
@@ -323,7 +327,7 @@ pub(crate) struct EmbeddingAttrs {
 
 gather_like!(
     /// `paddle.nn.functional.embedding`: inputs `(weight, ids)`.
-    EmbeddingOp, EMBEDDING, "embedding", EmbeddingAttrs,
+    EmbeddingOp, "embedding", EmbeddingAttrs,
     |weight, ids, a| {
         const OP: &str = "embedding";
         if weight.rank() != 2 {
@@ -341,6 +345,8 @@ gather_like!(
         Ok((g, format!("the rows of weight {:?}", weight.dims())))
     }
 );
+
+pub(crate) static EMBEDDING: EmbeddingOp = EmbeddingOp;
 
 /// The gather primitive by explicit geometry: inputs `(x, index)`; the gradient of
 /// `index_scatter_add`.

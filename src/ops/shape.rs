@@ -30,11 +30,9 @@ fn reshape_back(g: &GradCall<'_>) -> Result<Vec<Option<Tensor>>> {
 
 /// Declares a reshape-like op: no kernel, the output shares the input's memory.
 macro_rules! view_op {
-    ($(#[$doc:meta])* $ty:ident, $stat:ident, $name:literal, $attrs:ty, |$x:ident, $a:ident| $infer:expr) => {
+    ($(#[$doc:meta])* $ty:ident, $name:literal, $attrs:ty, |$x:ident, $a:ident| $infer:expr) => {
         $(#[$doc])*
         pub(crate) struct $ty;
-
-        pub(crate) static $stat: $ty = $ty;
 
         impl Op for $ty {
             type Attrs = $attrs;
@@ -116,8 +114,10 @@ fn reshape_dims(x: &TensorMeta, shape: &[i64]) -> Result<Vec<usize>> {
 
 view_op!(
     /// `paddle.reshape`.
-    ReshapeOp, RESHAPE, "reshape", ReshapeAttrs, |x, a| reshape_dims(x, &a.shape)
+    ReshapeOp, "reshape", ReshapeAttrs, |x, a| reshape_dims(x, &a.shape)
 );
+
+pub(crate) static RESHAPE: ReshapeOp = ReshapeOp;
 
 /// `flatten`'s attributes.
 #[derive(Clone, Debug, PartialEq, dygraph_derive::Attrs)]
@@ -147,8 +147,10 @@ fn flatten_dims(x: &TensorMeta, a: &FlattenAttrs) -> Result<Vec<usize>> {
 
 view_op!(
     /// `paddle.flatten`: merges axes `start..=stop`.
-    FlattenOp, FLATTEN, "flatten", FlattenAttrs, |x, a| flatten_dims(x, a)
+    FlattenOp, "flatten", FlattenAttrs, |x, a| flatten_dims(x, a)
 );
+
+pub(crate) static FLATTEN: FlattenOp = FlattenOp;
 
 /// The axes of `squeeze` / `unsqueeze`.
 #[derive(Clone, Debug, PartialEq, dygraph_derive::Attrs)]
@@ -168,8 +170,10 @@ fn squeeze_dims(x: &TensorMeta, a: &AxesAttrs) -> Result<Vec<usize>> {
 
 view_op!(
     /// `paddle.squeeze`: removes size-1 axes (those listed, or all).
-    SqueezeOp, SQUEEZE, "squeeze", AxesAttrs, |x, a| squeeze_dims(x, a)
+    SqueezeOp, "squeeze", AxesAttrs, |x, a| squeeze_dims(x, a)
 );
+
+pub(crate) static SQUEEZE: SqueezeOp = SqueezeOp;
 
 fn unsqueeze_dims(x: &TensorMeta, a: &AxesAttrs) -> Result<Vec<usize>> {
     let rank = x.rank() + a.axes.len();
@@ -187,18 +191,18 @@ fn unsqueeze_dims(x: &TensorMeta, a: &AxesAttrs) -> Result<Vec<usize>> {
 
 view_op!(
     /// `paddle.unsqueeze`: inserts size-1 axes at `axes` (positions in the result).
-    UnsqueezeOp, UNSQUEEZE, "unsqueeze", AxesAttrs, |x, a| unsqueeze_dims(x, a)
+    UnsqueezeOp, "unsqueeze", AxesAttrs, |x, a| unsqueeze_dims(x, a)
 );
+
+pub(crate) static UNSQUEEZE: UnsqueezeOp = UnsqueezeOp;
 
 /// Declares an op whose output is a strided view of its one input, gathered into new memory.
 macro_rules! gather_op {
-    ($(#[$doc:meta])* $ty:ident, $stat:ident, $name:literal, $attrs:ty,
+    ($(#[$doc:meta])* $ty:ident, $name:literal, $attrs:ty,
      infer: |$x:ident, $a:ident| $infer:expr,
      backward: |$g:ident, $ba:ident| $bw:expr) => {
         $(#[$doc])*
         pub(crate) struct $ty;
-
-        pub(crate) static $stat: $ty = $ty;
 
         impl Op for $ty {
             type Attrs = $attrs;
@@ -259,7 +263,7 @@ fn transpose_view(x: &TensorMeta, perm: &[usize]) -> Result<View> {
 
 gather_op!(
     /// `paddle.transpose`: permutes the axes.
-    TransposeOp, TRANSPOSE, "transpose", TransposeAttrs,
+    TransposeOp, "transpose", TransposeAttrs,
     infer: |x, a| transpose_view(x, &a.perm),
     backward: |g, a| {
         let mut inv = vec![0; a.perm.len()];
@@ -269,6 +273,8 @@ gather_op!(
         transpose(g.g(), &inv)
     }
 );
+
+pub(crate) static TRANSPOSE: TransposeOp = TransposeOp;
 
 /// `broadcast_to`'s attribute: the target shape.
 #[derive(Clone, Debug, PartialEq, dygraph_derive::Attrs)]
@@ -291,10 +297,12 @@ fn broadcast_view(x: &TensorMeta, shape: &[usize]) -> Result<View> {
 
 gather_op!(
     /// `paddle.broadcast_to` (numpy rules), copying.
-    BroadcastToOp, BROADCAST_TO, "broadcast_to", BroadcastAttrs,
+    BroadcastToOp, "broadcast_to", BroadcastAttrs,
     infer: |x, a| broadcast_view(x, &a.shape),
     backward: |g, a| super::reduce::sum_to_shape(g.g(), g.x(0).shape())
 );
+
+pub(crate) static BROADCAST_TO: BroadcastToOp = BroadcastToOp;
 
 /// `slice`'s attributes (Paddle's `strided_slice`; `slice` is steps of 1).
 #[derive(Clone, Debug, PartialEq, dygraph_derive::Attrs)]
@@ -349,10 +357,12 @@ fn slice_view(x: &TensorMeta, a: &SliceAttrs) -> Result<View> {
 gather_op!(
     /// `paddle.slice` / `paddle.strided_slice`: negative bounds count from the end,
     /// out-of-range bounds clamp, a negative step walks backwards.
-    SliceOp, SLICE, "slice", SliceAttrs,
+    SliceOp, "slice", SliceAttrs,
     infer: |x, a| slice_view(x, a),
     backward: |g, a| slice_grad(g.g(), g.x(0).shape(), a)
 );
+
+pub(crate) static SLICE: SliceOp = SliceOp;
 
 /// `slice_grad`'s attributes: the sliced input's shape and the slice.
 #[derive(Clone, Debug, PartialEq, dygraph_derive::Attrs)]
@@ -435,7 +445,7 @@ fn slice_grad(g: &Tensor, shape: &[usize], a: &SliceAttrs) -> Result<Tensor> {
 
 gather_op!(
     /// `paddle.flip`: reverses the order along `axes`.
-    FlipOp, FLIP, "flip", AxesAttrs,
+    FlipOp, "flip", AxesAttrs,
     infer: |x, a| {
         x.shape.axes("flip", &a.axes).map(|axes| {
             let mut view = View::contiguous(x.dims());
@@ -450,6 +460,8 @@ gather_op!(
     },
     backward: |g, a| flip(g.g(), &a.axes)
 );
+
+pub(crate) static FLIP: FlipOp = FlipOp;
 
 /// `concat`'s attribute: the axis.
 #[derive(Clone, Debug, PartialEq, dygraph_derive::Attrs)]

@@ -8,8 +8,7 @@ use crate::{self as paddle, Result, Tensor};
 #[derive(nn::Layer)]
 pub struct SimpleImgConvPool {
     conv2d: nn::Conv2D,
-    #[layer(skip)]
-    pool: Pool2dOptions,
+    pool2d: nn::MaxPool2D,
 }
 
 impl SimpleImgConvPool {
@@ -22,14 +21,14 @@ impl SimpleImgConvPool {
     ) -> Result<Self> {
         Ok(SimpleImgConvPool {
             conv2d: nn::Conv2D::new(num_channels, num_filters, filter_size)?,
-            pool: Pool2dOptions::new(pool_size).stride(pool_stride),
+            pool2d: nn::MaxPool2D::with_options(Pool2dOptions::new(pool_size).stride(pool_stride)),
         })
     }
 }
 
 impl Forward for SimpleImgConvPool {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        paddle::max_pool2d(&self.conv2d.forward(x)?.relu()?, &self.pool)
+        self.pool2d.forward(&self.conv2d.forward(x)?.relu()?)
     }
 }
 

@@ -19,6 +19,12 @@ use crate::{DType, Error, Place, Result, Tensor};
 /// Runs `op` on `inputs` with `attrs`: every output.
 pub(crate) fn apply<O: Op>(op: &'static O, inputs: &[&Tensor], attrs: O::Attrs) -> Result<Vec<Tensor>> {
     let name = op.name();
+    if !super::is_registered(op as *const O as usize, name) {
+        return Err(Error::invalid(
+            name,
+            "this op is not in the registry (declare it as `pub(crate) static NAME: SomeOp = ...` so build.rs lists it)",
+        ));
+    }
     if !op.mixed_places()
         && let Some((first, rest)) = inputs.split_first()
     {

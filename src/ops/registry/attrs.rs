@@ -288,9 +288,9 @@ impl AttrField for Pair {
         AttrValue::Ints(self.0.iter().map(|&v| v as i64).collect())
     }
     fn from_attr(v: &AttrValue) -> Option<Self> {
-        match <Vec<usize>>::from_attr(v)?.as_slice() {
-            &[h, w] => Some(Pair([h, w])),
-            &[s] => Some(Pair([s, s])),
+        match *<Vec<usize>>::from_attr(v)?.as_slice() {
+            [h, w] => Some(Pair([h, w])),
+            [s] => Some(Pair([s, s])),
             _ => None,
         }
     }
@@ -308,10 +308,10 @@ impl AttrField for Padding {
     fn from_attr(v: &AttrValue) -> Option<Self> {
         match v {
             AttrValue::Str(s) => Padding::parse(s).ok(),
-            v => match <Vec<usize>>::from_attr(v)?.as_slice() {
-                &[p] => Some(Padding::from(p)),
-                &[h, w] => Some(Padding::from([h, w])),
-                &[t, b, l, r] => Some(Padding::Explicit([t, b, l, r])),
+            v => match *<Vec<usize>>::from_attr(v)?.as_slice() {
+                [p] => Some(Padding::from(p)),
+                [h, w] => Some(Padding::from([h, w])),
+                [t, b, l, r] => Some(Padding::Explicit([t, b, l, r])),
                 _ => None,
             },
         }

@@ -71,6 +71,18 @@ pub fn registry() -> &'static [&'static dyn RegisteredOp] {
     ALL.get_or_init(registered_ops)
 }
 
+/// True when the op at `addr` named `name` is a registry entry (`apply` refuses others, so
+/// an op left out of the registry fails on its first call instead of being silently missing
+/// from programs and tools).
+pub(crate) fn is_registered(addr: usize, name: &str) -> bool {
+    static ENTRIES: OnceLock<std::collections::HashSet<(usize, &'static str)>> = OnceLock::new();
+    ENTRIES
+        .get_or_init(|| {
+            registry().iter().map(|o| ((*o as *const dyn RegisteredOp).cast::<()>() as usize, o.name())).collect()
+        })
+        .contains(&(addr, name))
+}
+
 /// The registered op called `name`.
 pub fn find_op(name: &str) -> Result<&'static dyn RegisteredOp> {
     registry()
