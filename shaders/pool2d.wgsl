@@ -5,7 +5,7 @@
 // order: deterministic, no atomics. `gather` is the transpose of max_bwd (its gradient).
 //
 // params: [0 total, 1 planes, 2 h, 3 w, 4 oh, 5 ow, 6 kh, 7 kw, 8 sh, 9 sw, 10 pt, 11 pl,
-//          12 adaptive, 13 exclusive]
+//          12 adaptive, 13 exclusive, 14 pb, 15 pr]
 // Bindings differ per entry (each entry uses only its own):
 //   max_fwd:          src, mf_out, mf_idx, params3
 //   avg_fwd, avg_bwd: src, out1, params2
@@ -21,16 +21,16 @@
 @group(0) @binding(1) var<storage, read> idx_in: array<i32>;
 @group(0) @binding(2) var<storage, read_write> out2: array<f32>;
 
-var<private> P: array<u32, 14>;
+var<private> P: array<u32, 16>;
 
 fn load_params3() {
-    for (var i = 0u; i < 14u; i = i + 1u) {
+    for (var i = 0u; i < 16u; i = i + 1u) {
         P[i] = params3[i];
     }
 }
 
 fn load_params2() {
-    for (var i = 0u; i < 14u; i = i + 1u) {
+    for (var i = 0u; i < 16u; i = i + 1u) {
         P[i] = params2[i];
     }
 }
@@ -70,13 +70,21 @@ fn cols(ox: u32) -> vec2<u32> {
     return win(ox, P[3], P[5], P[7], P[9], P[11]);
 }
 
-// Divisor of an average-pool output: the in-input window area (exclusive or adaptive),
-// else the full kernel area (Paddle).
-fn count(r: vec2<u32>, c: vec2<u32>) -> f32 {
+// Extent of output o's window inside the padded input along an axis (`pad_end` after it).
+fn padded(o: u32, len: u32, k: u32, s: u32, p: u32, pad_end: u32) -> u32 {
+    let start = i32(o * s) - i32(p);
+    let end = min(start + i32(k), i32(len + pad_end));
+    return u32(end - start);
+}
+
+// Divisor of average-pool output (oy, ox): the in-input window area (exclusive or
+// adaptive), else the window's area inside the padded input (Paddle and PyTorch: a
+// ceil_mode window past the bottom/right padding counts only its padded part).
+fn count(oy: u32, ox: u32, r: vec2<u32>, c: vec2<u32>) -> f32 {
     if (P[13] != 0u || P[12] != 0u) {
         return f32((r.y - r.x) * (c.y - c.x));
     }
-    return f32(P[6] * P[7]);
+    return f32(padded(oy, P[2], P[6], P[8], P[10], P[14]) * padded(ox, P[3], P[7], P[9], P[11], P[15]));
 }
 
 @compute @workgroup_size({{WG}})
@@ -128,7 +136,7 @@ fn avg_fwd(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroup
             s = s + src[base + iy * w + ix];
         }
     }
-    out1[o] = s / count(rr, cc);
+    out1[o] = s / count(r / P[5], r % P[5], rr, cc);
 }
 
 @compute @workgroup_size({{WG}})
@@ -184,7 +192,7 @@ fn avg_bwd(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroup
             if (ix < cc.x || ix >= cc.y) {
                 continue;
             }
-            acc = acc + src[base + oy * P[5] + ox] / count(rr, cc);
+            acc = acc + src[base + oy * P[5] + ox] / count(oy, ox, rr, cc);
         }
     }
     out1[i] = acc;

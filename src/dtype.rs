@@ -193,9 +193,12 @@ impl Scalar {
         }
     }
 
-    /// `n` copies of the value as host data of `dtype`.
+    /// `n` copies of the value as host data of `dtype` (converted as `cast` converts: bool is
+    /// `!= 0`, integers truncate).
     pub(crate) fn fill(self, dtype: DType, n: usize) -> CpuData {
-        if dtype.is_int() || dtype == DType::Bool {
+        if dtype == DType::Bool {
+            CpuData::Bool(vec![self.to_f64() != 0.0; n])
+        } else if dtype.is_int() {
             CpuData::from_i64(dtype, std::iter::repeat_n(self.to_i64(), n))
         } else {
             CpuData::from_f64(dtype, std::iter::repeat_n(self.to_f64(), n))

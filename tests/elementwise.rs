@@ -402,21 +402,23 @@ fn known_values_on_every_place() {
         .unwrap();
         check_exact(&at("scale"), &values(&f32s(&[1.0, 2.0], place).scale(2.0, 1.0).unwrap()), &[3.0, 5.0]).unwrap();
 
-        // Rounding: halves away from zero (C's round, as Paddle), not to even.
+        // Rounding: halves to even (Paddle 3.x and numpy; Paddle 2.x rounded them away).
         let r = f32s(&[0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 0.49999997, 3.7, -3.7], place).round().unwrap();
-        check_exact(&at("round"), &values(&r), &[1.0, 2.0, 3.0, -1.0, -2.0, -3.0, 0.0, 4.0, -4.0]).unwrap();
+        check_exact(&at("round"), &values(&r), &[0.0, 2.0, 2.0, -0.0, -2.0, -2.0, 0.0, 4.0, -4.0]).unwrap();
         let v = f32s(&[-2.5, -0.5, 0.5, 2.5], place);
         check_exact(&at("floor"), &values(&v.floor().unwrap()), &[-3.0, -1.0, 0.0, 2.0]).unwrap();
         check_exact(&at("ceil"), &values(&v.ceil().unwrap()), &[-2.0, -0.0, 1.0, 3.0]).unwrap();
         check_exact(&at("trunc"), &values(&v.trunc().unwrap()), &[-2.0, -0.0, 0.0, 2.0]).unwrap();
 
-        // Integer division truncates toward zero, x / 0 = 0; floor_divide and remainder take
-        // the sign of the divisor (Python's // and %).
+        // Integer operands divide truly into float32 (Paddle 3.x); floor_divide and remainder
+        // stay integer, take the sign of the divisor (Python's // and %) and give 0 for x / 0.
         for dt in [DType::Int32, DType::Int64] {
             let a = ints(&[7, -7, 7, -7, 5, 0], dt, place);
             let b = ints(&[2, 2, -2, -2, 0, 3], dt, place);
             let at = |s: &str| format!("{s} {dt} on {place}");
-            assert_eq!(exact(&a.divide(&b).unwrap()), [3, -3, -3, 3, 0, 0], "{}", at("divide"));
+            let q = a.divide(&b).unwrap();
+            assert_eq!(q.dtype(), DType::Float32, "{}", at("divide"));
+            check_exact(&at("divide"), &values(&q), &[3.5, -3.5, -3.5, 3.5, f64::INFINITY, 0.0]).unwrap();
             assert_eq!(exact(&a.floor_divide(&b).unwrap()), [3, -4, -4, 3, 0, 0], "{}", at("floor_divide"));
             assert_eq!(exact(&a.remainder(&b).unwrap()), [1, 1, -1, -1, 0, 0], "{}", at("remainder"));
             assert_eq!(exact(&ints(&[-5, 0, 5], dt, place).clip(-2.0, 3.0).unwrap()), [-2, 0, 3], "{}", at("clip"));
@@ -577,7 +579,12 @@ fn rust_operators() {
         assert_eq!((&i * 3).to_vec::<i64>().unwrap(), [3, -21, 27]);
         assert_eq!((&i - 1).to_vec::<i64>().unwrap(), [0, -8, 8]);
         assert_eq!((10 - &i).to_vec::<i64>().unwrap(), [9, 17, 1]);
-        assert_eq!((&i / 2).to_vec::<i64>().unwrap(), [0, -3, 4], "int64 / 2 truncates");
+        assert_eq!(values(&(&i / 2)), [0.5, -3.5, 4.5], "int64 / 2 divides truly into float32 (Paddle 3.x)");
+        assert_eq!((&i / 2).dtype(), DType::Float32);
+        assert_eq!(
+            dygraph::floor_divide(&i, &dygraph::full_like(&i, 2).unwrap()).unwrap().to_vec::<i64>().unwrap(),
+            [0, -4, 4]
+        );
         assert_eq!((&i % 4).to_vec::<i64>().unwrap(), [1, 1, 1], "int64 % 4 has the divisor's sign");
         assert_eq!((-&i).to_vec::<i64>().unwrap(), [-1, 7, -9]);
         let f = &i + 0.5;
@@ -586,7 +593,7 @@ fn rust_operators() {
         let i32t = dygraph::to_tensor_on([5i32, -5], place).unwrap();
         assert_eq!((&i32t + 1).to_vec::<i32>().unwrap(), [6, -4]);
         assert_eq!((&i32t * 2).dtype(), DType::Int32);
-        assert_eq!((&i32t / 2).to_vec::<i32>().unwrap(), [2, -2]);
+        assert_eq!(values(&(&i32t / 2)), [2.5, -2.5]);
 
         // Operators panic with the fallible method's message.
         let c = f32s(&[1.0, 2.0], place);

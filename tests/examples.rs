@@ -92,7 +92,12 @@ fn control_flow_mlp_fits_below_0_01() {
 
 #[test]
 fn shared_weights_autoencoder_loss_falls_like_the_seed() {
+    // The program draws its data and weights unseeded, as the seed does; the tenth loss
+    // ranges over about 0.08–0.18 between draws, so the test fixes one.
+    let _g = common::generator_lock();
     for place in places() {
+        eprintln!("shared_weights: dygraph::seed(2020)");
+        dygraph::seed(2020);
         let losses = shared_weights::run(place).unwrap();
         eprintln!("shared_weights on {place}: {losses:?}");
         assert_eq!(losses.len(), 10);

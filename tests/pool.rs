@@ -69,9 +69,14 @@ fn ceil_mode() {
     );
     let (_, avg) = vals(paddle::avg_pool2d(&x5, &o));
     assert_eq!((avg[2], avg[6], avg[8]), (7.5, 21.5, 25.0));
-    // Paddle divides a non-exclusive average by the full kernel area, even past the edge.
+    // A non-exclusive average divides by the window's part inside the padded input (Paddle
+    // and PyTorch): the extra ceil_mode window past the edge counts only what it covers.
     let (_, avg) = vals(paddle::avg_pool2d(&x5, &o.clone().exclusive(false)));
-    assert_eq!((avg[0], avg[2], avg[8]), (4.0, 3.75, 6.25));
+    assert_eq!((avg[0], avg[2], avg[8]), (4.0, 7.5, 25.0));
+    // With padding, the padded cells count: 5 wide, kernel 3, stride 2, padding 1.
+    let o = Pool2dOptions::new(3).stride(2).padding(1).ceil_mode(true).exclusive(false);
+    let (_, avg) = vals(paddle::avg_pool2d(&x5, &o));
+    assert_eq!(avg[0], (1.0 + 2.0 + 6.0 + 7.0) / 9.0);
     // The last window must start inside the input or the left padding: 4 wide, kernel 2,
     // stride 3, padding 1 gives 2 windows, not 3.
     let x4 = t64(&seq(16), &[1, 1, 4, 4]);

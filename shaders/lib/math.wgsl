@@ -48,11 +48,20 @@ fn erf_f(x: f32) -> f32 {
 // x^y for real x and y, as numpy: exact repeated multiplication for small integral y, a
 // negative base with a non-integral exponent gives NaN.
 fn pow_f(x: f32, y: f32) -> f32 {
-    if (y == 0.0) {
+    if (y == 0.0 || x == 1.0) {
         return 1.0;
     }
     if (is_nan_f(x) || is_nan_f(y)) {
         return f32_nan();
+    }
+    if (x == -1.0 && is_inf_f(y)) {
+        return 1.0;
+    }
+    if (is_inf_f(x) && x < 0.0) {
+        // C's pow: the sign of an odd integral exponent survives, otherwise +inf or +0.
+        let odd = y == floor(y) && abs(y) < 16777216.0 && (u32(abs(y)) & 1u) == 1u;
+        let m = select(f32_inf(), 0.0, y < 0.0);
+        return select(m, -m, odd);
     }
     let integral = y == floor(y);
     if (integral && abs(y) <= 64.0) {
@@ -82,17 +91,11 @@ fn pow_f(x: f32, y: f32) -> f32 {
     return exp2(y * log2(x));
 }
 
-// Round half away from zero, as Paddle's round (C's round), not WGSL's half-to-even.
-fn round_half_away(x: f32) -> f32 {
-    let t = trunc(x);
-    return select(t, t + sign(x), abs(x - t) >= 0.5);
-}
-
 // ln(1 + x) without cancellation for small x (Kahan's trick).
 fn log1p_f(x: f32) -> f32 {
     let u = 1.0 + x;
-    if (u == 1.0) {
-        return x;
+    if (u == 1.0 || (is_inf_f(u) && u > 0.0)) {
+        return select(x, u, u > 1.0);
     }
     return log(u) * x / (u - 1.0);
 }

@@ -20,6 +20,9 @@ pub(crate) struct PoolGeom {
     pub sw: usize,
     pub pt: usize,
     pub pl: usize,
+    /// Bottom and right padding (the padded input non-exclusive averages divide within).
+    pub pb: usize,
+    pub pr: usize,
     pub adaptive: bool,
     /// Average over the in-input part of the window only (else over `kh · kw`).
     pub exclusive: bool,
@@ -51,14 +54,21 @@ impl PoolGeom {
     pub fn windows(&self) -> (Vec<Window>, Vec<Window>) {
         ((0..self.oh).map(|oy| self.rows(oy)).collect(), (0..self.ow).map(|ox| self.cols(ox)).collect())
     }
-    /// The divisor of output `(oy, ox)` of an average pool.
+    /// The divisor of output `(oy, ox)` of an average pool: the in-input window area
+    /// (exclusive or adaptive), else the window's area inside the padded input (Paddle and
+    /// PyTorch: a `ceil_mode` window past the bottom/right padding counts only that part).
     pub fn count(&self, oy: usize, ox: usize) -> usize {
         if self.exclusive || self.adaptive {
             let (r0, r1) = self.rows(oy);
             let (c0, c1) = self.cols(ox);
             (r1 - r0) * (c1 - c0)
         } else {
-            self.kh * self.kw
+            let padded = |o: usize, len: usize, k: usize, s: usize, p: usize, pad_end: usize| {
+                let start = (o * s) as isize - p as isize;
+                ((start + k as isize).min((len + pad_end) as isize) - start) as usize
+            };
+            padded(oy, self.h, self.kh, self.sh, self.pt, self.pb)
+                * padded(ox, self.w, self.kw, self.sw, self.pl, self.pr)
         }
     }
     /// Number of planes (`n · c`).

@@ -259,11 +259,17 @@ pub(crate) fn gpu_multiply(
     ctx.dispatch_1d(&BINARY, binary_key(&defs::multiply, DType::Float32), "main", &binds, &params, n as u64)
 }
 
-/// Runs binary op `def` on `a` and `b` (logical ops first convert both to bool).
+/// Runs binary op `def` on `a` and `b`. Logical ops first convert both to bool; float-only
+/// ops (`divide`) convert integer operands to float32 (true division, as Paddle 3.x).
 pub(crate) fn binary(def: &'static BinaryDef, a: &Tensor, b: &Tensor) -> Result<Tensor> {
     if def.is_logical() && (a.dtype() != DType::Bool || b.dtype() != DType::Bool) {
         a.same_place(def.name, b)?;
         return apply1(def, &[&a.cast(DType::Bool)?, &b.cast(DType::Bool)?], ());
+    }
+    let int = |t: &Tensor| t.dtype().is_int() || t.dtype() == DType::Bool;
+    if def.int.is_none() && def.float.is_some() && int(a) && int(b) {
+        a.same_place(def.name, b)?;
+        return apply1(def, &[&a.cast(DType::Float32)?, &b.cast(DType::Float32)?], ());
     }
     apply1(def, &[a, b], ())
 }
@@ -414,14 +420,13 @@ binary_ops! {
         grad_a: |a, b, y, g| g.multiply(b),
         grad_b: |a, b, y, g| g.multiply(a),
     }
-    /// `a / b`; integers truncate toward zero and `x / 0 = 0`.
+    /// `a / b`; integer operands divide truly into float32 (Paddle 3.x; use
+    /// `floor_divide` for integer division).
     divide {
         float: |a, b| a / b,
-        int: |a, b| i_div(a, b),
+        int:,
         boolean:,
         wgsl: "a / b",
-        wgsl_i32: "i32_div(a, b)",
-        wgsl_i64: "i64_div(a, b)",
         grad_a: |a, b, y, g| g.divide(b),
         grad_b: |a, b, y, g| g.multiply(y)?.divide(b)?.neg(),
     }

@@ -482,7 +482,7 @@ unary_ops! {
     tanh() {
         float: |x| x.tanh(),
         int:,
-        wgsl: "tanh(clamp(x, -15.0, 15.0))",
+        wgsl: "select(tanh(clamp(x, -15.0, 15.0)), x, is_nan_f(x))",
         backward: |x, y, g| g.mul(&y.square()?.scale(-1.0, 1.0)?),
     }
     /// `1 / (1 + e^-x)`.
@@ -492,18 +492,18 @@ unary_ops! {
         wgsl: "1.0 / (1.0 + exp(-x))",
         backward: |x, y, g| g.mul(&y.mul(&y.scale(-1.0, 1.0)?)?),
     }
-    /// `max(x, 0)`.
+    /// `max(x, 0)` (NaN stays NaN).
     relu() {
-        float: |x| if x > 0.0 { x } else { 0.0 * x },
+        float: |x| if x > 0.0 || x.is_nan() { x } else { 0.0 },
         int:,
-        wgsl: "select(0.0, x, x > 0.0)",
+        wgsl: "select(0.0, x, x > 0.0 || is_nan_f(x))",
         backward: |x, y, g| crate::ops::elementwise::binary::relu_grad(x, g),
     }
     /// `min(max(x, 0), 6)`.
     relu6() {
         float: |x| x.clamp(0.0, 6.0),
         int:,
-        wgsl: "clamp(x, 0.0, 6.0)",
+        wgsl: "select(clamp(x, 0.0, 6.0), x, is_nan_f(x))",
         backward: |x, y, g| g.mul(&mask(x, x.greater_than_scalar(0.0)?.logical_and(&x.less_than_scalar(6.0)?))?),
     }
     /// `x` if positive, else `negative_slope · x`.
@@ -542,7 +542,7 @@ unary_ops! {
     gelu_tanh() {
         float: |x| 0.5 * x * (1.0 + (SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)).tanh()),
         int:,
-        wgsl: "0.5 * x * (1.0 + tanh(clamp(0.7978845608028654 * (x + 0.044715 * x * x * x), -15.0, 15.0)))",
+        wgsl: "select(0.5 * x * (1.0 + tanh(clamp(0.7978845608028654 * (x + 0.044715 * x * x * x), -15.0, 15.0))), x, is_nan_f(x))",
         backward: |x, y, g| {
             let x2 = x.square()?;
             let u = x.mul(&x2.scale(0.044715, 1.0)?)?.scale(SQRT_2_OVER_PI, 0.0)?;
@@ -584,7 +584,8 @@ unary_ops! {
     clip(min, max) {
         float: |x| if x < min { min } else if x > max { max } else { x },
         int: |x| x.clamp(min, max.max(min)),
-        wgsl: "min(max(x, p0), p1)",
+        wgsl: "select(min(max(x, p0), p1), x, is_nan_f(x))",
+        wgsl_i32: "min(max(x, p0), p1)",
         wgsl_i64: "i64_min(i64_max(x, p0), p1)",
         backward: |x, y, g| {
             let inside = x.greater_than_scalar(min)?.logical_and(&x.less_than_scalar(max)?)?;
@@ -627,11 +628,12 @@ unary_ops! {
         wgsl: "ceil(x)",
         backward: |x, y, g| g.zeros_like(),
     }
-    /// Nearest integer, halves away from zero (as Paddle).
+    /// Nearest integer, halves to even (as Paddle 3.x and numpy; Paddle 2.x rounded them away
+    /// from zero).
     round() {
-        float: |x| x.round(),
+        float: |x| x.round_ties_even(),
         int:,
-        wgsl: "round_half_away(x)",
+        wgsl: "round(x)",
         backward: |x, y, g| g.zeros_like(),
     }
     /// Integer part (rounds toward zero).

@@ -2,7 +2,9 @@
 //!
 //! Max pooling records each window's argmax (first maximum in row-major order wins ties;
 //! padding never wins) and routes gradients through it; average pooling divides by the
-//! in-input window area (`exclusive`, Paddle's default) or by `kh · kw`. Adaptive pooling
+//! in-input window area (`exclusive`, Paddle's default) or by the window's area inside the
+//! padded input (`exclusive = false`: `kh · kw`, less where a `ceil_mode` window reaches past
+//! the bottom/right padding, as Paddle and PyTorch). Adaptive pooling
 //! uses Paddle's bins `[floor(i·in/out), ceil((i+1)·in/out))`; global pooling is adaptive
 //! pooling to 1×1.
 //!
@@ -122,6 +124,8 @@ fn params(g: &PoolGeom, total: usize) -> Vec<u32> {
         g.pl,
         g.adaptive as usize,
         g.exclusive as usize,
+        g.pb,
+        g.pr,
     ]
     .iter()
     .map(|&v| v as u32)
@@ -303,7 +307,10 @@ impl Op for PoolPrimitiveOp {
             return Err(Error::invalid(self.name, format!("takes {n} tensors, got {}", xs.len())));
         }
         let x = xs[0];
-        if x.dims() != src_shape || !x.dtype.is_float() {
+        if !x.dtype.is_float() {
+            return Err(Error::unsupported(self.name, x.dtype, "(pooling needs a float tensor)"));
+        }
+        if x.dims() != src_shape {
             return Err(Error::shape(self.name, format!("input {:?} {} does not fit {g:?}", x.dims(), x.dtype)));
         }
         if self.uses_argmax() && (xs[1].dims() != g.output_shape() || xs[1].dtype != DType::Int32) {
@@ -471,6 +478,8 @@ fn window_geometry(op: &'static str, x: &TensorMeta, o: &Pool2dOptions, avg: boo
         sw: s.w(),
         pt: p[0],
         pl: p[2],
+        pb: p[1],
+        pr: p[3],
         adaptive: false,
         exclusive: !avg || o.exclusive,
     })
@@ -495,6 +504,8 @@ fn adaptive_geometry(op: &'static str, x: &TensorMeta, out: Pair) -> Result<Pool
         sw: 1,
         pt: 0,
         pl: 0,
+        pb: 0,
+        pr: 0,
         adaptive: true,
         exclusive: true,
     })
