@@ -2,18 +2,25 @@
 // output, with src viewed as (outer, N, inner). The index of (o, j, i) sits at position
 // o * so + j * sj + i * si, so a 1-D index list (so = si = 0, sj = 1: index_select, gather,
 // embedding) and a full index tensor (take_along_axis) share the kernel. Elements move as raw
-// words (S = u32 for 32-bit dtypes, vec2<u32> for int64). Index values outside [0, N) — the
-// CPU reports them as errors, the GPU cannot without a readback — and the padding index
-// (params[7], 0xffffffff for none) read as 0.
-// params: [total, M, inner, N, so, sj, si, pad]
+// words (S = u32 for 32-bit dtypes, vec2<u32> for int64). An index outside [0, N) reads 0
+// and is recorded in the device's error flag (see lib/index_check.wgsl), which the next readback
+// reports as the CPU's error; the padding index (params[7], 0xffffffff for none) reads 0.
+// params: [total, M, inner, N, so, sj, si, pad, op code]
+#include "lib/index_check.wgsl"
+
 @group(0) @binding(0) var<storage, read> src: array<{{S}}>;
 @group(0) @binding(1) var<storage, read> index: array<{{I}}>;
 @group(0) @binding(2) var<storage, read_write> dst: array<{{S}}>;
-@group(0) @binding(3) var<storage, read> params: array<u32>;
+@group(0) @binding(4) var<storage, read> params: array<u32>;
 
 // The index at position k as u32; 0xffffffff when it is negative or does not fit 32 bits.
 fn index_at(k: u32) -> u32 {
     {{INDEX_AT}}
+}
+
+// The index at position k as the two words of an int64.
+fn index_raw(k: u32) -> vec2<u32> {
+    {{INDEX_RAW}}
 }
 
 @compute @workgroup_size({{WG}})
@@ -28,10 +35,13 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let i = t % inner;
     let j = (t / inner) % m;
     let o = t / (inner * m);
-    let v = index_at(o * params[4] + j * params[5] + i * params[6]);
+    let k = o * params[4] + j * params[5] + i * params[6];
+    let v = index_at(k);
     var value = {{S}}();
     if (v < n && v != params[7]) {
         value = src[(o * n + v) * inner + i];
+    } else if (v >= n) {
+        report_index(params[8], index_raw(k), n);
     }
     dst[t] = value;
 }

@@ -1,13 +1,21 @@
 // one_hot: out[k, c] = 1.0 where index[k] == c, else 0.0 (float32). An index outside
-// [0, C) gives an all-zero row (the CPU reports it as an error instead).
-// params: [total, C]
+// [0, C) gives an all-zero row and is recorded in the device's error flag (the next readback
+// reports the CPU's error).
+// params: [total, C, op code]
+#include "lib/index_check.wgsl"
+
 @group(0) @binding(0) var<storage, read> index: array<{{I}}>;
 @group(0) @binding(1) var<storage, read_write> dst: array<f32>;
-@group(0) @binding(2) var<storage, read> params: array<u32>;
+@group(0) @binding(4) var<storage, read> params: array<u32>;
 
 // The index at position k as u32; 0xffffffff when it is negative or does not fit 32 bits.
 fn index_at(k: u32) -> u32 {
     {{INDEX_AT}}
+}
+
+// The index at position k as the two words of an int64.
+fn index_raw(k: u32) -> vec2<u32> {
+    {{INDEX_RAW}}
 }
 
 @compute @workgroup_size({{WG}})
@@ -17,5 +25,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         return;
     }
     let classes = params[1];
-    dst[t] = select(0.0, 1.0, index_at(t / classes) == t % classes);
+    let v = index_at(t / classes);
+    if (v >= classes && t % classes == 0u) {
+        report_index(params[2], index_raw(t / classes), classes);
+    }
+    dst[t] = select(0.0, 1.0, v == t % classes);
 }

@@ -2,16 +2,24 @@
 // out[o, v, i] = Σ_j [index(o, j, i) == v] g[o, j, i] over an (outer, N, inner) output. Each
 // output element loops over the M index positions of its (o, i) column and sums the matches
 // in increasing j: deterministic, no float atomics, the same order as the CPU kernel. Cost is
-// O(M) per output element. Out-of-range indices and the padding index contribute nothing.
-// params: [total, M, inner, N, so, sj, si, pad]
+// O(M) per output element. The padding index contributes nothing; an out-of-range index
+// contributes nothing and is recorded in the device's error flag.
+// params: [total, M, inner, N, so, sj, si, pad, op code]
+#include "lib/index_check.wgsl"
+
 @group(0) @binding(0) var<storage, read> g: array<f32>;
 @group(0) @binding(1) var<storage, read> index: array<{{I}}>;
 @group(0) @binding(2) var<storage, read_write> dst: array<f32>;
-@group(0) @binding(3) var<storage, read> params: array<u32>;
+@group(0) @binding(4) var<storage, read> params: array<u32>;
 
 // The index at position k as u32; 0xffffffff when it is negative or does not fit 32 bits.
 fn index_at(k: u32) -> u32 {
     {{INDEX_AT}}
+}
+
+// The index at position k as the two words of an int64.
+fn index_raw(k: u32) -> vec2<u32> {
+    {{INDEX_RAW}}
 }
 
 @compute @workgroup_size({{WG}})
@@ -30,8 +38,11 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     if (v != params[7]) {
         let base = o * params[4] + i * params[6];
         for (var j = 0u; j < m; j = j + 1u) {
-            if (index_at(base + j * params[5]) == v) {
+            let u = index_at(base + j * params[5]);
+            if (u == v) {
                 acc = acc + g[(o * m + j) * inner + i];
+            } else if (u >= n && v == 0u) {
+                report_index(params[8], index_raw(base + j * params[5]), n);
             }
         }
     }

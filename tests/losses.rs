@@ -97,6 +97,32 @@ fn cross_entropy_hard_labels_weights_ignore_and_smoothing() {
     )
     .unwrap();
     assert!((scalar(&s) + 0.5 * (rows[0][0] + rows[0][1])).abs() < 1e-12);
+    // Soft labels with class weights (Paddle): each sample weighs Σ_c label_c·w_c and the
+    // mean divides by the sum of those weights.
+    let w = [1.0, 2.0, 0.5];
+    let soft3 = [0.5, 0.5, 0.0, 0.1, 0.2, 0.7, 0.0, 0.0, 1.0];
+    let wsl = F::cross_entropy(
+        &x,
+        &t(&soft3, &[3, 3]),
+        &CrossEntropyOptions { soft_label: true, weight: Some(t(&w, &[3])), ..Default::default() },
+    )
+    .unwrap();
+    let sw: Vec<f64> = (0..3).map(|i| (0..3).map(|c| soft3[3 * i + c] * w[c]).sum()).collect();
+    let per: Vec<f64> = (0..3).map(|i| -(0..3).map(|c| soft3[3 * i + c] * rows[i][c]).sum::<f64>() * sw[i]).collect();
+    let e = per.iter().sum::<f64>() / sw.iter().sum::<f64>();
+    assert!((scalar(&wsl) - e).abs() < 1e-12, "{} vs {e}", scalar(&wsl));
+    // The same through label smoothing of hard labels: the smoothed label weighs the sample.
+    let lsw = F::cross_entropy(
+        &x,
+        &labels(&lab, &[3], Place::Cpu),
+        &CrossEntropyOptions { label_smoothing: 0.1, weight: Some(t(&w, &[3])), ..Default::default() },
+    )
+    .unwrap();
+    let target = |i: usize, c: usize| if c == lab[i] as usize { 0.9 } else { 0.0 } + 0.1 / 3.0;
+    let sw: Vec<f64> = (0..3).map(|i| (0..3).map(|c| target(i, c) * w[c]).sum()).collect();
+    let per: Vec<f64> = (0..3).map(|i| -(0..3).map(|c| target(i, c) * rows[i][c]).sum::<f64>() * sw[i]).collect();
+    let e = per.iter().sum::<f64>() / sw.iter().sum::<f64>();
+    assert!((scalar(&lsw) - e).abs() < 1e-12, "{} vs {e}", scalar(&lsw));
     // Errors: float hard labels, wrong label shape.
     assert!(F::cross_entropy(&x, &t(&[0.0, 1.0, 2.0], &[3]), &opts).is_err());
     let e = F::cross_entropy(&x, &labels(&[0, 1], &[2], Place::Cpu), &opts).unwrap_err().to_string();

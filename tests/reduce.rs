@@ -507,6 +507,24 @@ fn composites_match_between_gpu_and_cpu() {
 }
 
 #[test]
+fn maximum_and_minimum_split_the_gradient_at_ties() {
+    for place in places() {
+        let a = tensor(&[1.0, 2.0, 3.0], &[3], DType::Float32, place);
+        let b = tensor(&[1.0, 5.0, 0.0], &[3], DType::Float32, place);
+        a.set_stop_gradient(false);
+        b.set_stop_gradient(false);
+        a.maximum(&b).unwrap().sum(&[], false).unwrap().backward().unwrap();
+        assert_eq!(values(&a.grad().unwrap()), [0.5, 0.0, 1.0], "maximum, a, on {place}");
+        assert_eq!(values(&b.grad().unwrap()), [0.5, 1.0, 0.0], "maximum, b, on {place}");
+        a.clear_gradient();
+        b.clear_gradient();
+        a.minimum(&b).unwrap().sum(&[], false).unwrap().backward().unwrap();
+        assert_eq!(values(&a.grad().unwrap()), [0.5, 1.0, 0.0], "minimum, a, on {place}");
+        assert_eq!(values(&b.grad().unwrap()), [0.5, 0.0, 1.0], "minimum, b, on {place}");
+    }
+}
+
+#[test]
 fn max_and_min_gradients_split_evenly_among_tied_elements() {
     // Paddle 3.x divides the gradient by the number of tied extrema.
     for place in places() {

@@ -12,7 +12,32 @@ use crate::backend::cpu::CpuData;
 use crate::nn::StateDict;
 use crate::{DType, Error, Place, Result, Tensor};
 
-const ORDER_KEY: &str = "dygraph.order";
+/// The keys in order, each escaped (`\\` and `\n`) and ended by a newline, so that any key
+/// (empty, or holding newlines) keeps its place.
+const ORDER_KEY: &str = "dygraph.order.v2";
+/// The first format: keys joined by newlines (read for older checkpoints).
+const ORDER_KEY_V1: &str = "dygraph.order";
+
+fn escape(key: &str) -> String {
+    key.replace('\\', "\\\\").replace('\n', "\\n")
+}
+
+fn unescape(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('n') => out.push('\n'),
+            Some(other) => out.push(other),
+            None => out.push('\\'),
+        }
+    }
+    out
+}
 
 fn to_st(dtype: DType) -> Dtype {
     match dtype {
@@ -50,7 +75,8 @@ pub fn save_to_bytes(state: &StateDict) -> Result<Vec<u8>> {
                 .map_err(|e| Error::invalid("save", format!("{n}: {e}")))
         })
         .collect::<Result<_>>()?;
-    let meta = HashMap::from([(ORDER_KEY.to_string(), state.keys().join("\n"))]);
+    let order: String = state.keys().iter().map(|k| escape(k) + "\n").collect();
+    let meta = HashMap::from([(ORDER_KEY.to_string(), order)]);
     safetensors::serialize(views, Some(meta)).map_err(|e| Error::invalid("save", e.to_string()))
 }
 
@@ -107,11 +133,12 @@ pub fn load_from_bytes(bytes: &[u8], place: Place) -> Result<StateDict> {
     const OP: &str = "load";
     let st = SafeTensors::deserialize(bytes)
         .map_err(|e| Error::invalid(OP, format!("not a valid safetensors checkpoint: {e}")))?;
-    let order: Vec<String> = SafeTensors::read_metadata(bytes)
-        .ok()
-        .and_then(|(_, m)| m.metadata().as_ref().and_then(|m| m.get(ORDER_KEY).cloned()))
-        .map(|s| s.split('\n').filter(|n| !n.is_empty()).map(str::to_string).collect())
-        .unwrap_or_default();
+    let meta = SafeTensors::read_metadata(bytes).ok().and_then(|(_, m)| m.metadata().clone()).unwrap_or_default();
+    let order: Vec<String> = match (meta.get(ORDER_KEY), meta.get(ORDER_KEY_V1)) {
+        (Some(s), _) => s.split_terminator('\n').map(unescape).collect(),
+        (None, Some(s)) => s.split('\n').filter(|n| !n.is_empty()).map(str::to_string).collect(),
+        (None, None) => Vec::new(),
+    };
     let mut names: Vec<String> = order.into_iter().filter(|n| st.names().contains(&n.as_str())).collect();
     let mut rest: Vec<String> =
         st.names().into_iter().filter(|n| !names.iter().any(|m| m == n)).map(str::to_string).collect();

@@ -109,43 +109,73 @@ fn from_log_probs(
 ) -> Result<Tensor> {
     let input = logp;
     let classes = input.shape()[axis];
-    let soft = options.soft_label || options.label_smoothing > 0.0;
-    if soft {
-        let target = if options.soft_label {
-            if label.shape() != input.shape() {
-                return Err(Error::shape(
-                    op,
-                    format!("soft labels {:?} must match the input {:?}", label.shape(), input.shape()),
-                ));
-            }
-            label.cast(input.dtype())?
-        } else {
-            hard_to_one_hot(op, input, label, axis)?
-        };
-        let eps = options.label_smoothing;
-        let target = if eps > 0.0 { target.scale(1.0 - eps, eps / classes as f64)? } else { target };
-        let mut per = logp.mul(&target)?;
-        if let Some(w) = &options.weight {
-            per = per.mul(&class_weights_view(w, input, axis)?)?;
-        }
-        let loss = per.sum(&[axis as isize], true)?.neg()?;
-        return reduce(loss, options.reduction);
+    let eps = options.label_smoothing;
+    if !(0.0..=1.0).contains(&eps) {
+        return Err(Error::invalid(op, format!("label_smoothing must be in [0, 1], got {eps}")));
     }
+    let weights = options.weight.as_ref().map(|w| class_weights(op, w, input, axis)).transpose()?;
+    if options.soft_label {
+        if label.shape() != input.shape() {
+            return Err(Error::shape(
+                op,
+                format!("soft labels {:?} must match the input {:?}", label.shape(), input.shape()),
+            ));
+        }
+        let target = label.cast(input.dtype())?;
+        let target = if eps > 0.0 { target.scale(1.0 - eps, eps / classes as f64)? } else { target };
+        let loss = logp.mul(&target)?.sum(&[axis as isize], true)?.neg()?;
+        let Some(w) = &weights else {
+            return reduce(loss, options.reduction);
+        };
+        // As Paddle: each sample weighs Σ_c label_c·weight_c, and the mean divides by the
+        // sum of those weights.
+        let mut wshape = vec![1; input.ndim()];
+        wshape[axis] = classes;
+        let sample_w = target.mul(&w.reshape(wshape)?)?.sum(&[axis as isize], true)?;
+        let loss = loss.mul(&sample_w)?;
+        return match options.reduction {
+            Reduction::Mean => loss.sum(&[], false)?.div(&sample_w.sum(&[], false)?),
+            r => reduce(loss, r),
+        };
+    }
+    // Hard labels, checked against the class range (take_along_axis errors on an index out
+    // of range, on the GPU at the next readback). With smoothing ε the target is
+    // (1 − ε)·onehot + ε/C, so the loss is (1 − ε)·(−logp[label]) + ε·mean_c(−logp), and a
+    // sample weighs (1 − ε)·w[label] + ε·mean(w).
     let (idx, keep_last) = hard_index(op, input, label, axis)?;
     let valid = idx.not_equal_scalar(options.ignore_index)?;
     let safe = crate::where_(&valid, &idx, &idx.zeros_like()?)?;
-    let picked = crate::take_along_axis(logp, &safe, axis as isize)?.neg()?;
+    let mut per = crate::take_along_axis(logp, &safe, axis as isize)?.neg()?;
+    if eps > 0.0 {
+        let uniform = logp.mean(&[axis as isize], true)?.neg()?;
+        per = per.scale(1.0 - eps, 0.0)?.add(&uniform.scale(eps, 0.0)?)?;
+    }
     let mut mask = valid.cast(input.dtype())?;
-    if let Some(w) = &options.weight {
-        let wsel = crate::gather(w, &safe.flatten(0, -1)?, 0)?.reshape(safe.shape())?;
+    if let Some(w) = &weights {
+        let mut wsel = crate::gather(w, &safe.flatten(0, -1)?, 0)?.reshape(safe.shape())?;
+        if eps > 0.0 {
+            wsel = wsel.scale(1.0 - eps, 0.0)?.add(&w.mean(&[], false)?.scale(eps, 0.0)?)?;
+        }
         mask = mask.mul(&wsel)?;
     }
-    let per = picked.mul(&mask)?;
+    let per = per.mul(&mask)?;
     let per = if keep_last { per } else { per.squeeze(&[axis as isize])? };
     match options.reduction {
         Reduction::Mean => per.sum(&[], false)?.div(&mask.sum(&[], false)?),
         r => reduce(per, r),
     }
+}
+
+/// The class weights as a `[C]` tensor of the input's dtype.
+fn class_weights(op: &'static str, w: &Tensor, input: &Tensor, axis: usize) -> Result<Tensor> {
+    let classes = input.shape()[axis];
+    if w.shape() != [classes] {
+        return Err(Error::shape(
+            op,
+            format!("weight {:?} must hold one value per class: [{classes}] for input {:?}", w.shape(), input.shape()),
+        ));
+    }
+    w.cast(input.dtype())
 }
 
 /// Hard labels as an index tensor with a size-1 class axis at `axis`; also whether the
@@ -176,28 +206,6 @@ fn hard_index(op: &'static str, input: &Tensor, label: &Tensor, axis: usize) -> 
             input.shape()
         ),
     ))
-}
-
-fn hard_to_one_hot(op: &'static str, input: &Tensor, label: &Tensor, axis: usize) -> Result<Tensor> {
-    let (idx, _) = hard_index(op, input, label, axis)?;
-    let classes = input.shape()[axis];
-    let ar: Vec<i64> = (0..classes as i64).collect();
-    let mut shape = vec![1; input.ndim()];
-    shape[axis] = classes;
-    let ar = Tensor::from_vec_on(ar, shape, input.place())?;
-    idx.equal(&ar)?.cast(input.dtype())
-}
-
-fn class_weights_view(w: &Tensor, input: &Tensor, axis: usize) -> Result<Tensor> {
-    let mut shape = vec![1; input.ndim()];
-    shape[axis] = input.shape()[axis];
-    if w.numel() != input.shape()[axis] {
-        return Err(Error::shape(
-            "cross_entropy",
-            format!("weight {:?} needs one value per class ({})", w.shape(), input.shape()[axis]),
-        ));
-    }
-    w.reshape(shape)?.cast(input.dtype())
 }
 
 /// Negative log-likelihood of log-probabilities (`F.nll_loss`), classes on axis 1.

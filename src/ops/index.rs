@@ -9,10 +9,10 @@
 //! loops over its index column and sums the matches in order (no float atomics), the same
 //! order as the CPU loop.
 //!
-//! Indices are int32 or int64 and must lie in `[0, N)` (no negative indices, as Paddle). On
-//! the CPU an index out of range is an `InvalidArgument` error naming the op, the value and the
-//! size; the GPU cannot check without a readback, so there an out-of-range index reads 0 (and
-//! receives no gradient).
+//! Indices are int32 or int64 and must lie in `[0, N)` (no negative indices, as Paddle). An
+//! index out of range is an `InvalidArgument` error naming the op, the value and the size: at
+//! the call on the CPU; on the GPU the kernel records it in the device's error flag (reading
+//! 0 meanwhile) and the next readback or `sync()` returns the error.
 //!
 //! Registry entries: the public ops (`index_select`, `gather`, `take_along_axis`,
 //! `embedding`, `one_hot`) and the two primitives their gradients are written in
@@ -63,7 +63,12 @@ fn index_variant(index: DType) -> Variant {
     } else {
         "let v = index[k];\n    return select(0xffffffffu, bitcast<u32>(v), v >= 0);"
     };
-    vec![("I", wgsl::storage(index).into()), ("INDEX_AT", at.into())]
+    let raw = if index == DType::Int64 {
+        "return index[k];"
+    } else {
+        "let v = index[k];\n    return vec2<u32>(bitcast<u32>(v), select(0u, 0xffffffffu, v < 0));"
+    };
+    vec![("I", wgsl::storage(index).into()), ("INDEX_AT", at.into()), ("INDEX_RAW", raw.into())]
 }
 
 /// gather.wgsl moves elements as raw words: one u32 (32-bit dtypes) or two (int64).
@@ -185,11 +190,14 @@ fn gather_cpu_kernel(op: &'static str, what: &str, k: &CpuCall<'_>, g: &Geom) ->
     Ok(map_data!(x, v => gather_cpu(v, &idx, g, total)))
 }
 
-fn gather_gpu_kernel(k: &GpuCall<'_>, g: &Geom) -> Result<()> {
+fn gather_gpu_kernel(op: &'static str, k: &GpuCall<'_>, g: &Geom) -> Result<()> {
     let total = g.outer * g.m * g.inner;
     let key = gather_key(wgsl::param_words(k.ins[0].dtype), k.ins[1].dtype);
-    let binds = [Bind::read(k.x(0)), Bind::read(k.x(1)), Bind::write(k.y(0))];
-    k.ctx.dispatch_1d(&GATHER, key, "main", &binds, &g.params(total), total as u64)
+    let (code, flag) = k.ctx.index_flag(op);
+    let binds = [Bind::read(k.x(0)), Bind::read(k.x(1)), Bind::write(k.y(0)), Bind::raw_write(&flag)];
+    let mut params = g.params(total);
+    params.push(code);
+    k.ctx.dispatch_1d(&GATHER, key, "main", &binds, &params, total as u64)
 }
 
 /// The gradient of every gather: `dy` summed into zeros of the input's shape.
@@ -230,7 +238,7 @@ macro_rules! gather_like {
             }
 
             fn gpu(&self, k: &GpuCall<'_>, _: &$attrs, (g, _): &(Geom, String)) -> Result<()> {
-                gather_gpu_kernel(k, g)
+                gather_gpu_kernel($name, k, g)
             }
 
             fn differentiable(&self) -> bool {
@@ -379,7 +387,7 @@ impl Op for IndexGatherOp {
     }
 
     fn gpu(&self, k: &GpuCall<'_>, g: &Geom, _: &()) -> Result<()> {
-        gather_gpu_kernel(k, g)
+        gather_gpu_kernel("index_gather", k, g)
     }
 
     fn differentiable(&self) -> bool {
@@ -435,8 +443,11 @@ impl Op for IndexScatterAddOp {
 
     fn gpu(&self, k: &GpuCall<'_>, g: &Geom, _: &()) -> Result<()> {
         let total = g.outer * g.n * g.inner;
-        let binds = [Bind::read(k.x(0)), Bind::read(k.x(1)), Bind::write(k.y(0))];
-        k.ctx.dispatch_1d(&SCATTER_ADD, k.ins[1].dtype.code(), "main", &binds, &g.params(total), total as u64)
+        let (code, flag) = k.ctx.index_flag("index_scatter_add");
+        let binds = [Bind::read(k.x(0)), Bind::read(k.x(1)), Bind::write(k.y(0)), Bind::raw_write(&flag)];
+        let mut params = g.params(total);
+        params.push(code);
+        k.ctx.dispatch_1d(&SCATTER_ADD, k.ins[1].dtype.code(), "main", &binds, &params, total as u64)
     }
 
     fn differentiable(&self) -> bool {
@@ -501,8 +512,10 @@ impl Op for OneHotOp {
 
     fn gpu(&self, k: &GpuCall<'_>, a: &OneHotAttrs, _: &()) -> Result<()> {
         let total = k.outs[0].numel();
-        let params = [total as u32, a.num_classes as u32];
-        let binds = [Bind::read(k.x(0)), Bind::write(k.y(0))];
+        let (code, flag) = k.ctx.index_flag("one_hot");
+        let params = [total as u32, a.num_classes as u32, code];
+        // Binding 2 is unused by the shader (the flag sits at 3, as in the gather kernels).
+        let binds = [Bind::read(k.x(0)), Bind::write(k.y(0)), Bind::read(k.x(0)), Bind::raw_write(&flag)];
         k.ctx.dispatch_1d(&ONE_HOT, k.ins[0].dtype.code(), "main", &binds, &params, total as u64)
     }
 }

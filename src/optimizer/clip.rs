@@ -1,7 +1,7 @@
 //! Gradient clipping (`paddle.nn.ClipGradByValue`, `ClipGradByNorm`,
 //! `ClipGradByGlobalNorm`), in tensor ops on the gradients' place: no host round trip.
 
-use crate::{Result, Tensor};
+use crate::{Error, Result, Tensor};
 
 /// How an optimizer clips gradients before its update.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -20,8 +20,25 @@ impl GradClip {
         GradClip::ByValue { min: min.unwrap_or(-max), max }
     }
 
+    /// Errors for settings that cannot clip: `max ≤ min`, a NaN bound, a norm that is not
+    /// positive and finite.
+    pub fn validate(&self) -> Result<()> {
+        match *self {
+            GradClip::ByValue { min, max } if min >= max || min.is_nan() || max.is_nan() => {
+                Err(Error::invalid("ClipGradByValue", format!("max {max} must be greater than min {min}")))
+            }
+            GradClip::ByNorm { clip_norm } | GradClip::ByGlobalNorm { clip_norm }
+                if !(clip_norm > 0.0 && clip_norm.is_finite()) =>
+            {
+                Err(Error::invalid("ClipGradByNorm", format!("clip_norm must be positive and finite, got {clip_norm}")))
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Clipped copies of `grads`.
     pub fn apply(&self, grads: &[Tensor]) -> Result<Vec<Tensor>> {
+        self.validate()?;
         let _g = crate::no_grad_guard();
         match *self {
             GradClip::ByValue { min, max } => grads.iter().map(|g| g.clip(min, max)).collect(),

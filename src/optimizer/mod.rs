@@ -155,13 +155,15 @@ impl<K: Kind> Optimizer for Optim<K> {
         if live.is_empty() {
             return Ok(());
         }
-        let mut grads: Vec<Tensor> = live.iter().map(|&i| self.params[i].grad().expect("filtered above")).collect();
+        let mut grads: Vec<Tensor> = live.iter().filter_map(|&i| self.params[i].grad()).collect();
         if let Some(clip) = &self.grad_clip {
             grads = clip.apply(&grads)?;
         }
-        self.steps += 1;
-        let rule = self.kind.rule(self.steps);
+        let rule = self.kind.rule(self.steps + 1);
         let lr = self.lr.value();
+        // Every setting checked before any parameter moves (a bad one fails the whole step).
+        update::validate(&rule, lr, self.weight_decay)?;
+        self.steps += 1;
         let n_states = self.kind.state_names().len();
         for (&i, g) in live.iter().zip(&grads) {
             let p = &self.params[i];

@@ -133,6 +133,48 @@ impl Attrs for UpdateAttrs {
     }
 }
 
+impl UpdateAttrs {
+    /// Errors for settings that would turn parameters into NaN or move them uphill: a NaN,
+    /// infinite or negative learning rate or weight decay, betas or rho outside [0, 1), a
+    /// non-finite or negative epsilon or momentum.
+    fn validate(&self, op: &'static str) -> Result<()> {
+        let check = |name: &str, v: f64, ok: bool| -> Result<()> {
+            if ok && v.is_finite() {
+                Ok(())
+            } else {
+                Err(Error::invalid(op, format!("{name} must be {}, got {v}", range_of(name))))
+            }
+        };
+        check("learning_rate", self.lr, self.lr >= 0.0)?;
+        check("weight_decay", self.wd, self.wd >= 0.0)?;
+        let unit = |v: f64| (0.0..1.0).contains(&v);
+        match self.rule {
+            Rule::Sgd => Ok(()),
+            Rule::Momentum { mu, .. } => check("momentum", mu, mu >= 0.0),
+            Rule::Adam { beta1, beta2, eps, beta1_pow, beta2_pow, decoupled_wd } => {
+                check("beta1", beta1, unit(beta1))?;
+                check("beta2", beta2, unit(beta2))?;
+                check("epsilon", eps, eps >= 0.0)?;
+                check("weight_decay", decoupled_wd, decoupled_wd >= 0.0)?;
+                check("beta1_pow", beta1_pow, unit(beta1_pow))?;
+                check("beta2_pow", beta2_pow, unit(beta2_pow))
+            }
+            Rule::RmsProp { rho, eps, momentum, .. } => {
+                check("rho", rho, unit(rho))?;
+                check("epsilon", eps, eps >= 0.0)?;
+                check("momentum", momentum, momentum >= 0.0)
+            }
+        }
+    }
+}
+
+fn range_of(name: &str) -> &'static str {
+    match name {
+        "beta1" | "beta2" | "rho" | "beta1_pow" | "beta2_pow" => "in [0, 1)",
+        _ => "finite and non-negative",
+    }
+}
+
 /// One update rule as a registry entry.
 pub(crate) struct UpdateOp {
     name: &'static str,
@@ -177,6 +219,7 @@ impl Op for UpdateOp {
                 return Err(Error::shape(op, format!("{what} {:?} for parameter {:?}", t.dims(), p.dims())));
             }
         }
+        a.validate(op)?;
         if !matches!(p.dtype, DType::Float32 | DType::Float64) || (p.place.is_gpu() && p.dtype != DType::Float32) {
             return Err(Error::unsupported(
                 op,
@@ -250,6 +293,18 @@ impl Op for UpdateOp {
         let i = INPLACE.iter().position(|&i| i >= 2 + self.states).unwrap_or(INPLACE.len());
         &INPLACE[..i]
     }
+}
+
+/// Errors for settings of `rule`, learning rate `lr` or weight decay `wd` that would turn
+/// parameters into NaN or move them uphill (the optimizer's name in the error).
+pub(crate) fn validate(rule: &Rule, lr: f64, wd: f64) -> Result<()> {
+    let op = match rule {
+        Rule::Sgd => "sgd",
+        Rule::Momentum { .. } => "momentum",
+        Rule::Adam { .. } => "adam",
+        Rule::RmsProp { .. } => "rmsprop",
+    };
+    UpdateAttrs { rule: *rule, lr, wd }.validate(op)
 }
 
 /// Applies `rule` to `param` in place with gradient `grad` and state tensors `states`

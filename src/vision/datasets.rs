@@ -82,10 +82,17 @@ fn gunzip_if_needed(name: &str, raw: &[u8]) -> Result<Vec<u8>> {
     if !raw.starts_with(&[0x1f, 0x8b]) && !name.ends_with(".gz") {
         return Ok(raw.to_vec());
     }
+    // A bound on the decompressed size: a corrupt or hostile stream cannot exhaust memory
+    // (the largest MNIST file is 47 MB).
+    const MAX_BYTES: u64 = 1 << 30;
     let mut out = Vec::new();
     flate2::read::GzDecoder::new(raw)
+        .take(MAX_BYTES + 1)
         .read_to_end(&mut out)
         .map_err(|e| Error::invalid("MNIST", format!("{name}: not a valid gzip file ({e})")))?;
+    if out.len() as u64 > MAX_BYTES {
+        return Err(Error::invalid("MNIST", format!("{name}: decompresses to more than {MAX_BYTES} bytes")));
+    }
     Ok(out)
 }
 
@@ -105,8 +112,11 @@ fn parse_idx(name: &str, bytes: &[u8], magic: u32, dims: usize) -> Result<(Vec<u
         return Err(bad(format!("bad magic number 0x{m:08x} (expected 0x{magic:08x})")));
     }
     let sizes: Vec<usize> = (0..dims).map(|i| be32(bytes, 4 + 4 * i) as usize).collect();
-    let n: usize = sizes.iter().product();
-    if bytes.len() != header + n {
+    let n = sizes
+        .iter()
+        .try_fold(1usize, |n, &d| n.checked_mul(d))
+        .ok_or_else(|| bad(format!("header sizes {sizes:?} overflow")))?;
+    if bytes.len() - header != n {
         return Err(bad(format!("holds {} data bytes but its header {sizes:?} promises {n}", bytes.len() - header)));
     }
     Ok((sizes, bytes[header..].to_vec()))

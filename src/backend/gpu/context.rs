@@ -35,6 +35,7 @@ pub(crate) struct GpuContext {
     pub limits: wgpu::Limits,
     pub(crate) recorder: Mutex<Recorder>,
     pub(crate) pool: Mutex<BufferPool>,
+    pub(crate) index_flag: Mutex<super::index_check::IndexFlag>,
     pipelines: Mutex<HashMap<PipelineKey, Arc<Pipeline>>>,
     errors: Arc<Mutex<Vec<String>>>,
     lost: Arc<Mutex<Option<String>>>,
@@ -261,6 +262,7 @@ impl GpuContext {
             });
         }
         let recorder = Recorder::new(&device, &limits);
+        let index_flag = Mutex::new(super::index_check::IndexFlag::new(&device));
         Ok(GpuContext {
             index,
             device,
@@ -269,6 +271,7 @@ impl GpuContext {
             limits,
             recorder: Mutex::new(recorder),
             pool: Mutex::new(BufferPool::default()),
+            index_flag,
             pipelines: Mutex::default(),
             errors,
             lost,
@@ -311,7 +314,7 @@ impl GpuContext {
 
     /// A storage buffer of at least `bytes` bytes, from the pool when one is free.
     pub fn alloc(self: &Arc<Self>, op: &'static str, bytes: u64) -> Result<GpuBuffer> {
-        let need = bytes.div_ceil(4) * 4;
+        let need = bytes.div_ceil(4).saturating_mul(4);
         let limit = self.max_binding();
         if need > limit {
             return Err(Error::DeviceLimit {
@@ -433,10 +436,14 @@ impl GpuContext {
         Ok(p)
     }
 
-    /// Submits everything recorded so far and surfaces GPU errors.
+    /// Submits everything recorded so far and surfaces GPU errors, and an out-of-range index
+    /// a kernel met (natively; in the browser the next async readback reports it).
     pub fn sync(&self) -> Result<()> {
         lock(&self.recorder).flush(self)?;
-        self.check("sync")
+        self.check("sync")?;
+        #[cfg(not(target_arch = "wasm32"))]
+        pollster::block_on(self.check_indices())?;
+        Ok(())
     }
 }
 

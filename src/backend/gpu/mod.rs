@@ -2,6 +2,7 @@
 //! cache, the recorder every dispatch goes through, and async readback.
 
 mod context;
+mod index_check;
 mod pool;
 mod recorder;
 mod shader;

@@ -36,15 +36,19 @@ pub(crate) struct Recorder {
 
 /// A buffer bound to one kernel dispatch.
 pub(crate) struct Bind<'a> {
-    pub buffer: &'a GpuBuffer,
+    pub buffer: &'a wgpu::Buffer,
     pub access: Access,
 }
 
 impl Bind<'_> {
     pub fn read(buffer: &GpuBuffer) -> Bind<'_> {
-        Bind { buffer, access: Access::Read }
+        Bind { buffer: buffer.raw(), access: Access::Read }
     }
     pub fn write(buffer: &GpuBuffer) -> Bind<'_> {
+        Bind { buffer: buffer.raw(), access: Access::ReadWrite }
+    }
+    /// A context-owned buffer (the index-error flag) bound read-write.
+    pub fn raw_write(buffer: &wgpu::Buffer) -> Bind<'_> {
         Bind { buffer, access: Access::ReadWrite }
     }
 }
@@ -142,7 +146,7 @@ impl GpuContext {
         let mut entries: Vec<wgpu::BindGroupEntry> = binds
             .iter()
             .enumerate()
-            .map(|(i, b)| wgpu::BindGroupEntry { binding: i as u32, resource: b.buffer.raw().as_entire_binding() })
+            .map(|(i, b)| wgpu::BindGroupEntry { binding: i as u32, resource: b.buffer.as_entire_binding() })
             .collect();
         entries.push(wgpu::BindGroupEntry {
             binding: binds.len() as u32,
@@ -235,12 +239,42 @@ impl GpuContext {
         Ok(())
     }
 
-    /// Reads the first `bytes` bytes of `src` back to the host. Submits pending work.
+    /// Reads the first `bytes` bytes of `src` back to the host. Submits pending work, and
+    /// reports an out-of-range index a kernel recorded since the last check.
     pub async fn read(&self, src: &GpuBuffer, bytes: u64) -> Result<Vec<u8>> {
         if bytes == 0 {
+            self.check_indices().await?;
             return Ok(Vec::new());
         }
-        let size = bytes.div_ceil(4) * 4;
+        let mut out = self.read_raw(&[(src.raw(), bytes)]).await?;
+        Ok(out.swap_remove(0))
+    }
+
+    /// Submits pending work and reports an out-of-range index recorded since the last check.
+    pub async fn check_indices(&self) -> Result<()> {
+        self.read_raw(&[]).await.map(|_| ())
+    }
+
+    /// Reads the first bytes of each buffer (and the index-error flag, when a checking kernel
+    /// ran since it was last read) with one submission and one mapping.
+    async fn read_raw(&self, srcs: &[(&wgpu::Buffer, u64)]) -> Result<Vec<Vec<u8>>> {
+        let flag = self.take_index_flag();
+        let mut parts: Vec<(&wgpu::Buffer, u64)> = srcs.to_vec();
+        if let Some(f) = &flag {
+            parts.push((f, super::index_check::FLAG_BYTES));
+        }
+        if parts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let offsets: Vec<u64> = parts
+            .iter()
+            .scan(0u64, |at, &(_, b)| {
+                let o = *at;
+                *at += b.div_ceil(4) * 4;
+                Some(o)
+            })
+            .collect();
+        let size: u64 = parts.iter().map(|&(_, b)| b.div_ceil(4) * 4).sum();
         let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("dygraph-readback"),
             size,
@@ -250,7 +284,13 @@ impl GpuContext {
         {
             let mut rec = lock(&self.recorder);
             rec.pass = None;
-            rec.encoder(self).copy_buffer_to_buffer(src.raw(), 0, &staging, 0, size);
+            let enc = rec.encoder(self);
+            for (&(buf, bytes), &o) in parts.iter().zip(&offsets) {
+                enc.copy_buffer_to_buffer(buf, 0, &staging, o, bytes.div_ceil(4) * 4);
+            }
+            if let Some(f) = &flag {
+                enc.clear_buffer(f, 0, None);
+            }
             rec.flush(self)?;
         }
         let (tx, rx) = futures_intrusive::channel::shared::oneshot_channel();
@@ -270,11 +310,15 @@ impl GpuContext {
             }
             None => return Err(Error::DeviceLost("readback callback dropped".into())),
         }
-        let out = {
+        let mut out: Vec<Vec<u8>> = {
             let view = staging.get_mapped_range(..).map_err(|e| Error::Gpu { op: "readback", msg: e.to_string() })?;
-            view[..bytes as usize].to_vec()
+            parts.iter().zip(&offsets).map(|(&(_, b), &o)| view[o as usize..(o + b) as usize].to_vec()).collect()
         };
         staging.unmap();
+        if flag.is_some() {
+            let words = out.pop().unwrap_or_default();
+            self.index_error(&words)?;
+        }
         Ok(out)
     }
 }

@@ -389,6 +389,12 @@ fn maskf(t: Result<Tensor>, like: &Tensor) -> Result<Tensor> {
     t?.cast(like.dtype())
 }
 
+/// `a`'s share of a maximum's or minimum's gradient: 1 where `a` wins (`wins`), ½ on ties,
+/// 0 where `b` wins.
+fn tie_share(wins: Result<Tensor>, a: &Tensor, b: &Tensor, like: &Tensor) -> Result<Tensor> {
+    maskf(wins, like)?.add(&maskf(a.equal(b), like)?.scale(0.5, 0.0)?)
+}
+
 binary_ops! {
     /// `a + b`.
     add {
@@ -468,7 +474,7 @@ binary_ops! {
             g.multiply(&y.multiply(&safe_a.log()?)?)?.multiply(&pos)
         },
     }
-    /// Elementwise maximum (NaN propagates); on ties the gradient goes to `b`, as Paddle.
+    /// Elementwise maximum (NaN propagates); on ties the gradient splits evenly, as Paddle 3.x.
     maximum {
         float: |a, b| nan_max(a, b),
         int: |a, b| a.max(b),
@@ -476,10 +482,10 @@ binary_ops! {
         wgsl: "select(max(a, b), f32_nan(), is_nan_f(a) || is_nan_f(b))",
         wgsl_i32: "max(a, b)",
         wgsl_i64: "i64_max(a, b)",
-        grad_a: |a, b, y, g| g.multiply(&maskf(a.greater_than(b), g)?),
-        grad_b: |a, b, y, g| g.multiply(&maskf(a.greater_than(b), g)?.scale(-1.0, 1.0)?),
+        grad_a: |a, b, y, g| g.multiply(&tie_share(a.greater_than(b), a, b, g)?),
+        grad_b: |a, b, y, g| g.multiply(&tie_share(a.greater_than(b), a, b, g)?.scale(-1.0, 1.0)?),
     }
-    /// Elementwise minimum (NaN propagates); on ties the gradient goes to `b`, as Paddle.
+    /// Elementwise minimum (NaN propagates); on ties the gradient splits evenly, as Paddle 3.x.
     minimum {
         float: |a, b| nan_min(a, b),
         int: |a, b| a.min(b),
@@ -487,8 +493,8 @@ binary_ops! {
         wgsl: "select(min(a, b), f32_nan(), is_nan_f(a) || is_nan_f(b))",
         wgsl_i32: "min(a, b)",
         wgsl_i64: "i64_min(a, b)",
-        grad_a: |a, b, y, g| g.multiply(&maskf(a.less_than(b), g)?),
-        grad_b: |a, b, y, g| g.multiply(&maskf(a.less_than(b), g)?.scale(-1.0, 1.0)?),
+        grad_a: |a, b, y, g| g.multiply(&tie_share(a.less_than(b), a, b, g)?),
+        grad_b: |a, b, y, g| g.multiply(&tie_share(a.less_than(b), a, b, g)?.scale(-1.0, 1.0)?),
     }
     /// `b` where `a > 0`, else 0: relu's gradient in one pass (`a` the input, `b` the output
     /// gradient).

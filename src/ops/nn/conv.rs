@@ -372,8 +372,15 @@ fn geometry(xs: &[usize], ws: &[usize], bs: Option<&[usize]>, o: &Conv2dOptions)
     }
     let p = o.padding.resolve([h, w], [kh, kw], o.stride.0);
     let out = |len: usize, p0: usize, p1: usize, k: usize, d: usize, s: usize| -> Result<usize> {
-        let eff = d * (k - 1) + 1;
-        if len + p0 + p1 < eff {
+        let too_big = || {
+            Error::invalid(
+                OP,
+                format!("padding {p:?} or dilation {dil:?} overflows the size arithmetic (input {xs:?})"),
+            )
+        };
+        let eff = d.checked_mul(k - 1).and_then(|v| v.checked_add(1)).ok_or_else(too_big)?;
+        let span = len.checked_add(p0).and_then(|v| v.checked_add(p1)).ok_or_else(too_big)?;
+        if span < eff {
             return Err(Error::shape(
                 OP,
                 format!(
@@ -382,7 +389,7 @@ fn geometry(xs: &[usize], ws: &[usize], bs: Option<&[usize]>, o: &Conv2dOptions)
                 ),
             ));
         }
-        Ok((len + p0 + p1 - eff) / s + 1)
+        Ok((span - eff) / s + 1)
     };
     let oh = out(h, p[0], p[1], kh, dil[0], o.stride.h())?;
     let ow = out(w, p[2], p[3], kw, dil[1], o.stride.w())?;

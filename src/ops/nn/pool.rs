@@ -456,7 +456,7 @@ fn window_geometry(op: &'static str, x: &TensorMeta, o: &Pool2dOptions, avg: boo
     let p = o.padding.resolve([h, w], k.0, s.0);
     for (i, &pi) in p.iter().enumerate() {
         let ki = k.0[i / 2];
-        if 2 * pi > ki {
+        if pi > ki / 2 {
             return Err(Error::invalid(
                 op,
                 format!("padding {p:?} must be at most half the kernel size {:?} on each side", k.0),

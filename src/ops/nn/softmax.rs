@@ -8,7 +8,7 @@
 
 use crate::autograd::is_grad_enabled;
 use crate::backend::cpu::{CpuData, par_blocks_mut};
-use crate::backend::gpu::{Bind, Kernel, Variant, grid};
+use crate::backend::gpu::{Bind, GpuContext, Kernel, Variant, grid};
 use crate::ops::registry::apply::apply1;
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op};
 use crate::tensor::TensorMeta;
@@ -91,7 +91,7 @@ impl Op for SoftmaxOp {
     }
 
     fn gpu(&self, k: &GpuCall<'_>, _: &SoftmaxAttrs, geom: &Geom) -> Result<()> {
-        dispatch(&SOFTMAX, self.log, &[Bind::read(k.x(0)), Bind::write(k.y(0))], *geom)
+        dispatch(k.ctx, &SOFTMAX, self.log, &[Bind::read(k.x(0)), Bind::write(k.y(0))], *geom)
     }
 
     fn differentiable(&self) -> bool {
@@ -144,7 +144,7 @@ impl Op for SoftmaxGradOp {
     }
 
     fn gpu(&self, k: &GpuCall<'_>, _: &SoftmaxAttrs, geom: &Geom) -> Result<()> {
-        dispatch(&SOFTMAX_GRAD, self.log, &[Bind::read(k.x(0)), Bind::read(k.x(1)), Bind::write(k.y(0))], *geom)
+        dispatch(k.ctx, &SOFTMAX_GRAD, self.log, &[Bind::read(k.x(0)), Bind::read(k.x(1)), Bind::write(k.y(0))], *geom)
     }
 }
 
@@ -159,8 +159,7 @@ pub fn log_softmax(x: &Tensor, axis: isize) -> Result<Tensor> {
 }
 
 /// Dispatches the `rows` or the `strided` entry of a softmax-family kernel.
-fn dispatch(kernel: &Kernel, log: bool, binds: &[Bind<'_>], (outer, len, inner): Geom) -> Result<()> {
-    let ctx = &binds[0].buffer.ctx;
+fn dispatch(ctx: &GpuContext, kernel: &Kernel, log: bool, binds: &[Bind<'_>], (outer, len, inner): Geom) -> Result<()> {
     let params = [outer as u32, len as u32, inner as u32];
     if inner == 1 && len >= ROWS_MIN_LEN {
         ctx.dispatch(kernel, log as u32, "rows", binds, &params, grid(ctx, outer as u64)?)

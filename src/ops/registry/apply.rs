@@ -37,13 +37,16 @@ pub(crate) fn apply<O: Op>(op: &'static O, inputs: &[&Tensor], attrs: O::Attrs) 
     let metas: Vec<TensorMeta> = inputs.iter().map(|t| t.to_meta()).collect();
     let refs: Vec<&TensorMeta> = metas.iter().collect();
     let (outs, plan) = op.infer(&refs, &attrs)?;
-    for o in &outs {
-        if o.place.is_gpu() {
-            crate::ops::wgsl::check_gpu_dtype(name, o.dtype, o.place)?;
-        }
+    for o in outs.iter().filter(|o| o.place.is_gpu()) {
+        crate::ops::wgsl::check_gpu_dtype(name, o.dtype, o.place)?;
     }
     if inputs.iter().any(|t| t.is_meta()) {
         return Ok(outs.iter().map(Tensor::from_meta).collect());
+    }
+    for o in outs.iter().filter(|o| !o.place.is_gpu()) {
+        // Host memory: an element or byte count past the address space is an error here, not
+        // an allocation panic in a kernel (the GPU's limits are checked at allocation).
+        crate::tensor::create::check_size(name, o.dims(), o.dtype)?;
     }
     let values = if let Some(r) = op.custom(inputs, &attrs, &plan, &outs) {
         r?

@@ -1,0 +1,12 @@
+// The device's index-error flag (src/backend/gpu/index_check.rs): [count, op code, index lo,
+// index hi, n]. The first invocation to meet an out-of-range index writes the details.
+@group(0) @binding(3) var<storage, read_write> index_errors: array<atomic<u32>, 5>;
+
+fn report_index(code: u32, raw: vec2<u32>, n: u32) {
+    if (atomicAdd(&index_errors[0], 1u) == 0u) {
+        atomicStore(&index_errors[1], code);
+        atomicStore(&index_errors[2], raw.x);
+        atomicStore(&index_errors[3], raw.y);
+        atomicStore(&index_errors[4], n);
+    }
+}
