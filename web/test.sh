@@ -6,7 +6,7 @@
 #      the CPU fallback, with WebGPU offering no adapter and with navigator.gpu gone (there also
 #      Stop). Screenshots and timings go to target/web-e2e/.
 # Needs chromium + chromium-driver, wasm-bindgen-cli at Cargo.lock's wasm-bindgen version,
-# wasm-pack, Node.js and python3; .ci/run installs them.
+# wasm-pack, Node.js and python3; ../test.sh installs them.
 set -euo pipefail
 cd "$(dirname "$0")"
 

@@ -194,7 +194,7 @@ fn gather_gpu_kernel(op: &'static str, k: &GpuCall<'_>, g: &Geom) -> Result<()> 
     let total = g.outer * g.m * g.inner;
     let key = gather_key(wgsl::param_words(k.ins[0].dtype), k.ins[1].dtype);
     let (code, flag) = k.ctx.index_flag(op);
-    let binds = [Bind::read(k.x(0)), Bind::read(k.x(1)), Bind::write(k.y(0)), Bind::raw_write(&flag)];
+    let binds = [Bind::read(k.x(0)), Bind::read(k.x(1)), Bind::write(k.y(0)), Bind::flag(&flag)];
     let mut params = g.params(total);
     params.push(code);
     k.ctx.dispatch_1d(&GATHER, key, "main", &binds, &params, total as u64)
@@ -444,7 +444,7 @@ impl Op for IndexScatterAddOp {
     fn gpu(&self, k: &GpuCall<'_>, g: &Geom, _: &()) -> Result<()> {
         let total = g.outer * g.n * g.inner;
         let (code, flag) = k.ctx.index_flag("index_scatter_add");
-        let binds = [Bind::read(k.x(0)), Bind::read(k.x(1)), Bind::write(k.y(0)), Bind::raw_write(&flag)];
+        let binds = [Bind::read(k.x(0)), Bind::read(k.x(1)), Bind::write(k.y(0)), Bind::flag(&flag)];
         let mut params = g.params(total);
         params.push(code);
         k.ctx.dispatch_1d(&SCATTER_ADD, k.ins[1].dtype.code(), "main", &binds, &params, total as u64)
@@ -515,7 +515,7 @@ impl Op for OneHotOp {
         let (code, flag) = k.ctx.index_flag("one_hot");
         let params = [total as u32, a.num_classes as u32, code];
         // Binding 2 is unused by the shader (the flag sits at 3, as in the gather kernels).
-        let binds = [Bind::read(k.x(0)), Bind::write(k.y(0)), Bind::read(k.x(0)), Bind::raw_write(&flag)];
+        let binds = [Bind::read(k.x(0)), Bind::write(k.y(0)), Bind::read(k.x(0)), Bind::flag(&flag)];
         k.ctx.dispatch_1d(&ONE_HOT, k.ins[0].dtype.code(), "main", &binds, &params, total as u64)
     }
 }

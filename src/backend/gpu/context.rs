@@ -216,6 +216,7 @@ pub fn reset_peak_memory(index: usize) -> Result<()> {
 pub fn empty_cache(index: usize) -> Result<()> {
     let ctx = context(index)?;
     ctx.sync()?;
+    lock(&ctx.recorder).forget_bind_groups();
     lock(&ctx.pool).clear();
     Ok(())
 }
@@ -326,15 +327,15 @@ impl GpuContext {
             });
         }
         let class = size_class(need).min(limit.max(need));
-        if let Some(buffer) = lock(&self.pool).take(class) {
-            return Ok(GpuBuffer { ctx: self.clone(), buffer: Some(buffer), class });
+        if let Some((id, buffer)) = lock(&self.pool).take(class) {
+            return Ok(GpuBuffer { ctx: self.clone(), buffer: Some(buffer), class, id });
         }
         if let Some(msg) = lock(&self.lost).clone() {
             return Err(Error::DeviceLost(msg));
         }
         let buffer = self.create_buffer(op, class)?;
         lock(&self.pool).note_created(class);
-        Ok(GpuBuffer { ctx: self.clone(), buffer: Some(buffer), class })
+        Ok(GpuBuffer { ctx: self.clone(), buffer: Some(buffer), class, id: next_buffer_id() })
     }
 
     fn create_buffer(&self, op: &'static str, size: u64) -> Result<wgpu::Buffer> {
@@ -350,6 +351,7 @@ impl GpuContext {
             let buffer = self.device.create_buffer(&desc);
             if let Some(e) = pollster::block_on(scope.pop()) {
                 // Give the pool's memory back and retry once before failing.
+                lock(&self.recorder).forget_bind_groups();
                 lock(&self.pool).clear();
                 let scope = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
                 let buffer = self.device.create_buffer(&desc);
@@ -400,10 +402,16 @@ impl GpuContext {
                 count: None,
             })
             .collect();
+        // The params: a fixed-size window of the recorder's arena at a dynamic offset, so a
+        // bind group serves every dispatch over the same buffers.
         entries.push(wgpu::BindGroupLayoutEntry {
             binding: access.len() as u32,
             visibility: wgpu::ShaderStages::COMPUTE,
-            ty: storage(true),
+            ty: wgpu::BindingType::Buffer {
+                ty: wgpu::BufferBindingType::Storage { read_only: true },
+                has_dynamic_offset: true,
+                min_binding_size: None,
+            },
             count: None,
         });
         #[cfg(not(target_arch = "wasm32"))]
@@ -452,6 +460,14 @@ pub(crate) struct GpuBuffer {
     pub ctx: Arc<GpuContext>,
     buffer: Option<wgpu::Buffer>,
     class: u64,
+    /// Identifies the device buffer for the bind-group cache (kept through the pool).
+    pub id: u64,
+}
+
+/// Ids of device buffers; 0 and 1 are the recorder's arena and the index-error flag.
+fn next_buffer_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(16);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 impl GpuBuffer {
@@ -463,7 +479,7 @@ impl GpuBuffer {
 impl Drop for GpuBuffer {
     fn drop(&mut self) {
         if let Some(b) = self.buffer.take() {
-            lock(&self.ctx.pool).give_back(self.class, b);
+            lock(&self.ctx.pool).give_back(self.class, self.id, b);
         }
     }
 }

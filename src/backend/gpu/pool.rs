@@ -24,7 +24,7 @@ pub struct MemoryStats {
 
 #[derive(Default)]
 pub(crate) struct BufferPool {
-    free: HashMap<u64, Vec<wgpu::Buffer>>,
+    free: HashMap<u64, Vec<(u64, wgpu::Buffer)>>,
     pub stats: MemoryStats,
 }
 
@@ -42,8 +42,8 @@ pub(crate) fn size_class(bytes: u64) -> u64 {
 }
 
 impl BufferPool {
-    /// A pooled buffer of exactly `class` bytes, if one is free.
-    pub fn take(&mut self, class: u64) -> Option<wgpu::Buffer> {
+    /// A pooled buffer of exactly `class` bytes (with its id), if one is free.
+    pub fn take(&mut self, class: u64) -> Option<(u64, wgpu::Buffer)> {
         let buf = self.free.get_mut(&class)?.pop()?;
         self.stats.pooled -= class;
         self.stats.pool_hits += 1;
@@ -61,16 +61,16 @@ impl BufferPool {
         self.stats.peak_allocated = self.stats.peak_allocated.max(self.stats.allocated);
     }
 
-    pub fn give_back(&mut self, class: u64, buffer: wgpu::Buffer) {
+    pub fn give_back(&mut self, class: u64, id: u64, buffer: wgpu::Buffer) {
         self.stats.allocated -= class;
         self.stats.pooled += class;
-        self.free.entry(class).or_default().push(buffer);
+        self.free.entry(class).or_default().push((id, buffer));
     }
 
     /// Destroys every pooled buffer (PyTorch's `empty_cache`).
     pub fn clear(&mut self) {
         for (_, bufs) in self.free.drain() {
-            for b in bufs {
+            for (_, b) in bufs {
                 b.destroy();
             }
         }

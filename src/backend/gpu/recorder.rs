@@ -9,6 +9,7 @@
 //! (and large uploads, which flush first), and queue writes are ordered after every
 //! earlier submission.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::WORKGROUP;
@@ -22,6 +23,13 @@ const MAX_PENDING: u32 = 512;
 const ARENA_BYTES: u64 = 1 << 21;
 /// Uploads up to this size travel through the arena; larger ones flush and write directly.
 const SMALL_UPLOAD: usize = 1 << 18;
+/// The window of the arena a dispatch's params binding covers (at a dynamic offset): the
+/// longest params vector any kernel takes, with room to spare (128 words).
+const PARAMS_WINDOW: usize = 512;
+/// Bind groups kept for reuse before the cache is dropped and refilled.
+const MAX_BIND_GROUPS: usize = 4096;
+/// The id of the index-error flag buffer in bind-group keys (see `next_buffer_id`).
+pub(crate) const FLAG_BUFFER_ID: u64 = 1;
 
 pub(crate) struct Recorder {
     encoder: Option<wgpu::CommandEncoder>,
@@ -30,6 +38,9 @@ pub(crate) struct Recorder {
     arena_buf: wgpu::Buffer,
     align: usize,
     pending: u32,
+    /// Bind groups by (pipeline, bound buffers): a training step binds the same pooled
+    /// buffers to the same pipelines every iteration, so most dispatches reuse one.
+    bind_groups: HashMap<(usize, Vec<u64>), wgpu::BindGroup>,
     /// Batches submitted so far.
     pub submits: u64,
 }
@@ -37,23 +48,29 @@ pub(crate) struct Recorder {
 /// A buffer bound to one kernel dispatch.
 pub(crate) struct Bind<'a> {
     pub buffer: &'a wgpu::Buffer,
+    pub id: u64,
     pub access: Access,
 }
 
 impl Bind<'_> {
     pub fn read(buffer: &GpuBuffer) -> Bind<'_> {
-        Bind { buffer: buffer.raw(), access: Access::Read }
+        Bind { buffer: buffer.raw(), id: buffer.id, access: Access::Read }
     }
     pub fn write(buffer: &GpuBuffer) -> Bind<'_> {
-        Bind { buffer: buffer.raw(), access: Access::ReadWrite }
+        Bind { buffer: buffer.raw(), id: buffer.id, access: Access::ReadWrite }
     }
-    /// A context-owned buffer (the index-error flag) bound read-write.
-    pub fn raw_write(buffer: &wgpu::Buffer) -> Bind<'_> {
-        Bind { buffer, access: Access::ReadWrite }
+    /// The device's index-error flag, bound read-write.
+    pub fn flag(buffer: &wgpu::Buffer) -> Bind<'_> {
+        Bind { buffer, id: FLAG_BUFFER_ID, access: Access::ReadWrite }
     }
 }
 
 impl Recorder {
+    /// Drops the cached bind groups (their buffers are being destroyed).
+    pub fn forget_bind_groups(&mut self) {
+        self.bind_groups.clear();
+    }
+
     pub fn new(device: &wgpu::Device, limits: &wgpu::Limits) -> Self {
         let arena_buf = device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("dygraph-arena"),
@@ -68,6 +85,7 @@ impl Recorder {
             arena_buf,
             align: (limits.min_storage_buffer_offset_alignment as usize).max(4),
             pending: 0,
+            bind_groups: HashMap::new(),
             submits: 0,
         }
     }
@@ -137,37 +155,58 @@ impl GpuContext {
     ) -> Result<()> {
         let access: Vec<Access> = binds.iter().map(|b| b.access).collect();
         let pipeline = self.pipeline(kernel, key, entry, &access)?;
-        let mut rec = lock(&self.recorder);
         let bytes: &[u8] = if params.is_empty() { &[0; 4] } else { bytemuck::cast_slice(params) };
+        if bytes.len() > PARAMS_WINDOW {
+            return Err(Error::Gpu {
+                op: "dispatch",
+                msg: format!(
+                    "{}: {} bytes of parameters, more than the {PARAMS_WINDOW}-byte window",
+                    kernel.file,
+                    bytes.len()
+                ),
+            });
+        }
+        let mut rec = lock(&self.recorder);
         let align = rec.align;
-        let offset = rec.reserve(self, bytes.len(), align)?;
+        let offset = rec.reserve(self, PARAMS_WINDOW, align)?;
         rec.arena.resize(offset, 0);
         rec.arena.extend_from_slice(bytes);
-        let mut entries: Vec<wgpu::BindGroupEntry> = binds
-            .iter()
-            .enumerate()
-            .map(|(i, b)| wgpu::BindGroupEntry { binding: i as u32, resource: b.buffer.as_entire_binding() })
-            .collect();
-        entries.push(wgpu::BindGroupEntry {
-            binding: binds.len() as u32,
-            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                buffer: &rec.arena_buf,
-                offset: offset as u64,
-                size: wgpu::BufferSize::new(bytes.len() as u64),
-            }),
-        });
-        let bind_group = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: None,
-            layout: &pipeline.layout,
-            entries: &entries,
-        });
+        let cache_key = (Arc::as_ptr(&pipeline) as usize, binds.iter().map(|b| b.id).collect::<Vec<u64>>());
+        let bind_group = match rec.bind_groups.get(&cache_key) {
+            Some(g) => g.clone(),
+            None => {
+                let mut entries: Vec<wgpu::BindGroupEntry> = binds
+                    .iter()
+                    .enumerate()
+                    .map(|(i, b)| wgpu::BindGroupEntry { binding: i as u32, resource: b.buffer.as_entire_binding() })
+                    .collect();
+                entries.push(wgpu::BindGroupEntry {
+                    binding: binds.len() as u32,
+                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                        buffer: &rec.arena_buf,
+                        offset: 0,
+                        size: wgpu::BufferSize::new(PARAMS_WINDOW as u64),
+                    }),
+                });
+                let g = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                    label: None,
+                    layout: &pipeline.layout,
+                    entries: &entries,
+                });
+                if rec.bind_groups.len() >= MAX_BIND_GROUPS {
+                    rec.bind_groups.clear();
+                }
+                rec.bind_groups.insert(cache_key, g.clone());
+                g
+            }
+        };
         if rec.pass.is_none() {
             let pass = rec.encoder(self).begin_compute_pass(&Default::default()).forget_lifetime();
             rec.pass = Some(pass);
         }
         let pass = rec.pass.as_mut().expect("compute pass opened above");
         pass.set_pipeline(&pipeline.pipeline);
-        pass.set_bind_group(0, &bind_group, &[]);
+        pass.set_bind_group(0, &bind_group, &[offset as u32]);
         pass.dispatch_workgroups(groups[0], groups[1], groups[2]);
         rec.pending += 1;
         Ok(())

@@ -1,0 +1,80 @@
+//! The host cost of an eager GPU op: the time a call takes to validate, allocate and record
+//! its dispatch, without waiting for the device (`cargo bench --bench dispatch`). The
+//! recorder submits every 512 dispatches; that submit is part of the cost, the execution is
+//! not. Two measures: wall time per call (`wall`), and the calling thread's CPU time per call
+//! (`thread_cpu`, Linux), which leaves out a software adapter's worker threads executing the
+//! kernels on the same cores.
+
+use std::time::Duration;
+#[cfg(not(target_os = "linux"))]
+use std::time::Instant;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use dygraph::{self as paddle, DType, Place, Tensor};
+
+/// This thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`; Linux).
+#[cfg(target_os = "linux")]
+fn thread_cpu() -> Duration {
+    #[repr(C)]
+    struct Timespec {
+        tv_sec: i64,
+        tv_nsec: i64,
+    }
+    unsafe extern "C" {
+        fn clock_gettime(clock: i32, tp: *mut Timespec) -> i32;
+    }
+    const CLOCK_THREAD_CPUTIME_ID: i32 = 3;
+    let mut t = Timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes one timespec through a valid pointer.
+    let rc = unsafe { clock_gettime(CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
+    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+}
+
+/// The wall clock where there is no thread clock.
+#[cfg(not(target_os = "linux"))]
+fn thread_cpu() -> Duration {
+    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    START.get_or_init(Instant::now).elapsed()
+}
+
+/// One benchmarked call.
+type OpCall<'a> = Box<dyn Fn() -> Tensor + 'a>;
+
+/// Times `iters` calls of `f` by the calling thread's CPU time.
+fn cpu_time(iters: u64, f: &dyn Fn() -> Tensor) -> Duration {
+    let t0 = thread_cpu();
+    for _ in 0..iters {
+        drop(f());
+    }
+    thread_cpu() - t0
+}
+
+fn dispatch(c: &mut Criterion) {
+    let Ok(info) = paddle::gpu_info(0) else {
+        eprintln!("no GPU adapter: nothing to measure");
+        return;
+    };
+    eprintln!("GPU adapter: {} ({}, {})", info.name, info.backend, info.device_type);
+    let g = Place::Gpu(0);
+    let x = paddle::ones_on([1024], DType::Float32, g).unwrap();
+    let y = paddle::ones_on([1024], DType::Float32, g).unwrap();
+    let a = paddle::ones_on([16, 16], DType::Float32, g).unwrap();
+    paddle::sync().unwrap();
+    let ops: Vec<(&str, OpCall<'_>)> = vec![
+        ("relu_1k", Box::new(|| x.relu().unwrap())),
+        ("add_1k", Box::new(|| x.add(&y).unwrap())),
+        ("sum_1k", Box::new(|| x.sum(&[], false).unwrap())),
+        ("matmul_16", Box::new(|| a.matmul(&a).unwrap())),
+    ];
+    let mut group = c.benchmark_group("gpu_op_host_cost");
+    for (name, f) in &ops {
+        group.bench_function(format!("{name}/wall"), |b| b.iter(f));
+        group.bench_function(format!("{name}/thread_cpu"), |b| b.iter_custom(|iters| cpu_time(iters, f.as_ref())));
+    }
+    group.finish();
+    paddle::sync().unwrap();
+}
+
+criterion_group!(benches, dispatch);
+criterion_main!(benches);

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Every test, on a fresh machine: finds or installs what the suite needs (Mesa's lavapipe so
+# every WGSL kernel runs without a GPU, Chromium and its WebDriver, wasm-bindgen-cli at
+# Cargo.lock's version, wasm-pack, the wasm32 target, a Python venv with safetensors and
+# numpy), then runs the native suite and the browser suite.
+#
+# Without a GPU adapter the GPU checks fail; DYGRAPH_TEST_SKIP=gpu (and =python for the
+# safetensors interop check, comma-separated) skips them instead, printing each skip.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+
+# Debian/Ubuntu packages: lavapipe (a software Vulkan driver), Chromium and its WebDriver.
+if ! ls /usr/share/vulkan/icd.d/lvp_icd*.json >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1 \
+  || ! command -v chromium >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1; then
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get update -qq
+    $SUDO apt-get install -y -qq mesa-vulkan-drivers libvulkan1 chromium chromium-driver >/dev/null
+  else
+    echo "test.sh: no apt-get; install a Vulkan/Metal/DX12 driver (or Mesa's lavapipe), Chromium and" \
+      "chromedriver yourself" >&2
+  fi
+fi
+
+# wasm-bindgen's test runner at exactly the wasm-bindgen version Cargo.lock pins (the CLI and
+# the library must match; --locked would pin the CLI's own dependencies to ones that may not
+# build here), and wasm-pack, which builds the page's module.
+WASM_BINDGEN_VERSION="$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/version = |"/, ""); print; exit }' Cargo.lock)"
+if ! wasm-bindgen --version 2>/dev/null | grep -qF " $WASM_BINDGEN_VERSION"; then
+  cargo install -q wasm-bindgen-cli --version "$WASM_BINDGEN_VERSION"
+fi
+command -v wasm-pack >/dev/null 2>&1 || cargo install -q wasm-pack
+rustup target add wasm32-unknown-unknown >/dev/null 2>&1 || true
+
+# Python's safetensors + numpy, for the checkpoint interoperability test.
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import safetensors, numpy" 2>/dev/null; then
+  python3 -m venv .venv
+  .venv/bin/pip install -q --disable-pip-version-check safetensors numpy
+fi
+
+# Mesa warns on every device open when this is unset.
+export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}"
+cargo test --release --locked
+bash web/test.sh
