@@ -2,7 +2,9 @@
 //! - every `shaders/**/*.wgsl` file, embedded with `include_str!`;
 //! - every `static NAME: Kernel` declared under `src/`, so the shader-validation test can
 //!   instantiate every variant of every kernel;
-//! - every registered op: `static NAME: SomeOp` (a type named `...Op`) and every op table
+//! - every registered op: `static NAME: SomeOp` (a type named `...Op`), a macro call
+//!   `registry_entry!(NAME: SomeOp = ...)` (or an op family's macro of that form), and
+//!   every op table
 //!   `static NAME_OPS: &[&SomeDef]`, so the op registry lists every op declared.
 
 use std::fs;
@@ -55,9 +57,22 @@ fn main() {
         if module.last().is_some_and(|m| m == "mod" || m == "lib") {
             module.pop();
         }
+        // In a multi-line macro call (`registry_entry!(` and the op families' macros), a
+        // first line after the docs of the form `NAME: TypeOp = ...` declares
+        // `pub(crate) static NAME: TypeOp`.
+        let mut in_entry = false;
         for line in text.lines() {
             let line = line.trim_start();
-            let Some(rest) = line.strip_prefix("pub(crate) static ") else {
+            if line
+                .strip_suffix("!(")
+                .is_some_and(|m| !m.is_empty() && m.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+            {
+                in_entry = true;
+                continue;
+            }
+            let entry = in_entry && !line.starts_with("///");
+            in_entry &= !entry;
+            let Some(rest) = line.strip_prefix("pub(crate) static ").or(entry.then_some(line)) else {
                 continue;
             };
             let Some((name, ty)) = rest.split_once(':') else {

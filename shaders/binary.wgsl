@@ -4,12 +4,12 @@
 #include "lib/int64.wgsl"
 #include "lib/math.wgsl"
 
-@group(0) @binding(0) var<storage, read> lhs: array<{{AS}}>;
-@group(0) @binding(1) var<storage, read> rhs: array<{{AS}}>;
+@group(0) @binding(0) var<storage, read> lhs: array<{{XS}}>;
+@group(0) @binding(1) var<storage, read> rhs: array<{{XS}}>;
 @group(0) @binding(2) var<storage, read_write> dst: array<{{YS}}>;
 @group(0) @binding(3) var<storage, read> params: array<u32>;
 
-fn op(a: {{AT}}, b: {{AT}}) -> {{YT}} {
+fn op(a: {{XT}}, b: {{XT}}) -> {{YT}} {
     return {{EXPR}};
 }
 

@@ -66,6 +66,25 @@ pub enum Error {
     Io(#[from] std::io::Error),
 }
 
+/// Matches `$e` against every variant that names an op, binding the name to `$op`.
+macro_rules! named_op {
+    ($e:expr, $op:ident => $named:expr, $other:expr) => {
+        match $e {
+            Error::Broadcast { op: $op, .. }
+            | Error::Shape { op: $op, .. }
+            | Error::Axis { op: $op, .. }
+            | Error::DTypeMismatch { op: $op, .. }
+            | Error::UnsupportedDType { op: $op, .. }
+            | Error::PlaceMismatch { op: $op, .. }
+            | Error::InvalidArgument { op: $op, .. }
+            | Error::DeviceLimit { op: $op, .. }
+            | Error::Gpu { op: $op, .. }
+            | Error::WouldBlock { op: $op } => $named,
+            _ => $other,
+        }
+    };
+}
+
 impl Error {
     /// A shape error of `op`.
     pub fn shape(op: &'static str, msg: impl Into<String>) -> Self {
@@ -84,41 +103,17 @@ impl Error {
 
     /// The op this error names.
     pub fn op(&self) -> Option<&'static str> {
-        match self {
-            Error::Broadcast { op, .. }
-            | Error::Shape { op, .. }
-            | Error::Axis { op, .. }
-            | Error::DTypeMismatch { op, .. }
-            | Error::UnsupportedDType { op, .. }
-            | Error::PlaceMismatch { op, .. }
-            | Error::InvalidArgument { op, .. }
-            | Error::DeviceLimit { op, .. }
-            | Error::Gpu { op, .. }
-            | Error::WouldBlock { op } => Some(op),
-            _ => None,
-        }
+        named_op!(self, op => Some(*op), None)
     }
 
     /// The error with `called` as its op where it names the registry op `entry`: a public
     /// function that runs a differently named registry entry (`rand` runs `uniform`)
     /// reports errors under its own name.
     pub(crate) fn called_as(mut self, entry: &str, called: &'static str) -> Self {
-        match &mut self {
-            Error::Broadcast { op, .. }
-            | Error::Shape { op, .. }
-            | Error::Axis { op, .. }
-            | Error::DTypeMismatch { op, .. }
-            | Error::UnsupportedDType { op, .. }
-            | Error::PlaceMismatch { op, .. }
-            | Error::InvalidArgument { op, .. }
-            | Error::DeviceLimit { op, .. }
-            | Error::Gpu { op, .. }
-            | Error::WouldBlock { op }
-                if *op == entry =>
-            {
-                *op = called
-            }
-            _ => {}
+        if let Some(op) = named_op!(&mut self, op => Some(op), None)
+            && *op == entry
+        {
+            *op = called;
         }
         self
     }

@@ -20,6 +20,9 @@
 // Lets `#[derive(Layer)]` name `::dygraph` inside this crate too.
 extern crate self as dygraph;
 
+#[macro_use]
+mod builder;
+
 pub mod autograd;
 mod backend;
 mod dtype;

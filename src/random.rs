@@ -40,7 +40,8 @@ use crate::backend::cpu::{CpuData, par_chunks_mut};
 use crate::backend::gpu::{Bind, GpuBuffer, GpuContext, Kernel};
 use crate::ops::elementwise::cast::gpu_cast;
 use crate::ops::registry::apply::apply1;
-use crate::ops::registry::op::{CpuCall, GpuCall, Half, Op};
+use crate::ops::registry::op::{CpuCall, GpuCall, Half, Op, inputs};
+use crate::ops::registry::{op_header, registry_entry};
 use crate::shape::IntoShape;
 use crate::tensor::TensorMeta;
 use crate::{DType, Error, Place, Result, Tensor, current_place};
@@ -181,7 +182,7 @@ impl Stream {
         let per_block = if dtype.is_int() { 2 } else { 4 };
         let mut params = self.params(n);
         params.extend_from_slice(extra);
-        ctx.dispatch_1d(&RANDOM, 0, entry, &[Bind::write(out)], &params, n.div_ceil(per_block) as u64)
+        ctx.dispatch(&RANDOM, 0, entry, &[Bind::write(out)], &params, n.div_ceil(per_block) as u64)
     }
 }
 
@@ -268,19 +269,12 @@ fn check_finite(op: &'static str, what: &str, v: f64) -> Result<()> {
     Ok(())
 }
 
+op_header!(FloatRandomOp: FloatRandomAttrs, (); |op| op.0);
+
 impl Op for FloatRandomOp {
-    type Attrs = FloatRandomAttrs;
-    type Plan = ();
-
-    fn name(&self) -> &'static str {
-        self.0
-    }
-
     fn infer(&self, xs: &[&TensorMeta], a: &FloatRandomAttrs) -> Result<(Vec<TensorMeta>, ())> {
         let op = self.0;
-        if !xs.is_empty() {
-            return Err(Error::invalid(op, format!("takes no tensors, got {}", xs.len())));
-        }
+        let [] = inputs(op, xs)?;
         if !a.dtype.is_float() {
             return Err(Error::unsupported(op, a.dtype, "(expected float16, float32 or float64)"));
         }
@@ -474,24 +468,15 @@ pub(crate) struct RandintAttrs {
     pub place: Place,
 }
 
-/// Uniform integers in `[low, high)` (`paddle.randint`).
-pub(crate) struct RandintOp;
-
-pub(crate) static RANDINT: RandintOp = RandintOp;
+registry_entry!(
+    /// Uniform integers in `[low, high)` (`paddle.randint`).
+    RANDINT: RandintOp = "randint", RandintAttrs, ()
+);
 
 impl Op for RandintOp {
-    type Attrs = RandintAttrs;
-    type Plan = ();
-
-    fn name(&self) -> &'static str {
-        "randint"
-    }
-
     fn infer(&self, xs: &[&TensorMeta], a: &RandintAttrs) -> Result<(Vec<TensorMeta>, ())> {
         const OP: &str = "randint";
-        if !xs.is_empty() {
-            return Err(Error::invalid(OP, format!("takes no tensors, got {}", xs.len())));
-        }
+        let [] = inputs(OP, xs)?;
         if !a.dtype.is_int() {
             return Err(Error::unsupported(OP, a.dtype, "(expected int32 or int64)"));
         }
@@ -555,24 +540,15 @@ pub(crate) struct RandpermAttrs {
     pub place: Place,
 }
 
-/// A random permutation of `0..n` (`paddle.randperm`).
-pub(crate) struct RandpermOp;
-
-pub(crate) static RANDPERM: RandpermOp = RandpermOp;
+registry_entry!(
+    /// A random permutation of `0..n` (`paddle.randperm`).
+    RANDPERM: RandpermOp = "randperm", RandpermAttrs, ()
+);
 
 impl Op for RandpermOp {
-    type Attrs = RandpermAttrs;
-    type Plan = ();
-
-    fn name(&self) -> &'static str {
-        "randperm"
-    }
-
     fn infer(&self, xs: &[&TensorMeta], a: &RandpermAttrs) -> Result<(Vec<TensorMeta>, ())> {
         const OP: &str = "randperm";
-        if !xs.is_empty() {
-            return Err(Error::invalid(OP, format!("takes no tensors, got {}", xs.len())));
-        }
+        let [] = inputs(OP, xs)?;
         if a.dtype == DType::Bool {
             return Err(Error::unsupported(OP, a.dtype, "(expected an integer or float dtype)"));
         }

@@ -6,8 +6,13 @@
 //! Field attributes:
 //! - none: the field is a sublayer (any type implementing `Layer`, including `Option<L>` and
 //!   `Vec<L>`);
-//! - `#[layer(param)]`: a `Tensor` parameter of this layer;
-//! - `#[layer(buffer)]`: a `Tensor` saved in the state dict but not trained;
+//! - `#[layer(param)]`: a `Tensor` (or `Option<Tensor>`) parameter of this layer;
+//! - `#[layer(buffer)]`: a `Tensor` (or `Option<Tensor>`) saved in the state dict but not
+//!   trained;
+//! - `name = "..."` beside `param` or `buffer`: the key in `named_parameters()` and the state
+//!   dict, where it differs from the field's name (`#[layer(buffer, name = "_mean")]`);
+//! - `#[layer(training)]`: a `bool` that holds this layer's train/eval mode (`set_training`
+//!   sets it and every sublayer's);
 //! - `#[layer(skip)]`: anything else (hyper-parameters, caches).
 //!
 //! `#[derive(Attrs)]` (inside dygraph) converts an op's attribute struct to and from the flat
@@ -22,29 +27,42 @@ enum Role {
     Sublayer,
     Param,
     Buffer,
+    Training,
     Skip,
 }
 
-fn role(field: &syn::Field) -> syn::Result<Role> {
-    let mut role = Role::Sublayer;
+/// A field's role and its key (the field's name unless `name = "..."` says otherwise).
+fn role(field: &syn::Field) -> syn::Result<(Role, Option<String>)> {
+    let (mut role, mut key) = (Role::Sublayer, None);
     for attr in &field.attrs {
         if !attr.path().is_ident("layer") {
             continue;
         }
         attr.parse_nested_meta(|meta| {
+            if meta.path.is_ident("name") {
+                key = Some(meta.value()?.parse::<syn::LitStr>()?.value());
+                return Ok(());
+            }
             role = if meta.path.is_ident("param") {
                 Role::Param
             } else if meta.path.is_ident("buffer") {
                 Role::Buffer
+            } else if meta.path.is_ident("training") {
+                Role::Training
             } else if meta.path.is_ident("skip") {
                 Role::Skip
             } else {
-                return Err(meta.error("expected `param`, `buffer` or `skip`"));
+                return Err(meta.error("expected `param`, `buffer`, `training`, `skip` or `name = \"...\"`"));
             };
             Ok(())
         })?;
     }
-    Ok(role)
+    Ok((role, key))
+}
+
+/// True when the field's type is `Option<...>`.
+fn is_option(ty: &syn::Type) -> bool {
+    matches!(ty, syn::Type::Path(p) if p.path.segments.last().is_some_and(|s| s.ident == "Option"))
 }
 
 /// Implements `dygraph::nn::Layer` for a struct with named fields.
@@ -66,27 +84,45 @@ fn expand(input: &DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
     let Fields::Named(fields) = &data.fields else {
         return Err(syn::Error::new_spanned(name, "#[derive(Layer)] needs named fields"));
     };
-    let (mut params, mut buffers, mut subs) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut params, mut buffers, mut subs, mut training) = (Vec::new(), Vec::new(), Vec::new(), None);
     for f in &fields.named {
         let ident = f.ident.as_ref().expect("named field");
-        let key = ident.to_string();
-        match role(f)? {
-            Role::Param => params.push((ident, key)),
-            Role::Buffer => buffers.push((ident, key)),
-            Role::Sublayer => subs.push((ident, key)),
+        let (role, key) = role(f)?;
+        let entry = (ident, key.unwrap_or_else(|| ident.to_string()), is_option(&f.ty));
+        match role {
+            Role::Param => params.push(entry),
+            Role::Buffer => buffers.push(entry),
+            Role::Sublayer => subs.push((ident, entry.1, false)),
+            Role::Training => training = Some(ident),
             Role::Skip => {}
         }
     }
-    let visit = |list: &[(&syn::Ident, String)], mutable: bool| {
-        let calls = list.iter().map(|(ident, key)| {
-            if mutable {
-                quote! { f(#key, &mut self.#ident); }
+    let visit = |list: &[(&syn::Ident, String, bool)], mutable: bool| {
+        let calls = list.iter().map(|(ident, key, optional)| {
+            let field = if mutable {
+                quote! { &mut self.#ident }
             } else {
-                quote! { f(#key, &self.#ident); }
+                quote! { &self.#ident }
+            };
+            if *optional {
+                quote! { if let Some(t) = #field { f(#key, t); } }
+            } else {
+                quote! { f(#key, #field); }
             }
         });
         quote! { #(#calls)* }
     };
+    let mode = training.map(|flag| {
+        quote! {
+            fn is_training(&self) -> bool {
+                self.#flag
+            }
+            fn set_training(&mut self, training: bool) {
+                self.#flag = training;
+                self.visit_sublayers_mut(&mut |_, l| l.set_training(training));
+            }
+        }
+    });
     let (p, pm) = (visit(&params, false), visit(&params, true));
     let (b, bm) = (visit(&buffers, false), visit(&buffers, true));
     let (s, sm) = (visit(&subs, false), visit(&subs, true));
@@ -110,6 +146,7 @@ fn expand(input: &DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
             fn visit_sublayers_mut(&mut self, f: &mut dyn FnMut(&str, &mut dyn ::dygraph::nn::Layer)) {
                 #sm
             }
+            #mode
         }
     })
 }

@@ -35,22 +35,13 @@ impl<D: Dataset + 'static> DataLoader<D> {
         }
     }
 
-    /// Shuffle every epoch.
-    pub fn shuffle(mut self, on: bool) -> Self {
-        self.shuffle = on;
-        self
-    }
-
-    /// Drop the last partial batch.
-    pub fn drop_last(mut self, on: bool) -> Self {
-        self.drop_last = on;
-        self
-    }
-
-    /// Upload batches to `place`.
-    pub fn place(mut self, place: Place) -> Self {
-        self.place = Some(place);
-        self
+    setters! {
+        /// Shuffle every epoch.
+        shuffle: bool;
+        /// Drop the last partial batch.
+        drop_last: bool;
+        /// Upload batches to `place`.
+        place: Place => Some;
     }
 
     /// Batches prepared ahead on the worker thread.

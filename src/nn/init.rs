@@ -161,6 +161,17 @@ impl Default for BiasAttr {
     }
 }
 
+impl BiasAttr {
+    /// The float32 bias of `shape` on the current place (zeros unless the attribute names
+    /// an initializer), or none.
+    pub fn create(&self, shape: &[usize]) -> Result<Option<Tensor>> {
+        match self {
+            BiasAttr::None => Ok(None),
+            BiasAttr::Attr(a) => create_parameter(shape, DType::Float32, a, &Initializer::Constant(0.0)).map(Some),
+        }
+    }
+}
+
 impl From<bool> for BiasAttr {
     fn from(on: bool) -> Self {
         if on { BiasAttr::default() } else { BiasAttr::None }

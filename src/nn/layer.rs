@@ -264,43 +264,36 @@ impl<T: Layer> Layer for Vec<T> {
     }
 }
 
+/// Visitors of `Option<L>` that visit the inner layer when there is one.
+macro_rules! visit_some {
+    ($(fn $name:ident<$lt:lifetime>(&$a:lifetime self, f: $f:ty);)*) => {$(
+        fn $name<$lt>(&$a self, f: $f) {
+            if let Some(l) = self {
+                l.$name(f);
+            }
+        }
+    )*};
+    ($(fn $name:ident(&mut self, f: $f:ty);)*) => {$(
+        fn $name(&mut self, f: $f) {
+            if let Some(l) = self {
+                l.$name(f);
+            }
+        }
+    )*};
+}
+
 /// An optional sublayer is transparent: `Some(l)` contributes `l`'s parameters under the
 /// field's own name.
 impl<T: Layer> Layer for Option<T> {
-    fn visit_parameters<'a>(&'a self, f: &mut dyn FnMut(&str, &'a Tensor)) {
-        if let Some(l) = self {
-            l.visit_parameters(f);
-        }
+    visit_some! {
+        fn visit_parameters<'a>(&'a self, f: &mut dyn FnMut(&str, &'a Tensor));
+        fn visit_buffers<'a>(&'a self, f: &mut dyn FnMut(&str, &'a Tensor));
+        fn visit_sublayers<'a>(&'a self, f: &mut dyn FnMut(&str, &'a dyn Layer));
     }
-
-    fn visit_parameters_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor)) {
-        if let Some(l) = self {
-            l.visit_parameters_mut(f);
-        }
-    }
-
-    fn visit_buffers<'a>(&'a self, f: &mut dyn FnMut(&str, &'a Tensor)) {
-        if let Some(l) = self {
-            l.visit_buffers(f);
-        }
-    }
-
-    fn visit_buffers_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor)) {
-        if let Some(l) = self {
-            l.visit_buffers_mut(f);
-        }
-    }
-
-    fn visit_sublayers<'a>(&'a self, f: &mut dyn FnMut(&str, &'a dyn Layer)) {
-        if let Some(l) = self {
-            l.visit_sublayers(f);
-        }
-    }
-
-    fn visit_sublayers_mut(&mut self, f: &mut dyn FnMut(&str, &mut dyn Layer)) {
-        if let Some(l) = self {
-            l.visit_sublayers_mut(f);
-        }
+    visit_some! {
+        fn visit_parameters_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor));
+        fn visit_buffers_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor));
+        fn visit_sublayers_mut(&mut self, f: &mut dyn FnMut(&str, &mut dyn Layer));
     }
 
     fn is_training(&self) -> bool {

@@ -36,7 +36,7 @@ pub(crate) fn gpu_copy(
     for s in &st {
         params.extend(s.iter().map(|&d| d as i32 as u32));
     }
-    ctx.dispatch_1d(
+    ctx.dispatch(
         &COPY,
         wgsl::param_words(dtype) as u32,
         "main",

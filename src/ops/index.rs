@@ -21,7 +21,8 @@
 use crate::backend::cpu::{CpuData, map_data, par_chunks_mut};
 use crate::backend::gpu::{Bind, Kernel, Variant};
 use crate::ops::registry::apply::apply1;
-use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op};
+use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
+use crate::ops::registry::registry_entry;
 use crate::ops::wgsl;
 use crate::tensor::TensorMeta;
 use crate::{DType, Error, Result, Tensor};
@@ -122,9 +123,7 @@ impl Geom {
 
 /// Errors unless `index` holds int32/int64 indices.
 fn check_index(op: &'static str, index: &TensorMeta) -> Result<()> {
-    if !index.dtype.is_int() {
-        return Err(Error::unsupported(op, index.dtype, "for indices (expected int32 or int64)"));
-    }
+    index.expect_int(op, "indices")?;
     Ok(())
 }
 
@@ -197,7 +196,7 @@ fn gather_gpu_kernel(op: &'static str, k: &GpuCall<'_>, g: &Geom) -> Result<()> 
     let binds = [Bind::read(k.x(0)), Bind::read(k.x(1)), Bind::write(k.y(0)), Bind::flag(&flag)];
     let mut params = g.params(total);
     params.push(code);
-    k.ctx.dispatch_1d(&GATHER, key, "main", &binds, &params, total as u64)
+    k.ctx.dispatch(&GATHER, key, "main", &binds, &params, total as u64)
 }
 
 /// The gradient of every gather: `dy` summed into zeros of the input's shape.
@@ -208,22 +207,12 @@ fn gather_backward(op_index: &Tensor, g: &GradCall<'_>, geom: &Geom) -> Result<V
 /// Declares a public gather-like op: meta inference computes its `Geom`; the kernels and
 /// the backward rule are the shared ones.
 macro_rules! gather_like {
-    ($(#[$doc:meta])* $ty:ident, $name:literal, $attrs:ty, |$x:ident, $ix:ident, $a:ident| $geom:expr) => {
-        $(#[$doc])*
-        pub(crate) struct $ty;
+    ($(#[$doc:meta])* $stat:ident: $ty:ident = $name:literal, $attrs:ty, |$x:ident, $ix:ident, $a:ident| $geom:expr) => {
+        registry_entry!($(#[$doc])* $stat: $ty = $name, $attrs, (Geom, String));
 
         impl Op for $ty {
-            type Attrs = $attrs;
-            type Plan = (Geom, String);
-
-            fn name(&self) -> &'static str {
-                $name
-            }
-
             fn infer(&self, xs: &[&TensorMeta], $a: &$attrs) -> Result<(Vec<TensorMeta>, (Geom, String))> {
-                let [$x, $ix] = xs else {
-                    return Err(Error::invalid($name, format!("takes two tensors, got {}", xs.len())));
-                };
+                let [$x, $ix] = inputs($name, xs)?;
                 check_index($name, $ix)?;
                 let geom_of = || -> Result<(Geom, String)> { $geom };
                 let (geom, what) = geom_of()?;
@@ -285,24 +274,20 @@ fn select_geom(
 
 gather_like!(
     /// `paddle.index_select`.
-    IndexSelectOp, "index_select", IndexAxisAttrs,
+    INDEX_SELECT: IndexSelectOp = "index_select", IndexAxisAttrs,
     |x, ix, a| select_geom("index_select", x, ix, a.axis, false)
 );
 
-pub(crate) static INDEX_SELECT: IndexSelectOp = IndexSelectOp;
-
 gather_like!(
     /// `paddle.gather` (2.x).
-    GatherOp, "gather", IndexAxisAttrs,
+    GATHER_OP: GatherOp = "gather", IndexAxisAttrs,
     |x, ix, a| select_geom("gather", x, ix, a.axis, true)
 );
-
-pub(crate) static GATHER_OP: GatherOp = GatherOp;
 
 gather_like!(
     /// `paddle.take_along_axis` on operands already broadcast against each other (the
     /// public function broadcasts them).
-    TakeAlongAxisOp, "take_along_axis", IndexAxisAttrs,
+    TAKE_ALONG_AXIS: TakeAlongAxisOp = "take_along_axis", IndexAxisAttrs,
     |arr, ix, a| {
         const OP: &str = "take_along_axis";
         let ax = arr.shape.axis(OP, a.axis)?;
@@ -325,8 +310,6 @@ gather_like!(
     }
 );
 
-pub(crate) static TAKE_ALONG_AXIS: TakeAlongAxisOp = TakeAlongAxisOp;
-
 /// `embedding`'s attribute.
 #[derive(Clone, Debug, PartialEq, dygraph_derive::Attrs)]
 pub(crate) struct EmbeddingAttrs {
@@ -335,7 +318,7 @@ pub(crate) struct EmbeddingAttrs {
 
 gather_like!(
     /// `paddle.nn.functional.embedding`: inputs `(weight, ids)`.
-    EmbeddingOp, "embedding", EmbeddingAttrs,
+    EMBEDDING: EmbeddingOp = "embedding", EmbeddingAttrs,
     |weight, ids, a| {
         const OP: &str = "embedding";
         if weight.rank() != 2 {
@@ -354,27 +337,16 @@ gather_like!(
     }
 );
 
-pub(crate) static EMBEDDING: EmbeddingOp = EmbeddingOp;
-
-/// The gather primitive by explicit geometry: inputs `(x, index)`; the gradient of
-/// `index_scatter_add`.
-pub(crate) struct IndexGatherOp;
-
-pub(crate) static INDEX_GATHER: IndexGatherOp = IndexGatherOp;
+registry_entry!(
+    /// The gather primitive by explicit geometry: inputs `(x, index)`; the gradient of
+    /// `index_scatter_add`.
+    INDEX_GATHER: IndexGatherOp = "index_gather", Geom, ()
+);
 
 impl Op for IndexGatherOp {
-    type Attrs = Geom;
-    type Plan = ();
-
-    fn name(&self) -> &'static str {
-        "index_gather"
-    }
-
     fn infer(&self, xs: &[&TensorMeta], g: &Geom) -> Result<(Vec<TensorMeta>, ())> {
         const OP: &str = "index_gather";
-        let [x, ix] = xs else {
-            return Err(Error::invalid(OP, format!("takes two tensors, got {}", xs.len())));
-        };
+        let [x, ix] = inputs(OP, xs)?;
         check_index(OP, ix)?;
         if x.dims() != g.in_shape || ix.numel() < g.index_len() {
             return Err(Error::shape(OP, format!("input {:?} / index {:?} do not fit {g:?}", x.dims(), ix.dims())));
@@ -399,30 +371,19 @@ impl Op for IndexGatherOp {
     }
 }
 
-/// The adjoint of a gather: sums `grad` (input 0, shaped like the gather's output) into zeros
-/// of the gather's input shape at the indexed positions (input 1). Deterministic on both
-/// places.
-pub(crate) struct IndexScatterAddOp;
-
-pub(crate) static INDEX_SCATTER_ADD: IndexScatterAddOp = IndexScatterAddOp;
+registry_entry!(
+    /// The adjoint of a gather: sums `grad` (input 0, shaped like the gather's output) into zeros
+    /// of the gather's input shape at the indexed positions (input 1). Deterministic on both
+    /// places.
+    INDEX_SCATTER_ADD: IndexScatterAddOp = "index_scatter_add", Geom, ()
+);
 
 impl Op for IndexScatterAddOp {
-    type Attrs = Geom;
-    type Plan = ();
-
-    fn name(&self) -> &'static str {
-        "index_scatter_add"
-    }
-
     fn infer(&self, xs: &[&TensorMeta], g: &Geom) -> Result<(Vec<TensorMeta>, ())> {
         const OP: &str = "index_scatter_add";
-        let [grad, ix] = xs else {
-            return Err(Error::invalid(OP, format!("takes two tensors, got {}", xs.len())));
-        };
+        let [grad, ix] = inputs(OP, xs)?;
         check_index(OP, ix)?;
-        if !grad.dtype.is_float() {
-            return Err(Error::unsupported(OP, grad.dtype, "for gradients (expected a float dtype)"));
-        }
+        grad.expect_float(OP, "gradients")?;
         if grad.dims() != g.out_shape || ix.numel() < g.index_len() {
             return Err(Error::shape(
                 OP,
@@ -447,7 +408,7 @@ impl Op for IndexScatterAddOp {
         let binds = [Bind::read(k.x(0)), Bind::read(k.x(1)), Bind::write(k.y(0)), Bind::flag(&flag)];
         let mut params = g.params(total);
         params.push(code);
-        k.ctx.dispatch_1d(&SCATTER_ADD, k.ins[1].dtype.code(), "main", &binds, &params, total as u64)
+        k.ctx.dispatch(&SCATTER_ADD, k.ins[1].dtype.code(), "main", &binds, &params, total as u64)
     }
 
     fn differentiable(&self) -> bool {
@@ -465,27 +426,16 @@ pub(crate) struct OneHotAttrs {
     pub num_classes: usize,
 }
 
-/// One-hot encoding of integer labels (`paddle.nn.functional.one_hot`).
-pub(crate) struct OneHotOp;
-
-pub(crate) static ONE_HOT_OP: OneHotOp = OneHotOp;
+registry_entry!(
+    /// One-hot encoding of integer labels (`paddle.nn.functional.one_hot`).
+    ONE_HOT_OP: OneHotOp = "one_hot", OneHotAttrs, ()
+);
 
 impl Op for OneHotOp {
-    type Attrs = OneHotAttrs;
-    type Plan = ();
-
-    fn name(&self) -> &'static str {
-        "one_hot"
-    }
-
     fn infer(&self, xs: &[&TensorMeta], a: &OneHotAttrs) -> Result<(Vec<TensorMeta>, ())> {
         const OP: &str = "one_hot";
-        let [x] = xs else {
-            return Err(Error::invalid(OP, format!("takes one tensor, got {}", xs.len())));
-        };
-        if !x.dtype.is_int() {
-            return Err(Error::unsupported(OP, x.dtype, "for labels (expected int32 or int64)"));
-        }
+        let [x] = inputs(OP, xs)?;
+        x.expect_int(OP, "labels")?;
         if a.num_classes == 0 {
             return Err(Error::invalid(OP, "num_classes must be at least 1"));
         }
@@ -516,7 +466,7 @@ impl Op for OneHotOp {
         let params = [total as u32, a.num_classes as u32, code];
         // Binding 2 is unused by the shader (the flag sits at 3, as in the gather kernels).
         let binds = [Bind::read(k.x(0)), Bind::write(k.y(0)), Bind::read(k.x(0)), Bind::flag(&flag)];
-        k.ctx.dispatch_1d(&ONE_HOT, k.ins[0].dtype.code(), "main", &binds, &params, total as u64)
+        k.ctx.dispatch(&ONE_HOT, k.ins[0].dtype.code(), "main", &binds, &params, total as u64)
     }
 }
 

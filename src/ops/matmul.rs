@@ -6,7 +6,8 @@ use crate::backend::cpu::CpuData;
 use crate::backend::cpu::matmul::{MatView, batched_matmul};
 use crate::backend::gpu::{Bind, Kernel};
 use crate::ops::registry::apply::apply1;
-use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op};
+use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
+use crate::ops::registry::registry_entry;
 use crate::shape::{broadcast_shapes, broadcast_strides, collapse};
 use crate::tensor::TensorMeta;
 use crate::{Error, Result, Tensor};
@@ -20,10 +21,10 @@ pub(crate) struct MatmulAttrs {
     pub transpose_y: bool,
 }
 
-/// The matrix product.
-pub(crate) struct MatmulOp;
-
-pub(crate) static MATMUL_OP: MatmulOp = MatmulOp;
+registry_entry!(
+    /// The matrix product.
+    MATMUL_OP: MatmulOp = "matmul", MatmulAttrs, MatmulPlan
+);
 
 /// A batched product: `(m, n, k)`, the broadcast batch shape, each operand's batch strides
 /// and matrix view, and the operands' shapes after promoting vectors to matrices.
@@ -45,24 +46,13 @@ pub(crate) struct MatmulPlan {
 }
 
 impl Op for MatmulOp {
-    type Attrs = MatmulAttrs;
-    type Plan = MatmulPlan;
-
-    fn name(&self) -> &'static str {
-        "matmul"
-    }
-
     fn infer(&self, xs: &[&TensorMeta], a: &MatmulAttrs) -> Result<(Vec<TensorMeta>, MatmulPlan)> {
         const OP: &str = "matmul";
-        let [x, y] = xs else {
-            return Err(Error::invalid(OP, format!("takes two tensors, got {}", xs.len())));
-        };
+        let [x, y] = inputs(OP, xs)?;
         if x.dtype != y.dtype {
             return Err(Error::DTypeMismatch { op: OP, lhs: x.dtype, rhs: y.dtype });
         }
-        if !x.dtype.is_float() {
-            return Err(Error::unsupported(OP, x.dtype, "(matmul needs float tensors)"));
-        }
+        x.expect_float(OP, "the input")?;
         if x.rank() == 0 || y.rank() == 0 {
             return Err(Error::shape(
                 OP,

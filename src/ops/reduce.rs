@@ -6,7 +6,8 @@ use crate::backend::cpu::reduce::reduce;
 use crate::backend::gpu::{Bind, GpuBuffer, GpuContext, Kernel, Variant};
 use crate::ops::elementwise::cast::gpu_cast;
 use crate::ops::registry::apply::apply1;
-use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op};
+use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
+use crate::ops::registry::op_header;
 use crate::ops::wgsl;
 use crate::tensor::TensorMeta;
 use crate::{DType, Error, Result, Scalar, Tensor};
@@ -116,19 +117,12 @@ pub(crate) struct ReducePlan {
     axes: Vec<usize>,
 }
 
+op_header!(ReduceOp: ReduceAttrs, ReducePlan; |op| op.0.name());
+
 impl Op for ReduceOp {
-    type Attrs = ReduceAttrs;
-    type Plan = ReducePlan;
-
-    fn name(&self) -> &'static str {
-        self.0.name()
-    }
-
     fn infer(&self, x: &[&TensorMeta], a: &ReduceAttrs) -> Result<(Vec<TensorMeta>, ReducePlan)> {
         let (kind, op) = (self.0, self.0.name());
-        let [x] = x else {
-            return Err(Error::invalid(op, format!("takes one tensor, got {}", x.len())));
-        };
+        let [x] = inputs(op, x)?;
         let compute = match (kind, x.dtype) {
             (Reduce::Mean, d) if !d.is_float() => {
                 return Err(Error::unsupported(op, d, "(mean needs a float tensor; cast first)"));
@@ -361,7 +355,7 @@ fn gpu_reduce(
         );
     }
     let params = [outer as u32, len as u32, inner as u32, 1, len as u32, scale];
-    ctx.dispatch_1d(
+    ctx.dispatch(
         &REDUCE,
         kind.key(dtype),
         "strided",
@@ -448,20 +442,15 @@ pub(crate) struct ArgReduceOp {
 pub(crate) static ARGMAX: ArgReduceOp = ArgReduceOp { name: "argmax", largest: true };
 pub(crate) static ARGMIN: ArgReduceOp = ArgReduceOp { name: "argmin", largest: false };
 
+/// `(outer, len, inner)` around the reduced axis.
+type AxisSplit = (usize, usize, usize);
+
+op_header!(ArgReduceOp: ArgAttrs, AxisSplit; |op| op.name);
+
 impl Op for ArgReduceOp {
-    type Attrs = ArgAttrs;
-    /// `(outer, len, inner)` around the axis.
-    type Plan = (usize, usize, usize);
-
-    fn name(&self) -> &'static str {
-        self.name
-    }
-
     fn infer(&self, x: &[&TensorMeta], a: &ArgAttrs) -> Result<(Vec<TensorMeta>, (usize, usize, usize))> {
         let op = self.name;
-        let [x] = x else {
-            return Err(Error::invalid(op, format!("takes one tensor, got {}", x.len())));
-        };
+        let [x] = inputs(op, x)?;
         let (geom, shape) = match a.axis {
             None => ((1, x.numel(), 1), if a.keepdim { vec![1; x.rank()] } else { vec![] }),
             Some(ax) => {
@@ -522,7 +511,7 @@ impl Op for ArgReduceOp {
         let outputs = geom.0 * geom.2;
         let params = [geom.0 as u32, geom.1 as u32, geom.2 as u32];
         let binds = [Bind::read(src), Bind::write(k.y(0))];
-        ctx.dispatch_1d(&ARGREDUCE, arg_key(self.largest, dtype), "main", &binds, &params, outputs as u64)
+        ctx.dispatch(&ARGREDUCE, arg_key(self.largest, dtype), "main", &binds, &params, outputs as u64)
     }
 }
 

@@ -6,17 +6,11 @@
 use super::copy::{cpu_assemble, cpu_gather, gpu_assemble, gpu_gather};
 use crate::backend::cpu::CpuData;
 use crate::ops::registry::apply::{apply, apply1};
-use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op};
+use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
+use crate::ops::registry::registry_entry;
 use crate::shape::{IntoShape, View, broadcast_shapes, checked_numel, contiguous_strides, normalize_axis};
 use crate::tensor::TensorMeta;
 use crate::{Error, Result, Scalar, Tensor};
-
-fn one<'a>(op: &'static str, x: &[&'a TensorMeta]) -> Result<&'a TensorMeta> {
-    match x {
-        [x] => Ok(x),
-        _ => Err(Error::invalid(op, format!("takes one tensor, got {}", x.len()))),
-    }
-}
 
 /// `shape` as a reshape target (`i64` dims, the form `reshape` takes).
 fn dims_i64(shape: &[usize]) -> Vec<i64> {
@@ -30,20 +24,12 @@ fn reshape_back(g: &GradCall<'_>) -> Result<Vec<Option<Tensor>>> {
 
 /// Declares a reshape-like op: no kernel, the output shares the input's memory.
 macro_rules! view_op {
-    ($(#[$doc:meta])* $ty:ident, $name:literal, $attrs:ty, |$x:ident, $a:ident| $infer:expr) => {
-        $(#[$doc])*
-        pub(crate) struct $ty;
+    ($(#[$doc:meta])* $stat:ident: $ty:ident = $name:literal, $attrs:ty, |$x:ident, $a:ident| $infer:expr) => {
+        registry_entry!($(#[$doc])* $stat: $ty = $name, $attrs, ());
 
         impl Op for $ty {
-            type Attrs = $attrs;
-            type Plan = ();
-
-            fn name(&self) -> &'static str {
-                $name
-            }
-
             fn infer(&self, x: &[&TensorMeta], $a: &$attrs) -> Result<(Vec<TensorMeta>, ())> {
-                let $x = one($name, x)?;
+                let [$x] = inputs($name, x)?;
                 let dims: Vec<usize> = $infer?;
                 Ok((vec![$x.with_shape(dims)], ()))
             }
@@ -114,10 +100,8 @@ fn reshape_dims(x: &TensorMeta, shape: &[i64]) -> Result<Vec<usize>> {
 
 view_op!(
     /// `paddle.reshape`.
-    ReshapeOp, "reshape", ReshapeAttrs, |x, a| reshape_dims(x, &a.shape)
+    RESHAPE: ReshapeOp = "reshape", ReshapeAttrs, |x, a| reshape_dims(x, &a.shape)
 );
-
-pub(crate) static RESHAPE: ReshapeOp = ReshapeOp;
 
 /// `flatten`'s attributes.
 #[derive(Clone, Debug, PartialEq, dygraph_derive::Attrs)]
@@ -147,10 +131,8 @@ fn flatten_dims(x: &TensorMeta, a: &FlattenAttrs) -> Result<Vec<usize>> {
 
 view_op!(
     /// `paddle.flatten`: merges axes `start..=stop`.
-    FlattenOp, "flatten", FlattenAttrs, |x, a| flatten_dims(x, a)
+    FLATTEN: FlattenOp = "flatten", FlattenAttrs, |x, a| flatten_dims(x, a)
 );
-
-pub(crate) static FLATTEN: FlattenOp = FlattenOp;
 
 /// The axes of `squeeze` / `unsqueeze`.
 #[derive(Clone, Debug, PartialEq, dygraph_derive::Attrs)]
@@ -170,10 +152,8 @@ fn squeeze_dims(x: &TensorMeta, a: &AxesAttrs) -> Result<Vec<usize>> {
 
 view_op!(
     /// `paddle.squeeze`: removes size-1 axes (those listed, or all).
-    SqueezeOp, "squeeze", AxesAttrs, |x, a| squeeze_dims(x, a)
+    SQUEEZE: SqueezeOp = "squeeze", AxesAttrs, |x, a| squeeze_dims(x, a)
 );
-
-pub(crate) static SQUEEZE: SqueezeOp = SqueezeOp;
 
 fn unsqueeze_dims(x: &TensorMeta, a: &AxesAttrs) -> Result<Vec<usize>> {
     let rank = x.rank() + a.axes.len();
@@ -191,29 +171,19 @@ fn unsqueeze_dims(x: &TensorMeta, a: &AxesAttrs) -> Result<Vec<usize>> {
 
 view_op!(
     /// `paddle.unsqueeze`: inserts size-1 axes at `axes` (positions in the result).
-    UnsqueezeOp, "unsqueeze", AxesAttrs, |x, a| unsqueeze_dims(x, a)
+    UNSQUEEZE: UnsqueezeOp = "unsqueeze", AxesAttrs, |x, a| unsqueeze_dims(x, a)
 );
-
-pub(crate) static UNSQUEEZE: UnsqueezeOp = UnsqueezeOp;
 
 /// Declares an op whose output is a strided view of its one input, gathered into new memory.
 macro_rules! gather_op {
-    ($(#[$doc:meta])* $ty:ident, $name:literal, $attrs:ty,
+    ($(#[$doc:meta])* $stat:ident: $ty:ident = $name:literal, $attrs:ty,
      infer: |$x:ident, $a:ident| $infer:expr,
      backward: |$g:ident, $ba:ident| $bw:expr) => {
-        $(#[$doc])*
-        pub(crate) struct $ty;
+        registry_entry!($(#[$doc])* $stat: $ty = $name, $attrs, View);
 
         impl Op for $ty {
-            type Attrs = $attrs;
-            type Plan = View;
-
-            fn name(&self) -> &'static str {
-                $name
-            }
-
             fn infer(&self, x: &[&TensorMeta], $a: &$attrs) -> Result<(Vec<TensorMeta>, View)> {
-                let $x = one($name, x)?;
+                let [$x] = inputs($name, x)?;
                 let view: View = $infer?;
                 Ok((vec![$x.with_shape(view.shape.clone())], view))
             }
@@ -263,7 +233,7 @@ fn transpose_view(x: &TensorMeta, perm: &[usize]) -> Result<View> {
 
 gather_op!(
     /// `paddle.transpose`: permutes the axes.
-    TransposeOp, "transpose", TransposeAttrs,
+    TRANSPOSE: TransposeOp = "transpose", TransposeAttrs,
     infer: |x, a| transpose_view(x, &a.perm),
     backward: |g, a| {
         let mut inv = vec![0; a.perm.len()];
@@ -273,8 +243,6 @@ gather_op!(
         transpose(g.g(), &inv)
     }
 );
-
-pub(crate) static TRANSPOSE: TransposeOp = TransposeOp;
 
 /// `broadcast_to`'s attribute: the target shape.
 #[derive(Clone, Debug, PartialEq, dygraph_derive::Attrs)]
@@ -297,12 +265,10 @@ fn broadcast_view(x: &TensorMeta, shape: &[usize]) -> Result<View> {
 
 gather_op!(
     /// `paddle.broadcast_to` (numpy rules), copying.
-    BroadcastToOp, "broadcast_to", BroadcastAttrs,
+    BROADCAST_TO: BroadcastToOp = "broadcast_to", BroadcastAttrs,
     infer: |x, a| broadcast_view(x, &a.shape),
     backward: |g, a| super::reduce::sum_to_shape(g.g(), g.x(0).shape())
 );
-
-pub(crate) static BROADCAST_TO: BroadcastToOp = BroadcastToOp;
 
 /// `slice`'s attributes (Paddle's `strided_slice`; `slice` is steps of 1).
 #[derive(Clone, Debug, PartialEq, dygraph_derive::Attrs)]
@@ -357,12 +323,10 @@ fn slice_view(x: &TensorMeta, a: &SliceAttrs) -> Result<View> {
 gather_op!(
     /// `paddle.slice` / `paddle.strided_slice`: negative bounds count from the end,
     /// out-of-range bounds clamp, a negative step walks backwards.
-    SliceOp, "slice", SliceAttrs,
+    SLICE: SliceOp = "slice", SliceAttrs,
     infer: |x, a| slice_view(x, a),
     backward: |g, a| slice_grad(g.g(), g.x(0).shape(), a)
 );
-
-pub(crate) static SLICE: SliceOp = SliceOp;
 
 /// `slice_grad`'s attributes: the sliced input's shape and the slice.
 #[derive(Clone, Debug, PartialEq, dygraph_derive::Attrs)]
@@ -385,22 +349,15 @@ impl SliceGradAttrs {
     }
 }
 
-/// The gradient of `slice`: zeros of the input's shape with the gradient written where the
-/// slice read (its own gradient is the slice again).
-pub(crate) struct SliceGradOp;
-
-pub(crate) static SLICE_GRAD: SliceGradOp = SliceGradOp;
+registry_entry!(
+    /// The gradient of `slice`: zeros of the input's shape with the gradient written where the
+    /// slice read (its own gradient is the slice again).
+    SLICE_GRAD: SliceGradOp = "slice_grad", SliceGradAttrs, View
+);
 
 impl Op for SliceGradOp {
-    type Attrs = SliceGradAttrs;
-    type Plan = View;
-
-    fn name(&self) -> &'static str {
-        "slice_grad"
-    }
-
     fn infer(&self, x: &[&TensorMeta], a: &SliceGradAttrs) -> Result<(Vec<TensorMeta>, View)> {
-        let g = one("slice_grad", x)?;
+        let [g] = inputs("slice_grad", x)?;
         let out = g.with_shape(a.shape.clone());
         let view = slice_view(&out, &a.slice())?;
         if view.shape != g.dims() {
@@ -445,7 +402,7 @@ fn slice_grad(g: &Tensor, shape: &[usize], a: &SliceAttrs) -> Result<Tensor> {
 
 gather_op!(
     /// `paddle.flip`: reverses the order along `axes`.
-    FlipOp, "flip", AxesAttrs,
+    FLIP: FlipOp = "flip", AxesAttrs,
     infer: |x, a| {
         x.shape.axes("flip", &a.axes).map(|axes| {
             let mut view = View::contiguous(x.dims());
@@ -461,28 +418,21 @@ gather_op!(
     backward: |g, a| flip(g.g(), &a.axes)
 );
 
-pub(crate) static FLIP: FlipOp = FlipOp;
-
 /// `concat`'s attribute: the axis.
 #[derive(Clone, Debug, PartialEq, dygraph_derive::Attrs)]
 pub(crate) struct AxisAttrs {
     pub axis: isize,
 }
 
-/// Joins tensors along an axis (`paddle.concat`).
-pub(crate) struct ConcatOp;
+/// Where each input lands in the output, and the axis.
+type ConcatPlan = (Vec<View>, usize);
 
-pub(crate) static CONCAT: ConcatOp = ConcatOp;
+registry_entry!(
+    /// Joins tensors along an axis (`paddle.concat`).
+    CONCAT: ConcatOp = "concat", AxisAttrs, ConcatPlan
+);
 
 impl Op for ConcatOp {
-    type Attrs = AxisAttrs;
-    /// Where each input lands in the output, and the axis.
-    type Plan = (Vec<View>, usize);
-
-    fn name(&self) -> &'static str {
-        "concat"
-    }
-
     fn infer(&self, xs: &[&TensorMeta], a: &AxisAttrs) -> Result<(Vec<TensorMeta>, (Vec<View>, usize))> {
         const OP: &str = "concat";
         let first = xs.first().ok_or_else(|| Error::invalid(OP, "needs at least one tensor"))?;
@@ -561,23 +511,18 @@ pub(crate) struct PadAttrs {
     pub value: f64,
 }
 
-/// Constant padding (`paddle.nn.functional.pad`, mode "constant").
-pub(crate) struct PadOp;
+/// Where the input lands, and the padding before each axis.
+type PadPlan = (View, Vec<usize>);
 
-pub(crate) static PAD: PadOp = PadOp;
+registry_entry!(
+    /// Constant padding (`paddle.nn.functional.pad`, mode "constant").
+    PAD: PadOp = "pad", PadAttrs, PadPlan
+);
 
 impl Op for PadOp {
-    type Attrs = PadAttrs;
-    /// Where the input lands, and the padding before each axis.
-    type Plan = (View, Vec<usize>);
-
-    fn name(&self) -> &'static str {
-        "pad"
-    }
-
     fn infer(&self, x: &[&TensorMeta], a: &PadAttrs) -> Result<(Vec<TensorMeta>, (View, Vec<usize>))> {
         const OP: &str = "pad";
-        let x = one(OP, x)?;
+        let [x] = inputs(OP, x)?;
         let (n, pad) = (x.rank(), &a.pad);
         if !pad.len().is_multiple_of(2) || pad.len() > 2 * n {
             return Err(Error::invalid(

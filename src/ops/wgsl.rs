@@ -1,6 +1,7 @@
 //! How each dtype looks inside a WGSL kernel: storage type, compute type, loads, stores and
 //! scalar parameters. float16 is packed two per u32 word and computes in f32.
 
+use crate::backend::gpu::Variant;
 use crate::{DType, Error, Place, Result, Scalar};
 
 /// Storage element type of `dtype` in a WGSL `array<...>`.
@@ -21,6 +22,12 @@ pub(crate) fn compute(dtype: DType) -> &'static str {
         DType::Int64 | DType::Float64 => "vec2<u32>",
         DType::Float16 | DType::Float32 => "f32",
     }
+}
+
+/// The `XS`/`XT` (input storage and compute types) and `YS`/`YT` (output) substitutions
+/// of a kernel variant.
+pub(crate) fn io_types(x: DType, y: DType) -> Variant {
+    vec![("XS", storage(x).into()), ("XT", compute(x).into()), ("YS", storage(y).into()), ("YT", compute(y).into())]
 }
 
 /// Expression loading element `idx` of buffer `buf` as the compute type.

@@ -119,16 +119,11 @@ impl<K: Kind> Optim<K> {
         }
     }
 
-    /// Weight decay coefficient (L2 on the gradient; decoupled for AdamW).
-    pub fn weight_decay(mut self, coeff: f64) -> Self {
-        self.weight_decay = coeff;
-        self
-    }
-
-    /// Clips gradients before each update.
-    pub fn grad_clip(mut self, clip: GradClip) -> Self {
-        self.grad_clip = Some(clip);
-        self
+    setters! {
+        /// Weight decay coefficient (L2 on the gradient; decoupled for AdamW).
+        weight_decay: f64;
+        /// Clips gradients before each update.
+        grad_clip: GradClip => Some;
     }
 
     /// The parameters being optimised.
@@ -305,10 +300,10 @@ impl Momentum {
         Optim::with_kind(MomentumKind { momentum: 0.9, nesterov: false }, lr, parameters, 0.0)
     }
 
-    /// The momentum factor.
-    pub fn momentum(mut self, m: f64) -> Self {
-        self.kind.momentum = m;
-        self
+    setters! {
+        kind:
+        /// The momentum factor.
+        momentum: f64;
     }
 
     /// Nesterov's variant.
@@ -362,22 +357,14 @@ impl Optim<AdamKind> {
         Optim::with_kind(AdamKind { beta1: 0.9, beta2: 0.999, epsilon: 1e-8, decoupled: true }, lr, parameters, 0.01)
     }
 
-    /// β1.
-    pub fn beta1(mut self, b: f64) -> Self {
-        self.kind.beta1 = b;
-        self
-    }
-
-    /// β2.
-    pub fn beta2(mut self, b: f64) -> Self {
-        self.kind.beta2 = b;
-        self
-    }
-
-    /// ε.
-    pub fn epsilon(mut self, e: f64) -> Self {
-        self.kind.epsilon = e;
-        self
+    setters! {
+        kind:
+        /// β1.
+        beta1: f64;
+        /// β2.
+        beta2: f64;
+        /// ε.
+        epsilon: f64;
     }
 }
 
@@ -407,27 +394,15 @@ impl RMSProp {
         Optim::with_kind(RmsPropKind { rho: 0.95, epsilon: 1e-6, momentum: 0.0, centered: false }, lr, parameters, 0.0)
     }
 
-    /// ρ (decay of the squared-gradient average).
-    pub fn rho(mut self, rho: f64) -> Self {
-        self.kind.rho = rho;
-        self
-    }
-
-    /// ε.
-    pub fn epsilon(mut self, e: f64) -> Self {
-        self.kind.epsilon = e;
-        self
-    }
-
-    /// Momentum factor.
-    pub fn momentum(mut self, m: f64) -> Self {
-        self.kind.momentum = m;
-        self
-    }
-
-    /// Centered variant (normalise by the gradient's variance).
-    pub fn centered(mut self, on: bool) -> Self {
-        self.kind.centered = on;
-        self
+    setters! {
+        kind:
+        /// ρ (decay of the squared-gradient average).
+        rho: f64;
+        /// ε.
+        epsilon: f64;
+        /// Momentum factor.
+        momentum: f64;
+        /// Centered variant (normalise by the gradient's variance).
+        centered: bool;
     }
 }

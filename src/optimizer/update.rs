@@ -7,6 +7,7 @@ use crate::backend::cpu::CpuData;
 use crate::backend::gpu::{Bind, Kernel};
 use crate::ops::registry::apply::apply;
 use crate::ops::registry::op::{CpuCall, GpuCall, Op};
+use crate::ops::registry::op_header;
 use crate::ops::{AttrMap, Attrs};
 use crate::tensor::TensorMeta;
 use crate::{DType, Error, Result, Tensor};
@@ -190,14 +191,9 @@ pub(crate) static RMSPROP: UpdateOp = UpdateOp { name: "rmsprop", kernel: &RMSPR
 /// Which input positions the update writes: the parameter and every state.
 static INPLACE: [usize; 4] = [0, 2, 3, 4];
 
+op_header!(UpdateOp: UpdateAttrs, (); |op| op.name);
+
 impl Op for UpdateOp {
-    type Attrs = UpdateAttrs;
-    type Plan = ();
-
-    fn name(&self) -> &'static str {
-        self.name
-    }
-
     fn infer(&self, xs: &[&TensorMeta], a: &UpdateAttrs) -> Result<(Vec<TensorMeta>, ())> {
         let op = self.name;
         if a.rule.n_states() != self.states {
@@ -286,7 +282,7 @@ impl Op for UpdateOp {
                 vec![n as u32, f(lr), f(wd), f(rho), f(eps), f(momentum), centered as u32]
             }
         };
-        k.ctx.dispatch_1d(self.kernel, 0, "main", &binds, &params, n as u64)
+        k.ctx.dispatch(self.kernel, 0, "main", &binds, &params, n as u64)
     }
 
     fn inplace(&self) -> &'static [usize] {

@@ -8,7 +8,8 @@ use half::f16;
 use crate::backend::cpu::{CpuData, gpu_bytes};
 use crate::backend::gpu::{self, Bind, GpuBuffer, GpuContext, Kernel};
 use crate::ops::registry::apply::{apply, apply1};
-use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Half, Op};
+use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Half, Op, inputs};
+use crate::ops::registry::{op_header, registry_entry};
 use crate::ops::wgsl;
 use crate::shape::{IntoShape, checked_numel};
 use crate::tensor::{NdArray, TensorMeta};
@@ -29,7 +30,7 @@ pub(crate) fn gpu_fill(ctx: &GpuContext, buf: &GpuBuffer, dtype: DType, value: S
     let mut params = vec![words as u32, pattern.len() as u32];
     params.extend(&pattern);
     params.resize(4, 0);
-    ctx.dispatch_1d(&FILL, 0, "main", &[Bind::write(buf)], &params, words)
+    ctx.dispatch(&FILL, 0, "main", &[Bind::write(buf)], &params, words)
 }
 
 /// Errors unless a tensor of `dims` and `dtype` fits in host memory's address space.
@@ -61,16 +62,11 @@ pub(crate) static FULL: FullOp = FullOp("full");
 pub(crate) static ZEROS: FullOp = FullOp("zeros");
 pub(crate) static ONES: FullOp = FullOp("ones");
 
+op_header!(FullOp: FullAttrs, (); |op| op.0);
+
 impl Op for FullOp {
-    type Attrs = FullAttrs;
-    type Plan = ();
-
-    fn name(&self) -> &'static str {
-        self.0
-    }
-
     fn infer(&self, x: &[&TensorMeta], a: &FullAttrs) -> Result<(Vec<TensorMeta>, ())> {
-        no_inputs(self.0, x)?;
+        let [] = inputs(self.0, x)?;
         check_size(self.0, &a.shape, a.dtype)?;
         if !a.dtype.is_float() && !a.value.to_f64().is_finite() {
             return Err(Error::invalid(
@@ -94,13 +90,6 @@ impl Op for FullOp {
     }
 }
 
-fn no_inputs(op: &'static str, x: &[&TensorMeta]) -> Result<()> {
-    if !x.is_empty() {
-        return Err(Error::invalid(op, format!("takes no tensors, got {}", x.len())));
-    }
-    Ok(())
-}
-
 /// `arange`'s attributes.
 #[derive(Clone, Debug, PartialEq, dygraph_derive::Attrs)]
 pub(crate) struct ArangeAttrs {
@@ -111,10 +100,10 @@ pub(crate) struct ArangeAttrs {
     pub place: Place,
 }
 
-/// Evenly stepped values (`paddle.arange`).
-pub(crate) struct ArangeOp;
-
-pub(crate) static ARANGE: ArangeOp = ArangeOp;
+registry_entry!(
+    /// Evenly stepped values (`paddle.arange`).
+    ARANGE: ArangeOp = "arange", ArangeAttrs, ()
+);
 
 impl ArangeAttrs {
     /// The number of values, validated.
@@ -174,15 +163,8 @@ impl ArangeAttrs {
 }
 
 impl Op for ArangeOp {
-    type Attrs = ArangeAttrs;
-    type Plan = ();
-
-    fn name(&self) -> &'static str {
-        "arange"
-    }
-
     fn infer(&self, x: &[&TensorMeta], a: &ArangeAttrs) -> Result<(Vec<TensorMeta>, ())> {
-        no_inputs("arange", x)?;
+        let [] = inputs("arange", x)?;
         let n = a.len()?;
         check_size("arange", &[n], a.dtype)?;
         Ok((vec![TensorMeta::new(vec![n], a.dtype, a.place)], ()))
@@ -211,10 +193,10 @@ pub(crate) struct LinspaceAttrs {
     pub place: Place,
 }
 
-/// `num` evenly spaced values from `start` to `stop` inclusive (`paddle.linspace`).
-pub(crate) struct LinspaceOp;
-
-pub(crate) static LINSPACE: LinspaceOp = LinspaceOp;
+registry_entry!(
+    /// `num` evenly spaced values from `start` to `stop` inclusive (`paddle.linspace`).
+    LINSPACE: LinspaceOp = "linspace", LinspaceAttrs, ()
+);
 
 impl LinspaceAttrs {
     fn data(&self) -> CpuData {
@@ -228,15 +210,8 @@ impl LinspaceAttrs {
 }
 
 impl Op for LinspaceOp {
-    type Attrs = LinspaceAttrs;
-    type Plan = ();
-
-    fn name(&self) -> &'static str {
-        "linspace"
-    }
-
     fn infer(&self, x: &[&TensorMeta], a: &LinspaceAttrs) -> Result<(Vec<TensorMeta>, ())> {
-        no_inputs("linspace", x)?;
+        let [] = inputs("linspace", x)?;
         check_size("linspace", &[a.num], a.dtype)?;
         if !(a.start.is_finite() && a.stop.is_finite()) {
             return Err(Error::invalid("linspace", format!("start {} and stop {} must be finite", a.start, a.stop)));
@@ -266,10 +241,10 @@ pub(crate) struct EyeAttrs {
     pub place: Place,
 }
 
-/// An identity matrix (`paddle.eye`).
-pub(crate) struct EyeOp;
-
-pub(crate) static EYE: EyeOp = EyeOp;
+registry_entry!(
+    /// An identity matrix (`paddle.eye`).
+    EYE: EyeOp = "eye", EyeAttrs, ()
+);
 
 impl EyeAttrs {
     fn data(&self) -> CpuData {
@@ -279,15 +254,8 @@ impl EyeAttrs {
 }
 
 impl Op for EyeOp {
-    type Attrs = EyeAttrs;
-    type Plan = ();
-
-    fn name(&self) -> &'static str {
-        "eye"
-    }
-
     fn infer(&self, x: &[&TensorMeta], a: &EyeAttrs) -> Result<(Vec<TensorMeta>, ())> {
-        no_inputs("eye", x)?;
+        let [] = inputs("eye", x)?;
         check_size("eye", &[a.rows, a.cols], a.dtype)?;
         Ok((vec![TensorMeta::new(vec![a.rows, a.cols], a.dtype, a.place)], ()))
     }
@@ -311,23 +279,14 @@ pub(crate) struct ToAttrs {
     pub place: Place,
 }
 
-/// A copy on another place (`x.to(place)`, Paddle's `x.cuda()` / `x.cpu()`).
-pub(crate) struct ToOp;
-
-pub(crate) static TO: ToOp = ToOp;
+registry_entry!(
+    /// A copy on another place (`x.to(place)`, Paddle's `x.cuda()` / `x.cpu()`).
+    TO: ToOp = "to", ToAttrs, ()
+);
 
 impl Op for ToOp {
-    type Attrs = ToAttrs;
-    type Plan = ();
-
-    fn name(&self) -> &'static str {
-        "to"
-    }
-
     fn infer(&self, x: &[&TensorMeta], a: &ToAttrs) -> Result<(Vec<TensorMeta>, ())> {
-        let [x] = x else {
-            return Err(Error::invalid("to", format!("takes one tensor, got {}", x.len())));
-        };
+        let [x] = inputs("to", x)?;
         Ok((vec![TensorMeta::new(x.shape.clone(), x.dtype, a.place)], ()))
     }
 
@@ -368,23 +327,14 @@ impl Op for ToOp {
     }
 }
 
-/// A copy sharing no memory (`paddle.assign`, `x.clone()`).
-pub(crate) struct AssignOp;
-
-pub(crate) static ASSIGN: AssignOp = AssignOp;
+registry_entry!(
+    /// A copy sharing no memory (`paddle.assign`, `x.clone()`).
+    ASSIGN: AssignOp = "assign", (), ()
+);
 
 impl Op for AssignOp {
-    type Attrs = ();
-    type Plan = ();
-
-    fn name(&self) -> &'static str {
-        "assign"
-    }
-
     fn infer(&self, x: &[&TensorMeta], _: &()) -> Result<(Vec<TensorMeta>, ())> {
-        let [x] = x else {
-            return Err(Error::invalid("assign", format!("takes one tensor, got {}", x.len())));
-        };
+        let [x] = inputs("assign", x)?;
         Ok((vec![(*x).clone()], ()))
     }
 
@@ -410,25 +360,16 @@ impl Op for AssignOp {
     }
 }
 
-/// Overwrites input 0's data with input 1's, in place (`x.assign_(src)`, optimizers and
-/// running statistics): no outputs, not recorded.
-pub(crate) struct AssignInplaceOp;
-
-pub(crate) static ASSIGN_INPLACE: AssignInplaceOp = AssignInplaceOp;
+registry_entry!(
+    /// Overwrites input 0's data with input 1's, in place (`x.assign_(src)`, optimizers and
+    /// running statistics): no outputs, not recorded.
+    ASSIGN_INPLACE: AssignInplaceOp = "assign_", (), ()
+);
 
 impl Op for AssignInplaceOp {
-    type Attrs = ();
-    type Plan = ();
-
-    fn name(&self) -> &'static str {
-        "assign_"
-    }
-
     fn infer(&self, x: &[&TensorMeta], _: &()) -> Result<(Vec<TensorMeta>, ())> {
         const OP: &str = "assign_";
-        let [dst, src] = x else {
-            return Err(Error::invalid(OP, format!("takes two tensors, got {}", x.len())));
-        };
+        let [dst, src] = inputs(OP, x)?;
         if dst.dtype != src.dtype {
             return Err(Error::DTypeMismatch { op: OP, lhs: dst.dtype, rhs: src.dtype });
         }

@@ -3,7 +3,7 @@
 //! (`summary`, shape checks, and the shapes of a static program's variables).
 
 use crate::backend::Storage;
-use crate::{DType, Place, Shape, Tensor};
+use crate::{DType, Error, Place, Result, Shape, Tensor};
 
 /// What meta inference works on: the shape, dtype and place of a tensor.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -17,6 +17,22 @@ pub struct TensorMeta {
 }
 
 impl TensorMeta {
+    /// `Ok` for a float dtype; otherwise `op`'s typed error naming the operand's `role`.
+    pub(crate) fn expect_float(&self, op: &'static str, role: &str) -> Result<()> {
+        if self.dtype.is_float() {
+            return Ok(());
+        }
+        Err(Error::unsupported(op, self.dtype, format!("for {role} (expected float16, float32 or float64)")))
+    }
+
+    /// `Ok` for int32 or int64; otherwise `op`'s typed error naming the operand's `role`.
+    pub(crate) fn expect_int(&self, op: &'static str, role: &str) -> Result<()> {
+        if self.dtype.is_int() {
+            return Ok(());
+        }
+        Err(Error::unsupported(op, self.dtype, format!("for {role} (expected int32 or int64)")))
+    }
+
     /// A meta description from its parts.
     pub fn new(shape: impl Into<Shape>, dtype: DType, place: Place) -> Self {
         TensorMeta { shape: shape.into(), dtype, place }

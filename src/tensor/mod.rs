@@ -126,10 +126,7 @@ impl Tensor {
 
     /// Errors unless the dtype is a float type.
     pub(crate) fn expect_float(&self, op: &'static str) -> Result<()> {
-        if !self.dtype().is_float() {
-            return Err(Error::unsupported(op, self.dtype(), "(expected a float tensor)"));
-        }
-        Ok(())
+        self.to_meta().expect_float(op, "the input")
     }
 }
 

@@ -121,6 +121,27 @@ impl Recorder {
     }
 }
 
+/// How many workgroups a dispatch runs: a 3-D count, or the invocations of a 1-D kernel.
+#[derive(Clone, Copy, Debug)]
+pub enum Grid {
+    /// Workgroups along x, y and z.
+    Groups([u32; 3]),
+    /// Invocations of a 1-D kernel, `WORKGROUP` per group (none: nothing is recorded).
+    Threads(u64),
+}
+
+impl From<[u32; 3]> for Grid {
+    fn from(g: [u32; 3]) -> Self {
+        Grid::Groups(g)
+    }
+}
+
+impl From<u64> for Grid {
+    fn from(n: u64) -> Self {
+        Grid::Threads(n)
+    }
+}
+
 /// Splits `groups` workgroups over x and y so neither exceeds the per-dimension limit;
 /// 1-D kernels recover the linear index as `gid.x + gid.y * nwg.x * WORKGROUP`.
 pub(crate) fn grid(ctx: &GpuContext, groups: u64) -> Result<[u32; 3]> {
@@ -142,8 +163,9 @@ pub(crate) fn grid(ctx: &GpuContext, groups: u64) -> Result<[u32; 3]> {
 }
 
 impl GpuContext {
-    /// Records one dispatch of `kernel`'s variant `key` at `entry` over `groups` workgroups.
-    /// `binds` are bound in order at bindings 0.., then `params` (as `array<u32>`).
+    /// Records one dispatch of `kernel`'s variant `key` at `entry` over `size` (workgroups,
+    /// or invocations of a 1-D kernel, `WORKGROUP` per group). `binds` are bound in order at
+    /// bindings 0.., then `params` (as `array<u32>`).
     pub fn dispatch(
         &self,
         kernel: &Kernel,
@@ -151,8 +173,13 @@ impl GpuContext {
         entry: &'static str,
         binds: &[Bind<'_>],
         params: &[u32],
-        groups: [u32; 3],
+        size: impl Into<Grid>,
     ) -> Result<()> {
+        let groups = match size.into() {
+            Grid::Groups(g) => g,
+            Grid::Threads(0) => return Ok(()),
+            Grid::Threads(n) => grid(self, n.div_ceil(WORKGROUP as u64))?,
+        };
         let access: Vec<Access> = binds.iter().map(|b| b.access).collect();
         let pipeline = self.pipeline(kernel, key, entry, &access)?;
         let bytes: &[u8] = if params.is_empty() { &[0; 4] } else { bytemuck::cast_slice(params) };
@@ -210,23 +237,6 @@ impl GpuContext {
         pass.dispatch_workgroups(groups[0], groups[1], groups[2]);
         rec.pending += 1;
         Ok(())
-    }
-
-    /// `dispatch` over `threads` invocations of a 1-D kernel (`WORKGROUP` per group).
-    pub fn dispatch_1d(
-        &self,
-        kernel: &Kernel,
-        key: u32,
-        entry: &'static str,
-        binds: &[Bind<'_>],
-        params: &[u32],
-        threads: u64,
-    ) -> Result<()> {
-        if threads == 0 {
-            return Ok(());
-        }
-        let groups = grid(self, threads.div_ceil(WORKGROUP as u64))?;
-        self.dispatch(kernel, key, entry, binds, params, groups)
     }
 
     /// A new buffer holding `bytes`.

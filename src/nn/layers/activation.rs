@@ -32,75 +32,58 @@ activation_layers! {
     Silu => |x| x.silu();
 }
 
-/// Leaky ReLU (`paddle.nn.LeakyReLU(negative_slope=0.01)`).
-#[derive(Clone, Copy, Debug)]
-pub struct LeakyReLU {
-    /// Slope for negative inputs.
-    pub negative_slope: f64,
+/// Activation layers with one setting: `Name::new(value)`, and `Name::default()` with
+/// Paddle's default value.
+macro_rules! activation_layers_with {
+    ($($(#[$doc:meta])* $name:ident($(#[$fdoc:meta])* $field:ident: $ty:ty = $default:expr)
+        => |$x:ident, $s:ident| $body:expr;)*) => {$(
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug)]
+        pub struct $name {
+            $(#[$fdoc])*
+            pub $field: $ty,
+        }
+
+        impl $name {
+            #[doc = concat!("With the given `", stringify!($field), "`.")]
+            pub fn new($field: $ty) -> Self {
+                $name { $field }
+            }
+        }
+
+        impl Default for $name {
+            fn default() -> Self {
+                $name { $field: $default }
+            }
+        }
+
+        impl Layer for $name {}
+
+        impl Forward for $name {
+            fn forward(&self, $x: &Tensor) -> Result<Tensor> {
+                let $s = self;
+                crate::nn::summary::traced(self, stringify!($name), $x, || $body)
+            }
+        }
+    )*};
 }
 
-impl LeakyReLU {
-    /// With the given slope.
-    pub fn new(negative_slope: f64) -> Self {
-        LeakyReLU { negative_slope }
-    }
-}
-
-impl Default for LeakyReLU {
-    fn default() -> Self {
-        LeakyReLU { negative_slope: 0.01 }
-    }
-}
-
-impl Layer for LeakyReLU {}
-
-impl Forward for LeakyReLU {
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        crate::nn::summary::traced(self, "LeakyReLU", x, || x.leaky_relu(self.negative_slope))
-    }
-}
-
-/// GELU (`paddle.nn.GELU(approximate=False)`).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct GELU {
-    /// Use the tanh approximation.
-    pub approximate: bool,
-}
-
-impl GELU {
-    /// Exact (erf) or tanh-approximated GELU.
-    pub fn new(approximate: bool) -> Self {
-        GELU { approximate }
-    }
-}
-
-impl Layer for GELU {}
-
-impl Forward for GELU {
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        crate::nn::summary::traced(self, "GELU", x, || crate::gelu(x, self.approximate))
-    }
-}
-
-/// ELU (`paddle.nn.ELU(alpha=1.0)`).
-#[derive(Clone, Copy, Debug)]
-pub struct ELU {
-    /// Scale of the negative branch.
-    pub alpha: f64,
-}
-
-impl Default for ELU {
-    fn default() -> Self {
-        ELU { alpha: 1.0 }
-    }
-}
-
-impl Layer for ELU {}
-
-impl Forward for ELU {
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        crate::nn::summary::traced(self, "ELU", x, || x.elu(self.alpha))
-    }
+activation_layers_with! {
+    /// Leaky ReLU (`paddle.nn.LeakyReLU(negative_slope=0.01)`).
+    LeakyReLU(
+        /// Slope for negative inputs.
+        negative_slope: f64 = 0.01
+    ) => |x, s| x.leaky_relu(s.negative_slope);
+    /// GELU (`paddle.nn.GELU(approximate=False)`).
+    GELU(
+        /// Use the tanh approximation.
+        approximate: bool = false
+    ) => |x, s| crate::gelu(x, s.approximate);
+    /// ELU (`paddle.nn.ELU(alpha=1.0)`).
+    ELU(
+        /// Scale of the negative branch.
+        alpha: f64 = 1.0
+    ) => |x, s| x.elu(s.alpha);
 }
 
 /// Flattens axes `start_axis..=stop_axis` (`paddle.nn.Flatten(start_axis=1, stop_axis=-1)`).

@@ -1,19 +1,24 @@
 //! `Conv2D` (`paddle.nn.Conv2D`): weight `[out, in/groups, kh, kw]`, KaimingNormal, bias
 //! zeros.
 
+use crate::nn::Forward;
 use crate::nn::init::{BiasAttr, Initializer, ParamAttr, create_parameter};
-use crate::nn::{Forward, Layer};
 use crate::ops::nn::{Conv2dOptions, Pair};
 use crate::{DType, Result, Tensor};
 
 /// A 2-D convolution layer over NCHW inputs.
+#[derive(crate::nn::Layer)]
 pub struct Conv2D {
     /// `[out_channels, in_channels / groups, kh, kw]`.
+    #[layer(param)]
     pub weight: Tensor,
     /// `[out_channels]`, absent with `bias_attr = false`.
+    #[layer(param)]
     pub bias: Option<Tensor>,
     /// Stride, padding, dilation and groups.
+    #[layer(skip)]
     pub options: Conv2dOptions,
+    #[layer(training)]
     training: bool,
 }
 
@@ -43,37 +48,8 @@ impl Conv2D {
         let groups = options.groups.max(1);
         let shape = [out_channels, in_channels / groups, kh, kw];
         let weight = create_parameter(&shape, DType::Float32, &weight_attr, &Initializer::kaiming_normal())?;
-        let bias = match bias_attr.into() {
-            BiasAttr::None => None,
-            BiasAttr::Attr(a) => {
-                Some(create_parameter(&[out_channels], DType::Float32, &a, &Initializer::Constant(0.0))?)
-            }
-        };
+        let bias = bias_attr.into().create(&[out_channels])?;
         Ok(Conv2D { weight, bias, options, training: true })
-    }
-}
-
-impl Layer for Conv2D {
-    fn is_training(&self) -> bool {
-        self.training
-    }
-
-    fn set_training(&mut self, training: bool) {
-        self.training = training;
-    }
-
-    fn visit_parameters<'a>(&'a self, f: &mut dyn FnMut(&str, &'a Tensor)) {
-        f("weight", &self.weight);
-        if let Some(b) = &self.bias {
-            f("bias", b);
-        }
-    }
-
-    fn visit_parameters_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor)) {
-        f("weight", &mut self.weight);
-        if let Some(b) = &mut self.bias {
-            f("bias", b);
-        }
     }
 }
 

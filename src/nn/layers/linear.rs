@@ -9,11 +9,15 @@ use crate::{DType, Result, Tensor};
 
 /// `y = x·W + b` with `W: [in_features, out_features]` (`paddle.nn.Linear`), weight
 /// XavierUniform and bias zeros by default.
+#[derive(crate::nn::Layer)]
 pub struct Linear {
     /// `[in_features, out_features]`.
+    #[layer(param)]
     pub weight: Tensor,
     /// `[out_features]`, absent with `bias_attr = false`.
+    #[layer(param)]
     pub bias: Option<Tensor>,
+    #[layer(training)]
     training: bool,
 }
 
@@ -36,37 +40,8 @@ impl Linear {
             &weight_attr,
             &Initializer::xavier_uniform(),
         )?;
-        let bias = match bias_attr.into() {
-            BiasAttr::None => None,
-            BiasAttr::Attr(a) => {
-                Some(create_parameter(&[out_features], DType::Float32, &a, &Initializer::Constant(0.0))?)
-            }
-        };
+        let bias = bias_attr.into().create(&[out_features])?;
         Ok(Linear { weight, bias, training: true })
-    }
-}
-
-impl Layer for Linear {
-    fn is_training(&self) -> bool {
-        self.training
-    }
-
-    fn set_training(&mut self, training: bool) {
-        self.training = training;
-    }
-
-    fn visit_parameters<'a>(&'a self, f: &mut dyn FnMut(&str, &'a Tensor)) {
-        f("weight", &self.weight);
-        if let Some(b) = &self.bias {
-            f("bias", b);
-        }
-    }
-
-    fn visit_parameters_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor)) {
-        f("weight", &mut self.weight);
-        if let Some(b) = &mut self.bias {
-            f("bias", b);
-        }
     }
 }
 
@@ -128,22 +103,13 @@ impl FC {
         }
     }
 
-    /// The weight's attribute.
-    pub fn param_attr(mut self, attr: impl Into<ParamAttr>) -> Self {
-        self.param_attr = attr.into();
-        self
-    }
-
-    /// The bias's attribute (`false` for none).
-    pub fn bias_attr(mut self, attr: impl Into<BiasAttr>) -> Self {
-        self.bias_attr = attr.into();
-        self
-    }
-
-    /// The activation applied to the output.
-    pub fn act(mut self, act: Activation) -> Self {
-        self.act = Some(act);
-        self
+    setters! {
+        /// The weight's attribute.
+        param_attr: impl Into<ParamAttr>;
+        /// The bias's attribute (`false` for none).
+        bias_attr: impl Into<BiasAttr>;
+        /// The activation applied to the output.
+        act: Activation => Some;
     }
 
     /// Axes before this one stay; the rest are flattened into the feature axis.
@@ -158,10 +124,7 @@ impl FC {
         }
         let w =
             create_parameter(&[features, self.size], DType::Float32, &self.param_attr, &Initializer::xavier_uniform())?;
-        let b = match &self.bias_attr {
-            BiasAttr::None => None,
-            BiasAttr::Attr(a) => Some(create_parameter(&[self.size], DType::Float32, a, &Initializer::Constant(0.0))?),
-        };
+        let b = self.bias_attr.create(&[self.size])?;
         Ok(self.built.get_or_init(|| (w, b)))
     }
 }

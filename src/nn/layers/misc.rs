@@ -6,11 +6,15 @@ use crate::ops::nn::{DropoutMode, DropoutOptions};
 use crate::{DType, Error, Result, Tensor};
 
 /// Randomly zeroes elements in training (`paddle.nn.Dropout(p=0.5, mode="upscale_in_train")`).
+#[derive(crate::nn::Layer)]
 pub struct Dropout {
     /// Probability of zeroing an element.
+    #[layer(skip)]
     pub p: f64,
     /// Where the `1/(1−p)` scale goes.
+    #[layer(skip)]
     pub mode: DropoutMode,
+    #[layer(training)]
     training: bool,
 }
 
@@ -26,16 +30,6 @@ impl Dropout {
     }
 }
 
-impl Layer for Dropout {
-    fn is_training(&self) -> bool {
-        self.training
-    }
-
-    fn set_training(&mut self, training: bool) {
-        self.training = training;
-    }
-}
-
 impl Forward for Dropout {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         crate::nn::summary::traced(self, "Dropout", x, || {
@@ -46,11 +40,15 @@ impl Forward for Dropout {
 
 /// A lookup table of `num_embeddings` vectors (`paddle.nn.Embedding`), XavierUniform by
 /// default; the `padding_idx` row starts at zero and receives no gradient.
+#[derive(crate::nn::Layer)]
 pub struct Embedding {
     /// `[num_embeddings, embedding_dim]`.
+    #[layer(param)]
     pub weight: Tensor,
     /// The padding row, if any.
+    #[layer(skip)]
     pub padding_idx: Option<i64>,
+    #[layer(training)]
     training: bool,
 }
 
@@ -85,24 +83,6 @@ impl Embedding {
             })?;
         }
         Ok(Embedding { weight, padding_idx, training: true })
-    }
-}
-
-impl Layer for Embedding {
-    fn is_training(&self) -> bool {
-        self.training
-    }
-
-    fn set_training(&mut self, training: bool) {
-        self.training = training;
-    }
-
-    fn visit_parameters<'a>(&'a self, f: &mut dyn FnMut(&str, &'a Tensor)) {
-        f("weight", &self.weight);
-    }
-
-    fn visit_parameters_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor)) {
-        f("weight", &mut self.weight);
     }
 }
 

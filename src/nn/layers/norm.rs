@@ -1,28 +1,37 @@
 //! Normalisation layers: `BatchNorm1D/2D` (running statistics as buffers `_mean` and
 //! `_variance`, as Paddle names them) and `LayerNorm`.
 
+use crate::nn::Forward;
 use crate::nn::init::{BiasAttr, Initializer, ParamAttr, create_parameter};
-use crate::nn::{Forward, Layer};
 use crate::ops::nn::BatchNormOptions;
 use crate::{DType, Result, Tensor};
 
 /// Batch normalisation over the channel axis 1 (`paddle.nn.BatchNorm1D` / `BatchNorm2D`):
 /// batch statistics in training (updating the running ones), running statistics in eval.
+#[derive(crate::nn::Layer)]
 pub struct BatchNorm {
     /// Scale `[C]` (ones).
+    #[layer(param)]
     pub weight: Option<Tensor>,
     /// Shift `[C]` (zeros).
+    #[layer(param)]
     pub bias: Option<Tensor>,
     /// Running mean `[C]` (zeros).
+    #[layer(buffer, name = "_mean")]
     pub mean: Tensor,
     /// Running variance `[C]` (ones).
+    #[layer(buffer, name = "_variance")]
     pub variance: Tensor,
     /// `running = momentum · running + (1 − momentum) · batch`.
+    #[layer(skip)]
     pub momentum: f64,
     /// Added to the variance.
+    #[layer(skip)]
     pub epsilon: f64,
     /// Override of the train/eval choice of statistics.
+    #[layer(skip)]
     pub use_global_stats: Option<bool>,
+    #[layer(training)]
     training: bool,
 }
 
@@ -48,10 +57,7 @@ impl BatchNorm {
     ) -> Result<Self> {
         let c = [num_features];
         let weight = Some(create_parameter(&c, DType::Float32, &weight_attr, &Initializer::Constant(1.0))?);
-        let bias = match bias_attr.into() {
-            BiasAttr::None => None,
-            BiasAttr::Attr(a) => Some(create_parameter(&c, DType::Float32, &a, &Initializer::Constant(0.0))?),
-        };
+        let bias = bias_attr.into().create(&c)?;
         let place = crate::current_place()?;
         Ok(BatchNorm {
             weight,
@@ -63,44 +69,6 @@ impl BatchNorm {
             use_global_stats: None,
             training: true,
         })
-    }
-}
-
-impl Layer for BatchNorm {
-    fn is_training(&self) -> bool {
-        self.training
-    }
-
-    fn set_training(&mut self, training: bool) {
-        self.training = training;
-    }
-
-    fn visit_parameters<'a>(&'a self, f: &mut dyn FnMut(&str, &'a Tensor)) {
-        if let Some(w) = &self.weight {
-            f("weight", w);
-        }
-        if let Some(b) = &self.bias {
-            f("bias", b);
-        }
-    }
-
-    fn visit_parameters_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor)) {
-        if let Some(w) = &mut self.weight {
-            f("weight", w);
-        }
-        if let Some(b) = &mut self.bias {
-            f("bias", b);
-        }
-    }
-
-    fn visit_buffers<'a>(&'a self, f: &mut dyn FnMut(&str, &'a Tensor)) {
-        f("_mean", &self.mean);
-        f("_variance", &self.variance);
-    }
-
-    fn visit_buffers_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor)) {
-        f("_mean", &mut self.mean);
-        f("_variance", &mut self.variance);
     }
 }
 
@@ -119,15 +87,21 @@ impl Forward for BatchNorm {
 }
 
 /// Layer normalisation over the trailing `normalized_shape` (`paddle.nn.LayerNorm`).
+#[derive(crate::nn::Layer)]
 pub struct LayerNorm {
     /// Scale (ones), shaped `normalized_shape`.
+    #[layer(param)]
     pub weight: Option<Tensor>,
     /// Shift (zeros).
+    #[layer(param)]
     pub bias: Option<Tensor>,
     /// The normalised trailing dimensions.
+    #[layer(skip)]
     pub normalized_shape: Vec<usize>,
     /// Added to the variance.
+    #[layer(skip)]
     pub epsilon: f64,
+    #[layer(training)]
     training: bool,
 }
 
@@ -146,41 +120,8 @@ impl LayerNorm {
     ) -> Result<Self> {
         let weight =
             Some(create_parameter(normalized_shape, DType::Float32, &weight_attr, &Initializer::Constant(1.0))?);
-        let bias = match bias_attr.into() {
-            BiasAttr::None => None,
-            BiasAttr::Attr(a) => {
-                Some(create_parameter(normalized_shape, DType::Float32, &a, &Initializer::Constant(0.0))?)
-            }
-        };
+        let bias = bias_attr.into().create(normalized_shape)?;
         Ok(LayerNorm { weight, bias, normalized_shape: normalized_shape.to_vec(), epsilon, training: true })
-    }
-}
-
-impl Layer for LayerNorm {
-    fn is_training(&self) -> bool {
-        self.training
-    }
-
-    fn set_training(&mut self, training: bool) {
-        self.training = training;
-    }
-
-    fn visit_parameters<'a>(&'a self, f: &mut dyn FnMut(&str, &'a Tensor)) {
-        if let Some(w) = &self.weight {
-            f("weight", w);
-        }
-        if let Some(b) = &self.bias {
-            f("bias", b);
-        }
-    }
-
-    fn visit_parameters_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor)) {
-        if let Some(w) = &mut self.weight {
-            f("weight", w);
-        }
-        if let Some(b) = &mut self.bias {
-            f("bias", b);
-        }
     }
 }
 

@@ -1,11 +1,13 @@
 //! Binary elementwise ops with numpy broadcasting: arithmetic, comparisons and logic. Each
 //! table row is one registry entry.
 
+use super::{GpuExprs, TableRow, family_dtypes, row_fields, table_keys, table_variant};
 use crate::backend::cpu::CpuData;
 use crate::backend::cpu::elementwise::{RunFn, zip_run, zip_strided, zip_strided_runs};
 use crate::backend::gpu::{Bind, Kernel, Variant};
 use crate::ops::registry::apply::apply1;
-use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op};
+use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
+use crate::ops::registry::op_header;
 use crate::ops::wgsl;
 use crate::shape::{broadcast_shapes, broadcast_strides, collapse};
 use crate::tensor::TensorMeta;
@@ -35,95 +37,47 @@ pub(crate) struct BinaryDef {
     /// dtype are converted to bool first).
     pub boolean: Option<BoolFn>,
     pub out_bool: bool,
-    pub wgsl: &'static str,
-    pub wgsl_i32: Option<&'static str>,
-    pub wgsl_i64: Option<&'static str>,
-    pub wgsl_bool: Option<&'static str>,
+    pub gpu: GpuExprs,
     /// The gradient of `a`, computed only when `a` needs one.
     pub grad_a: Option<GradFn>,
     /// The gradient of `b`, computed only when `b` needs one.
     pub grad_b: Option<GradFn>,
 }
 
-const GPU_DTYPES: [DType; 4] = [DType::Float32, DType::Int32, DType::Int64, DType::Bool];
-
 impl BinaryDef {
     pub fn is_logical(&self) -> bool {
         self.float.is_none() && self.int.is_none()
-    }
-
-    /// Dtypes the op supports (float16 runs through float32). Logical ops convert any dtype
-    /// to bool in their public function; the registry entry itself takes bool.
-    pub fn dtypes(&self) -> Vec<DType> {
-        if self.is_logical() {
-            return vec![DType::Bool];
-        }
-        let mut d = Vec::new();
-        if self.float.is_some() {
-            d.extend([DType::Float16, DType::Float32, DType::Float64]);
-        }
-        if self.int.is_some() {
-            d.extend([DType::Int32, DType::Int64]);
-        }
-        if self.boolean.is_some() {
-            d.push(DType::Bool);
-        }
-        d
     }
 
     /// True when the backward rule covers either operand.
     pub fn has_backward(&self) -> bool {
         self.grad_a.is_some() || self.grad_b.is_some()
     }
+}
 
-    fn out_dtype(&self, x: DType) -> DType {
-        if self.out_bool { DType::Bool } else { x }
-    }
+impl TableRow for BinaryDef {
+    row_fields!();
 
-    fn gpu_expr(&self, dtype: DType) -> Option<&'static str> {
-        match dtype {
-            DType::Float32 => self.float.map(|_| self.wgsl),
-            DType::Int32 => self.int.map(|_| self.wgsl_i32.unwrap_or(self.wgsl)),
-            DType::Int64 => self.wgsl_i64,
-            DType::Bool => self.wgsl_bool,
-            _ => None,
+    /// Logical ops convert any dtype to bool in their public function; the registry entry
+    /// itself takes bool.
+    fn dtypes(&self) -> Vec<DType> {
+        if self.is_logical() {
+            return vec![DType::Bool];
         }
+        family_dtypes(self.float.is_some(), self.int.is_some(), self.boolean.is_some())
     }
 
-    fn variant(&self, dtype: DType) -> Variant {
-        let expr = self.gpu_expr(dtype).unwrap_or("a");
-        let out = self.out_dtype(dtype);
+    fn accessors(&self, dtype: DType, out: DType) -> Variant {
         vec![
-            ("AS", wgsl::storage(dtype).into()),
-            ("AT", wgsl::compute(dtype).into()),
-            ("YS", wgsl::storage(out).into()),
-            ("YT", wgsl::compute(out).into()),
             ("LOAD_A", wgsl::load(dtype, "lhs", "ia")),
             ("LOAD_B", wgsl::load(dtype, "rhs", "ib")),
             ("STORE", wgsl::store(out, "y")),
-            ("EXPR", expr.into()),
         ]
     }
-
-    fn unsupported(&self, dtype: DType) -> Error {
-        Error::unsupported(self.name, dtype, format!("(supported: {:?})", self.dtypes()))
-    }
 }
 
-fn binary_key(def: &BinaryDef, dtype: DType) -> u32 {
-    def.id * 8 + dtype.code()
-}
-
-pub(crate) static BINARY: Kernel = Kernel {
-    file: "binary.wgsl",
-    keys: || {
-        BINARY_OPS
-            .iter()
-            .flat_map(|d| GPU_DTYPES.iter().filter(|&&t| d.gpu_expr(t).is_some()).map(|&t| binary_key(d, t)))
-            .collect()
-    },
-    variant: |key| BINARY_OPS[(key / 8) as usize].variant(DType::from_code(key % 8)),
-};
+pub(crate) static BINARY: Kernel =
+    Kernel { file: "binary.wgsl", keys: || table_keys(BINARY_OPS), variant: |key| table_variant(BINARY_OPS, key) };
 
 fn cpu_binary(
     def: &BinaryDef,
@@ -185,18 +139,11 @@ impl BroadcastPlan {
     }
 }
 
+op_header!(BinaryDef: (), BroadcastPlan; |op| op.name);
+
 impl Op for BinaryDef {
-    type Attrs = ();
-    type Plan = BroadcastPlan;
-
-    fn name(&self) -> &'static str {
-        self.name
-    }
-
     fn infer(&self, x: &[&TensorMeta], _: &()) -> Result<(Vec<TensorMeta>, BroadcastPlan)> {
-        let [a, b] = x else {
-            return Err(Error::invalid(self.name, format!("takes two tensors, got {}", x.len())));
-        };
+        let [a, b] = inputs(self.name, x)?;
         if a.dtype != b.dtype {
             return Err(Error::DTypeMismatch { op: self.name, lhs: a.dtype, rhs: b.dtype });
         }
@@ -226,7 +173,7 @@ impl Op for BinaryDef {
             params.extend(s.iter().map(|&d| d as u32));
         }
         let binds = [Bind::read(k.x(0)), Bind::read(k.x(1)), Bind::write(k.y(0))];
-        k.ctx.dispatch_1d(&BINARY, binary_key(self, dtype), "main", &binds, &params, n as u64)
+        k.ctx.dispatch(&BINARY, self.key(dtype), "main", &binds, &params, n as u64)
     }
 
     fn differentiable(&self) -> bool {
@@ -256,7 +203,7 @@ pub(crate) fn gpu_multiply(
 ) -> Result<()> {
     let params = [n as u32, 1, n as u32, 1, 1];
     let binds = [Bind::read(a), Bind::read(b), Bind::write(out)];
-    ctx.dispatch_1d(&BINARY, binary_key(&defs::multiply, DType::Float32), "main", &binds, &params, n as u64)
+    ctx.dispatch(&BINARY, defs::multiply.key(DType::Float32), "main", &binds, &params, n as u64)
 }
 
 /// Runs binary op `def` on `a` and `b`. Logical ops first convert both to bool; float-only
@@ -334,10 +281,7 @@ macro_rules! binary_ops {
                     int: $crate::ops::opt!($(|$ia: i64, $ib: i64| -> i64 { $ibody })?),
                     boolean: $crate::ops::opt!($(|$ba: bool, $bb: bool| -> bool { $bbody })?),
                     out_bool: false $(|| $ob)?,
-                    wgsl: $w,
-                    wgsl_i32: $crate::ops::opt!($($w32)?),
-                    wgsl_i64: $crate::ops::opt!($($w64)?),
-                    wgsl_bool: $crate::ops::opt!($($wb)?),
+                    gpu: GpuExprs::new($w, $crate::ops::opt!($($w32)?), $crate::ops::opt!($($w64)?), $crate::ops::opt!($($wb)?)),
                     grad_a: $crate::ops::opt!($(|$ga: &Tensor, $gb: &Tensor, $gy: &Tensor, $gg: &Tensor| -> Result<Tensor> {
                         $gabody
                     })?),
@@ -611,6 +555,18 @@ binary_ops! {
     }
 }
 
+/// `Tensor` methods `name(&self, v)` that run binary op `op` against a scalar `v`.
+macro_rules! scalar_forms {
+    ($($(#[$doc:meta])* $name:ident => $op:ident;)*) => {
+        $(
+            $(#[$doc])*
+            pub fn $name(&self, v: impl Into<Scalar>) -> Result<Tensor> {
+                self.with_scalar($op, v.into())
+            }
+        )*
+    };
+}
+
 impl Tensor {
     /// Shorthand for `subtract`.
     pub fn sub(&self, other: &Tensor) -> Result<Tensor> {
@@ -645,43 +601,22 @@ impl Tensor {
         def(&a, &b)
     }
 
-    /// `self == v` for a scalar `v`.
-    pub fn equal_scalar(&self, v: impl Into<Scalar>) -> Result<Tensor> {
-        self.with_scalar(equal, v.into())
-    }
-
-    /// `self != v` for a scalar `v`.
-    pub fn not_equal_scalar(&self, v: impl Into<Scalar>) -> Result<Tensor> {
-        self.with_scalar(not_equal, v.into())
-    }
-
-    /// `self < v` for a scalar `v`.
-    pub fn less_than_scalar(&self, v: impl Into<Scalar>) -> Result<Tensor> {
-        self.with_scalar(less_than, v.into())
-    }
-
-    /// `self <= v` for a scalar `v`.
-    pub fn less_equal_scalar(&self, v: impl Into<Scalar>) -> Result<Tensor> {
-        self.with_scalar(less_equal, v.into())
-    }
-
-    /// `self > v` for a scalar `v`.
-    pub fn greater_than_scalar(&self, v: impl Into<Scalar>) -> Result<Tensor> {
-        self.with_scalar(greater_than, v.into())
-    }
-
-    /// `self >= v` for a scalar `v`.
-    pub fn greater_equal_scalar(&self, v: impl Into<Scalar>) -> Result<Tensor> {
-        self.with_scalar(greater_equal, v.into())
-    }
-
-    /// `max(self, v)` for a scalar `v`.
-    pub fn maximum_scalar(&self, v: impl Into<Scalar>) -> Result<Tensor> {
-        self.with_scalar(maximum, v.into())
-    }
-
-    /// `min(self, v)` for a scalar `v`.
-    pub fn minimum_scalar(&self, v: impl Into<Scalar>) -> Result<Tensor> {
-        self.with_scalar(minimum, v.into())
+    scalar_forms! {
+        /// `self == v` for a scalar `v`.
+        equal_scalar => equal;
+        /// `self != v` for a scalar `v`.
+        not_equal_scalar => not_equal;
+        /// `self < v` for a scalar `v`.
+        less_than_scalar => less_than;
+        /// `self <= v` for a scalar `v`.
+        less_equal_scalar => less_equal;
+        /// `self > v` for a scalar `v`.
+        greater_than_scalar => greater_than;
+        /// `self >= v` for a scalar `v`.
+        greater_equal_scalar => greater_equal;
+        /// `max(self, v)` for a scalar `v`.
+        maximum_scalar => maximum;
+        /// `min(self, v)` for a scalar `v`.
+        minimum_scalar => minimum;
     }
 }

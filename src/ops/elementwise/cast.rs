@@ -4,10 +4,11 @@
 use crate::backend::cpu::CpuData;
 use crate::backend::gpu::{Bind, Kernel, Variant};
 use crate::ops::registry::apply::apply1;
-use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Half, Op};
+use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Half, Op, inputs};
+use crate::ops::registry::registry_entry;
 use crate::ops::wgsl;
 use crate::tensor::TensorMeta;
-use crate::{DType, Error, Result, Tensor};
+use crate::{DType, Result, Tensor};
 
 const GPU_DTYPES: [DType; 5] = [DType::Bool, DType::Int32, DType::Int64, DType::Float16, DType::Float32];
 
@@ -62,15 +63,9 @@ fn variant(from: DType, to: DType) -> Variant {
     } else {
         format!("if (i >= n) {{ return; }}\n    let y = convert(load(i));\n    dst[i] = {};", wgsl::store(to, "y"))
     };
-    vec![
-        ("XS", wgsl::storage(from).into()),
-        ("XT", wgsl::compute(from).into()),
-        ("YS", wgsl::storage(to).into()),
-        ("YT", wgsl::compute(to).into()),
-        ("LOAD", wgsl::load(from, "src", "i")),
-        ("EXPR", convert_expr(from, to).into()),
-        ("BODY", body),
-    ]
+    let mut v = wgsl::io_types(from, to);
+    v.extend([("LOAD", wgsl::load(from, "src", "i")), ("EXPR", convert_expr(from, to).into()), ("BODY", body)]);
+    v
 }
 
 fn cpu_cast(d: &CpuData, to: DType) -> CpuData {
@@ -94,7 +89,7 @@ pub(crate) fn gpu_cast(
 ) -> Result<crate::backend::gpu::GpuBuffer> {
     let out = ctx.alloc("cast", crate::backend::cpu::gpu_bytes(to, n))?;
     let threads = if to == DType::Float16 { n.div_ceil(2) } else { n };
-    ctx.dispatch_1d(
+    ctx.dispatch(
         &CAST,
         cast_key(from, to),
         "main",
@@ -111,23 +106,14 @@ pub(crate) struct CastAttrs {
     pub dtype: DType,
 }
 
-/// dtype conversion (`paddle.cast`).
-pub(crate) struct CastOp;
-
-pub(crate) static CAST_OP: CastOp = CastOp;
+registry_entry!(
+    /// dtype conversion (`paddle.cast`).
+    CAST_OP: CastOp = "cast", CastAttrs, ()
+);
 
 impl Op for CastOp {
-    type Attrs = CastAttrs;
-    type Plan = ();
-
-    fn name(&self) -> &'static str {
-        "cast"
-    }
-
     fn infer(&self, x: &[&TensorMeta], a: &CastAttrs) -> Result<(Vec<TensorMeta>, ())> {
-        let [x] = x else {
-            return Err(Error::invalid("cast", format!("takes one tensor, got {}", x.len())));
-        };
+        let [x] = inputs("cast", x)?;
         Ok((vec![x.with_dtype(a.dtype)], ()))
     }
 
@@ -144,7 +130,7 @@ impl Op for CastOp {
         }
         let threads = if to == DType::Float16 { n.div_ceil(2) } else { n };
         let binds = [Bind::read(k.x(0)), Bind::write(k.y(0))];
-        k.ctx.dispatch_1d(&CAST, cast_key(from, to), "main", &binds, &[n as u32], threads as u64)
+        k.ctx.dispatch(&CAST, cast_key(from, to), "main", &binds, &[n as u32], threads as u64)
     }
 
     fn half(&self) -> Half {

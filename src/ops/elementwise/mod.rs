@@ -15,6 +15,124 @@ pub use unary::*;
 pub(crate) use binary::BINARY_OPS;
 pub(crate) use unary::UNARY_OPS;
 
+use crate::backend::gpu::Variant;
+use crate::ops::registry::op::OpHeader;
+use crate::ops::wgsl;
+use crate::{DType, Error};
+
+/// A table row's WGSL expressions: `f32` for float32 (and for int32 where `i32` is not
+/// set), and the int64 and bool ones where the row has GPU kernels for those dtypes.
+pub(crate) struct GpuExprs {
+    pub f32: &'static str,
+    pub i32: Option<&'static str>,
+    pub i64: Option<&'static str>,
+    pub bool: Option<&'static str>,
+}
+
+impl GpuExprs {
+    /// The expressions for float32, int32, int64 and bool.
+    pub(crate) const fn new(
+        f32: &'static str,
+        i32: Option<&'static str>,
+        i64: Option<&'static str>,
+        bool: Option<&'static str>,
+    ) -> Self {
+        GpuExprs { f32, i32, i64, bool }
+    }
+
+    /// The expression for `dtype` of a row with float and/or int closures.
+    fn get(&self, dtype: DType, float: bool, int: bool) -> Option<&'static str> {
+        match dtype {
+            DType::Float32 => float.then_some(self.f32),
+            DType::Int32 => int.then(|| self.i32.unwrap_or(self.f32)),
+            DType::Int64 => self.i64,
+            DType::Bool => self.bool,
+            _ => None,
+        }
+    }
+}
+
+/// The dtypes of the families a row computes (float16 runs through float32).
+fn family_dtypes(float: bool, int: bool, boolean: bool) -> Vec<DType> {
+    let mut d = Vec::new();
+    if float {
+        d.extend([DType::Float16, DType::Float32, DType::Float64]);
+    }
+    if int {
+        d.extend([DType::Int32, DType::Int64]);
+    }
+    if boolean {
+        d.push(DType::Bool);
+    }
+    d
+}
+
+/// The dtypes a table row can have a GPU variant for (float16 computes through float32).
+const GPU_DTYPES: [DType; 4] = [DType::Float32, DType::Int32, DType::Int64, DType::Bool];
+
+/// What the unary and binary tables share: a row's position (its GPU variant key), its
+/// dtypes, its WGSL expression and the substitutions of one shader variant.
+pub(crate) trait TableRow: OpHeader + Sync + 'static {
+    /// Position in the table.
+    fn id(&self) -> u32;
+    /// Dtypes the op supports.
+    fn dtypes(&self) -> Vec<DType>;
+    /// The WGSL expression for `dtype`, where the row has a GPU kernel for it.
+    fn gpu_expr(&self, dtype: DType) -> Option<&'static str>;
+    /// The result's dtype for inputs of `dtype`.
+    fn out_dtype(&self, dtype: DType) -> DType;
+    /// The shader's loads, stores and parameters for inputs of `dtype`.
+    fn accessors(&self, dtype: DType, out: DType) -> Variant;
+
+    /// The shader substitutions for `dtype` (only requested where `gpu_expr` has one).
+    fn variant(&self, dtype: DType) -> Variant {
+        let out = self.out_dtype(dtype);
+        let mut v = wgsl::io_types(dtype, out);
+        v.push(("EXPR", self.gpu_expr(dtype).unwrap_or_default().into()));
+        v.extend(self.accessors(dtype, out));
+        v
+    }
+
+    /// The variant key of `dtype`: the row's id and the dtype's code.
+    fn key(&self, dtype: DType) -> u32 {
+        self.id() * 8 + dtype.code()
+    }
+
+    /// The typed error for a dtype the row does not support.
+    fn unsupported(&self, dtype: DType) -> Error {
+        Error::unsupported(self.name(), dtype, format!("(supported: {:?})", self.dtypes()))
+    }
+}
+
+/// The [`TableRow`] methods that read the fields every row struct has: `id`, the `float` and
+/// `int` closures, `out_bool` and the `gpu` expressions.
+macro_rules! row_fields {
+    () => {
+        fn id(&self) -> u32 {
+            self.id
+        }
+
+        fn gpu_expr(&self, dtype: DType) -> Option<&'static str> {
+            self.gpu.get(dtype, self.float.is_some(), self.int.is_some())
+        }
+
+        fn out_dtype(&self, dtype: DType) -> DType {
+            if self.out_bool { DType::Bool } else { dtype }
+        }
+    };
+}
+use row_fields;
+
+/// Every variant key of a table (a `Kernel`'s `keys`).
+fn table_keys<R: TableRow>(rows: &[&R]) -> Vec<u32> {
+    rows.iter().flat_map(|r| GPU_DTYPES.iter().filter(|&&t| r.gpu_expr(t).is_some()).map(|&t| r.key(t))).collect()
+}
+
+/// The substitutions behind `key` (a `Kernel`'s `variant`).
+fn table_variant<R: TableRow>(rows: &[&R], key: u32) -> Variant {
+    rows[(key / 8) as usize].variant(DType::from_code(key % 8))
+}
+
 /// Pads an op's parameter list to the two slots the kernels have.
 pub(crate) fn pad2(p: &[f64]) -> [f64; 2] {
     [p.first().copied().unwrap_or(0.0), p.get(1).copied().unwrap_or(0.0)]

@@ -5,7 +5,8 @@ use crate::backend::cpu::elementwise::zip3_strided;
 use crate::backend::cpu::{map_data, typed_ref};
 use crate::backend::gpu::{Bind, Kernel};
 use crate::ops::registry::apply::apply1;
-use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op};
+use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
+use crate::ops::registry::registry_entry;
 use crate::ops::wgsl;
 use crate::shape::{broadcast_shapes, broadcast_strides, collapse};
 use crate::tensor::TensorMeta;
@@ -17,10 +18,10 @@ pub(crate) static WHERE: Kernel = Kernel {
     variant: |key| vec![("S", wgsl::storage(DType::from_code(key)).to_string())],
 };
 
-/// `where` (Paddle's `paddle.where`): picks `x` where `cond` is true, else `y`.
-pub(crate) struct WhereOp;
-
-pub(crate) static WHERE_OP: WhereOp = WhereOp;
+registry_entry!(
+    /// `where` (Paddle's `paddle.where`): picks `x` where `cond` is true, else `y`.
+    WHERE_OP: WhereOp = "where", (), WherePlan
+);
 
 /// The broadcast output shape and each operand's strides over it.
 pub(crate) struct WherePlan {
@@ -29,18 +30,9 @@ pub(crate) struct WherePlan {
 }
 
 impl Op for WhereOp {
-    type Attrs = ();
-    type Plan = WherePlan;
-
-    fn name(&self) -> &'static str {
-        "where"
-    }
-
     fn infer(&self, x: &[&TensorMeta], _: &()) -> Result<(Vec<TensorMeta>, WherePlan)> {
         const OP: &str = "where";
-        let [c, a, b] = x else {
-            return Err(Error::invalid(OP, format!("takes three tensors, got {}", x.len())));
-        };
+        let [c, a, b] = inputs(OP, x)?;
         if a.dtype != b.dtype {
             return Err(Error::DTypeMismatch { op: OP, lhs: a.dtype, rhs: b.dtype });
         }
@@ -78,7 +70,7 @@ impl Op for WhereOp {
             params.extend(s.iter().map(|&d| d as u32));
         }
         let binds = [Bind::read(k.x(0)), Bind::read(k.x(1)), Bind::read(k.x(2)), Bind::write(k.y(0))];
-        k.ctx.dispatch_1d(&WHERE, k.outs[0].dtype.code(), "main", &binds, &params, n as u64)
+        k.ctx.dispatch(&WHERE, k.outs[0].dtype.code(), "main", &binds, &params, n as u64)
     }
 
     fn differentiable(&self) -> bool {

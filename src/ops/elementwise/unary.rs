@@ -1,12 +1,13 @@
 //! Unary elementwise ops: the table (one row per op) and the registry entry every row is.
 
-use super::pad2;
+use super::{GpuExprs, TableRow, family_dtypes, pad2, row_fields, table_keys, table_variant};
 use crate::backend::cpu::CpuData;
 use crate::backend::cpu::elementwise::{PAR_MIN, par_map};
 use crate::backend::cpu::par_chunks_mut;
 use crate::backend::gpu::{Bind, Kernel, Variant};
 use crate::ops::registry::apply::apply1;
-use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op};
+use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
+use crate::ops::registry::op_header;
 use crate::ops::registry::{AttrMap, AttrValue};
 use crate::ops::wgsl;
 use crate::tensor::TensorMeta;
@@ -31,87 +32,34 @@ pub(crate) struct UnaryDef {
     /// The same closure over float32 and float64 slices (computed in f64 as `float` is).
     pub float_slices: Option<(SliceFn<f32>, SliceFn<f64>)>,
     /// Integer closure (wrapping i64 arithmetic, truncated to i32 for int32); also used for
-    /// bool inputs (as 0/1) when `wgsl_bool` is set.
+    /// bool inputs (as 0/1) when `gpu.bool` is set.
     pub int: Option<IntFn>,
     /// The result is bool (closures return 0/1).
     pub out_bool: bool,
-    pub wgsl: &'static str,
-    pub wgsl_i32: Option<&'static str>,
-    pub wgsl_i64: Option<&'static str>,
-    pub wgsl_bool: Option<&'static str>,
+    pub gpu: GpuExprs,
     /// `dx = backward(x, y, dy, params)`.
     pub backward: Option<UnaryBackward>,
 }
 
-/// The dtypes a GPU variant exists for (float16 computes through float32).
-const GPU_DTYPES: [DType; 4] = [DType::Float32, DType::Int32, DType::Int64, DType::Bool];
+impl TableRow for UnaryDef {
+    row_fields!();
 
-impl UnaryDef {
-    /// Dtypes the op supports (float16 runs through float32).
-    pub fn dtypes(&self) -> Vec<DType> {
-        let mut d = Vec::new();
-        if self.float.is_some() {
-            d.extend([DType::Float16, DType::Float32, DType::Float64]);
-        }
-        if self.int.is_some() {
-            d.extend([DType::Int32, DType::Int64]);
-        }
-        if self.wgsl_bool.is_some() {
-            d.push(DType::Bool);
-        }
-        d
+    fn dtypes(&self) -> Vec<DType> {
+        family_dtypes(self.float.is_some(), self.int.is_some(), self.gpu.bool.is_some())
     }
 
-    fn out_dtype(&self, x: DType) -> DType {
-        if self.out_bool { DType::Bool } else { x }
-    }
-
-    fn gpu_expr(&self, dtype: DType) -> Option<&'static str> {
-        match dtype {
-            DType::Float32 => self.float.map(|_| self.wgsl),
-            DType::Int32 => self.int.map(|_| self.wgsl_i32.unwrap_or(self.wgsl)),
-            DType::Int64 => self.wgsl_i64,
-            DType::Bool => self.wgsl_bool,
-            _ => None,
-        }
-    }
-
-    fn variant(&self, dtype: DType) -> Variant {
-        let expr = self.gpu_expr(dtype).unwrap_or("x");
-        let out = self.out_dtype(dtype);
+    fn accessors(&self, dtype: DType, out: DType) -> Variant {
         vec![
-            ("XS", wgsl::storage(dtype).into()),
-            ("XT", wgsl::compute(dtype).into()),
-            ("YS", wgsl::storage(out).into()),
-            ("YT", wgsl::compute(out).into()),
             ("LOAD", wgsl::load(dtype, "src", "i")),
             ("STORE", wgsl::store(out, "y")),
             ("P0", wgsl::param(dtype, 1)),
             ("P1", wgsl::param(dtype, 1 + wgsl::param_words(dtype))),
-            ("EXPR", expr.into()),
         ]
     }
-
-    fn unsupported(&self, dtype: DType) -> Error {
-        Error::unsupported(self.name, dtype, format!("(supported: {:?})", self.dtypes()))
-    }
 }
 
-/// Variant key: the op's id and the dtype's code.
-fn unary_key(def: &UnaryDef, dtype: DType) -> u32 {
-    def.id * 8 + dtype.code()
-}
-
-pub(crate) static UNARY: Kernel = Kernel {
-    file: "unary.wgsl",
-    keys: || {
-        UNARY_OPS
-            .iter()
-            .flat_map(|d| GPU_DTYPES.iter().filter(|&&t| d.gpu_expr(t).is_some()).map(|&t| unary_key(d, t)))
-            .collect()
-    },
-    variant: |key| UNARY_OPS[(key / 8) as usize].variant(DType::from_code(key % 8)),
-};
+pub(crate) static UNARY: Kernel =
+    Kernel { file: "unary.wgsl", keys: || table_keys(UNARY_OPS), variant: |key| table_variant(UNARY_OPS, key) };
 
 fn cpu_unary(def: &UnaryDef, data: &CpuData, p: [f64; 2]) -> Option<CpuData> {
     let (p0, p1) = (p[0], p[1]);
@@ -145,7 +93,7 @@ fn cpu_unary(def: &UnaryDef, data: &CpuData, p: [f64; 2]) -> Option<CpuData> {
             }
         }
         CpuData::Bool(v) => {
-            def.wgsl_bool?;
+            def.gpu.bool?;
             let f = def.int?;
             CpuData::Bool(par_map(v, |x| f(x as i64, i0, i1) != 0))
         }
@@ -160,19 +108,12 @@ fn map_slices<T: Copy + Default + Send + Sync>(xs: &[T], f: SliceFn<T>, p: [f64;
     out
 }
 
+// The attributes are the two scalar parameters (named by `params` in the attribute map).
+op_header!(UnaryDef: [f64; 2], (); |op| op.name);
+
 impl Op for UnaryDef {
-    /// The two scalar parameters (named by `params` in the attribute map).
-    type Attrs = [f64; 2];
-    type Plan = ();
-
-    fn name(&self) -> &'static str {
-        self.name
-    }
-
     fn infer(&self, x: &[&TensorMeta], _: &[f64; 2]) -> Result<(Vec<TensorMeta>, ())> {
-        let [x] = x else {
-            return Err(Error::invalid(self.name, format!("takes one tensor, got {}", x.len())));
-        };
+        let [x] = inputs(self.name, x)?;
         if !self.dtypes().contains(&x.dtype) {
             return Err(self.unsupported(x.dtype));
         }
@@ -194,14 +135,7 @@ impl Op for UnaryDef {
         for &v in p {
             params.extend(wgsl::scalar_words(dtype, v.into()));
         }
-        k.ctx.dispatch_1d(
-            &UNARY,
-            unary_key(self, dtype),
-            "main",
-            &[Bind::read(k.x(0)), Bind::write(k.y(0))],
-            &params,
-            n as u64,
-        )
+        k.ctx.dispatch(&UNARY, self.key(dtype), "main", &[Bind::read(k.x(0)), Bind::write(k.y(0))], &params, n as u64)
     }
 
     fn differentiable(&self) -> bool {
@@ -321,10 +255,7 @@ macro_rules! unary_ops {
                         $ibody
                     })?),
                     out_bool: false $(|| $ob)?,
-                    wgsl: $w,
-                    wgsl_i32: $crate::ops::opt!($($w32)?),
-                    wgsl_i64: $crate::ops::opt!($($w64)?),
-                    wgsl_bool: $crate::ops::opt!($($wb)?),
+                    gpu: GpuExprs::new($w, $crate::ops::opt!($($w32)?), $crate::ops::opt!($($w64)?), $crate::ops::opt!($($wb)?)),
                     backward: $crate::ops::opt!($(|$bx: &Tensor, $by: &Tensor, $bg: &Tensor, ps: [f64; 2]| -> Result<Tensor> {
                         bind_params!($params, ps[0], ps[1]);
                         $bbody

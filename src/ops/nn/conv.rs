@@ -19,7 +19,8 @@ use crate::backend::cpu::CpuData;
 use crate::backend::cpu::conv::{self as cpu, ConvGeom};
 use crate::backend::gpu::{Bind, GpuBuffer, GpuContext, Kernel, Variant, grid};
 use crate::ops::registry::apply::apply1;
-use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op};
+use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
+use crate::ops::registry::{op_header, registry_entry};
 use crate::tensor::TensorMeta;
 use crate::{DType, Error, Result, Scalar, Tensor};
 
@@ -76,53 +77,26 @@ impl Conv2dOptions {
     pub fn new() -> Self {
         Self::default()
     }
-    /// Sets the stride (an int or `[sh, sw]`).
-    pub fn stride(mut self, s: impl Into<Pair>) -> Self {
-        self.stride = s.into();
-        self
-    }
-    /// Sets the padding (an int, `[ph, pw]`, `[top, bottom, left, right]` or a [`Padding`]).
-    pub fn padding(mut self, p: impl Into<Padding>) -> Self {
-        self.padding = p.into();
-        self
-    }
-    /// Sets the dilation (an int or `[dh, dw]`).
-    pub fn dilation(mut self, d: impl Into<Pair>) -> Self {
-        self.dilation = d.into();
-        self
-    }
-    /// Sets the number of groups.
-    pub fn groups(mut self, g: usize) -> Self {
-        self.groups = g;
-        self
+    setters! {
+        /// Sets the stride (an int or `[sh, sw]`).
+        stride: impl Into<Pair>;
+        /// Sets the padding (an int, `[ph, pw]`, `[top, bottom, left, right]` or a [`Padding`]).
+        padding: impl Into<Padding>;
+        /// Sets the dilation (an int or `[dh, dw]`).
+        dilation: impl Into<Pair>;
+        /// Sets the number of groups.
+        groups: usize;
     }
 }
 
 const OP: &str = "conv2d";
 
-/// The convolution's output `F(x, w) + b`: inputs `[x, weight, bias?]`.
-pub(crate) struct Conv2dOp;
-
-pub(crate) static CONV2D_OP: Conv2dOp = Conv2dOp;
-
-/// The input gradient `D(dy, w)`: inputs `[dy, weight]`.
-pub(crate) struct Conv2dGradInputOp;
-
-pub(crate) static CONV2D_GRAD_INPUT: Conv2dGradInputOp = Conv2dGradInputOp;
-
-/// The weight gradient `W(x, dy)`: inputs `[x, dy]`.
-pub(crate) struct Conv2dGradWeightOp;
-
-pub(crate) static CONV2D_GRAD_WEIGHT: Conv2dGradWeightOp = Conv2dGradWeightOp;
+registry_entry!(
+    /// The convolution's output `F(x, w) + b`: inputs `[x, weight, bias?]`.
+    CONV2D_OP: Conv2dOp = OP, Conv2dOptions, ConvGeom
+);
 
 impl Op for Conv2dOp {
-    type Attrs = Conv2dOptions;
-    type Plan = ConvGeom;
-
-    fn name(&self) -> &'static str {
-        OP
-    }
-
     fn infer(&self, xs: &[&TensorMeta], o: &Conv2dOptions) -> Result<(Vec<TensorMeta>, ConvGeom)> {
         let (x, w, b) = match xs {
             [x, w] => (x, w, None),
@@ -134,9 +108,7 @@ impl Op for Conv2dOp {
                 return Err(Error::DTypeMismatch { op: OP, lhs: x.dtype, rhs: p.dtype });
             }
         }
-        if !x.dtype.is_float() {
-            return Err(Error::unsupported(OP, x.dtype, "(conv2d needs float tensors)"));
-        }
+        x.expect_float(OP, "the input")?;
         let g = geometry(x.dims(), w.dims(), b.map(|b| b.dims()), o)?;
         let out = x.with_shape(g.output_shape().to_vec());
         crate::tensor::create::check_size(OP, out.dims(), x.dtype)?;
@@ -177,46 +149,67 @@ impl Op for Conv2dOp {
     }
 }
 
-/// Checks the two operands of a gradient product against the geometry.
-fn check_pair(op: &'static str, xs: &[&TensorMeta], shapes: [[usize; 4]; 2]) -> Result<()> {
-    let [a, b] = xs else {
-        return Err(Error::invalid(op, format!("takes two tensors, got {}", xs.len())));
-    };
-    if a.dims() != shapes[0] || b.dims() != shapes[1] {
-        return Err(Error::shape(
-            op,
-            format!("operands {:?} and {:?} do not fit {:?} and {:?}", a.dims(), b.dims(), shapes[0], shapes[1]),
-        ));
-    }
-    if a.dtype != b.dtype || !a.dtype.is_float() {
-        return Err(Error::DTypeMismatch { op, lhs: a.dtype, rhs: b.dtype });
-    }
-    Ok(())
+/// One product of the conv kernel on a geometry already worked out: `F(x, w)` (inputs
+/// `[x, weight]`, for the gradients' gradients), the input gradient `D(dy, w)` (inputs
+/// `[dy, weight]`) or the weight gradient `W(x, dy)` (inputs `[x, dy]`).
+pub(crate) struct ConvProductOp {
+    name: &'static str,
+    mode: Mode,
 }
 
-impl Op for Conv2dGradInputOp {
-    type Attrs = ConvGeom;
-    type Plan = ();
+pub(crate) static CONV2D_PRODUCT: ConvProductOp = ConvProductOp { name: "conv2d_product", mode: Mode::Fwd };
+pub(crate) static CONV2D_GRAD_INPUT: ConvProductOp = ConvProductOp { name: "conv2d_grad_input", mode: Mode::BwdData };
+pub(crate) static CONV2D_GRAD_WEIGHT: ConvProductOp =
+    ConvProductOp { name: "conv2d_grad_weight", mode: Mode::BwdFilter };
 
-    fn name(&self) -> &'static str {
-        "conv2d_grad_input"
+op_header!(ConvProductOp: ConvGeom, (); |op| op.name);
+
+impl ConvProductOp {
+    /// The shapes of the two operands and of the result.
+    fn shapes(&self, g: &ConvGeom) -> [[usize; 4]; 3] {
+        let (x, w, y) = (g.input_shape(), g.weight_shape(), g.output_shape());
+        match self.mode {
+            Mode::Fwd => [x, w, y],
+            Mode::BwdData => [y, w, x],
+            Mode::BwdFilter => [x, y, w],
+        }
     }
 
+    fn cpu_product<T: cpu::WinFloat>(&self, a: &[T], b: &[T], g: &ConvGeom) -> Vec<T> {
+        match self.mode {
+            Mode::Fwd => cpu::conv2d_forward(a, b, None, g),
+            Mode::BwdData => cpu::conv2d_backward_data(a, b, g),
+            Mode::BwdFilter => cpu::conv2d_backward_filter(a, b, g),
+        }
+    }
+}
+
+impl Op for ConvProductOp {
     fn infer(&self, xs: &[&TensorMeta], g: &ConvGeom) -> Result<(Vec<TensorMeta>, ())> {
-        check_pair("conv2d_grad_input", xs, [g.output_shape(), g.weight_shape()])?;
-        Ok((vec![xs[0].with_shape(g.input_shape().to_vec())], ()))
+        let [a, b] = inputs(self.name, xs)?;
+        let [sa, sb, out] = self.shapes(g);
+        if a.dims() != sa || b.dims() != sb {
+            return Err(Error::shape(
+                self.name,
+                format!("operands {:?} and {:?} do not fit {sa:?} and {sb:?}", a.dims(), b.dims()),
+            ));
+        }
+        if a.dtype != b.dtype || !a.dtype.is_float() {
+            return Err(Error::DTypeMismatch { op: self.name, lhs: a.dtype, rhs: b.dtype });
+        }
+        Ok((vec![a.with_shape(out.to_vec())], ()))
     }
 
     fn cpu(&self, k: &mut CpuCall<'_>, g: &ConvGeom, _: &()) -> Result<Vec<CpuData>> {
         Ok(vec![match (k.x(0), k.x(1)) {
-            (CpuData::F32(d), CpuData::F32(w)) => CpuData::F32(cpu::conv2d_backward_data(d, w, g)),
-            (CpuData::F64(d), CpuData::F64(w)) => CpuData::F64(cpu::conv2d_backward_data(d, w, g)),
-            (d, _) => return Err(Error::unsupported("conv2d_grad_input", d.dtype(), "on the CPU")),
+            (CpuData::F32(a), CpuData::F32(b)) => CpuData::F32(self.cpu_product(a, b, g)),
+            (CpuData::F64(a), CpuData::F64(b)) => CpuData::F64(self.cpu_product(a, b, g)),
+            (a, _) => return Err(Error::unsupported(self.name, a.dtype(), "on the CPU")),
         }])
     }
 
     fn gpu(&self, k: &GpuCall<'_>, g: &ConvGeom, _: &()) -> Result<()> {
-        gpu_conv(Mode::BwdData, k.ctx, k.x(1), k.x(0), None, g, k.y(0))
+        gpu_conv(self.mode, k.ctx, k.x(1), k.x(0), None, g, k.y(0))
     }
 
     fn differentiable(&self) -> bool {
@@ -224,84 +217,21 @@ impl Op for Conv2dGradInputOp {
     }
 
     fn backward(&self, c: &GradCall<'_>, g: &ConvGeom, _: &()) -> Result<Vec<Option<Tensor>>> {
-        let (dy, w, h) = (c.x(0), c.x(1), c.g());
-        Ok(vec![c.grad_if(0, || conv_forward(h, w, *g))?, c.grad_if(1, || conv_grad_weight(h, dy, *g))?])
-    }
-}
-
-impl Op for Conv2dGradWeightOp {
-    type Attrs = ConvGeom;
-    type Plan = ();
-
-    fn name(&self) -> &'static str {
-        "conv2d_grad_weight"
-    }
-
-    fn infer(&self, xs: &[&TensorMeta], g: &ConvGeom) -> Result<(Vec<TensorMeta>, ())> {
-        check_pair("conv2d_grad_weight", xs, [g.input_shape(), g.output_shape()])?;
-        Ok((vec![xs[0].with_shape(g.weight_shape().to_vec())], ()))
-    }
-
-    fn cpu(&self, k: &mut CpuCall<'_>, g: &ConvGeom, _: &()) -> Result<Vec<CpuData>> {
-        Ok(vec![match (k.x(0), k.x(1)) {
-            (CpuData::F32(x), CpuData::F32(d)) => CpuData::F32(cpu::conv2d_backward_filter(x, d, g)),
-            (CpuData::F64(x), CpuData::F64(d)) => CpuData::F64(cpu::conv2d_backward_filter(x, d, g)),
-            (x, _) => return Err(Error::unsupported("conv2d_grad_weight", x.dtype(), "on the CPU")),
-        }])
-    }
-
-    fn gpu(&self, k: &GpuCall<'_>, g: &ConvGeom, _: &()) -> Result<()> {
-        gpu_conv(Mode::BwdFilter, k.ctx, k.x(1), k.x(0), None, g, k.y(0))
-    }
-
-    fn differentiable(&self) -> bool {
-        true
-    }
-
-    fn backward(&self, c: &GradCall<'_>, g: &ConvGeom, _: &()) -> Result<Vec<Option<Tensor>>> {
-        let (x, dy, h) = (c.x(0), c.x(1), c.g());
-        Ok(vec![c.grad_if(0, || conv_grad_input(dy, h, *g))?, c.grad_if(1, || conv_forward(x, h, *g))?])
-    }
-}
-
-/// `F(x, w)` for a geometry already worked out (the gradient products' gradients): inputs
-/// `[x, weight]`.
-pub(crate) struct Conv2dProductOp;
-
-pub(crate) static CONV2D_PRODUCT: Conv2dProductOp = Conv2dProductOp;
-
-impl Op for Conv2dProductOp {
-    type Attrs = ConvGeom;
-    type Plan = ();
-
-    fn name(&self) -> &'static str {
-        "conv2d_product"
-    }
-
-    fn infer(&self, xs: &[&TensorMeta], g: &ConvGeom) -> Result<(Vec<TensorMeta>, ())> {
-        check_pair("conv2d_product", xs, [g.input_shape(), g.weight_shape()])?;
-        Ok((vec![xs[0].with_shape(g.output_shape().to_vec())], ()))
-    }
-
-    fn cpu(&self, k: &mut CpuCall<'_>, g: &ConvGeom, _: &()) -> Result<Vec<CpuData>> {
-        Ok(vec![match (k.x(0), k.x(1)) {
-            (CpuData::F32(x), CpuData::F32(w)) => CpuData::F32(cpu::conv2d_forward(x, w, None, g)),
-            (CpuData::F64(x), CpuData::F64(w)) => CpuData::F64(cpu::conv2d_forward(x, w, None, g)),
-            (x, _) => return Err(Error::unsupported("conv2d_product", x.dtype(), "on the CPU")),
-        }])
-    }
-
-    fn gpu(&self, k: &GpuCall<'_>, g: &ConvGeom, _: &()) -> Result<()> {
-        gpu_conv(Mode::Fwd, k.ctx, k.x(1), k.x(0), None, g, k.y(0))
-    }
-
-    fn differentiable(&self) -> bool {
-        true
-    }
-
-    fn backward(&self, c: &GradCall<'_>, g: &ConvGeom, _: &()) -> Result<Vec<Option<Tensor>>> {
-        let (x, w, gy) = (c.x(0), c.x(1), c.g());
-        Ok(vec![c.grad_if(0, || conv_grad_input(gy, w, *g))?, c.grad_if(1, || conv_grad_weight(x, gy, *g))?])
+        let (a, b, h) = (c.x(0), c.x(1), c.g());
+        Ok(match self.mode {
+            // (x, w) -> y
+            Mode::Fwd => {
+                vec![c.grad_if(0, || conv_grad_input(h, b, *g))?, c.grad_if(1, || conv_grad_weight(a, h, *g))?]
+            }
+            // (dy, w) -> dx
+            Mode::BwdData => {
+                vec![c.grad_if(0, || conv_forward(h, b, *g))?, c.grad_if(1, || conv_grad_weight(h, a, *g))?]
+            }
+            // (x, dy) -> dw
+            Mode::BwdFilter => {
+                vec![c.grad_if(0, || conv_grad_input(b, h, *g))?, c.grad_if(1, || conv_forward(a, h, *g))?]
+            }
+        })
     }
 }
 

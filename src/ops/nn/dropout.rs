@@ -13,7 +13,8 @@ use std::str::FromStr;
 
 use crate::backend::cpu::CpuData;
 use crate::ops::registry::apply::apply;
-use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op};
+use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
+use crate::ops::registry::registry_entry;
 use crate::random::{cpu_mask_data, gpu_mask};
 use crate::tensor::TensorMeta;
 use crate::{Error, Result, Tensor};
@@ -62,10 +63,10 @@ impl Default for DropoutOptions {
     }
 }
 
-/// Training-mode dropout: `out = x · mask` with the scale folded into the mask.
-pub(crate) struct DropoutOp;
-
-pub(crate) static DROPOUT: DropoutOp = DropoutOp;
+registry_entry!(
+    /// Training-mode dropout: `out = x · mask` with the scale folded into the mask.
+    DROPOUT: DropoutOp = "dropout", DropoutOptions, ()
+);
 
 impl DropoutOptions {
     fn scale(&self) -> f64 {
@@ -77,21 +78,10 @@ impl DropoutOptions {
 }
 
 impl Op for DropoutOp {
-    type Attrs = DropoutOptions;
-    type Plan = ();
-
-    fn name(&self) -> &'static str {
-        "dropout"
-    }
-
     fn infer(&self, xs: &[&TensorMeta], o: &DropoutOptions) -> Result<(Vec<TensorMeta>, ())> {
         const OP: &str = "dropout";
-        let [x] = xs else {
-            return Err(Error::invalid(OP, format!("takes one tensor, got {}", xs.len())));
-        };
-        if !x.dtype.is_float() {
-            return Err(Error::unsupported(OP, x.dtype, "(expected a float tensor)"));
-        }
+        let [x] = inputs(OP, xs)?;
+        x.expect_float(OP, "the input")?;
         if !(0.0..=1.0).contains(&o.p) {
             return Err(Error::invalid(OP, format!("p must be in [0, 1], got {}", o.p)));
         }

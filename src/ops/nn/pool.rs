@@ -20,7 +20,8 @@ use crate::backend::cpu::CpuData;
 use crate::backend::cpu::pool::{self as cpu, PoolGeom};
 use crate::backend::gpu::{Bind, Kernel};
 use crate::ops::registry::apply::{apply, apply1};
-use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op};
+use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
+use crate::ops::registry::op_header;
 use crate::tensor::TensorMeta;
 use crate::{DType, Error, Result, Tensor};
 
@@ -67,43 +68,24 @@ impl Pool2dOptions {
             data_format: "NCHW".into(),
         }
     }
-    /// Sets the stride (an int or `[sh, sw]`).
-    pub fn stride(mut self, s: impl Into<Pair>) -> Self {
-        self.stride = Some(s.into());
-        self
-    }
-    /// Sets the padding (an int, `[ph, pw]`, `[top, bottom, left, right]` or a [`Padding`]).
-    pub fn padding(mut self, p: impl Into<Padding>) -> Self {
-        self.padding = p.into();
-        self
-    }
-    /// Sets `ceil_mode`.
-    pub fn ceil_mode(mut self, on: bool) -> Self {
-        self.ceil_mode = on;
-        self
-    }
-    /// Sets `exclusive` (average pooling).
-    pub fn exclusive(mut self, on: bool) -> Self {
-        self.exclusive = on;
-        self
+    setters! {
+        /// Sets the stride (an int or `[sh, sw]`).
+        stride: impl Into<Pair> => Some;
+        /// Sets the padding (an int, `[ph, pw]`, `[top, bottom, left, right]` or a [`Padding`]).
+        padding: impl Into<Padding>;
+        /// Sets `ceil_mode`.
+        ceil_mode: bool;
+        /// Sets `exclusive` (average pooling).
+        exclusive: bool;
     }
 }
 
 /// Checks what every pooling needs of `x`: a 4-D float tensor.
 fn check_input(op: &'static str, x: &TensorMeta) -> Result<[usize; 4]> {
-    if !x.dtype.is_float() {
-        return Err(Error::unsupported(op, x.dtype, "(pooling needs a float tensor)"));
-    }
+    x.expect_float(op, "the input")?;
     match *x.dims() {
         [n, c, h, w] => Ok([n, c, h, w]),
         _ => Err(Error::shape(op, format!("input must be 4-D [N, C, H, W], got shape {:?}", x.dims()))),
-    }
-}
-
-fn one<'a>(op: &'static str, xs: &[&'a TensorMeta]) -> Result<&'a TensorMeta> {
-    match xs {
-        [x] => Ok(x),
-        _ => Err(Error::invalid(op, format!("takes one tensor, got {}", xs.len()))),
     }
 }
 
@@ -135,7 +117,7 @@ fn params(g: &PoolGeom, total: usize) -> Vec<u32> {
 /// Runs the one-input `entry` (`avg_fwd`, `avg_bwd`) of pool2d.wgsl from `src` into `out`.
 fn gpu_run(k: &GpuCall<'_>, entry: &'static str, g: &PoolGeom) -> Result<()> {
     let n = k.outs[0].numel();
-    k.ctx.dispatch_1d(&POOL2D, 0, entry, &[Bind::read(k.x(0)), Bind::write(k.y(0))], &params(g, n), n as u64)
+    k.ctx.dispatch(&POOL2D, 0, entry, &[Bind::read(k.x(0)), Bind::write(k.y(0))], &params(g, n), n as u64)
 }
 
 /// A float kernel over f32 or f64 host data.
@@ -201,16 +183,11 @@ impl PoolAttrs for AdaptiveAttrs {
     }
 }
 
+op_header!(impl<A: PoolAttrs> PoolOp<A>: A, PoolGeom; |op| op.name);
+
 impl<A: PoolAttrs> Op for PoolOp<A> {
-    type Attrs = A;
-    type Plan = PoolGeom;
-
-    fn name(&self) -> &'static str {
-        self.name
-    }
-
     fn infer(&self, xs: &[&TensorMeta], a: &A) -> Result<(Vec<TensorMeta>, PoolGeom)> {
-        let x = one(self.name, xs)?;
+        let [x] = inputs(self.name, xs)?;
         let g = a.geometry(self.name, x, self.kind)?;
         let out = x.with_shape(g.output_shape().to_vec());
         Ok(match self.kind {
@@ -244,7 +221,7 @@ impl<A: PoolAttrs> Op for PoolOp<A> {
             Kind::Max | Kind::AdaptiveMax => {
                 let n = k.outs[0].numel();
                 let binds = [Bind::read(k.x(0)), Bind::write(k.y(0)), Bind::write(k.y(1))];
-                k.ctx.dispatch_1d(&POOL2D, 0, "max_fwd", &binds, &params(g, n), n as u64)
+                k.ctx.dispatch(&POOL2D, 0, "max_fwd", &binds, &params(g, n), n as u64)
             }
             Kind::Avg | Kind::AdaptiveAvg => gpu_run(k, "avg_fwd", g),
         }
@@ -291,14 +268,9 @@ impl PoolPrimitiveOp {
     }
 }
 
+op_header!(PoolPrimitiveOp: PoolGeom, (); |op| op.name);
+
 impl Op for PoolPrimitiveOp {
-    type Attrs = PoolGeom;
-    type Plan = ();
-
-    fn name(&self) -> &'static str {
-        self.name
-    }
-
     fn infer(&self, xs: &[&TensorMeta], g: &PoolGeom) -> Result<(Vec<TensorMeta>, ())> {
         let (src_shape, dst_shape) =
             if self.forward() { (g.input_shape(), g.output_shape()) } else { (g.output_shape(), g.input_shape()) };
@@ -307,9 +279,7 @@ impl Op for PoolPrimitiveOp {
             return Err(Error::invalid(self.name, format!("takes {n} tensors, got {}", xs.len())));
         }
         let x = xs[0];
-        if !x.dtype.is_float() {
-            return Err(Error::unsupported(self.name, x.dtype, "(pooling needs a float tensor)"));
-        }
+        x.expect_float(self.name, "the input")?;
         if x.dims() != src_shape {
             return Err(Error::shape(self.name, format!("input {:?} {} does not fit {g:?}", x.dims(), x.dtype)));
         }
@@ -347,7 +317,7 @@ impl Op for PoolPrimitiveOp {
         }
         let n = k.outs[0].numel();
         let binds = [Bind::read(k.x(0)), Bind::read(k.x(1)), Bind::write(k.y(0))];
-        k.ctx.dispatch_1d(&POOL2D, 0, self.entry, &binds, &params(g, n), n as u64)
+        k.ctx.dispatch(&POOL2D, 0, self.entry, &binds, &params(g, n), n as u64)
     }
 
     fn differentiable(&self) -> bool {

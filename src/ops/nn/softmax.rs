@@ -10,7 +10,8 @@ use crate::autograd::is_grad_enabled;
 use crate::backend::cpu::{CpuData, par_blocks_mut};
 use crate::backend::gpu::{Bind, GpuContext, Kernel, Variant, grid};
 use crate::ops::registry::apply::apply1;
-use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op};
+use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
+use crate::ops::registry::op_header;
 use crate::tensor::TensorMeta;
 use crate::{Element, Error, Result, Tensor};
 
@@ -58,9 +59,7 @@ fn op_name(log: bool) -> &'static str {
 
 /// `(outer, R, inner)` around the axis; a 0-D tensor is a one-element row, as in Paddle.
 fn geom_of(op: &'static str, x: &TensorMeta, axis: isize) -> Result<Geom> {
-    if !x.dtype.is_float() {
-        return Err(Error::unsupported(op, x.dtype, "(softmax needs a float tensor; cast first)"));
-    }
+    x.expect_float(op, "the input")?;
     if x.rank() == 0 {
         if axis != 0 && axis != -1 {
             return Err(Error::Axis { op, axis, rank: 0, shape: vec![] });
@@ -70,19 +69,12 @@ fn geom_of(op: &'static str, x: &TensorMeta, axis: isize) -> Result<Geom> {
     Ok(x.shape.around(x.shape.axis(op, axis)?))
 }
 
+op_header!(SoftmaxOp: SoftmaxAttrs, Geom; |op| op_name(op.log));
+
 impl Op for SoftmaxOp {
-    type Attrs = SoftmaxAttrs;
-    type Plan = Geom;
-
-    fn name(&self) -> &'static str {
-        op_name(self.log)
-    }
-
     fn infer(&self, xs: &[&TensorMeta], a: &SoftmaxAttrs) -> Result<(Vec<TensorMeta>, Geom)> {
         let op = op_name(self.log);
-        let [x] = xs else {
-            return Err(Error::invalid(op, format!("takes one tensor, got {}", xs.len())));
-        };
+        let [x] = inputs(op, xs)?;
         Ok((vec![(*x).clone()], geom_of(op, x, a.axis)?))
     }
 
@@ -117,19 +109,12 @@ impl Op for SoftmaxOp {
     }
 }
 
+op_header!(SoftmaxGradOp: SoftmaxAttrs, Geom; |op| if op.log { "log_softmax_grad" } else { "softmax_grad" });
+
 impl Op for SoftmaxGradOp {
-    type Attrs = SoftmaxAttrs;
-    type Plan = Geom;
-
-    fn name(&self) -> &'static str {
-        if self.log { "log_softmax_grad" } else { "softmax_grad" }
-    }
-
     fn infer(&self, xs: &[&TensorMeta], a: &SoftmaxAttrs) -> Result<(Vec<TensorMeta>, Geom)> {
         let op = op_name(self.log);
-        let [y, dy] = xs else {
-            return Err(Error::invalid(op, format!("the gradient takes two tensors, got {}", xs.len())));
-        };
+        let [y, dy] = inputs(op, xs)?;
         if y.shape != dy.shape || y.dtype != dy.dtype {
             return Err(Error::shape(
                 op,
@@ -164,7 +149,7 @@ fn dispatch(ctx: &GpuContext, kernel: &Kernel, log: bool, binds: &[Bind<'_>], (o
     if inner == 1 && len >= ROWS_MIN_LEN {
         ctx.dispatch(kernel, log as u32, "rows", binds, &params, grid(ctx, outer as u64)?)
     } else {
-        ctx.dispatch_1d(kernel, log as u32, "strided", binds, &params, (outer * inner) as u64)
+        ctx.dispatch(kernel, log as u32, "strided", binds, &params, (outer * inner) as u64)
     }
 }
 

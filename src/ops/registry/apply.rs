@@ -22,7 +22,7 @@ pub(crate) fn apply<O: Op>(op: &'static O, inputs: &[&Tensor], attrs: O::Attrs) 
     if !super::is_registered(op as *const O as usize, name) {
         return Err(Error::invalid(
             name,
-            "this op is not in the registry (declare it as `pub(crate) static NAME: SomeOp = ...` so build.rs lists it)",
+            "this op is not in the registry (declare it with `registry_entry!` or as `pub(crate) static NAME: SomeOp = ...` so build.rs lists it)",
         ));
     }
     if !op.mixed_places()

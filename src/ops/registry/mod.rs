@@ -14,11 +14,67 @@ use std::sync::OnceLock;
 
 pub use attrs::{AttrField, AttrMap, AttrValue, Attrs};
 
-use crate::ops::elementwise::{BINARY_OPS, UNARY_OPS, binary::binary, unary::unary};
+use crate::ops::elementwise::{BINARY_OPS, TableRow, UNARY_OPS, binary::binary, unary::unary};
 use crate::tensor::TensorMeta;
 use crate::{DType, Error, Result, Tensor};
 
 include!(concat!(env!("OUT_DIR"), "/op_registry.rs"));
+
+/// Declares a registry entry:
+/// ```ignore
+/// registry_entry!(
+///     /// Docs of the op.
+///     STATIC: TypeOp = "name", Attrs, Plan
+/// );
+/// ```
+/// defines the unit struct `TypeOp`, its static (which build.rs lists in the registry) and
+/// its [`op::OpHeader`]; the [`op::Op`] implementation follows.
+macro_rules! registry_entry {
+    ($(#[$doc:meta])* $stat:ident: $ty:ident = $name:expr, $attrs:ty, $plan:ty) => {
+        $(#[$doc])*
+        pub(crate) struct $ty;
+
+        pub(crate) static $stat: $ty = $ty;
+
+        impl $crate::ops::registry::op::OpHeader for $ty {
+            type Attrs = $attrs;
+            type Plan = $plan;
+
+            fn name(&self) -> &'static str {
+                $name
+            }
+        }
+    };
+}
+pub(crate) use registry_entry;
+
+/// The [`op::OpHeader`] of an op type whose name depends on its value (families declared
+/// as several statics): `op_header!(TypeOp: Attrs, Plan; |op| op.name);`.
+macro_rules! op_header {
+    (impl<$g:ident: $bound:path> $ty:ty: $attrs:ty, $plan:ty; |$op:ident| $name:expr) => {
+        impl<$g: $bound> $crate::ops::registry::op::OpHeader for $ty {
+            type Attrs = $attrs;
+            type Plan = $plan;
+
+            fn name(&self) -> &'static str {
+                let $op = self;
+                $name
+            }
+        }
+    };
+    ($ty:ty: $attrs:ty, $plan:ty; |$op:ident| $name:expr) => {
+        impl $crate::ops::registry::op::OpHeader for $ty {
+            type Attrs = $attrs;
+            type Plan = $plan;
+
+            fn name(&self) -> &'static str {
+                let $op = self;
+                $name
+            }
+        }
+    };
+}
+pub(crate) use op_header;
 
 /// A registered op, as tools, tests and the program interpreter see it: run it on tensors
 /// (eager or meta) or infer its outputs, with attributes as a flat map.
@@ -41,7 +97,7 @@ pub trait RegisteredOp: Send + Sync {
 
 impl<T: op::Op> RegisteredOp for T {
     fn name(&self) -> &'static str {
-        op::Op::name(self)
+        op::OpHeader::name(self)
     }
     fn differentiable(&self) -> bool {
         op::Op::differentiable(self)

@@ -20,10 +20,9 @@ pub(crate) enum Half {
     Native,
 }
 
-/// One registry entry. The public function of an op builds its attribute struct and calls
-/// [`apply`](super::apply::apply); everything else (place and dtype checks, the float16
-/// wrapper, meta and eager modes, allocation, autograd) is generic.
-pub(crate) trait Op: Send + Sync + 'static {
+/// What an entry is called and what it carries; written by [`registry_entry!`] or
+/// [`op_header!`] in one line.
+pub(crate) trait OpHeader {
     /// The typed attributes.
     type Attrs: Attrs;
     /// What meta inference works out for the kernels (geometry, strides): computed once per
@@ -32,7 +31,12 @@ pub(crate) trait Op: Send + Sync + 'static {
 
     /// The op's name (Paddle's where one exists).
     fn name(&self) -> &'static str;
+}
 
+/// One registry entry. The public function of an op builds its attribute struct and calls
+/// [`apply`](super::apply::apply); everything else (input count, place and dtype checks,
+/// the float16 wrapper, meta and eager modes, allocation, autograd) is generic.
+pub(crate) trait Op: OpHeader + Send + Sync + 'static {
     /// Output shapes, dtypes and places, and every validation (typed errors naming the op).
     fn infer(&self, x: &[&TensorMeta], a: &Self::Attrs) -> Result<(Vec<TensorMeta>, Self::Plan)>;
 
@@ -102,6 +106,19 @@ pub(crate) trait Op: Send + Sync + 'static {
         let _ = (x, a, p, outs);
         None
     }
+}
+
+/// The `N` input metas of an op that takes exactly `N` tensors (the typed error otherwise):
+/// `let [x, y] = inputs(OP, xs)?;`.
+pub(crate) fn inputs<'a, const N: usize>(op: &'static str, xs: &[&'a TensorMeta]) -> Result<[&'a TensorMeta; N]> {
+    xs.try_into().map_err(|_| {
+        let count = match N {
+            0 => "no tensors".to_string(),
+            1 => "one tensor".to_string(),
+            n => format!("{n} tensors"),
+        };
+        Error::invalid(op, format!("takes {count}, got {}", xs.len()))
+    })
 }
 
 /// A CPU input: read-locked, or write-locked for in-place ops.

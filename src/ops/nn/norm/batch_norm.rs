@@ -21,7 +21,8 @@ use crate::autograd::{is_grad_enabled, no_grad};
 use crate::backend::cpu::{CpuData, par_blocks_mut};
 use crate::backend::gpu::{Bind, Kernel, grid};
 use crate::ops::registry::apply::apply;
-use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op};
+use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
+use crate::ops::registry::registry_entry;
 use crate::tensor::TensorMeta;
 use crate::{DType, Element, Error, Result, Tensor};
 
@@ -56,9 +57,7 @@ impl Default for BatchNormOptions {
 type BnGeom = (usize, usize, usize);
 
 fn bn_geom(op: &'static str, x: &TensorMeta) -> Result<BnGeom> {
-    if !x.dtype.is_float() {
-        return Err(Error::unsupported(op, x.dtype, "(expected a float tensor)"));
-    }
+    x.expect_float(op, "the input")?;
     if x.rank() < 2 {
         return Err(Error::shape(
             op,
@@ -74,24 +73,15 @@ pub(crate) struct BnStatsAttrs {
     pub epsilon: f64,
 }
 
-/// The per-channel batch statistics of x: outputs `[mean, var, rstd]` (biased variance).
-pub(crate) struct BatchNormStatsOp;
-
-pub(crate) static BATCH_NORM_STATS: BatchNormStatsOp = BatchNormStatsOp;
+registry_entry!(
+    /// The per-channel batch statistics of x: outputs `[mean, var, rstd]` (biased variance).
+    BATCH_NORM_STATS: BatchNormStatsOp = "batch_norm_stats", BnStatsAttrs, BnGeom
+);
 
 impl Op for BatchNormStatsOp {
-    type Attrs = BnStatsAttrs;
-    type Plan = BnGeom;
-
-    fn name(&self) -> &'static str {
-        "batch_norm_stats"
-    }
-
     fn infer(&self, xs: &[&TensorMeta], a: &BnStatsAttrs) -> Result<(Vec<TensorMeta>, BnGeom)> {
         const OP: &str = "batch_norm";
-        let [x] = xs else {
-            return Err(Error::invalid(OP, format!("batch_norm_stats takes one tensor, got {}", xs.len())));
-        };
+        let [x] = inputs(OP, xs)?;
         check_epsilon(OP, a.epsilon)?;
         let geom = bn_geom(OP, x)?;
         if geom.0 * geom.2 == 0 {
@@ -145,20 +135,13 @@ pub(crate) struct BatchNormAttrs {
     pub has_bias: bool,
 }
 
-/// `y = (x − mean[c]) · rstd[c] · weight[c] + bias[c]`: inputs `[x, mean, rstd, weight?,
-/// bias?]`.
-pub(crate) struct BatchNormOp;
-
-pub(crate) static BATCH_NORM_OP: BatchNormOp = BatchNormOp;
+registry_entry!(
+    /// `y = (x − mean[c]) · rstd[c] · weight[c] + bias[c]`: inputs `[x, mean, rstd, weight?,
+    /// bias?]`.
+    BATCH_NORM_OP: BatchNormOp = "batch_norm", BatchNormAttrs, BnGeom
+);
 
 impl Op for BatchNormOp {
-    type Attrs = BatchNormAttrs;
-    type Plan = BnGeom;
-
-    fn name(&self) -> &'static str {
-        "batch_norm"
-    }
-
     fn infer(&self, xs: &[&TensorMeta], a: &BatchNormAttrs) -> Result<(Vec<TensorMeta>, BnGeom)> {
         const OP: &str = "batch_norm";
         let expect = 3 + a.has_weight as usize + a.has_bias as usize;
@@ -203,7 +186,7 @@ impl Op for BatchNormOp {
             Bind::read(bb),
             Bind::write(k.y(0)),
         ];
-        k.ctx.dispatch_1d(&BATCH_NORM_APPLY, 0, "main", &binds, &params, n as u64)
+        k.ctx.dispatch(&BATCH_NORM_APPLY, 0, "main", &binds, &params, n as u64)
     }
 
     fn differentiable(&self) -> bool {
@@ -282,21 +265,14 @@ impl crate::ops::Attrs for BnGradAttrs {
     }
 }
 
-/// The fused batch_norm backward: inputs `[x, dy, mean, rstd, weight?]`, outputs `[dx,
-/// dweight, dbias]` (unneeded ones empty). One per-channel reduction (Σg, Σg·x̂) and one
-/// elementwise pass for dx; `batch_stats` adds the terms through the batch statistics.
-pub(crate) struct BatchNormGradOp;
-
-pub(crate) static BATCH_NORM_GRAD_OP: BatchNormGradOp = BatchNormGradOp;
+registry_entry!(
+    /// The fused batch_norm backward: inputs `[x, dy, mean, rstd, weight?]`, outputs `[dx,
+    /// dweight, dbias]` (unneeded ones empty). One per-channel reduction (Σg, Σg·x̂) and one
+    /// elementwise pass for dx; `batch_stats` adds the terms through the batch statistics.
+    BATCH_NORM_GRAD_OP: BatchNormGradOp = "batch_norm_grad", BnGradAttrs, BnGeom
+);
 
 impl Op for BatchNormGradOp {
-    type Attrs = BnGradAttrs;
-    type Plan = BnGeom;
-
-    fn name(&self) -> &'static str {
-        "batch_norm_grad"
-    }
-
     fn infer(&self, xs: &[&TensorMeta], a: &BnGradAttrs) -> Result<(Vec<TensorMeta>, BnGeom)> {
         const OP: &str = "batch_norm_grad";
         if xs.len() != 4 + a.has_weight as usize {
@@ -352,7 +328,7 @@ impl Op for BatchNormGradOp {
                 Bind::read(&coef),
                 Bind::write(k.y(0)),
             ];
-            ctx.dispatch_1d(&BATCH_NORM_DX, 0, "main", &binds, &params, total as u64)?;
+            ctx.dispatch(&BATCH_NORM_DX, 0, "main", &binds, &params, total as u64)?;
         }
         Ok(())
     }

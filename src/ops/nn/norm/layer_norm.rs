@@ -13,6 +13,7 @@ use crate::backend::cpu::{CpuData, par_blocks_mut};
 use crate::backend::gpu::{Bind, Kernel, grid};
 use crate::ops::registry::apply::apply;
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op};
+use crate::ops::registry::registry_entry;
 use crate::tensor::TensorMeta;
 use crate::{DType, Element, Error, Result, Tensor};
 
@@ -32,22 +33,15 @@ pub(crate) struct LayerNormAttrs {
     pub has_bias: bool,
 }
 
-/// Layer normalisation: inputs `[x, weight?, bias?]`, outputs `[y, mean, rstd]`.
-pub(crate) struct LayerNormOp;
-
-pub(crate) static LAYER_NORM_OP: LayerNormOp = LayerNormOp;
+registry_entry!(
+    /// Layer normalisation: inputs `[x, weight?, bias?]`, outputs `[y, mean, rstd]`.
+    LAYER_NORM_OP: LayerNormOp = "layer_norm", LayerNormAttrs, LnGeom
+);
 
 /// `(rows, d)`: the input as rows of `d` normalised elements.
 type LnGeom = (usize, usize);
 
 impl Op for LayerNormOp {
-    type Attrs = LayerNormAttrs;
-    type Plan = LnGeom;
-
-    fn name(&self) -> &'static str {
-        "layer_norm"
-    }
-
     fn infer(&self, xs: &[&TensorMeta], a: &LayerNormAttrs) -> Result<(Vec<TensorMeta>, LnGeom)> {
         const OP: &str = "layer_norm";
         let expect = 1 + a.has_weight as usize + a.has_bias as usize;
@@ -55,9 +49,7 @@ impl Op for LayerNormOp {
             return Err(Error::invalid(OP, format!("takes {expect} tensors with these attributes, got {}", xs.len())));
         }
         let x = xs[0];
-        if !x.dtype.is_float() {
-            return Err(Error::unsupported(OP, x.dtype, "(expected a float tensor)"));
-        }
+        x.expect_float(OP, "the input")?;
         check_epsilon(OP, a.epsilon)?;
         let ns = &a.normalized_shape;
         let k = ns.len();
@@ -109,7 +101,7 @@ impl Op for LayerNormOp {
         if d >= ROWS_MIN_LEN {
             ctx.dispatch(&LAYER_NORM, 0, "rows", &binds, &params, grid(ctx, rows as u64)?)
         } else {
-            ctx.dispatch_1d(&LAYER_NORM, 0, "small", &binds, &params, rows as u64)
+            ctx.dispatch(&LAYER_NORM, 0, "small", &binds, &params, rows as u64)
         }
     }
 
@@ -163,21 +155,14 @@ impl crate::ops::Attrs for LnGradAttrs {
     }
 }
 
-/// The fused layer_norm backward from the saved statistics: inputs `[x, dy, mean, rstd,
-/// weight?]`, outputs `[dx, dweight, dbias]` (dweight / dbias flat `[D]`; unneeded ones
-/// empty).
-pub(crate) struct LayerNormGradOp;
-
-pub(crate) static LAYER_NORM_GRAD_OP: LayerNormGradOp = LayerNormGradOp;
+registry_entry!(
+    /// The fused layer_norm backward from the saved statistics: inputs `[x, dy, mean, rstd,
+    /// weight?]`, outputs `[dx, dweight, dbias]` (dweight / dbias flat `[D]`; unneeded ones
+    /// empty).
+    LAYER_NORM_GRAD_OP: LayerNormGradOp = "layer_norm_grad", LnGradAttrs, LnGeom
+);
 
 impl Op for LayerNormGradOp {
-    type Attrs = LnGradAttrs;
-    type Plan = LnGeom;
-
-    fn name(&self) -> &'static str {
-        "layer_norm_grad"
-    }
-
     fn infer(&self, xs: &[&TensorMeta], a: &LnGradAttrs) -> Result<(Vec<TensorMeta>, LnGeom)> {
         const OP: &str = "layer_norm_grad";
         if xs.len() != 4 + a.has_weight as usize {
@@ -215,7 +200,7 @@ impl Op for LayerNormGradOp {
             if d >= ROWS_MIN_LEN {
                 ctx.dispatch(&LAYER_NORM_GRAD, 0, "rows", &binds, &params, grid(ctx, rows as u64)?)?;
             } else {
-                ctx.dispatch_1d(&LAYER_NORM_GRAD, 0, "small", &binds, &params, rows as u64)?;
+                ctx.dispatch(&LAYER_NORM_GRAD, 0, "small", &binds, &params, rows as u64)?;
             }
         }
         if a.need.w || a.need.b {
@@ -227,7 +212,7 @@ impl Op for LayerNormGradOp {
             let params = [rows as u32, d as u32, chunk_rows as u32, chunks as u32];
             let binds =
                 [Bind::read(xb), Bind::read(gb), Bind::read(mb), Bind::read(rb), Bind::write(&pw), Bind::write(&pb)];
-            ctx.dispatch_1d(&LAYER_NORM_WGRAD, 0, "main", &binds, &params, (chunks * d) as u64)?;
+            ctx.dispatch(&LAYER_NORM_WGRAD, 0, "main", &binds, &params, (chunks * d) as u64)?;
             for (need, partial, out) in [(a.need.w, &pw, k.y(1)), (a.need.b, &pb, k.y(2))] {
                 if need {
                     crate::ops::reduce::gpu_sum_rows(ctx, partial, DType::Float32, (1, chunks, d), out)?;
