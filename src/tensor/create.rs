@@ -3,13 +3,15 @@
 //! `assign_`) and moving between places (`to`). Random creation lives in `random.rs`. Every
 //! op here but the host-data constructors is a registry entry.
 
+use std::marker::PhantomData;
+
 use half::f16;
 
 use crate::backend::cpu::{CpuData, gpu_bytes};
 use crate::backend::gpu::{self, Bind, GpuBuffer, GpuContext, Kernel};
 use crate::ops::registry::apply::{apply, apply1};
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Half, Op, inputs};
-use crate::ops::registry::{op_header, registry_entry};
+use crate::ops::registry::{Attrs, op_header, registry_entry};
 use crate::ops::wgsl;
 use crate::shape::{IntoShape, checked_numel};
 use crate::tensor::{NdArray, TensorMeta};
@@ -90,6 +92,47 @@ impl Op for FullOp {
     }
 }
 
+/// The attributes of an op whose values the host computes from the attributes alone
+/// (`arange`, `linspace`, `eye`; the GPU kernel uploads them).
+pub(crate) trait HostValues: Attrs {
+    /// The output, validated (errors name the op).
+    fn meta(&self) -> Result<TensorMeta>;
+    /// The `n` values of the output.
+    fn values(&self, n: usize) -> CpuData;
+}
+
+/// The registry entry of a [`HostValues`] op.
+pub(crate) struct HostValuesOp<A>(&'static str, PhantomData<A>);
+
+impl<A> HostValuesOp<A> {
+    const fn new(name: &'static str) -> Self {
+        HostValuesOp(name, PhantomData)
+    }
+}
+
+op_header!(impl<A: HostValues> HostValuesOp<A>: A, (); |op| op.0);
+
+impl<A: HostValues> Op for HostValuesOp<A> {
+    fn infer(&self, xs: &[&TensorMeta], a: &A) -> Result<(Vec<TensorMeta>, ())> {
+        let [] = inputs(self.0, xs)?;
+        let out = a.meta()?;
+        check_size(self.0, out.dims(), out.dtype)?;
+        Ok((vec![out], ()))
+    }
+
+    fn cpu(&self, k: &mut CpuCall<'_>, a: &A, _: &()) -> Result<Vec<CpuData>> {
+        Ok(vec![a.values(k.outs[0].numel())])
+    }
+
+    fn gpu(&self, k: &GpuCall<'_>, a: &A, _: &()) -> Result<()> {
+        host_to_gpu(k, a.values(k.outs[0].numel()))
+    }
+
+    fn half(&self) -> Half {
+        Half::Native
+    }
+}
+
 /// `arange`'s attributes.
 #[derive(Clone, Debug, PartialEq, dygraph_derive::Attrs)]
 pub(crate) struct ArangeAttrs {
@@ -100,10 +143,8 @@ pub(crate) struct ArangeAttrs {
     pub place: Place,
 }
 
-registry_entry!(
-    /// Evenly stepped values (`paddle.arange`).
-    ARANGE: ArangeOp = "arange", ArangeAttrs, ()
-);
+/// Evenly stepped values (`paddle.arange`).
+pub(crate) static ARANGE: HostValuesOp<ArangeAttrs> = HostValuesOp::new("arange");
 
 impl ArangeAttrs {
     /// The number of values, validated.
@@ -150,8 +191,14 @@ impl ArangeAttrs {
             Ok(n as usize)
         }
     }
+}
 
-    fn data(&self, n: usize) -> CpuData {
+impl HostValues for ArangeAttrs {
+    fn meta(&self) -> Result<TensorMeta> {
+        Ok(TensorMeta::new(vec![self.len()?], self.dtype, self.place))
+    }
+
+    fn values(&self, n: usize) -> CpuData {
         if self.dtype.is_int() {
             let (s, st) = (self.start.to_i64(), self.step.to_i64());
             CpuData::from_i64(self.dtype, (0..n as i64).map(|i| s.wrapping_add(i.wrapping_mul(st))))
@@ -159,27 +206,6 @@ impl ArangeAttrs {
             let (s, st) = (self.start.to_f64(), self.step.to_f64());
             CpuData::from_f64(self.dtype, (0..n).map(|i| s + i as f64 * st))
         }
-    }
-}
-
-impl Op for ArangeOp {
-    fn infer(&self, x: &[&TensorMeta], a: &ArangeAttrs) -> Result<(Vec<TensorMeta>, ())> {
-        let [] = inputs("arange", x)?;
-        let n = a.len()?;
-        check_size("arange", &[n], a.dtype)?;
-        Ok((vec![TensorMeta::new(vec![n], a.dtype, a.place)], ()))
-    }
-
-    fn cpu(&self, k: &mut CpuCall<'_>, a: &ArangeAttrs, _: &()) -> Result<Vec<CpuData>> {
-        Ok(vec![a.data(k.outs[0].numel())])
-    }
-
-    fn gpu(&self, k: &GpuCall<'_>, a: &ArangeAttrs, _: &()) -> Result<()> {
-        host_to_gpu(k, a.data(k.outs[0].numel()))
-    }
-
-    fn half(&self) -> Half {
-        Half::Native
     }
 }
 
@@ -193,42 +219,27 @@ pub(crate) struct LinspaceAttrs {
     pub place: Place,
 }
 
-registry_entry!(
-    /// `num` evenly spaced values from `start` to `stop` inclusive (`paddle.linspace`).
-    LINSPACE: LinspaceOp = "linspace", LinspaceAttrs, ()
-);
+/// `num` evenly spaced values from `start` to `stop` inclusive (`paddle.linspace`).
+pub(crate) static LINSPACE: HostValuesOp<LinspaceAttrs> = HostValuesOp::new("linspace");
 
-impl LinspaceAttrs {
-    fn data(&self) -> CpuData {
+impl HostValues for LinspaceAttrs {
+    fn meta(&self) -> Result<TensorMeta> {
+        if !(self.start.is_finite() && self.stop.is_finite()) {
+            return Err(Error::invalid(
+                "linspace",
+                format!("start {} and stop {} must be finite", self.start, self.stop),
+            ));
+        }
+        Ok(TensorMeta::new(vec![self.num], self.dtype, self.place))
+    }
+
+    fn values(&self, _: usize) -> CpuData {
         let num = self.num;
         let step = if num > 1 { (self.stop - self.start) / (num - 1) as f64 } else { 0.0 };
         CpuData::from_f64(
             self.dtype,
             (0..num).map(|i| if i + 1 == num && num > 1 { self.stop } else { self.start + i as f64 * step }),
         )
-    }
-}
-
-impl Op for LinspaceOp {
-    fn infer(&self, x: &[&TensorMeta], a: &LinspaceAttrs) -> Result<(Vec<TensorMeta>, ())> {
-        let [] = inputs("linspace", x)?;
-        check_size("linspace", &[a.num], a.dtype)?;
-        if !(a.start.is_finite() && a.stop.is_finite()) {
-            return Err(Error::invalid("linspace", format!("start {} and stop {} must be finite", a.start, a.stop)));
-        }
-        Ok((vec![TensorMeta::new(vec![a.num], a.dtype, a.place)], ()))
-    }
-
-    fn cpu(&self, _: &mut CpuCall<'_>, a: &LinspaceAttrs, _: &()) -> Result<Vec<CpuData>> {
-        Ok(vec![a.data()])
-    }
-
-    fn gpu(&self, k: &GpuCall<'_>, a: &LinspaceAttrs, _: &()) -> Result<()> {
-        host_to_gpu(k, a.data())
-    }
-
-    fn half(&self) -> Half {
-        Half::Native
     }
 }
 
@@ -241,35 +252,17 @@ pub(crate) struct EyeAttrs {
     pub place: Place,
 }
 
-registry_entry!(
-    /// An identity matrix (`paddle.eye`).
-    EYE: EyeOp = "eye", EyeAttrs, ()
-);
+/// An identity matrix (`paddle.eye`).
+pub(crate) static EYE: HostValuesOp<EyeAttrs> = HostValuesOp::new("eye");
 
-impl EyeAttrs {
-    fn data(&self) -> CpuData {
+impl HostValues for EyeAttrs {
+    fn meta(&self) -> Result<TensorMeta> {
+        Ok(TensorMeta::new(vec![self.rows, self.cols], self.dtype, self.place))
+    }
+
+    fn values(&self, _: usize) -> CpuData {
         let m = self.cols;
         CpuData::from_i64(self.dtype, (0..self.rows * m).map(|k| (k / m == k % m) as i64))
-    }
-}
-
-impl Op for EyeOp {
-    fn infer(&self, x: &[&TensorMeta], a: &EyeAttrs) -> Result<(Vec<TensorMeta>, ())> {
-        let [] = inputs("eye", x)?;
-        check_size("eye", &[a.rows, a.cols], a.dtype)?;
-        Ok((vec![TensorMeta::new(vec![a.rows, a.cols], a.dtype, a.place)], ()))
-    }
-
-    fn cpu(&self, _: &mut CpuCall<'_>, a: &EyeAttrs, _: &()) -> Result<Vec<CpuData>> {
-        Ok(vec![a.data()])
-    }
-
-    fn gpu(&self, k: &GpuCall<'_>, a: &EyeAttrs, _: &()) -> Result<()> {
-        host_to_gpu(k, a.data())
-    }
-
-    fn half(&self) -> Half {
-        Half::Native
     }
 }
 

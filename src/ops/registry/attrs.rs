@@ -143,18 +143,6 @@ pub trait AttrField: Sized {
     fn from_attr(v: &AttrValue) -> Option<Self>;
 }
 
-impl AttrField for bool {
-    fn to_attr(&self) -> AttrValue {
-        AttrValue::Bool(*self)
-    }
-    fn from_attr(v: &AttrValue) -> Option<Self> {
-        match v {
-            AttrValue::Bool(b) => Some(*b),
-            _ => None,
-        }
-    }
-}
-
 macro_rules! int_field {
     ($($t:ty),*) => {$(
         impl AttrField for $t {
@@ -184,70 +172,37 @@ macro_rules! int_field {
 }
 int_field!(i64, i32, isize, usize, u64);
 
-impl AttrField for f64 {
-    fn to_attr(&self) -> AttrValue {
-        AttrValue::Float(*self)
-    }
-    fn from_attr(v: &AttrValue) -> Option<Self> {
-        match v {
-            AttrValue::Float(f) => Some(*f),
-            AttrValue::Int(i) => Some(*i as f64),
-            _ => None,
+/// `AttrField` impls from the conversion each way: `Type: |value| attribute; pattern =>
+/// value, ...;` (a wrong form is `None`).
+macro_rules! attr_fields {
+    ($($t:ty: |$s:ident| $to:expr; $($pat:pat => $from:expr),+;)*) => {$(
+        impl AttrField for $t {
+            fn to_attr(&self) -> AttrValue {
+                let $s = self;
+                $to
+            }
+            fn from_attr(v: &AttrValue) -> Option<Self> {
+                match v {
+                    $($pat => $from,)+
+                    _ => None,
+                }
+            }
         }
-    }
+    )*};
 }
 
-impl AttrField for Vec<f64> {
-    fn to_attr(&self) -> AttrValue {
-        AttrValue::Floats(self.clone())
-    }
-    fn from_attr(v: &AttrValue) -> Option<Self> {
-        match v {
-            AttrValue::Floats(v) => Some(v.clone()),
-            AttrValue::Ints(v) => Some(v.iter().map(|&i| i as f64).collect()),
-            _ => None,
-        }
-    }
-}
-
-impl AttrField for String {
-    fn to_attr(&self) -> AttrValue {
-        AttrValue::Str(self.clone())
-    }
-    fn from_attr(v: &AttrValue) -> Option<Self> {
-        match v {
-            AttrValue::Str(s) => Some(s.clone()),
-            _ => None,
-        }
-    }
-}
-
-impl AttrField for DType {
-    fn to_attr(&self) -> AttrValue {
-        AttrValue::DType(*self)
-    }
-    fn from_attr(v: &AttrValue) -> Option<Self> {
-        match v {
-            AttrValue::DType(d) => Some(*d),
-            AttrValue::Str(s) => s.parse().ok(),
-            _ => None,
-        }
-    }
-}
-
-impl AttrField for Place {
-    fn to_attr(&self) -> AttrValue {
-        AttrValue::Str(match self {
-            Place::Cpu => "cpu".into(),
-            Place::Gpu(i) => format!("gpu:{i}"),
-        })
-    }
-    fn from_attr(v: &AttrValue) -> Option<Self> {
-        match v {
-            AttrValue::Str(s) => s.parse().ok(),
-            _ => None,
-        }
-    }
+attr_fields! {
+    bool: |b| AttrValue::Bool(*b); AttrValue::Bool(b) => Some(*b);
+    f64: |f| AttrValue::Float(*f); AttrValue::Float(f) => Some(*f), AttrValue::Int(i) => Some(*i as f64);
+    Vec<f64>: |v| AttrValue::Floats(v.clone());
+        AttrValue::Floats(v) => Some(v.clone()), AttrValue::Ints(v) => Some(v.iter().map(|&i| i as f64).collect());
+    String: |s| AttrValue::Str(s.clone()); AttrValue::Str(s) => Some(s.clone());
+    DType: |d| AttrValue::DType(*d); AttrValue::DType(d) => Some(*d), AttrValue::Str(s) => s.parse().ok();
+    Place: |p| AttrValue::Str(match p {
+        Place::Cpu => "cpu".into(),
+        Place::Gpu(i) => format!("gpu:{i}"),
+    });
+        AttrValue::Str(s) => s.parse().ok();
 }
 
 impl AttrField for Scalar {
