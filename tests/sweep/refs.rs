@@ -100,31 +100,16 @@ pub fn wrap_int(v: i64, dtype: dygraph::DType) -> f64 {
     if dtype == dygraph::DType::Int32 { v as i32 as f64 } else { v as f64 }
 }
 
-/// `x^e` for integers: wrapping; a negative exponent gives trunc(1/x^|e|).
+/// `x^e` for integers: wrapping; a negative exponent gives trunc(1/x^|e|). Built on std's
+/// `wrapping_pow`, an implementation separate from the op's.
 pub fn int_pow(x: i64, e: i64) -> i64 {
     if e < 0 {
-        return match x {
-            1 => 1,
-            -1 => {
-                if e % 2 == 0 {
-                    1
-                } else {
-                    -1
-                }
-            }
-            _ => 0,
-        };
+        // 1/x^|e| truncates to zero unless |x| is 1 (and 1/0 is 0 for integers here).
+        return if x == 1 || x == -1 { if e % 2 == 0 { 1 } else { x } } else { 0 };
     }
-    // Exponentiation by squaring, wrapping (x^e mod 2^64).
-    let (mut r, mut base, mut k) = (1i64, x, e as u64);
-    while k > 0 {
-        if k & 1 == 1 {
-            r = r.wrapping_mul(base);
-        }
-        base = base.wrapping_mul(base);
-        k >>= 1;
-    }
-    r
+    let (hi, lo) = ((e as u64 >> 32) as u32, e as u32);
+    let x_to_2_32 = x.wrapping_pow(1 << 16).wrapping_pow(1 << 16);
+    x_to_2_32.wrapping_pow(hi).wrapping_mul(x.wrapping_pow(lo))
 }
 
 /// Softmax along `axis` of `x` in f64 (`log` gives log-softmax).
