@@ -2,7 +2,8 @@
 //! typed attributes, meta inference, CPU and GPU kernels and a backward rule, and every
 //! call goes through the one generic entry point [`apply`](apply::apply).
 //!
-//! Entries are found by build.rs: every `pub(crate) static NAME: SomeOp = ...` (a type whose
+//! Entries are found by build.rs: every `registry_entry!(NAME: SomeOp = ...)` (or an op
+//! family's macro of that form), every `pub(crate) static NAME: SomeOp = ...` (a type whose
 //! name ends in `Op`) and every op table `pub(crate) static NAME_OPS: &[&SomeDef] = ...`
 //! under `src/` is registered, so an op cannot be declared and left out.
 
