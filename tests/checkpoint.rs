@@ -42,7 +42,7 @@ fn assert_same(a: &StateDict, b: &StateDict) {
 #[test]
 fn round_trip_every_dtype_on_both_places() {
     let mut places = vec![Place::Cpu];
-    places.extend(common::gpu());
+    places.extend(common::gpu_or_skip());
     for place in places {
         let sd = sample(place);
         let path = tmp(&format!("rt-{place}.safetensors"));

@@ -295,7 +295,7 @@ fn gpu_matches_cpu_forward_and_gradients() {
 /// (the choice is read once per process), so both are checked on any machine.
 #[test]
 fn gpu_matches_cpu_with_each_kernel_forced() {
-    if std::env::var("DYGRAPH_CONV_KERNEL").is_ok() || common::gpu().is_none() {
+    if std::env::var("DYGRAPH_CONV_KERNEL").is_ok() || common::gpu_or_skip().is_none() {
         return;
     }
     for kernel in ["tiled", "direct"] {
@@ -371,7 +371,7 @@ fn results_are_deterministic() {
     let mut rng = common::Rng::new(5);
     let inputs = c.inputs(&mut rng);
     let mut places = vec![Place::Cpu];
-    places.extend(common::gpu());
+    places.extend(common::gpu_or_skip());
     for place in places {
         let run = || {
             let ts: Vec<Tensor> = inputs.iter().map(|(v, s)| common::tensor(v, s, DType::Float32, place)).collect();
@@ -439,7 +439,7 @@ fn errors_are_typed_and_name_the_op() {
     let e = err(paddle::conv2d(&xi, &wi, None, &d));
     assert!(matches!(e, Error::UnsupportedDType { op: "conv2d", .. }), "{e}");
 
-    if let Some(gpu) = common::gpu() {
+    if let Some(gpu) = common::gpu_or_skip() {
         let wg = w.cast(DType::Float32).unwrap().to(gpu).unwrap();
         let e = err(paddle::conv2d(&x.cast(DType::Float32).unwrap(), &wg, None, &d));
         assert!(matches!(e, Error::PlaceMismatch { op: "conv2d", .. }), "{e}");
@@ -456,7 +456,7 @@ fn errors_are_typed_and_name_the_op() {
 fn mnist_sized_convs_timing() {
     let mut rng = common::Rng::new(6);
     let mut places = vec![Place::Cpu];
-    places.extend(common::gpu());
+    places.extend(common::gpu_or_skip());
     for place in places {
         let mk = |shape: &[usize], rng: &mut common::Rng, grad: bool| {
             let t = common::tensor(&rng.vec(shape.iter().product(), -0.5, 0.5), shape, DType::Float32, place);
@@ -497,7 +497,7 @@ fn mnist_sized_convs_timing() {
 #[test]
 fn empty_batch() {
     let mut places = vec![Place::Cpu];
-    places.extend(common::gpu());
+    places.extend(common::gpu_or_skip());
     for place in places {
         let x = common::tensor(&[], &[0, 2, 5, 5], DType::Float32, place);
         let w = common::tensor(&[0.5; 3 * 2 * 9], &[3, 2, 3, 3], DType::Float32, place);

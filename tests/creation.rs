@@ -3,12 +3,12 @@
 
 mod common;
 
-use common::{gpu, values};
+use common::{gpu_or_skip, values};
 use dygraph::{DType, Error, NdArray, Place, Tensor};
 use half::f16;
 
 fn places() -> Vec<Place> {
-    std::iter::once(Place::Cpu).chain(gpu()).collect()
+    std::iter::once(Place::Cpu).chain(gpu_or_skip()).collect()
 }
 
 /// Every dtype a place can hold.
@@ -78,7 +78,7 @@ fn to_tensor_of_host_data() {
     // Without a place: the current place (guard overrides it on this thread).
     let t = dygraph::to_tensor([1.0f32, 2.0]).unwrap();
     assert_eq!(t.place(), dygraph::current_place().unwrap());
-    if let Some(g) = gpu() {
+    if let Some(g) = gpu_or_skip() {
         let t = dygraph::guard(g, || dygraph::to_tensor([1.0f32, 2.0]).unwrap());
         assert_eq!(t.place(), g);
         let t = dygraph::guard(Place::Cpu, || Tensor::from_vec(vec![1i32, 2], [2]).unwrap());
@@ -335,7 +335,7 @@ fn cast_is_differentiable_between_floats() {
 
 #[test]
 fn to_place_round_trips() {
-    let Some(g) = gpu() else { return };
+    let Some(g) = gpu_or_skip() else { return };
     for dtype in dtypes_on(g) {
         let src = cast_source(dtype, Place::Cpu);
         let there = src.to(g).unwrap();
@@ -383,7 +383,7 @@ fn assign_and_clone_data() {
         assert!(matches!(e, Error::Shape { op: "assign_", .. }) && e.to_string().contains("[4]"), "{e}");
         let e = x.assign_(&x.cast(DType::Int32).unwrap()).unwrap_err();
         assert!(matches!(e, Error::DTypeMismatch { op: "assign_", .. }), "{e}");
-        if let Some(g) = gpu() {
+        if let Some(g) = gpu_or_skip() {
             let other = if place.is_gpu() { Place::Cpu } else { g };
             let e = x.assign_(&x.to(other).unwrap()).unwrap_err();
             assert!(matches!(e, Error::PlaceMismatch { op: "assign_", .. }), "{e}");

@@ -9,7 +9,7 @@ mod common;
 
 use std::sync::Mutex;
 
-use common::gpu;
+use common::gpu_or_skip;
 use dygraph::{DType, NdArray, Place, PrintOptions, Tensor};
 
 /// Print options are process-wide: tests that print hold this lock.
@@ -63,7 +63,7 @@ fn the_seed_tensors() {
     assert_eq!(d0.to_string(), header("[4]", "float32") + "[2.48590064, 4.86439991, 1.38049066, 0.81233221])");
     let d = dygraph::matmul(&a, &b, false, false).unwrap();
     assert_eq!(d.to_string(), header("[4]", "float32") + "[ 1.07412708, -1.43669808, -0.32463908,  2.45107698])");
-    if let Some(g) = gpu() {
+    if let Some(g) = gpu_or_skip() {
         let dg = dygraph::matmul(&a.to(g).unwrap(), &b.to(g).unwrap(), false, false).unwrap();
         assert_eq!(dg.to_string(), d.to_string().replace("CPUPlace", "GPUPlace(0)"), "the seed's matmul on the GPU");
         let cg = &a.to(g).unwrap() + &b.to(g).unwrap();
@@ -231,7 +231,7 @@ fn places_and_stop_gradient_in_the_header() {
     let y = x.scale(2.0, 0.0).unwrap();
     assert!(y.to_string().contains("stop_gradient=False"), "an op on a tensor that needs a gradient");
     assert_eq!(format!("{y:?}"), y.to_string(), "Debug prints like Display");
-    if let Some(g) = gpu() {
+    if let Some(g) = gpu_or_skip() {
         let z = x.to(g).unwrap().detach();
         assert_eq!(
             z.to_string(),

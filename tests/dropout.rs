@@ -3,13 +3,13 @@
 
 mod common;
 
-use common::{Rng, gpu, values};
+use common::{Rng, gpu_or_skip, values};
 use dygraph::{self as paddle, DType, DropoutMode, DropoutOptions, Error, Place, Tensor};
 
 use common::generator_lock as lock;
 
 fn places() -> Vec<Place> {
-    [Some(Place::Cpu), gpu()].into_iter().flatten().collect()
+    [Some(Place::Cpu), gpu_or_skip()].into_iter().flatten().collect()
 }
 
 fn train(p: f64) -> DropoutOptions {
@@ -28,7 +28,7 @@ fn defaults_match_paddle() {
 
 #[test]
 fn mask_is_identical_on_cpu_and_gpu() {
-    let Some(gpu) = gpu() else { return };
+    let Some(gpu) = gpu_or_skip() else { return };
     let _g = lock();
     let mut rng = Rng::new(3);
     let x = rng.vec(4099, 0.5, 1.5);

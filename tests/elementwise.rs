@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{Rng, catch, check_close, check_exact, gpu, gpu_matches_cpu, gradcheck, report, tensor, values};
+use common::{Rng, catch, check_close, check_exact, gpu_matches_cpu, gpu_or_skip, gradcheck, report, tensor, values};
 use dygraph::{DType, OpInfo, Place, Tensor, apply_elementwise, elementwise_ops};
 
 /// Scalar parameters each parameterised op runs with.
@@ -142,7 +142,7 @@ fn run(op: &OpInfo, xs: &[Tensor]) -> dygraph::Result<Tensor> {
 fn every_table_op_and_dtype_matches_between_gpu_and_cpu() {
     let ops = elementwise_ops();
     assert!(!ops.is_empty(), "the elementwise tables are empty");
-    let gpu = gpu();
+    let gpu = gpu_or_skip();
     let shape = [4usize, 75];
     let n = 300;
     let mut failures = Vec::new();
@@ -246,7 +246,7 @@ fn float_ops_with_other_parameters() {
             })
             .collect();
         failures.extend(check_close(&format!("{what} CPU vs reference"), &values(&cpu), &reference, 1e-6).err());
-        if let Some(g) = gpu() {
+        if let Some(g) = gpu_or_skip() {
             let dev = apply_elementwise(name, &[&tensor(&v, &[257], DType::Float32, g)], p).unwrap();
             failures.extend(check_close(&format!("{what} GPU vs CPU"), &values(&dev), &values(&cpu), 1e-5).err());
         }
@@ -297,7 +297,7 @@ fn binary_ops_broadcast_like_numpy() {
                 let (ea, eb) = (a.broadcast_to(out).unwrap(), b.broadcast_to(out).unwrap());
                 let expanded = apply_elementwise(op.name, &[&ea, &eb], [0.0; 2]).unwrap();
                 failures.extend(same_result(&format!("{what} vs expanded operands"), &cpu, &expanded).err());
-                if let Some(g) = gpu() {
+                if let Some(g) = gpu_or_skip() {
                     let (ga, gb) = (tensor(&va, sa, dtype, g), tensor(&vb, sb, dtype, g));
                     match apply_elementwise(op.name, &[&ga, &gb], [0.0; 2]) {
                         Ok(dev) => failures.extend(same_result(&format!("{what} GPU vs CPU"), &dev, &cpu).err()),
@@ -316,7 +316,7 @@ fn unary_ops_on_scalars_and_empty_tensors() {
     let mut failures = Vec::new();
     for op in elementwise_ops().iter().filter(|o| o.arity == 1) {
         let dtype = if op.dtypes.contains(&DType::Float32) { DType::Float32 } else { op.dtypes[0] };
-        for place in std::iter::once(Place::Cpu).chain(gpu()) {
+        for place in std::iter::once(Place::Cpu).chain(gpu_or_skip()) {
             let what = format!("{} {dtype} on {place}", op.name);
             let empty = tensor(&[], &[0, 3], dtype, place);
             match apply_elementwise(op.name, &[&empty], params(op.name)) {
@@ -345,7 +345,7 @@ fn unary_ops_on_scalars_and_empty_tensors() {
 
 /// The places every known-value check runs on.
 fn places() -> Vec<Place> {
-    std::iter::once(Place::Cpu).chain(gpu()).collect()
+    std::iter::once(Place::Cpu).chain(gpu_or_skip()).collect()
 }
 
 fn f32s(v: &[f64], place: Place) -> Tensor {
@@ -694,7 +694,7 @@ fn gradcheck_every_differentiable_op_in_float64() {
 
 #[test]
 fn gradients_match_between_gpu_and_cpu() {
-    if gpu().is_none() {
+    if gpu_or_skip().is_none() {
         return;
     }
     let ops: Vec<OpInfo> = elementwise_ops().into_iter().filter(|o| o.differentiable).collect();

@@ -3,11 +3,11 @@
 
 mod common;
 
-use common::{gpu, tensor, values};
+use common::{gpu_or_skip, tensor, values};
 use dygraph::{DType, Error, Place, Tensor, apply_elementwise, elementwise_ops};
 
 fn places() -> Vec<Place> {
-    std::iter::once(Place::Cpu).chain(gpu()).collect()
+    std::iter::once(Place::Cpu).chain(gpu_or_skip()).collect()
 }
 
 fn f32s(v: &[f64], shape: &[usize], place: Place) -> Tensor {
@@ -147,7 +147,7 @@ fn dtype_mismatch_and_unsupported_dtypes() {
 
 #[test]
 fn place_mismatch() {
-    let Some(g) = gpu() else { return };
+    let Some(g) = gpu_or_skip() else { return };
     let c = f32s(&[1.0, 2.0], &[2], Place::Cpu);
     let d = f32s(&[1.0, 2.0], &[2], g);
     let e = c.add(&d).unwrap_err();
@@ -208,7 +208,7 @@ fn negative_and_overflowing_dimensions() {
 
 #[test]
 fn float64_on_the_gpu() {
-    let Some(g) = gpu() else { return };
+    let Some(g) = gpu_or_skip() else { return };
     let cases: Vec<(&str, dygraph::Result<Tensor>)> = vec![
         ("to_tensor", dygraph::to_tensor_on(vec![1.0f64, 2.0], g)),
         ("to_tensor", Tensor::from_vec_on(vec![1.0f64], [1], g)),
@@ -230,7 +230,7 @@ fn float64_on_the_gpu() {
 
 #[test]
 fn tensors_over_the_device_limit() {
-    let Some(g) = gpu() else { return };
+    let Some(g) = gpu_or_skip() else { return };
     let limit = dygraph::gpu_info(0).unwrap().max_binding_bytes;
     assert!(limit > 0);
     // Allocated on the device only: nothing of this size ever exists on the host.

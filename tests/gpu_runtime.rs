@@ -6,7 +6,7 @@ mod common;
 
 use std::sync::{Mutex, MutexGuard};
 
-use common::{Rng, gpu, values};
+use common::{Rng, gpu_or_skip, values};
 use dygraph::{DType, Place, Tensor};
 
 /// The memory counters are per device: every test here holds this lock so no other test
@@ -24,7 +24,7 @@ fn upload(v: &[f32], shape: &[usize], g: Place) -> Tensor {
 #[test]
 fn prints_the_adapter() {
     let _s = serial();
-    let Some(_) = gpu() else { return };
+    let Some(_) = gpu_or_skip() else { return };
     let info = dygraph::gpu_info(0).unwrap();
     println!(
         "gpu:0 = {} | backend {} | type {} | driver {} | max binding {} bytes | {} adapter(s)",
@@ -45,7 +45,7 @@ fn prints_the_adapter() {
 #[test]
 fn memory_counters_follow_allocations() {
     let _s = serial();
-    let Some(g) = gpu() else { return };
+    let Some(g) = gpu_or_skip() else { return };
     dygraph::sync().unwrap();
     dygraph::empty_cache(0).unwrap();
     let s0 = dygraph::memory_stats(0).unwrap();
@@ -109,7 +109,7 @@ fn memory_counters_follow_allocations() {
 #[test]
 fn sync_and_long_dispatch_chains() {
     let _s = serial();
-    let Some(g) = gpu() else { return };
+    let Some(g) = gpu_or_skip() else { return };
     dygraph::sync().unwrap();
     // About 830 kernels without a readback: crosses the 512-dispatch batch bound, with every
     // intermediate freed and its buffer reused inside the batch.
@@ -147,7 +147,7 @@ fn sync_and_long_dispatch_chains() {
 #[test]
 fn uploads_large_and_small_interleaved_with_kernels() {
     let _s = serial();
-    let Some(g) = gpu() else { return };
+    let Some(g) = gpu_or_skip() else { return };
     // A large upload (> 256 KiB) goes straight to the queue after flushing pending work.
     let n = 300_000;
     let big: Vec<f32> = (0..n).map(|i| (i % 1013) as f32 - 500.0).collect();
@@ -179,7 +179,7 @@ fn uploads_large_and_small_interleaved_with_kernels() {
 #[test]
 fn freed_buffers_reused_while_their_readers_are_pending() {
     let _s = serial();
-    let Some(g) = gpu() else { return };
+    let Some(g) = gpu_or_skip() else { return };
     // A kernel reads `a`; `a` is dropped and its buffer handed to the next upload of the
     // same size class before anything is submitted. The kernel must still see the old data,
     // for small (arena) and large (direct queue write) uploads alike.
@@ -211,7 +211,7 @@ fn freed_buffers_reused_while_their_readers_are_pending() {
 #[test]
 fn buffer_reuse_within_one_batch() {
     let _s = serial();
-    let Some(g) = gpu() else { return };
+    let Some(g) = gpu_or_skip() else { return };
     // create, compute, drop, create again in a loop; read everything back at the end.
     let mut kept = Vec::new();
     for i in 0..300 {
@@ -245,7 +245,7 @@ fn buffer_reuse_within_one_batch() {
 #[test]
 fn dispatch_grids_past_the_per_dimension_limit() {
     let _s = serial();
-    let Some(g) = gpu() else { return };
+    let Some(g) = gpu_or_skip() else { return };
     // More than 65535 workgroups of 256: the 1-D kernels run on a 2-D grid.
     let n = 4097 * 4097;
     assert!(n > 65_535 * 256);
@@ -267,7 +267,7 @@ fn dispatch_grids_past_the_per_dimension_limit() {
 #[test]
 fn async_readback() {
     let _s = serial();
-    let Some(g) = gpu() else { return };
+    let Some(g) = gpu_or_skip() else { return };
     let x = upload(&[1.0, 2.0, 3.0], &[3], g).exp().unwrap();
     let v = pollster::block_on(x.to_vec_async::<f32>()).unwrap();
     common::assert_close(

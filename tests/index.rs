@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{Rng, gpu, gpu_matches_cpu, gradcheck, values};
+use common::{Rng, gpu_matches_cpu, gpu_or_skip, gradcheck, values};
 use dygraph::{self as paddle, DType, Error, Place, Tensor};
 
 fn f32_on(v: &[f32], shape: &[usize], place: Place) -> Tensor {
@@ -15,7 +15,7 @@ fn idx_on(v: &[i64], shape: &[usize], dtype: DType, place: Place) -> Tensor {
 }
 
 fn places() -> Vec<Place> {
-    [Some(Place::Cpu), gpu()].into_iter().flatten().collect()
+    [Some(Place::Cpu), gpu_or_skip()].into_iter().flatten().collect()
 }
 
 fn x33(place: Place) -> Tensor {
@@ -310,7 +310,7 @@ fn bad_inputs_are_errors() {
     );
     assert_err(paddle::index_select(&x, &idx_on(&[0], &[], DType::Int64, p), 0), "index_select", shape, &["1-D"]);
     assert_err(paddle::embedding(&i, &f32_on(&[1., 2.], &[2], p), None), "embedding", shape, &["2-D"]);
-    if let Some(g) = gpu() {
+    if let Some(g) = gpu_or_skip() {
         let e = paddle::index_select(&x33(g), &i, 0).unwrap_err();
         assert!(matches!(e, Error::PlaceMismatch { .. }) && e.to_string().contains("index_select"), "{e}");
     }

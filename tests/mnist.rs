@@ -85,7 +85,7 @@ fn one_epoch_on_cpu_reaches_98_percent_and_everything_after_it_works() {
 #[test]
 fn gpu_training_follows_the_cpu_run() {
     let _g = common::generator_lock();
-    let Some(gpu) = common::gpu() else { return };
+    let Some(gpu) = common::gpu_or_skip() else { return };
     let steps = 200;
     let run = |place| {
         let cfg = mnist::Config { max_steps: Some(steps), evaluate: false, plot: None, ..config(place) };

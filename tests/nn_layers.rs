@@ -159,7 +159,7 @@ fn train_eval_and_moving_places() {
     assert!(!m.is_training());
     m.train();
     assert!(m.is_training());
-    let Some(gpu) = common::gpu() else { return };
+    let Some(gpu) = common::gpu_or_skip() else { return };
     let x = common::tensor(&common::Rng::new(5).vec(8, -1.0, 1.0), &[2, 4], DType::Float32, Place::Cpu);
     let y_cpu = m.forward(&x).unwrap();
     m.to(gpu).unwrap();
@@ -214,7 +214,7 @@ fn fc_builds_its_weight_on_the_first_call() {
 #[test]
 fn batch_norm_switches_statistics_with_train_and_eval() {
     let mut places = vec![Place::Cpu];
-    places.extend(common::gpu());
+    places.extend(common::gpu_or_skip());
     for place in places {
         let mut bn = paddle::guard(place, || nn::BatchNorm2D::new(2)).unwrap();
         let names: Vec<String> = bn.state_dict().keys();

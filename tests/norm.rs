@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{Rng, assert_close, gpu, gpu_matches_cpu, gradcheck, tensor, values};
+use common::{Rng, assert_close, gpu_matches_cpu, gpu_or_skip, gradcheck, tensor, values};
 use dygraph::{self as paddle, BatchNormOptions, DType, Error, Place, Tensor};
 
 fn cpu(v: &[f64], shape: &[usize]) -> Tensor {
@@ -13,7 +13,7 @@ fn cpu(v: &[f64], shape: &[usize]) -> Tensor {
 
 fn places() -> Vec<Place> {
     let mut p = vec![Place::Cpu];
-    p.extend(gpu());
+    p.extend(gpu_or_skip());
     p
 }
 
@@ -231,7 +231,7 @@ fn layer_norm_errors() {
     let xi = Tensor::from_vec_on(vec![1i32; 4], [4usize], Place::Cpu).unwrap();
     let e = paddle::layer_norm(&xi, &[4], None, None, 1e-5).unwrap_err();
     assert!(matches!(e, Error::UnsupportedDType { .. }), "{e}");
-    if let Some(g) = gpu() {
+    if let Some(g) = gpu_or_skip() {
         let xg = tensor(&[0.0; 8], &[2, 4], DType::Float32, g);
         let e = paddle::layer_norm(&xg, &[4], Some(&w32), None, 1e-5).unwrap_err();
         assert!(matches!(e, Error::PlaceMismatch { .. }), "{e}");
@@ -403,7 +403,7 @@ fn batch_norm_gpu_matches_cpu() {
 
 #[test]
 fn batch_norm_running_stats_gpu_matches_cpu() {
-    let Some(g) = gpu() else { return };
+    let Some(g) = gpu_or_skip() else { return };
     let mut rng = Rng::new(24);
     for &shape in BN_SHAPES {
         let n: usize = shape.iter().product();
@@ -533,7 +533,7 @@ fn batch_norm_errors() {
     assert!(matches!(e, Error::Shape { .. }), "{e}");
     named(&e, &["[0, 3, 4]"]);
     // Running statistics on another place.
-    if let Some(g) = gpu() {
+    if let Some(g) = gpu_or_skip() {
         let xg = tensor(&[0.0; 24], &[2, 3, 4], DType::Float32, g);
         let e = paddle::batch_norm(&xg, &rm, &rv, None, None, &opts).unwrap_err();
         assert!(matches!(e, Error::PlaceMismatch { .. }), "{e}");

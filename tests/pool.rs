@@ -223,7 +223,7 @@ fn grid() -> Vec<Cfg> {
 
 #[test]
 fn gpu_matches_cpu_forward_gradients_and_indices() {
-    let Some(gpu) = common::gpu() else { return };
+    let Some(gpu) = common::gpu_or_skip() else { return };
     let mut rng = common::Rng::new(11);
     let mut failures = Vec::new();
     for c in grid() {
@@ -305,7 +305,7 @@ fn float16_and_determinism() {
     let mut rng = common::Rng::new(14);
     let v = rng.vec(2 * 3 * 9 * 9, -1.0, 1.0);
     let mut places = vec![Place::Cpu];
-    places.extend(common::gpu());
+    places.extend(common::gpu_or_skip());
     for place in places {
         let run = || {
             let x = common::tensor(&v, &[2, 3, 9, 9], DType::Float32, place);
@@ -361,7 +361,7 @@ fn errors_are_typed_and_name_the_op() {
 #[test]
 fn empty_batch() {
     let mut places = vec![Place::Cpu];
-    places.extend(common::gpu());
+    places.extend(common::gpu_or_skip());
     for place in places {
         let x = common::tensor(&[], &[0, 2, 4, 4], DType::Float32, place);
         x.set_stop_gradient(false);

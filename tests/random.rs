@@ -59,7 +59,7 @@ fn randint_follows_the_documented_bit_layout() {
 #[test]
 fn seed_makes_sequences_reproducible_and_calls_fresh() {
     let _g = lock();
-    for place in [Some(Place::Cpu), common::gpu()].into_iter().flatten() {
+    for place in [Some(Place::Cpu), common::gpu_or_skip()].into_iter().flatten() {
         paddle::seed(42);
         let a1 = f32s(&paddle::rand_on([1000], place).unwrap());
         let a2 = f32s(&paddle::randn_on([37], place).unwrap());
@@ -93,7 +93,7 @@ fn save_and_restore_generator_state() {
 
 #[test]
 fn gpu_bits_equal_cpu_bits() {
-    let Some(gpu) = common::gpu() else { return };
+    let Some(gpu) = common::gpu_or_skip() else { return };
     let _g = lock();
     // Odd sizes exercise the partial last block; a non-zero offset the 64-bit counter add.
     for (seed, offset) in [(0u64, 0u64), (0xdead_beef_cafe_f00d, 0xffff_fffe)] {
@@ -188,7 +188,7 @@ fn gpu_statistics() {
     let _g = lock();
     // Seeded: the statistical bounds (at least ~4.5 sigma) then hold deterministically.
     paddle::seed(102);
-    let Some(gpu) = common::gpu() else { return };
+    let Some(gpu) = common::gpu_or_skip() else { return };
     let x = paddle::randn_on([65_536], gpu).unwrap().to_f64_vec().unwrap();
     let (m, v) = mean_var(&x);
     assert!(m.abs() < 0.02 && (v.sqrt() - 1.0).abs() < 0.02, "{m} {}", v.sqrt());
@@ -202,7 +202,7 @@ fn randint_range_and_coverage() {
     let _g = lock();
     // Seeded: the statistical bounds (at least ~4.5 sigma) then hold deterministically.
     paddle::seed(103);
-    for place in [Some(Place::Cpu), common::gpu()].into_iter().flatten() {
+    for place in [Some(Place::Cpu), common::gpu_or_skip()].into_iter().flatten() {
         for dtype in [DType::Int32, DType::Int64] {
             let x = paddle::randint_on(-3, 4, [20_000], dtype, place).unwrap();
             assert_eq!(x.dtype(), dtype);
@@ -229,7 +229,7 @@ fn randperm_is_a_permutation() {
     let _g = lock();
     // Seeded: the statistical bounds (at least ~4.5 sigma) then hold deterministically.
     paddle::seed(104);
-    for place in [Some(Place::Cpu), common::gpu()].into_iter().flatten() {
+    for place in [Some(Place::Cpu), common::gpu_or_skip()].into_iter().flatten() {
         for n in [0usize, 1, 2, 10, 1000] {
             let p = paddle::randperm_on(n, DType::Int64, place).unwrap();
             assert_eq!(p.shape(), &[n]);
@@ -270,7 +270,7 @@ fn like_variants_and_current_place() {
         assert_eq!(b.place(), Place::Cpu);
         assert!(paddle::uniform([0], DType::Float32, 0.0, 1.0).unwrap().is_empty());
     });
-    if let Some(gpu) = common::gpu() {
+    if let Some(gpu) = common::gpu_or_skip() {
         let g = paddle::zeros_on([7], DType::Float32, gpu).unwrap();
         assert_eq!(paddle::randn_like(&g).unwrap().place(), gpu);
     }
@@ -298,7 +298,7 @@ fn bad_arguments_are_errors() {
         );
         assert!(e.to_string().contains(op), "{op}: message does not name the op: {e}");
     }
-    if let Some(gpu) = common::gpu() {
+    if let Some(gpu) = common::gpu_or_skip() {
         let e = paddle::uniform_on([2], DType::Float64, 0.0, 1.0, gpu).unwrap_err();
         assert!(matches!(e, Error::UnsupportedDType { .. }) && e.to_string().contains("uniform"), "{e}");
     }

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{Rng, catch, check_close, gpu, gpu_matches_cpu, gradcheck, report, tensor, values};
+use common::{Rng, catch, check_close, gpu_matches_cpu, gpu_or_skip, gradcheck, report, tensor, values};
 use dygraph::{DType, Error, Place, Result, Tensor};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -139,7 +139,7 @@ const AXES: &[&[isize]] =
     &[&[], &[0], &[1], &[2], &[-1], &[-3], &[0, 1], &[1, 2], &[0, 2], &[2, 0], &[-1, 0], &[0, 1, 2]];
 
 fn places() -> Vec<Place> {
-    std::iter::once(Place::Cpu).chain(gpu()).collect()
+    std::iter::once(Place::Cpu).chain(gpu_or_skip()).collect()
 }
 
 /// Compares a reduction with its reference. Sums and means carry the rounding error of
@@ -370,7 +370,7 @@ fn argmax_and_argmin() {
 
 #[test]
 fn argmax_and_argmin_match_between_gpu_and_cpu() {
-    let Some(g) = gpu() else { return };
+    let Some(g) = gpu_or_skip() else { return };
     let mut failures = Vec::new();
     for (s, shape) in [vec![37usize], vec![5, 40], vec![4, 33, 6], vec![2, 3, 300]].iter().enumerate() {
         let n: usize = shape.iter().product();
@@ -403,7 +403,7 @@ fn argmax_and_argmin_match_between_gpu_and_cpu() {
 
 #[test]
 fn reductions_match_between_gpu_and_cpu_on_every_path() {
-    let Some(g) = gpu() else { return };
+    let Some(g) = gpu_or_skip() else { return };
     // (shape, axes): long rows (> 8192, few rows) take the chunked two-pass path; inner > 1
     // and short rows take the strided path; many rows take the one-pass row path.
     let cases: &[(&[usize], &[isize])] = &[
@@ -579,7 +579,7 @@ fn gradcheck_in_float64() {
 
 #[test]
 fn gradients_match_between_gpu_and_cpu() {
-    if gpu().is_none() {
+    if gpu_or_skip().is_none() {
         return;
     }
     let mut failures = Vec::new();

@@ -3,11 +3,11 @@
 
 mod common;
 
-use common::{Rng, catch, gpu, gpu_matches_cpu, gradcheck, report, tensor, values};
+use common::{Rng, catch, gpu_matches_cpu, gpu_or_skip, gradcheck, report, tensor, values};
 use dygraph::{DType, Error, Place, Result, Sections, Tensor};
 
 fn places() -> Vec<Place> {
-    std::iter::once(Place::Cpu).chain(gpu()).collect()
+    std::iter::once(Place::Cpu).chain(gpu_or_skip()).collect()
 }
 
 /// Every coordinate of `shape`, row-major.
@@ -449,7 +449,7 @@ fn linear_and_dot() {
 
 #[test]
 fn data_movement_matches_between_gpu_and_cpu_in_every_dtype() {
-    let Some(g) = gpu() else { return };
+    let Some(g) = gpu_or_skip() else { return };
     type Op = Box<dyn Fn(&Tensor) -> Result<Tensor>>;
     let ops: Vec<(&str, Op)> = vec![
         ("transpose", Box::new(|x: &Tensor| x.transpose(&[2, 0, 1]))),
@@ -617,7 +617,7 @@ fn gradcheck_in_float64() {
 
 #[test]
 fn gradients_match_between_gpu_and_cpu() {
-    if gpu().is_none() {
+    if gpu_or_skip().is_none() {
         return;
     }
     let mut failures = Vec::new();

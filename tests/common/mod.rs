@@ -28,7 +28,7 @@ pub fn skip(kind: &str, what: &str, why: &str) {
 /// fails, unless `DYGRAPH_TEST_SKIP` contains `gpu`: then the skip is counted and printed and
 /// `None` comes back.
 #[track_caller]
-pub fn gpu() -> Option<Place> {
+pub fn gpu_or_skip() -> Option<Place> {
     static INFO: OnceLock<std::result::Result<String, String>> = OnceLock::new();
     let info = INFO.get_or_init(|| match dygraph::gpu_info(0) {
         Ok(i) => {
@@ -277,7 +277,7 @@ pub fn gpu_matches_cpu(
     differentiable: bool,
     tol: f64,
 ) {
-    let Some(gpu) = gpu() else { return };
+    let Some(gpu) = gpu_or_skip() else { return };
     let mut results = Vec::new();
     for place in [Place::Cpu, gpu] {
         let xs: Vec<Tensor> = inputs

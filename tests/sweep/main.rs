@@ -19,7 +19,7 @@ mod common;
 mod refs;
 mod specs;
 
-use common::{Rng, catch, gpu, report, run_seed, values};
+use common::{Rng, catch, gpu_or_skip, report, run_seed, values};
 use dygraph::ops::{AttrMap, RegisteredOp, find_op, registry};
 use dygraph::{DType, Error, Place, Tensor};
 
@@ -308,7 +308,7 @@ fn forward_against_the_float64_reference() {
 /// Every sample on the GPU against the CPU, for each GPU dtype.
 #[test]
 fn gpu_against_cpu() {
-    let Some(g) = gpu() else { return };
+    let Some(g) = gpu_or_skip() else { return };
     let mut failures = Vec::new();
     for (k, spec) in specs_by_name().into_iter().enumerate() {
         let op = find_op(spec.name).expect("registered");
@@ -408,7 +408,7 @@ fn gradcheck_in_float64() {
 
 #[test]
 fn gpu_gradients_against_cpu() {
-    let Some(_) = gpu() else { return };
+    let Some(_) = gpu_or_skip() else { return };
     let mut failures = Vec::new();
     for (k, spec) in specs_by_name().into_iter().enumerate().filter(|(_, s)| s.gradcheck) {
         let op = find_op(spec.name).expect("registered");
