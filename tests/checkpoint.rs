@@ -89,7 +89,7 @@ fn a_failed_save_keeps_the_previous_checkpoint() {
     assert_eq!(std::fs::read(&path).unwrap(), before);
 }
 
-fn python() -> Option<PathBuf> {
+fn python_or_skip() -> Option<PathBuf> {
     let candidates = [
         std::env::var("DYGRAPH_PYTHON").ok().map(PathBuf::from),
         Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python")),
@@ -109,7 +109,7 @@ fn python() -> Option<PathBuf> {
 
 #[test]
 fn round_trip_through_python_safetensors_and_numpy() {
-    let Some(py) = python() else { return };
+    let Some(py) = python_or_skip() else { return };
     let ours = tmp("ours.safetensors");
     let theirs = tmp("theirs.safetensors");
     paddle::save(&sample(Place::Cpu), &ours).unwrap();
