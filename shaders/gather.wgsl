@@ -11,6 +11,7 @@
 @group(0) @binding(0) var<storage, read> src: array<{{S}}>;
 @group(0) @binding(1) var<storage, read> index: array<{{I}}>;
 @group(0) @binding(2) var<storage, read_write> dst: array<{{S}}>;
+@group(0) @binding(3) var<storage, read_write> index_errors: array<atomic<u32>, 5>;
 @group(0) @binding(4) var<storage, read> params: array<u32>;
 
 // The index at position k as u32; 0xffffffff when it is negative or does not fit 32 bits.

@@ -10,6 +10,7 @@
 @group(0) @binding(0) var<storage, read> g: array<f32>;
 @group(0) @binding(1) var<storage, read> index: array<{{I}}>;
 @group(0) @binding(2) var<storage, read_write> dst: array<f32>;
+@group(0) @binding(3) var<storage, read_write> index_errors: array<atomic<u32>, 5>;
 @group(0) @binding(4) var<storage, read> params: array<u32>;
 
 // The index at position k as u32; 0xffffffff when it is negative or does not fit 32 bits.
@@ -34,12 +35,15 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let i = t % inner;
     let v = (t / inner) % n;
     let o = t / (inner * n);
+    // The padding row sums nothing; the v == 0 row of each column also checks its indices
+    // (even when it is the padding row).
+    let is_pad = v == params[7];
     var acc = 0.0;
-    if (v != params[7]) {
+    if (!is_pad || v == 0u) {
         let base = o * params[4] + i * params[6];
         for (var j = 0u; j < m; j = j + 1u) {
             let u = index_at(base + j * params[5]);
-            if (u == v) {
+            if (u == v && !is_pad) {
                 acc = acc + g[(o * m + j) * inner + i];
             } else if (u >= n && v == 0u) {
                 report_index(params[8], index_raw(base + j * params[5]), n);

@@ -5,6 +5,7 @@
 mod common;
 
 use common::gpu_or_skip;
+use dygraph::ops::{AttrMap, run_op};
 use dygraph::{self as paddle, DType, Error, Place, Tensor};
 
 fn f32_on(v: &[f32], shape: &[usize], place: Place) -> Tensor {
@@ -66,6 +67,29 @@ fn gpu_out_of_range_indices_are_errors_at_the_next_readback() {
         || paddle::index_select(&x, &idx_on(&[1 << 33], &[1], DType::Int64, gpu), 0),
         &["index 8589934592"],
     );
+    // The gather's gradient (index_scatter_add) with padding row 0, as an embedding with
+    // padding_idx = 0 runs it: the out-of-range index is reported even though the row that
+    // checks the indices is the padding row.
+    let attrs = AttrMap::new()
+        .with("outer", 1usize)
+        .with("n", 3usize)
+        .with("m", 2usize)
+        .with("inner", 2usize)
+        .with("so", 0usize)
+        .with("sj", 1usize)
+        .with("si", 0usize)
+        .with("pad", Some(0usize))
+        .with("out_shape", vec![2usize, 2])
+        .with("in_shape", vec![3usize, 2]);
+    let g = f32_on(&[1., 2., 3., 4.], &[2, 2], gpu);
+    gpu_index_error(
+        "index_scatter_add",
+        || Ok(run_op("index_scatter_add", &[&g, &idx_on(&[1, 5], &[2], DType::Int64, gpu)], &attrs)?.remove(0)),
+        &["index 5", "size 3"],
+    );
+    // In range, the padding row sums nothing and the others sum their rows.
+    let y = run_op("index_scatter_add", &[&g, &idx_on(&[1, 0], &[2], DType::Int64, gpu)], &attrs).unwrap();
+    assert_eq!(y[0].to_vec::<f32>().unwrap(), [0., 0., 1., 2., 0., 0.]);
     // sync() reports it too, with no readback.
     let _y = paddle::index_select(&x, &idx_on(&[5], &[1], DType::Int64, gpu), 0).unwrap();
     let e = paddle::sync().unwrap_err();

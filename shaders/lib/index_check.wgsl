@@ -1,6 +1,6 @@
 // The device's index-error flag (src/backend/gpu/index_check.rs): [count, op code, index lo,
-// index hi, n]. The first invocation to meet an out-of-range index writes the details.
-@group(0) @binding(3) var<storage, read_write> index_errors: array<atomic<u32>, 5>;
+// index hi, n]. The first invocation to meet an out-of-range index writes the details. Each
+// kernel declares `index_errors: array<atomic<u32>, 5>` at its own binding, after its buffers.
 
 fn report_index(code: u32, raw: vec2<u32>, n: u32) {
     if (atomicAdd(&index_errors[0], 1u) == 0u) {

@@ -464,8 +464,7 @@ impl Op for OneHotOp {
         let total = k.outs[0].numel();
         let (code, flag) = k.ctx.index_flag("one_hot");
         let params = [total as u32, a.num_classes as u32, code];
-        // Binding 2 is unused by the shader (the flag sits at 3, as in the gather kernels).
-        let binds = [Bind::read(k.x(0)), Bind::write(k.y(0)), Bind::read(k.x(0)), Bind::flag(&flag)];
+        let binds = [Bind::read(k.x(0)), Bind::write(k.y(0)), Bind::flag(&flag)];
         k.ctx.dispatch(&ONE_HOT, k.ins[0].dtype.code(), "main", &binds, &params, total as u64)
     }
 }

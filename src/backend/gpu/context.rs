@@ -350,8 +350,13 @@ impl GpuContext {
             let scope = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
             let buffer = self.device.create_buffer(&desc);
             if let Some(e) = pollster::block_on(scope.pop()) {
-                // Give the pool's memory back and retry once before failing.
-                lock(&self.recorder).forget_bind_groups();
+                // Give the pool's memory back and retry once before failing. Recorded work may
+                // still use pooled buffers: submit it before they are destroyed.
+                {
+                    let mut rec = lock(&self.recorder);
+                    rec.flush(self)?;
+                    rec.forget_bind_groups();
+                }
                 lock(&self.pool).clear();
                 let scope = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
                 let buffer = self.device.create_buffer(&desc);

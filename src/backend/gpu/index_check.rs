@@ -62,7 +62,8 @@ impl GpuContext {
         if w.len() < 5 || w[0] == 0 {
             return Ok(());
         }
-        let op = lock(&self.index_flag).ops.get(w[1] as usize - 1).copied().unwrap_or("index op");
+        let op = (w[1] as usize).checked_sub(1).and_then(|i| lock(&self.index_flag).ops.get(i).copied());
+        let op = op.unwrap_or("index op");
         let value = (w[2] as u64 | (w[3] as u64) << 32) as i64;
         let n = w[4];
         Err(Error::invalid(op, format!("index {value} is out of range (size {n}, valid 0..{n}); found on the GPU")))
