@@ -3,16 +3,12 @@
 
 mod common;
 
+use common::places;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use dygraph::{self as paddle, DType, Error, GradOptions, Place, Tensor};
-
-fn places() -> Vec<Place> {
-    let mut p = vec![Place::Cpu];
-    p.extend(common::gpu_or_skip());
-    p
-}
 
 fn leaf(v: &[f32], shape: &[usize], place: Place) -> Tensor {
     let t = Tensor::from_vec_on(v.to_vec(), shape, place).unwrap();

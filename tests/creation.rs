@@ -3,13 +3,9 @@
 
 mod common;
 
-use common::{gpu_or_skip, values};
+use common::{gpu_or_skip, places, values};
 use dygraph::{DType, Error, NdArray, Place, Tensor};
 use half::f16;
-
-fn places() -> Vec<Place> {
-    std::iter::once(Place::Cpu).chain(gpu_or_skip()).collect()
-}
 
 /// Every dtype a place can hold.
 fn dtypes_on(place: Place) -> Vec<DType> {

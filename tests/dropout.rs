@@ -3,14 +3,10 @@
 
 mod common;
 
-use common::{Rng, gpu_or_skip, values};
+use common::{Rng, gpu_or_skip, places, values};
 use dygraph::{self as paddle, DType, DropoutMode, DropoutOptions, Error, Place, Tensor};
 
 use common::generator_lock as lock;
-
-fn places() -> Vec<Place> {
-    [Some(Place::Cpu), gpu_or_skip()].into_iter().flatten().collect()
-}
 
 fn train(p: f64) -> DropoutOptions {
     DropoutOptions { p, ..Default::default() }

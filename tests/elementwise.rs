@@ -4,7 +4,9 @@
 
 mod common;
 
-use common::{Rng, catch, check_close, check_exact, gpu_matches_cpu, gpu_or_skip, gradcheck, report, tensor, values};
+use common::{
+    Rng, catch, check_close, check_exact, gpu_matches_cpu, gpu_or_skip, gradcheck, places, report, tensor, values,
+};
 use dygraph::{DType, OpInfo, Place, Tensor, apply_elementwise, elementwise_ops};
 
 /// Scalar parameters each parameterised op runs with.
@@ -344,10 +346,6 @@ fn unary_ops_on_scalars_and_empty_tensors() {
 }
 
 /// The places every known-value check runs on.
-fn places() -> Vec<Place> {
-    std::iter::once(Place::Cpu).chain(gpu_or_skip()).collect()
-}
-
 fn f32s(v: &[f64], place: Place) -> Tensor {
     tensor(v, &[v.len()], DType::Float32, place)
 }

@@ -3,12 +3,8 @@
 
 mod common;
 
-use common::{gpu_or_skip, tensor, values};
+use common::{gpu_or_skip, places, tensor, values};
 use dygraph::{DType, Error, Place, Tensor, apply_elementwise, elementwise_ops};
-
-fn places() -> Vec<Place> {
-    std::iter::once(Place::Cpu).chain(gpu_or_skip()).collect()
-}
 
 fn f32s(v: &[f64], shape: &[usize], place: Place) -> Tensor {
     tensor(v, shape, DType::Float32, place)

@@ -4,17 +4,11 @@
 
 mod common;
 
+use common::places;
+
 #[path = "../examples/custom_op.rs"]
 #[allow(dead_code)]
 mod custom_op;
-
-use dygraph::Place;
-
-fn places() -> Vec<Place> {
-    let mut p = vec![Place::Cpu];
-    p.extend(common::gpu_or_skip());
-    p
-}
 
 #[test]
 fn custom_op_pylayer_matches_builtin_tanh() {

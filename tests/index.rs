@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{Rng, gpu_matches_cpu, gpu_or_skip, gradcheck, values};
+use common::{Rng, gpu_matches_cpu, gpu_or_skip, gradcheck, places, values};
 use dygraph::{self as paddle, DType, Error, Place, Tensor};
 
 fn f32_on(v: &[f32], shape: &[usize], place: Place) -> Tensor {
@@ -12,10 +12,6 @@ fn f32_on(v: &[f32], shape: &[usize], place: Place) -> Tensor {
 
 fn idx_on(v: &[i64], shape: &[usize], dtype: DType, place: Place) -> Tensor {
     Tensor::from_vec_on(v.to_vec(), shape, place).unwrap().cast(dtype).unwrap()
-}
-
-fn places() -> Vec<Place> {
-    [Some(Place::Cpu), gpu_or_skip()].into_iter().flatten().collect()
 }
 
 fn x33(place: Place) -> Tensor {

@@ -4,17 +4,11 @@
 
 mod common;
 
-use common::{Rng, assert_close, gpu_matches_cpu, gpu_or_skip, gradcheck, tensor, values};
+use common::{Rng, assert_close, gpu_matches_cpu, gpu_or_skip, gradcheck, places, tensor, values};
 use dygraph::{self as paddle, BatchNormOptions, DType, Error, Place, Tensor};
 
 fn cpu(v: &[f64], shape: &[usize]) -> Tensor {
     tensor(v, shape, DType::Float64, Place::Cpu)
-}
-
-fn places() -> Vec<Place> {
-    let mut p = vec![Place::Cpu];
-    p.extend(gpu_or_skip());
-    p
 }
 
 // ---------------------------------------------------------------------------------------

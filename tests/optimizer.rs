@@ -3,18 +3,14 @@
 
 mod common;
 
+use common::places;
+
 use dygraph::optimizer::lr::{
     AfterWarmup, CosineAnnealingDecay, ExponentialDecay, LinearWarmup, MultiStepDecay, PlateauMode, ReduceOnPlateau,
     StepDecay,
 };
 use dygraph::optimizer::{self, GradClip, Optimizer};
 use dygraph::{Place, Tensor};
-
-fn places() -> Vec<Place> {
-    let mut p = vec![Place::Cpu];
-    p.extend(common::gpu_or_skip());
-    p
-}
 
 fn param(v: &[f32], place: Place) -> Tensor {
     let t = Tensor::from_vec_on(v.to_vec(), [v.len()], place).unwrap();

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{Rng, catch, check_close, gpu_matches_cpu, gpu_or_skip, gradcheck, report, tensor, values};
+use common::{Rng, catch, check_close, gpu_matches_cpu, gpu_or_skip, gradcheck, places, report, tensor, values};
 use dygraph::{DType, Error, Place, Result, Tensor};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -137,10 +137,6 @@ type Op = Box<dyn Fn(&[Tensor]) -> Result<Tensor>>;
 
 const AXES: &[&[isize]] =
     &[&[], &[0], &[1], &[2], &[-1], &[-3], &[0, 1], &[1, 2], &[0, 2], &[2, 0], &[-1, 0], &[0, 1, 2]];
-
-fn places() -> Vec<Place> {
-    std::iter::once(Place::Cpu).chain(gpu_or_skip()).collect()
-}
 
 /// Compares a reduction with its reference. Sums and means carry the rounding error of
 /// float summation, bounded by `n·u·Σ|x|` (u the unit roundoff of the compute type), which

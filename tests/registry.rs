@@ -10,7 +10,7 @@ use dygraph::vision::models::MnistNet;
 use dygraph::{DType, Error, Place, Tensor};
 
 /// Every registered op, as of this commit: a new op changes this count and its OpInfo sweep
-/// entry (`tests/sweep.rs`) in the same change.
+/// entry (`tests/sweep/specs.rs`) in the same change.
 const REGISTERED: usize = 120;
 
 #[test]

@@ -3,12 +3,8 @@
 
 mod common;
 
-use common::{Rng, catch, gpu_matches_cpu, gpu_or_skip, gradcheck, report, tensor, values};
+use common::{Rng, catch, gpu_matches_cpu, gpu_or_skip, gradcheck, places, report, tensor, values};
 use dygraph::{DType, Error, Place, Result, Sections, Tensor};
-
-fn places() -> Vec<Place> {
-    std::iter::once(Place::Cpu).chain(gpu_or_skip()).collect()
-}
 
 /// Every coordinate of `shape`, row-major.
 fn coords(shape: &[usize]) -> Vec<Vec<usize>> {

@@ -4,16 +4,12 @@
 
 mod common;
 
+use common::places;
+
 use dygraph::nn::functional as F;
 use dygraph::nn::{CrossEntropyOptions, StateDict};
 use dygraph::optimizer::{Adam, GradClip, Momentum, Optimizer, RMSProp, SGD};
 use dygraph::{self as paddle, DType, Place, Tensor};
-
-fn places() -> Vec<Place> {
-    let mut p = vec![Place::Cpu];
-    p.extend(common::gpu_or_skip());
-    p
-}
 
 /// Asserts `r` is an error of `op` (any variant but a panic), whose message holds `needles`.
 #[track_caller]

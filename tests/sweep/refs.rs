@@ -100,6 +100,21 @@ pub fn wrap_int(v: i64, dtype: dygraph::DType) -> f64 {
     if dtype == dygraph::DType::Int32 { v as i32 as f64 } else { v as f64 }
 }
 
+/// `v` as a tensor of `dtype` holds it, computed without the library: Rust's `as` for
+/// integers (truncating, saturating, NaN to 0), `!= 0` for bool, round to nearest even for
+/// the floats (overflow to ±∞).
+pub fn held_as(v: f64, dtype: dygraph::DType) -> f64 {
+    use dygraph::DType::*;
+    match dtype {
+        Bool => (v != 0.0) as u8 as f64,
+        Int32 => v as i32 as f64,
+        Int64 => v as i64 as f64,
+        Float16 => half::f16::from_f64(v).to_f64(),
+        Float32 => v as f32 as f64,
+        Float64 => v,
+    }
+}
+
 /// `x^e` for integers: wrapping; a negative exponent gives trunc(1/x^|e|). Built on std's
 /// `wrapping_pow`, an implementation separate from the op's.
 pub fn int_pow(x: i64, e: i64) -> i64 {
@@ -220,8 +235,11 @@ impl Conv {
     }
 }
 
-/// A pooling window's rows (or columns) `[start, end)` inside the input, and the count the
-/// average divides by.
+/// Pooling window `o` along one axis, found by walking cells rather than by the kernels'
+/// start/end arithmetic: the input positions it covers, and the count an average divides by.
+/// A window of a fixed kernel covers padded positions `o·s .. o·s + k`; the count is its input
+/// cells when `exclusive`, else its cells inside the padded input (`pad0 + len + pad1`). An
+/// adaptive window covers the cells `[i, i + 1)` that overlap `[o·len/out, (o+1)·len/out)`.
 #[allow(clippy::too_many_arguments)]
 pub fn pool_window(
     o: usize,
@@ -233,16 +251,28 @@ pub fn pool_window(
     pad1: usize,
     adaptive: bool,
     exclusive: bool,
-) -> (usize, usize, usize) {
+) -> (Vec<usize>, usize) {
     if adaptive {
-        let (a, b) = (o * len / out, ((o + 1) * len).div_ceil(out));
-        return (a, b, b - a);
+        let cells: Vec<usize> = (0..len).filter(|&i| o * len < (i + 1) * out && i * out < (o + 1) * len).collect();
+        let n = cells.len();
+        return (cells, n);
     }
-    let start = (o * s) as i64 - pad0 as i64;
-    let end = start + k as i64;
-    let (a, b) = (start.max(0) as usize, (end.min(len as i64)).max(0) as usize);
-    // Non-exclusive averages count the window's part inside the padded input.
-    let padded_end = end.min((len + pad1) as i64);
-    let count = if exclusive { b.saturating_sub(a) } else { (padded_end - start) as usize };
-    (a, b.max(a), count)
+    let padded: Vec<usize> = (o * s..o * s + k).filter(|&q| q < pad0 + len + pad1).collect();
+    let cells: Vec<usize> = padded.iter().filter(|&&q| q >= pad0 && q < pad0 + len).map(|&q| q - pad0).collect();
+    let count = if exclusive { cells.len() } else { padded.len() };
+    (cells, count)
+}
+
+/// The number of pooling windows along an axis of `len` with padding `pad0`/`pad1`, by
+/// counting window starts: a window fits in the padded input (floor mode), or (ceil mode)
+/// overlaps it by at least one cell past the last full window's start and starts before the
+/// trailing padding.
+pub fn pool_windows(len: usize, pad0: usize, pad1: usize, k: usize, s: usize, ceil: bool) -> usize {
+    let span = len + pad0 + pad1;
+    (0..)
+        .take_while(|&o: &usize| {
+            let start = o * s;
+            if ceil { start + k < span + s && start < pad0 + len } else { start + k <= span }
+        })
+        .count()
 }
