@@ -18,6 +18,7 @@
 //! `embedding`, `one_hot`) and the two primitives their gradients are written in
 //! (`index_gather`, `index_scatter_add`), each of which is the other's gradient.
 
+use crate::backend::cpu::float_kernel;
 use crate::backend::cpu::{CpuData, map_data, par_chunks_mut};
 use crate::backend::gpu::{Bind, Kernel, Variant};
 use crate::ops::registry::apply::apply1;
@@ -395,11 +396,7 @@ impl Op for IndexScatterAddOp {
 
     fn cpu(&self, k: &mut CpuCall<'_>, g: &Geom, _: &()) -> Result<Vec<CpuData>> {
         let idx = host_indices(k.x(1), g.n);
-        Ok(vec![match k.x(0) {
-            CpuData::F32(v) => CpuData::F32(scatter_add_cpu(v, &idx, g)),
-            CpuData::F64(v) => CpuData::F64(scatter_add_cpu(v, &idx, g)),
-            other => return Err(Error::unsupported("index_scatter_add", other.dtype(), "for gradients")),
-        }])
+        Ok(vec![float_kernel!("index_scatter_add"; v = k.x(0) => scatter_add_cpu(v, &idx, g))?])
     }
 
     fn gpu(&self, k: &GpuCall<'_>, g: &Geom, _: &()) -> Result<()> {
@@ -441,7 +438,6 @@ impl Op for OneHotOp {
         }
         let mut shape = x.dims().to_vec();
         shape.push(a.num_classes);
-        crate::tensor::create::check_size(OP, &shape, DType::Float32)?;
         Ok((vec![TensorMeta::new(shape, DType::Float32, x.place)], ()))
     }
 

@@ -3,6 +3,7 @@
 //! the compositions `linear` and `dot`.
 
 use crate::backend::cpu::CpuData;
+use crate::backend::cpu::float_kernel;
 use crate::backend::cpu::matmul::{MatView, batched_matmul};
 use crate::backend::gpu::{Bind, Kernel};
 use crate::ops::registry::apply::apply1;
@@ -93,7 +94,6 @@ impl Op for MatmulOp {
         if yv {
             shape.pop();
         }
-        crate::tensor::create::check_size(OP, &shape, x.dtype)?;
         let plan = MatmulPlan { m, n, k, batch, sa, sb, av, bv, x2, y2, out2, tx, ty };
         Ok((vec![TensorMeta::new(shape, x.dtype, x.place)], plan))
     }
@@ -114,15 +114,17 @@ impl Op for MatmulOp {
         };
         let (oa, ob) = (offsets(&p.sa), offsets(&p.sb));
         let mnk = (p.m, p.n, p.k);
-        Ok(vec![match (c.x(0), c.x(1)) {
-            (CpuData::F32(a), CpuData::F32(b)) => {
-                CpuData::F32(batched_matmul(a, p.av, &oa, b, p.bv, &ob, mnk, 1.0, 0.0))
-            }
-            (CpuData::F64(a), CpuData::F64(b)) => {
-                CpuData::F64(batched_matmul(a, p.av, &oa, b, p.bv, &ob, mnk, 1.0, 0.0))
-            }
-            (a, _) => return Err(Error::unsupported("matmul", a.dtype(), "on the CPU")),
-        }])
+        Ok(vec![float_kernel!("matmul"; a = c.x(0), b = c.x(1) => batched_matmul(
+            a,
+            p.av,
+            &oa,
+            b,
+            p.bv,
+            &ob,
+            mnk,
+            1.0,
+            0.0
+        ))?])
     }
 
     fn gpu(&self, c: &GpuCall<'_>, _: &MatmulAttrs, p: &MatmulPlan) -> Result<()> {

@@ -5,7 +5,7 @@
 
 use super::copy::{cpu_assemble, cpu_gather, gpu_assemble, gpu_gather};
 use crate::backend::cpu::CpuData;
-use crate::ops::registry::apply::{apply, apply1};
+use crate::ops::registry::apply::apply1;
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
 use crate::ops::registry::registry_entry;
 use crate::shape::{IntoShape, View, broadcast_shapes, checked_numel, contiguous_strides, normalize_axis};
@@ -547,7 +547,6 @@ impl Op for PadOp {
         let shape: Vec<usize> = (0..n)
             .map(|i| x.dims()[i].checked_add(before[i]).and_then(|d| d.checked_add(after[i])).ok_or_else(too_big))
             .collect::<Result<_>>()?;
-        crate::tensor::create::check_size(OP, &shape, x.dtype)?;
         let strides = contiguous_strides(&shape);
         let inner = View {
             shape: x.dims().to_vec(),
@@ -664,8 +663,7 @@ pub fn strided_slice(x: &Tensor, axes: &[isize], starts: &[i64], ends: &[i64], s
 /// Joins tensors along `axis` (`paddle.concat`).
 pub fn concat(xs: &[Tensor], axis: isize) -> Result<Tensor> {
     let refs: Vec<&Tensor> = xs.iter().collect();
-    let mut out = apply(&CONCAT, &refs, AxisAttrs { axis })?;
-    out.pop().ok_or_else(|| Error::invalid("concat", "no output"))
+    apply1(&CONCAT, &refs, AxisAttrs { axis })
 }
 
 /// Reverses the order along `axes` (`paddle.flip`).

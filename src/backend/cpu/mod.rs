@@ -145,6 +145,26 @@ impl CpuData {
     }
 }
 
+/// A float kernel over CPU data: `float_kernel!(op; x = a, y = b => body)` runs `body` with
+/// each name bound to the `Vec<f32>` (or `Vec<f64>`) inside its operand, all of one float
+/// dtype, and wraps the `Vec` it returns; other dtypes are `op`'s typed error. `body` may use
+/// `?` on `Option`s (a `None` reads as a dtype mismatch).
+macro_rules! float_kernel {
+    ($op:expr; $($v:ident = $x:expr),+ => $body:expr) => {{
+        let f32_run = || -> Option<$crate::backend::cpu::CpuData> {
+            $(let $v = $crate::backend::cpu::typed_ref::<f32>($x)?;)+
+            Some($crate::backend::cpu::CpuData::F32($body))
+        };
+        let f64_run = || -> Option<$crate::backend::cpu::CpuData> {
+            $(let $v = $crate::backend::cpu::typed_ref::<f64>($x)?;)+
+            Some($crate::backend::cpu::CpuData::F64($body))
+        };
+        let dtype = [$($x.dtype()),+][0];
+        f32_run().or_else(f64_run).ok_or_else(|| $crate::Error::unsupported($op, dtype, "on the CPU"))
+    }};
+}
+pub(crate) use float_kernel;
+
 /// The typed Vec inside `d` if its element type is `T`.
 pub(crate) fn typed_ref<T: 'static>(d: &CpuData) -> Option<&Vec<T>> {
     with_data!(d, v => (v as &dyn std::any::Any).downcast_ref::<Vec<T>>())

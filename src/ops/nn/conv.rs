@@ -17,6 +17,7 @@ use std::sync::OnceLock;
 
 use crate::backend::cpu::CpuData;
 use crate::backend::cpu::conv::{self as cpu, ConvGeom};
+use crate::backend::cpu::float_kernel;
 use crate::backend::gpu::{Bind, GpuBuffer, GpuContext, Kernel, Variant, grid};
 use crate::ops::registry::apply::apply1;
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
@@ -111,23 +112,18 @@ impl Op for Conv2dOp {
         x.expect_float(OP, "the input")?;
         let g = geometry(x.dims(), w.dims(), b.map(|b| b.dims()), o)?;
         let out = x.with_shape(g.output_shape().to_vec());
-        crate::tensor::create::check_size(OP, out.dims(), x.dtype)?;
         Ok((vec![out], g))
     }
 
     fn cpu(&self, k: &mut CpuCall<'_>, _: &Conv2dOptions, g: &ConvGeom) -> Result<Vec<CpuData>> {
-        let b = (k.ins.len() == 3).then(|| k.x(2));
-        Ok(vec![match (k.x(0), k.x(1), b) {
-            (CpuData::F32(x), CpuData::F32(w), Some(CpuData::F32(b))) => {
-                CpuData::F32(cpu::conv2d_forward(x, w, Some(b), g))
-            }
-            (CpuData::F32(x), CpuData::F32(w), None) => CpuData::F32(cpu::conv2d_forward(x, w, None, g)),
-            (CpuData::F64(x), CpuData::F64(w), Some(CpuData::F64(b))) => {
-                CpuData::F64(cpu::conv2d_forward(x, w, Some(b), g))
-            }
-            (CpuData::F64(x), CpuData::F64(w), None) => CpuData::F64(cpu::conv2d_forward(x, w, None, g)),
-            (x, _, _) => return Err(Error::unsupported(OP, x.dtype(), "on the CPU")),
-        }])
+        let bias = (k.ins.len() == 3).then(|| k.x(2));
+        Ok(vec![float_kernel!(OP; x = k.x(0), w = k.x(1) => {
+            let b = match bias {
+                Some(b) => Some(crate::backend::cpu::typed_ref(b)?.as_slice()),
+                None => None,
+            };
+            cpu::conv2d_forward(x, w, b, g)
+        })?])
     }
 
     fn gpu(&self, k: &GpuCall<'_>, _: &Conv2dOptions, g: &ConvGeom) -> Result<()> {
@@ -201,11 +197,7 @@ impl Op for ConvProductOp {
     }
 
     fn cpu(&self, k: &mut CpuCall<'_>, g: &ConvGeom, _: &()) -> Result<Vec<CpuData>> {
-        Ok(vec![match (k.x(0), k.x(1)) {
-            (CpuData::F32(a), CpuData::F32(b)) => CpuData::F32(self.cpu_product(a, b, g)),
-            (CpuData::F64(a), CpuData::F64(b)) => CpuData::F64(self.cpu_product(a, b, g)),
-            (a, _) => return Err(Error::unsupported(self.name, a.dtype(), "on the CPU")),
-        }])
+        Ok(vec![float_kernel!(self.name; a = k.x(0), b = k.x(1) => self.cpu_product(a, b, g))?])
     }
 
     fn gpu(&self, k: &GpuCall<'_>, g: &ConvGeom, _: &()) -> Result<()> {

@@ -12,7 +12,8 @@
 use std::str::FromStr;
 
 use crate::backend::cpu::CpuData;
-use crate::ops::registry::apply::apply;
+use crate::backend::cpu::float_kernel;
+use crate::ops::registry::apply::apply1;
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
 use crate::ops::registry::registry_entry;
 use crate::random::{cpu_mask_data, gpu_mask};
@@ -91,11 +92,7 @@ impl Op for DropoutOp {
     fn cpu(&self, k: &mut CpuCall<'_>, o: &DropoutOptions, _: &()) -> Result<Vec<CpuData>> {
         let x = k.x(0);
         let mask = cpu_mask_data(x.len(), o.p, o.scale(), x.dtype());
-        let out = match (x, &mask) {
-            (CpuData::F32(x), CpuData::F32(m)) => CpuData::F32(x.iter().zip(m).map(|(a, b)| a * b).collect()),
-            (CpuData::F64(x), CpuData::F64(m)) => CpuData::F64(x.iter().zip(m).map(|(a, b)| a * b).collect()),
-            (other, _) => return Err(Error::unsupported("dropout", other.dtype(), "on the CPU")),
-        };
+        let out = float_kernel!("dropout"; x = x, m = &mask => x.iter().zip(m).map(|(a, b)| a * b).collect())?;
         Ok(vec![out, mask])
     }
 
@@ -138,7 +135,5 @@ pub fn dropout(x: &Tensor, options: DropoutOptions) -> Result<Tensor> {
     if p == 0.0 {
         return Ok(x.clone());
     }
-    let mut outs = apply(&DROPOUT, &[x], options)?;
-    outs.truncate(1);
-    outs.pop().ok_or_else(|| Error::invalid(OP, "no output"))
+    apply1(&DROPOUT, &[x], options)
 }

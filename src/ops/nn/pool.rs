@@ -17,6 +17,7 @@
 //! the argmax are each other's transposes.
 
 use crate::backend::cpu::CpuData;
+use crate::backend::cpu::float_kernel;
 use crate::backend::cpu::pool::{self as cpu, PoolGeom};
 use crate::backend::gpu::{Bind, Kernel};
 use crate::ops::registry::apply::{apply, apply1};
@@ -120,17 +121,6 @@ fn gpu_run(k: &GpuCall<'_>, entry: &'static str, g: &PoolGeom) -> Result<()> {
     k.ctx.dispatch(&POOL2D, 0, entry, &[Bind::read(k.x(0)), Bind::write(k.y(0))], &params(g, n), n as u64)
 }
 
-/// A float kernel over f32 or f64 host data.
-macro_rules! float_kernel {
-    ($op:expr, $d:expr, |$v:ident| $body:expr) => {
-        match $d {
-            CpuData::F32($v) => CpuData::F32($body),
-            CpuData::F64($v) => CpuData::F64($body),
-            other => return Err(Error::unsupported($op, other.dtype(), "on the CPU")),
-        }
-    };
-}
-
 /// How a pooling op gets its window geometry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
@@ -212,7 +202,7 @@ impl<A: PoolAttrs> Op for PoolOp<A> {
                 };
                 Ok(vec![out, CpuData::I32(idx)])
             }
-            Kind::Avg | Kind::AdaptiveAvg => Ok(vec![float_kernel!(self.name, k.x(0), |v| cpu::avg_pool(v, g))]),
+            Kind::Avg | Kind::AdaptiveAvg => Ok(vec![float_kernel!(self.name; v = k.x(0) => cpu::avg_pool(v, g))?]),
         }
     }
 
@@ -298,15 +288,15 @@ impl Op for PoolPrimitiveOp {
             other => Err(Error::unsupported(self.name, other.dtype(), "for the argmax (expected int32)")),
         };
         Ok(vec![match self.entry {
-            "avg_fwd" => float_kernel!(self.name, k.x(0), |v| cpu::avg_pool(v, g)),
-            "avg_bwd" => float_kernel!(self.name, k.x(0), |v| cpu::avg_pool_backward(v, g)),
+            "avg_fwd" => float_kernel!(self.name; v = k.x(0) => cpu::avg_pool(v, g))?,
+            "avg_bwd" => float_kernel!(self.name; v = k.x(0) => cpu::avg_pool_backward(v, g))?,
             "max_bwd" => {
                 let i = idx()?;
-                float_kernel!(self.name, k.x(0), |v| cpu::max_pool_backward(v, i, g))
+                float_kernel!(self.name; v = k.x(0) => cpu::max_pool_backward(v, i, g))?
             }
             _ => {
                 let i = idx()?;
-                float_kernel!(self.name, k.x(0), |v| cpu::plane_gather(v, i, g))
+                float_kernel!(self.name; v = k.x(0) => cpu::plane_gather(v, i, g))?
             }
         }])
     }
@@ -340,11 +330,6 @@ impl Op for PoolPrimitiveOp {
     }
 }
 
-fn first(op: &'static str, mut v: Vec<Tensor>) -> Result<Tensor> {
-    v.truncate(1);
-    v.pop().ok_or_else(|| Error::invalid(op, "no output"))
-}
-
 fn with_index(op: &'static str, v: Vec<Tensor>) -> Result<(Tensor, Tensor)> {
     let [out, idx] = <[Tensor; 2]>::try_from(v).map_err(|_| Error::invalid(op, "expected two outputs"))?;
     Ok((out, idx.cast(DType::Int64)?))
@@ -352,7 +337,7 @@ fn with_index(op: &'static str, v: Vec<Tensor>) -> Result<(Tensor, Tensor)> {
 
 /// Max pooling over `kernel_size` windows of `x` `[N, C, H, W]`.
 pub fn max_pool2d(x: &Tensor, options: &Pool2dOptions) -> Result<Tensor> {
-    first("max_pool2d", apply(&MAX_POOL2D, &[x], options.clone())?)
+    apply1(&MAX_POOL2D, &[x], options.clone())
 }
 
 /// Max pooling that also returns, for every output, the flat index (`iy · W + ix`, int64)
@@ -376,7 +361,7 @@ pub fn adaptive_avg_pool2d(x: &Tensor, output_size: impl Into<Pair>) -> Result<T
 
 /// Adaptive max pooling of `x` `[N, C, H, W]` to `output_size` `(oh, ow)`.
 pub fn adaptive_max_pool2d(x: &Tensor, output_size: impl Into<Pair>) -> Result<Tensor> {
-    first("adaptive_max_pool2d", apply(&ADAPTIVE_MAX_POOL2D, &[x], AdaptiveAttrs { output_size: output_size.into() })?)
+    apply1(&ADAPTIVE_MAX_POOL2D, &[x], AdaptiveAttrs { output_size: output_size.into() })
 }
 
 /// Adaptive max pooling returning also the int64 flat argmax index within each plane.

@@ -7,6 +7,7 @@
 //! (outer, inner) line gets one invocation that loops over R.
 
 use crate::autograd::is_grad_enabled;
+use crate::backend::cpu::float_kernel;
 use crate::backend::cpu::{CpuData, par_blocks_mut};
 use crate::backend::gpu::{Bind, GpuContext, Kernel, Variant, grid};
 use crate::ops::registry::apply::apply1;
@@ -154,11 +155,7 @@ fn dispatch(ctx: &GpuContext, kernel: &Kernel, log: bool, binds: &[Bind<'_>], (o
 }
 
 fn cpu_forward(op: &'static str, log: bool, d: &CpuData, geom: Geom) -> Result<CpuData> {
-    Ok(match d {
-        CpuData::F32(v) => CpuData::F32(forward_rows(v, log, geom)),
-        CpuData::F64(v) => CpuData::F64(forward_rows(v, log, geom)),
-        other => return Err(Error::unsupported(op, other.dtype(), "")),
-    })
+    float_kernel!(op; v = d => forward_rows(v, log, geom))
 }
 
 /// CPU softmax in f64 over each (outer, inner) line.
@@ -182,11 +179,7 @@ fn forward_rows<T: Element>(x: &[T], log: bool, (_, len, inner): Geom) -> Vec<T>
 }
 
 fn cpu_backward(op: &'static str, log: bool, y: &CpuData, g: &CpuData, geom: Geom) -> Result<CpuData> {
-    Ok(match (y, g) {
-        (CpuData::F32(y), CpuData::F32(g)) => CpuData::F32(backward_rows(y, g, log, geom)),
-        (CpuData::F64(y), CpuData::F64(g)) => CpuData::F64(backward_rows(y, g, log, geom)),
-        (other, _) => return Err(Error::unsupported(op, other.dtype(), "")),
-    })
+    float_kernel!(op; y = y, g = g => backward_rows(y, g, log, geom))
 }
 
 fn backward_rows<T: Element>(y: &[T], g: &[T], log: bool, (_, len, inner): Geom) -> Vec<T> {

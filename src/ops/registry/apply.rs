@@ -36,17 +36,9 @@ pub(crate) fn apply<O: Op>(op: &'static O, inputs: &[&Tensor], attrs: O::Attrs) 
     }
     let metas: Vec<TensorMeta> = inputs.iter().map(|t| t.to_meta()).collect();
     let refs: Vec<&TensorMeta> = metas.iter().collect();
-    let (outs, plan) = op.infer(&refs, &attrs)?;
-    for o in outs.iter().filter(|o| o.place.is_gpu()) {
-        crate::ops::wgsl::check_gpu_dtype(name, o.dtype, o.place)?;
-    }
+    let (outs, plan) = infer(op, &refs, &attrs)?;
     if inputs.iter().any(|t| t.is_meta()) {
         return Ok(outs.iter().map(Tensor::from_meta).collect());
-    }
-    for o in outs.iter().filter(|o| !o.place.is_gpu()) {
-        // Host memory: an element or byte count past the address space is an error here, not
-        // an allocation panic in a kernel (the GPU's limits are checked at allocation).
-        crate::tensor::create::check_size(name, o.dims(), o.dtype)?;
     }
     let values = if let Some(r) = op.custom(inputs, &attrs, &plan, &outs) {
         r?
@@ -61,6 +53,20 @@ pub(crate) fn apply<O: Op>(op: &'static O, inputs: &[&Tensor], attrs: O::Attrs) 
         record_node(op, inputs, &values, attrs, plan);
     }
     Ok(values)
+}
+
+/// `op`'s meta inference and the checks every output gets: an element or byte count past
+/// the address space is an error here, not an allocation panic in a kernel (the GPU's own
+/// limits are checked at allocation), and a GPU output needs a dtype the GPU has.
+pub(super) fn infer<O: Op>(op: &O, inputs: &[&TensorMeta], attrs: &O::Attrs) -> Result<(Vec<TensorMeta>, O::Plan)> {
+    let (outs, plan) = op.infer(inputs, attrs)?;
+    for o in &outs {
+        crate::tensor::create::check_size(op.name(), o.dims(), o.dtype)?;
+        if o.place.is_gpu() {
+            crate::ops::wgsl::check_gpu_dtype(op.name(), o.dtype, o.place)?;
+        }
+    }
+    Ok((outs, plan))
 }
 
 /// `apply` for single-output ops.

@@ -115,7 +115,7 @@ impl<T: op::Op> RegisteredOp for T {
     fn infer(&self, inputs: &[TensorMeta], attrs: &AttrMap) -> Result<Vec<TensorMeta>> {
         let a = self.parse_attrs(attrs)?;
         let refs: Vec<&TensorMeta> = inputs.iter().collect();
-        Ok(op::Op::infer(self, &refs, &a)?.0)
+        Ok(apply::infer(self, &refs, &a)?.0)
     }
     fn normalize_attrs(&self, attrs: &AttrMap) -> Result<AttrMap> {
         Ok(self.attr_map(&self.parse_attrs(attrs)?))

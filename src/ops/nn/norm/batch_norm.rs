@@ -20,7 +20,7 @@ use super::{
 use crate::autograd::{is_grad_enabled, no_grad};
 use crate::backend::cpu::{CpuData, par_blocks_mut};
 use crate::backend::gpu::{Bind, Kernel, grid};
-use crate::ops::registry::apply::apply;
+use crate::ops::registry::apply::{apply, apply1};
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
 use crate::ops::registry::registry_entry;
 use crate::tensor::TensorMeta;
@@ -458,8 +458,7 @@ pub fn batch_norm(
     let attrs = BatchNormAttrs { batch_stats, epsilon: eps, has_weight: weight.is_some(), has_bias: bias.is_some() };
     let mut inputs = with_affine(x, weight, bias);
     inputs.splice(1..1, [&mean, &rstd]);
-    let mut outs = apply(&BATCH_NORM_OP, &inputs, attrs)?;
-    outs.pop().ok_or_else(|| Error::invalid(OP, "no output"))
+    apply1(&BATCH_NORM_OP, &inputs, attrs)
 }
 
 /// batch_norm backward in differentiable tensor ops (for `create_graph`). With batch

@@ -11,7 +11,7 @@ use super::{
 use crate::autograd::is_grad_enabled;
 use crate::backend::cpu::{CpuData, par_blocks_mut};
 use crate::backend::gpu::{Bind, Kernel, grid};
-use crate::ops::registry::apply::apply;
+use crate::ops::registry::apply::{apply, apply1};
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op};
 use crate::ops::registry::registry_entry;
 use crate::tensor::TensorMeta;
@@ -328,9 +328,7 @@ pub fn layer_norm(
         has_weight: weight.is_some(),
         has_bias: bias.is_some(),
     };
-    let mut outs = apply(&LAYER_NORM_OP, &with_affine(x, weight, bias), attrs)?;
-    outs.truncate(1);
-    outs.pop().ok_or_else(|| Error::invalid("layer_norm", "no output"))
+    apply1(&LAYER_NORM_OP, &with_affine(x, weight, bias), attrs)
 }
 
 /// layer_norm backward in differentiable tensor ops (for `create_graph`).
