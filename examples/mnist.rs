@@ -229,26 +229,13 @@ fn progress_bar(on: bool, len: u64, epoch: usize) -> Option<indicatif::ProgressB
     Some(bar)
 }
 
-/// The seed's `load_image`: any image file, converted to 28×28 grayscale, scaled to [−1, 1]
-/// (light backgrounds are inverted to MNIST's white-on-black).
-pub fn load_image(path: &Path, place: Place) -> Result<Tensor> {
-    let img = image::open(path).map_err(|e| Error::invalid("load_image", format!("{}: {e}", path.display())))?;
-    let gray = image::imageops::resize(&img.to_luma8(), 28, 28, image::imageops::FilterType::Lanczos3);
-    let mut px: Vec<f32> = gray.pixels().map(|p| p.0[0] as f32).collect();
-    if px.iter().sum::<f32>() / px.len() as f32 > 127.5 {
-        px.iter_mut().for_each(|v| *v = 255.0 - *v);
-    }
-    let px: Vec<f32> = px.into_iter().map(|v| v / 255.0 * 2.0 - 1.0).collect();
-    Tensor::from_vec_on(px, [1, 1, 28, 28], place)
-}
-
 /// Predicts the digit in `image` with the model saved at `checkpoint`.
 pub fn infer(checkpoint: &Path, image: &Path, place: Place) -> Result<(usize, Vec<f32>)> {
     paddle::guard(place, || {
         let mut model = MnistNet::new()?;
         model.set_state_dict(&paddle::load(checkpoint)?)?;
         model.eval();
-        let probs = paddle::no_grad(|| model.forward(&load_image(image, place)?))?.to_vec::<f32>()?;
+        let probs = paddle::no_grad(|| model.forward(&common::load_image(image, place)?))?.to_vec::<f32>()?;
         let best = probs.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(i, _)| i).unwrap_or(0);
         Ok((best, probs))
     })

@@ -34,6 +34,7 @@ pub mod optimizer;
 mod place;
 mod random;
 mod shape;
+pub mod static_;
 mod tensor;
 pub mod vision;
 

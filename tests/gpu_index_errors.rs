@@ -80,7 +80,8 @@ fn gpu_out_of_range_indices_are_errors_at_the_next_readback() {
         .with("si", 0usize)
         .with("pad", Some(0usize))
         .with("out_shape", vec![2usize, 2])
-        .with("in_shape", vec![3usize, 2]);
+        .with("in_shape", vec![3usize, 2])
+        .with("axis", 0usize);
     let g = f32_on(&[1., 2., 3., 4.], &[2, 2], gpu);
     gpu_index_error(
         "index_scatter_add",

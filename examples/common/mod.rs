@@ -27,3 +27,17 @@ pub fn arg(name: &str) -> Option<String> {
         if *a == flag { args.get(i + 1).cloned() } else { a.strip_prefix(&format!("{flag}=")).map(str::to_string) }
     })
 }
+
+/// The seed's `load_image`: any image file, converted to 28×28 grayscale, scaled to [−1, 1]
+/// (light backgrounds are inverted to MNIST's white-on-black).
+pub fn load_image(path: &std::path::Path, place: Place) -> Result<dygraph::Tensor> {
+    let img =
+        image::open(path).map_err(|e| dygraph::Error::invalid("load_image", format!("{}: {e}", path.display())))?;
+    let gray = image::imageops::resize(&img.to_luma8(), 28, 28, image::imageops::FilterType::Lanczos3);
+    let mut px: Vec<f32> = gray.pixels().map(|p| p.0[0] as f32).collect();
+    if px.iter().sum::<f32>() / px.len() as f32 > 127.5 {
+        px.iter_mut().for_each(|v| *v = 255.0 - *v);
+    }
+    let px: Vec<f32> = px.into_iter().map(|v| v / 255.0 * 2.0 - 1.0).collect();
+    dygraph::Tensor::from_vec_on(px, [1, 1, 28, 28], place)
+}

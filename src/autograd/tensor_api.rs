@@ -152,8 +152,11 @@ impl Tensor {
         })
     }
 
-    /// The tensor's name, if set.
+    /// The tensor's name, if set; a static variable's name in its program.
     pub fn name(&self) -> Option<String> {
+        if let Some(v) = self.var_ref() {
+            return Some(v.program.var_name(v.id));
+        }
         self.grad_meta().name.clone()
     }
 

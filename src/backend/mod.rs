@@ -15,6 +15,8 @@ pub(crate) enum Storage {
     Gpu(Arc<gpu::GpuBuffer>),
     /// No data: a meta tensor (shape, dtype and place only).
     Meta(Place),
+    /// No data: a variable of a static program.
+    Var(Arc<crate::static_::VarRef>),
 }
 
 impl Storage {
@@ -23,6 +25,7 @@ impl Storage {
             Storage::Cpu(_) => Place::Cpu,
             Storage::Gpu(b) => Place::Gpu(b.ctx.index),
             Storage::Meta(p) => *p,
+            Storage::Var(_) => crate::static_::BUILD_PLACE,
         }
     }
 

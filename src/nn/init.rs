@@ -184,11 +184,56 @@ impl From<ParamAttr> for BiasAttr {
     }
 }
 
+/// A unique name `{prefix}_{k}`, one counter per prefix in the process (Paddle's
+/// `unique_name.generate`): layers name themselves `linear_0`, `conv2d_1`, ...
+pub fn unique_name(prefix: &str) -> String {
+    static COUNTERS: std::sync::Mutex<Option<std::collections::HashMap<String, usize>>> = std::sync::Mutex::new(None);
+    let mut c = COUNTERS.lock().unwrap_or_else(|e| e.into_inner());
+    let k = c.get_or_insert_with(Default::default).entry(prefix.to_string()).or_insert(0);
+    let name = format!("{prefix}_{k}");
+    *k += 1;
+    name
+}
+
+/// Paddle's generated names for one layer's parameters: `{layer}_{k}.w_0` and
+/// `{layer}_{k}.b_0`, unless the attribute names the parameter.
+pub(crate) struct ParamNames(String);
+
+impl ParamNames {
+    /// Names for a new layer of type `prefix` (`"linear"`, `"conv2d"`).
+    pub fn new(prefix: &str) -> Self {
+        ParamNames(unique_name(prefix))
+    }
+
+    /// `attr`, named `{layer}.w_0` unless it has a name.
+    pub fn weight(&self, attr: &ParamAttr) -> ParamAttr {
+        let mut a = attr.clone();
+        a.name.get_or_insert_with(|| format!("{}.w_0", self.0));
+        a
+    }
+
+    /// `attr`, naming the bias `{layer}.b_0` unless it has a name.
+    pub fn bias(&self, attr: BiasAttr) -> BiasAttr {
+        match attr {
+            BiasAttr::Attr(mut a) => {
+                a.name.get_or_insert_with(|| format!("{}.b_0", self.0));
+                BiasAttr::Attr(a)
+            }
+            none => none,
+        }
+    }
+}
+
 /// A parameter of `shape` on the current place, initialised by `attr`'s initializer or
-/// `default`, trainable unless `attr` says otherwise (Paddle's `create_parameter`).
+/// `default`, trainable unless `attr` says otherwise (Paddle's `create_parameter`). In
+/// static mode it is a persistable variable of the current main program whose initialiser
+/// ops go into the current startup program.
 pub fn create_parameter(shape: &[usize], dtype: DType, attr: &ParamAttr, default: &Initializer) -> Result<Tensor> {
-    let place = crate::current_place()?;
     let init = attr.initializer.as_ref().unwrap_or(default);
+    if crate::static_::in_static_mode() {
+        return crate::static_::create_parameter(shape, dtype, attr, init);
+    }
+    let place = crate::current_place()?;
     let t = init.init(shape, dtype, place)?;
     t.set_stop_gradient(!attr.trainable);
     t.set_learning_rate_multiplier(attr.learning_rate);

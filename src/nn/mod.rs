@@ -10,7 +10,7 @@ mod summary;
 
 pub use crate::ops::nn::{Conv2dOptions, Padding, Pair, Pool2dOptions};
 pub use dygraph_derive::Layer;
-pub use init::{BiasAttr, Initializer, ParamAttr, create_parameter};
+pub use init::{BiasAttr, Initializer, ParamAttr, create_parameter, unique_name};
 pub use layer::{Forward, Layer, StateDict};
 pub use layers::*;
 pub use loss::{

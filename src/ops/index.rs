@@ -95,12 +95,63 @@ pub(crate) struct Geom {
     pub pad: Option<usize>,
     pub out_shape: Vec<usize>,
     pub in_shape: Vec<usize>,
+    /// The gathered axis of the input: `(outer, n, inner)` are the sizes around it.
+    pub axis: usize,
 }
 
 impl Geom {
     /// One index list of `m` entries shared by every `(o, i)`.
-    fn shared(outer: usize, n: usize, m: usize, inner: usize, out_shape: Vec<usize>, in_shape: Vec<usize>) -> Geom {
-        Geom { outer, n, m, inner, so: 0, sj: 1, si: 0, pad: None, out_shape, in_shape }
+    fn shared(
+        axis: usize,
+        (outer, n, inner): (usize, usize, usize),
+        m: usize,
+        out: Vec<usize>,
+        input: Vec<usize>,
+    ) -> Geom {
+        let (out_shape, in_shape) = (out, input);
+        Geom { outer, n, m, inner, so: 0, sj: 1, si: 0, pad: None, out_shape, in_shape, axis }
+    }
+
+    /// The kind of index layout without any size: what a gradient op records, taking the
+    /// sizes from its operands when it runs (so a program fits any batch).
+    fn skeleton(&self) -> Geom {
+        let shared = self.so == 0;
+        Geom {
+            outer: 0,
+            n: 0,
+            m: 0,
+            inner: 0,
+            so: (!shared) as usize,
+            sj: shared as usize,
+            si: (!shared) as usize,
+            pad: self.pad,
+            out_shape: Vec::new(),
+            in_shape: Vec::new(),
+            axis: self.axis,
+        }
+    }
+
+    /// This layout fitted to an output of `out` and an input of `input` dims.
+    fn refit(&self, out: &[usize], input: &[usize]) -> Geom {
+        let ax = self.axis.min(input.len().saturating_sub(1));
+        let outer: usize = input[..ax].iter().product();
+        let n = input.get(ax).copied().unwrap_or(1);
+        let inner: usize = input.get(ax + 1..).map_or(1, |r| r.iter().product());
+        let m = out.iter().product::<usize>().checked_div(outer * inner).unwrap_or(0);
+        let (so, sj, si) = if self.so == 0 { (0, 1, 0) } else { (m * inner, inner, 1) };
+        Geom {
+            outer,
+            n,
+            m,
+            inner,
+            so,
+            sj,
+            si,
+            pad: self.pad,
+            out_shape: out.to_vec(),
+            in_shape: input.to_vec(),
+            axis: ax,
+        }
     }
 
     fn params(&self, total: usize) -> Vec<u32> {
@@ -201,8 +252,10 @@ fn gather_gpu_kernel(op: &'static str, k: &GpuCall<'_>, g: &Geom) -> Result<()> 
 }
 
 /// The gradient of every gather: `dy` summed into zeros of the input's shape.
+/// The gradient of a gather: a scatter-add into the gathered input's shape, its sizes read
+/// from the operands when it runs.
 fn gather_backward(op_index: &Tensor, g: &GradCall<'_>, geom: &Geom) -> Result<Vec<Option<Tensor>>> {
-    Ok(vec![g.grad_if(0, || apply1(&INDEX_SCATTER_ADD, &[g.g(), op_index], geom.clone()))?, None])
+    Ok(vec![g.grad_if(0, || apply1(&INDEX_SCATTER_ADD, &[g.g(), op_index, g.x(0)], geom.skeleton()))?, None])
 }
 
 /// Declares a public gather-like op: meta inference computes its `Geom`; the kernels and
@@ -270,7 +323,7 @@ fn select_geom(
         shape[ax] = m;
     }
     let what = format!("axis {ax} of shape {:?}", x.dims());
-    Ok((Geom::shared(outer, n, m, inner, shape, x.dims().to_vec()), what))
+    Ok((Geom::shared(ax, (outer, n, inner), m, shape, x.dims().to_vec()), what))
 }
 
 gather_like!(
@@ -305,7 +358,7 @@ gather_like!(
         let what = format!("axis {ax} of arr {:?}", arr.dims());
         let g = Geom {
             outer, n, m, inner, so: m * inner, sj: inner, si: 1, pad: None,
-            out_shape: ix.dims().to_vec(), in_shape: arr.dims().to_vec(),
+            out_shape: ix.dims().to_vec(), in_shape: arr.dims().to_vec(), axis: ax,
         };
         Ok((g, what))
     }
@@ -333,7 +386,7 @@ gather_like!(
         };
         let mut shape = ids.dims().to_vec();
         shape.push(dim);
-        let g = Geom { pad, ..Geom::shared(1, rows, ids.numel(), dim, shape, weight.dims().to_vec()) };
+        let g = Geom { pad, ..Geom::shared(0, (1, rows, dim), ids.numel(), shape, weight.dims().to_vec()) };
         Ok((g, format!("the rows of weight {:?}", weight.dims())))
     }
 );
@@ -375,14 +428,19 @@ impl Op for IndexGatherOp {
 registry_entry!(
     /// The adjoint of a gather: sums `grad` (input 0, shaped like the gather's output) into zeros
     /// of the gather's input shape at the indexed positions (input 1). Deterministic on both
-    /// places.
-    INDEX_SCATTER_ADD: IndexScatterAddOp = "index_scatter_add", Geom, ()
+    /// places. With a third input (the gathered tensor) the geometry's sizes are taken from
+    /// the operands, so only the index layout and axis are recorded.
+    INDEX_SCATTER_ADD: IndexScatterAddOp = "index_scatter_add", Geom, Geom
 );
 
 impl Op for IndexScatterAddOp {
-    fn infer(&self, xs: &[&TensorMeta], g: &Geom) -> Result<(Vec<TensorMeta>, ())> {
+    fn infer(&self, xs: &[&TensorMeta], g: &Geom) -> Result<(Vec<TensorMeta>, Geom)> {
         const OP: &str = "index_scatter_add";
-        let [grad, ix] = inputs(OP, xs)?;
+        let (grad, ix, g) = match xs {
+            [grad, ix] => (grad, ix, g.clone()),
+            [grad, ix, like] => (grad, ix, g.refit(grad.dims(), like.dims())),
+            _ => return Err(Error::invalid(OP, format!("takes 2 or 3 tensors, got {}", xs.len()))),
+        };
         check_index(OP, ix)?;
         grad.expect_float(OP, "gradients")?;
         if grad.dims() != g.out_shape || ix.numel() < g.index_len() {
@@ -391,15 +449,15 @@ impl Op for IndexScatterAddOp {
                 format!("gradient {:?} / index {:?} do not fit {g:?}", grad.dims(), ix.dims()),
             ));
         }
-        Ok((vec![TensorMeta::new(g.in_shape.clone(), grad.dtype, grad.place)], ()))
+        Ok((vec![TensorMeta::new(g.in_shape.clone(), grad.dtype, grad.place)], g))
     }
 
-    fn cpu(&self, k: &mut CpuCall<'_>, g: &Geom, _: &()) -> Result<Vec<CpuData>> {
+    fn cpu(&self, k: &mut CpuCall<'_>, _: &Geom, g: &Geom) -> Result<Vec<CpuData>> {
         let idx = host_indices(k.x(1), g.n);
         Ok(vec![float_kernel!("index_scatter_add"; v = k.x(0) => scatter_add_cpu(v, &idx, g))?])
     }
 
-    fn gpu(&self, k: &GpuCall<'_>, g: &Geom, _: &()) -> Result<()> {
+    fn gpu(&self, k: &GpuCall<'_>, _: &Geom, g: &Geom) -> Result<()> {
         let total = g.outer * g.n * g.inner;
         let (code, flag) = k.ctx.index_flag("index_scatter_add");
         let binds = [Bind::read(k.x(0)), Bind::read(k.x(1)), Bind::write(k.y(0)), Bind::flag(&flag)];
@@ -412,8 +470,10 @@ impl Op for IndexScatterAddOp {
         true
     }
 
-    fn backward(&self, g: &GradCall<'_>, geom: &Geom, _: &()) -> Result<Vec<Option<Tensor>>> {
-        Ok(vec![g.grad_if(0, || apply1(&INDEX_GATHER, &[g.g(), g.x(1)], geom.clone()))?, None])
+    fn backward(&self, g: &GradCall<'_>, _: &Geom, geom: &Geom) -> Result<Vec<Option<Tensor>>> {
+        let mut v = vec![g.grad_if(0, || apply1(&INDEX_GATHER, &[g.g(), g.x(1)], geom.clone()))?, None];
+        v.resize(g.num_inputs(), None);
+        Ok(v)
     }
 }
 

@@ -167,11 +167,11 @@ impl Op for MatmulOp {
     }
 
     fn backward(&self, g: &GradCall<'_>, _: &MatmulAttrs, p: &MatmulPlan) -> Result<Vec<Option<Tensor>>> {
-        let dims = |v: &[usize]| v.iter().map(|&d| d as i64).collect::<Vec<_>>();
-        let (x, y) = (g.x(0).reshape(dims(&p.x2))?, g.x(1).reshape(dims(&p.y2))?);
-        let dy = g.g().reshape(dims(&p.out2))?;
+        let dims = |v: &[usize]| crate::static_::reshape_target(v);
+        let (x, y) = (crate::reshape(g.x(0), &dims(&p.x2))?, crate::reshape(g.x(1), &dims(&p.y2))?);
+        let dy = crate::reshape(g.g(), &dims(&p.out2))?;
         let back = |t: Tensor, promoted: &[usize], orig: &Tensor| -> Result<Tensor> {
-            crate::ops::reduce::sum_to_shape(&t, promoted)?.reshape(dims(orig.shape()))
+            crate::reshape(&crate::ops::reduce::sum_to_shape(&t, promoted)?, &dims(orig.shape()))
         };
         let gx = || {
             let t = match (p.tx, p.ty) {

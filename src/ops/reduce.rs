@@ -113,7 +113,6 @@ pub(crate) static MIN: ReduceOp = ReduceOp(Reduce::Min);
 pub(crate) struct ReducePlan {
     passes: Vec<(usize, usize, usize)>,
     compute: DType,
-    keep_shape: Vec<usize>,
     axes: Vec<usize>,
 }
 
@@ -172,7 +171,7 @@ impl Op for ReduceOp {
         }
         let shape = if a.keepdim { keep_shape.clone() } else { out_shape };
         let out = TensorMeta::new(shape, compute, x.place);
-        Ok((vec![out], ReducePlan { passes, compute, keep_shape, axes }))
+        Ok((vec![out], ReducePlan { passes, compute, axes }))
     }
 
     fn cpu(&self, k: &mut CpuCall<'_>, _: &ReduceAttrs, p: &ReducePlan) -> Result<Vec<CpuData>> {
@@ -213,21 +212,30 @@ impl Op for ReduceOp {
 
     fn backward(&self, g: &GradCall<'_>, _: &ReduceAttrs, p: &ReducePlan) -> Result<Vec<Option<Tensor>>> {
         let x = g.x(0);
-        let keep: Vec<i64> = p.keep_shape.iter().map(|&d| d as i64).collect();
         let axes: Vec<isize> = p.axes.iter().map(|&a| a as isize).collect();
-        let gk = || -> Result<Tensor> { g.g().reshape(keep.clone())?.broadcast_to(x.shape()) };
+        // The reduced axes put back as size 1 (no sizes recorded: programs fit any batch).
+        let kept = |t: &Tensor| -> Result<Tensor> {
+            if t.ndim() == x.ndim() || axes.is_empty() { Ok(t.clone()) } else { t.unsqueeze(&axes) }
+        };
+        let gk = || -> Result<Tensor> { crate::expand_as(&kept(g.g())?, x) };
         let gx = || -> Result<Tensor> {
             Ok(match self.0 {
                 Reduce::Sum => gk()?,
                 Reduce::Mean => {
                     let len: usize = p.axes.iter().map(|&a| x.shape()[a]).product();
-                    gk()?.scale(1.0 / len as f64, 0.0)?
+                    if crate::static_::is_unknown(len) {
+                        // The count is known only when the program runs.
+                        let count = crate::ones_like(x)?.sum(&axes, true)?;
+                        gk()?.div(&count)?
+                    } else {
+                        gk()?.scale(1.0 / len as f64, 0.0)?
+                    }
                 }
                 Reduce::Prod => prod_grad(x, &gk()?, &axes)?,
                 Reduce::Max | Reduce::Min => {
                     // Paddle splits the gradient evenly among tied extrema.
-                    let best = g.y(0)?.reshape(keep.clone())?;
-                    let mask = x.equal(&best.broadcast_to(x.shape())?)?.cast(x.dtype())?;
+                    let best = kept(&g.y(0)?)?;
+                    let mask = x.equal(&crate::expand_as(&best, x)?)?.cast(x.dtype())?;
                     let count = mask.sum(&axes, true)?;
                     gk()?.mul(&mask)?.div(&count)?
                 }
@@ -242,9 +250,9 @@ impl Op for ReduceOp {
 fn prod_grad(x: &Tensor, dy: &Tensor, axes: &[isize]) -> Result<Tensor> {
     let is_zero = x.equal_scalar(0.0)?;
     let z = is_zero.cast(x.dtype())?;
-    let zeros_in_group = z.sum(axes, true)?.broadcast_to(x.shape())?;
+    let zeros_in_group = crate::expand_as(&z.sum(axes, true)?, x)?;
     let safe = crate::where_(&is_zero, &crate::ones_like(x)?, x)?;
-    let nonzero_prod = safe.prod(axes, true)?.broadcast_to(x.shape())?;
+    let nonzero_prod = crate::expand_as(&safe.prod(axes, true)?, x)?;
     let none = nonzero_prod.div(&safe)?;
     let one = z.mul(&nonzero_prod)?;
     let other = crate::where_(&zeros_in_group.equal_scalar(1.0)?, &one, &x.zeros_like()?)?;
@@ -597,7 +605,7 @@ pub(crate) fn sum_to_shape(g: &Tensor, shape: &[usize]) -> Result<Tensor> {
         .map(|i| i as isize)
         .collect();
     let s = if axes.is_empty() { g.clone() } else { sum(g, &axes, true)? };
-    s.reshape(shape)
+    crate::reshape(&s, &crate::static_::reshape_target(shape))
 }
 
 impl Tensor {

@@ -12,14 +12,9 @@ use crate::shape::{IntoShape, View, broadcast_shapes, checked_numel, contiguous_
 use crate::tensor::TensorMeta;
 use crate::{Error, Result, Scalar, Tensor};
 
-/// `shape` as a reshape target (`i64` dims, the form `reshape` takes).
-fn dims_i64(shape: &[usize]) -> Vec<i64> {
-    shape.iter().map(|&d| d as i64).collect()
-}
-
 /// The gradient of a view op: the output gradient reshaped to the input's shape.
 fn reshape_back(g: &GradCall<'_>) -> Result<Vec<Option<Tensor>>> {
-    Ok(vec![g.grad_if(0, || reshape(g.g(), &dims_i64(g.x(0).shape())))?])
+    Ok(vec![g.grad_if(0, || reshape(g.g(), &crate::static_::reshape_target(g.x(0).shape())))?])
 }
 
 /// Declares a reshape-like op: no kernel, the output shares the input's memory.
@@ -269,6 +264,44 @@ gather_op!(
     infer: |x, a| broadcast_view(x, &a.shape),
     backward: |g, a| super::reduce::sum_to_shape(g.g(), g.x(0).shape())
 );
+
+registry_entry!(
+    /// `paddle.expand_as`: input 0 broadcast (numpy rules) to input 1's shape, read when the
+    /// op runs (so a program's gradient fits whatever batch it is fed).
+    EXPAND_AS: ExpandAsOp = "expand_as", (), View
+);
+
+impl Op for ExpandAsOp {
+    fn infer(&self, xs: &[&TensorMeta], _: &()) -> Result<(Vec<TensorMeta>, View)> {
+        let [x, like] = inputs("expand_as", xs)?;
+        let view = broadcast_view(x, like.dims()).map_err(|e| e.called_as("broadcast_to", "expand_as"))?;
+        Ok((vec![x.with_shape(view.shape.clone())], view))
+    }
+
+    fn cpu(&self, k: &mut CpuCall<'_>, _: &(), view: &View) -> Result<Vec<CpuData>> {
+        Ok(vec![cpu_gather(k.x(0), view)])
+    }
+
+    fn gpu(&self, k: &GpuCall<'_>, _: &(), view: &View) -> Result<()> {
+        gpu_gather(k.ctx, k.ins[0].dtype, k.x(0), view, k.y(0))
+    }
+
+    fn differentiable(&self) -> bool {
+        true
+    }
+
+    fn backward(&self, g: &GradCall<'_>, _: &(), _: &View) -> Result<Vec<Option<Tensor>>> {
+        Ok(vec![g.grad_if(0, || super::reduce::sum_to_shape(g.g(), g.x(0).shape()))?, None])
+    }
+}
+
+/// Broadcasts `x` to `y`'s shape (`paddle.expand_as`); `x` itself when the shapes agree.
+pub fn expand_as(x: &Tensor, y: &Tensor) -> Result<Tensor> {
+    if x.shape() == y.shape() {
+        return Ok(x.clone());
+    }
+    apply1(&EXPAND_AS, &[x, y], ())
+}
 
 /// `slice`'s attributes (Paddle's `strided_slice`; `slice` is steps of 1).
 #[derive(Clone, Debug, PartialEq, dygraph_derive::Attrs)]

@@ -14,6 +14,7 @@
 
 mod clip;
 pub mod lr;
+mod static_minimize;
 #[doc(hidden)]
 pub mod update;
 
@@ -74,11 +75,10 @@ pub trait Optimizer {
     fn state_dict(&self) -> StateDict;
     /// Restores `state_dict()` output.
     fn set_state_dict(&mut self, state: &StateDict) -> Result<()>;
-    /// `loss.backward()` then `step()` (Paddle's `minimize`).
-    fn minimize(&mut self, loss: &Tensor) -> Result<()> {
-        loss.backward()?;
-        self.step()
-    }
+    /// Paddle's `minimize`. Eager: applies the gradients already computed (`loss.backward()`
+    /// comes first, as in Paddle's dygraph mode; it is not run again). Static (`loss` a
+    /// variable of a Program): appends the backward ops and the update ops to the program.
+    fn minimize(&mut self, loss: &Tensor) -> Result<()>;
 }
 
 /// The update rule of an optimizer family and its hyper-parameters.
@@ -136,6 +136,16 @@ impl<K: Kind> Optim<K> {
         self.steps
     }
 
+    /// The L2 coefficient added to gradients and the rule with decoupled decay (AdamW).
+    fn with_weight_decay(&self, rule: Rule) -> (f64, Rule) {
+        match rule {
+            Rule::Adam { beta1, beta2, eps, beta1_pow, beta2_pow, .. } if self.kind.decoupled() => {
+                (0.0, Rule::Adam { beta1, beta2, eps, beta1_pow, beta2_pow, decoupled_wd: self.weight_decay })
+            }
+            _ => (self.weight_decay, rule),
+        }
+    }
+
     fn param_name(&self, i: usize) -> String {
         self.params[i].name().unwrap_or_else(|| format!("param_{i}"))
     }
@@ -156,6 +166,7 @@ impl<K: Kind> Optimizer for Optim<K> {
         }
         let rule = self.kind.rule(self.steps + 1);
         let lr = self.lr.value();
+        let (l2, rule) = self.with_weight_decay(rule);
         // Every setting checked before any parameter moves (a bad one fails the whole step).
         update::validate(&rule, lr, self.weight_decay)?;
         self.steps += 1;
@@ -165,20 +176,13 @@ impl<K: Kind> Optimizer for Optim<K> {
             if self.states[i].len() != n_states {
                 self.states[i] = (0..n_states).map(|_| crate::zeros_like(p)).collect::<Result<_>>()?;
             }
-            let (l2, rule) = match rule {
-                Rule::Adam { .. } if self.kind.decoupled() => (
-                    0.0,
-                    if let Rule::Adam { beta1, beta2, eps, beta1_pow, beta2_pow, .. } = rule {
-                        Rule::Adam { beta1, beta2, eps, beta1_pow, beta2_pow, decoupled_wd: self.weight_decay }
-                    } else {
-                        rule
-                    },
-                ),
-                _ => (self.weight_decay, rule),
-            };
             update::apply_rule(&rule, p, g, &self.states[i], lr * p.learning_rate_multiplier(), l2)?;
         }
         Ok(())
+    }
+
+    fn minimize(&mut self, loss: &Tensor) -> Result<()> {
+        if loss.is_static_var() { self.minimize_static(loss) } else { self.step() }
     }
 
     fn clear_grad(&mut self) {

@@ -91,6 +91,44 @@ impl Op for FullOp {
     }
 }
 
+/// `full_like`'s attribute: the fill value.
+#[derive(Clone, Debug, PartialEq, dygraph_derive::Attrs)]
+pub(crate) struct FullLikeAttrs {
+    pub value: Scalar,
+}
+
+registry_entry!(
+    /// `value` everywhere with the input's shape, dtype and place (`paddle.full_like`). The
+    /// shape is read from the input when the op runs, so a static program built with an
+    /// unknown batch fills the batch it is fed.
+    FULL_LIKE: FullLikeOp = "full_like", FullLikeAttrs, ()
+);
+
+impl Op for FullLikeOp {
+    fn infer(&self, x: &[&TensorMeta], a: &FullLikeAttrs) -> Result<(Vec<TensorMeta>, ())> {
+        let [x] = inputs("full_like", x)?;
+        if !x.dtype.is_float() && !a.value.to_f64().is_finite() {
+            return Err(Error::invalid(
+                "full_like",
+                format!("fill value {:?} cannot be represented in {}", a.value.to_f64(), x.dtype),
+            ));
+        }
+        Ok((vec![(*x).clone()], ()))
+    }
+
+    fn cpu(&self, k: &mut CpuCall<'_>, a: &FullLikeAttrs, _: &()) -> Result<Vec<CpuData>> {
+        Ok(vec![a.value.fill(k.outs[0].dtype, k.outs[0].numel())])
+    }
+
+    fn gpu(&self, k: &GpuCall<'_>, a: &FullLikeAttrs, _: &()) -> Result<()> {
+        gpu_fill(k.ctx, k.y(0), k.outs[0].dtype, a.value, k.outs[0].numel())
+    }
+
+    fn half(&self) -> Half {
+        Half::Native
+    }
+}
+
 /// The attributes of an op whose values the host computes from the attributes alone
 /// (`arange`, `linspace`, `eye`; the GPU kernel uploads them).
 pub(crate) trait HostValues: Attrs {
@@ -586,7 +624,7 @@ pub fn ones(shape: impl IntoShape, dtype: DType) -> Result<Tensor> {
 
 /// `value` everywhere, with `x`'s shape, dtype and place.
 pub fn full_like(x: &Tensor, value: impl Into<Scalar>) -> Result<Tensor> {
-    full_on(x.shape(), value, x.dtype(), x.place())
+    apply1(&FULL_LIKE, &[x], FullLikeAttrs { value: value.into() })
 }
 
 /// Zeros with `x`'s shape, dtype and place.

@@ -219,6 +219,21 @@ pub(crate) fn format_data(data: &CpuData, shape: &[usize], indent: usize) -> Str
 
 impl fmt::Display for Tensor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(v) = self.var_ref() {
+            // Paddle's form for a static variable.
+            let Some(d) = v.program.var(&v.program.var_name(v.id)) else {
+                return write!(f, "var <missing>");
+            };
+            let dims: Vec<String> = d.shape.iter().map(|x| x.to_string()).collect();
+            return write!(
+                f,
+                "var {} : LOD_TENSOR.shape({}).dtype({}).stop_gradient({})",
+                d.name,
+                dims.join(", "),
+                d.dtype,
+                if self.stop_gradient() { "True" } else { "False" }
+            );
+        }
         let prefix = "Tensor";
         let indent = prefix.len() + 1;
         let header = format!(

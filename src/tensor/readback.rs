@@ -35,6 +35,12 @@ pub(crate) fn block_on<F: std::future::Future>(op: &'static str, _f: F) -> Resul
 }
 
 fn meta_has_no_data(t: &Tensor) -> Error {
+    if let Some(name) = t.var_ref().map(|v| v.program.var_name(v.id)) {
+        return Error::invalid(
+            "readback",
+            format!("{name} is a static variable of a Program and has no data: fetch it with Executor::run"),
+        );
+    }
     Error::invalid(
         "readback",
         format!("a meta tensor (shape {:?}, {}, {}) has no data to read", t.shape(), t.dtype(), t.place()),
@@ -47,7 +53,7 @@ impl Tensor {
         let (buf, ctx) = match self.storage() {
             Storage::Cpu(d) => return Ok(d.read().unwrap_or_else(|e| e.into_inner()).clone()),
             Storage::Gpu(b) => (b.clone(), b.ctx.clone()),
-            Storage::Meta(_) => return Err(meta_has_no_data(self)),
+            Storage::Meta(_) | Storage::Var(_) => return Err(meta_has_no_data(self)),
         };
         let n = self.numel();
         let bytes = ctx.read(&buf, crate::backend::cpu::gpu_bytes(self.dtype(), n)).await?;
@@ -57,7 +63,7 @@ impl Tensor {
     pub(crate) fn to_cpu_data(&self, op: &'static str) -> Result<CpuData> {
         match self.storage() {
             Storage::Cpu(d) => return Ok(d.read().unwrap_or_else(|e| e.into_inner()).clone()),
-            Storage::Meta(_) => return Err(meta_has_no_data(self)),
+            Storage::Meta(_) | Storage::Var(_) => return Err(meta_has_no_data(self)),
             Storage::Gpu(_) => {}
         }
         block_on(op, self.to_cpu_data_async())?

@@ -1136,6 +1136,8 @@ fn shape_specs() -> Vec<Spec> {
         ),
         slice_grad_spec(),
         concat_spec(),
+        expand_as_spec(),
+        full_like_spec(),
     ]
 }
 
@@ -1168,6 +1170,50 @@ fn slice_grad_spec() -> Spec {
         vec![Host { v, shape }]
     };
     spec("slice_grad", vec![Bool, I32, I64, F16, F32, F64], samples, reference).grad()
+}
+
+/// `expand_as(x, like)`: only `like`'s shape matters (its values are fixed zeros).
+fn expand_as_spec() -> Spec {
+    let samples = |rng: &mut Rng| {
+        let cases: [(&[usize], &[usize]); 4] =
+            [(&[3], &[2, 3]), (&[2, 1, 3], &[4, 2, 5, 3]), (&[], &[2, 2]), (&[1, 3], &[0, 3])];
+        let mut out: Vec<Sample> = cases
+            .iter()
+            .map(|(s, t)| {
+                let inputs = vec![data(ints(rng, numel(s), -9, 10), s), fixed(vec![0.0; numel(t)], t, F32)];
+                sample(format!("{s:?} as {t:?}"), inputs, AttrMap::new())
+            })
+            .collect();
+        let inputs = vec![data(vals(rng, 3, -2.0, 2.0, 0.0), &[3, 1]), fixed(vec![0.0; 12], &[2, 3, 2], F32)];
+        out.push(sample("grad", inputs, AttrMap::new()).with_grad());
+        out
+    };
+    let reference = |x: &[Host], _: &AttrMap, _: DType| {
+        let shape = x[1].shape.clone();
+        let v = (0..numel(&shape)).map(|o| at_broadcast(&x[0], &unravel(o, &shape))).collect();
+        vec![Host { v, shape }]
+    };
+    spec("expand_as", ANY.to_vec(), samples, reference).grad()
+}
+
+/// `full_like(x, value)`: `x`'s shape and dtype, `value` everywhere.
+fn full_like_spec() -> Spec {
+    let samples = |rng: &mut Rng| {
+        [(vec![2usize, 3], 2.0), (vec![], -7.0), (vec![0, 4], 1.0)]
+            .into_iter()
+            .map(|(s, v)| {
+                sample(
+                    format!("{s:?} {v}"),
+                    vec![data(ints(rng, numel(&s), -9, 10), &s)],
+                    AttrMap::new().with("value", v),
+                )
+            })
+            .collect()
+    };
+    let reference = |x: &[Host], m: &AttrMap, d: DType| {
+        vec![Host { v: vec![convert(attr_f(m, "value"), F64, d); numel(&x[0].shape)], shape: x[0].shape.clone() }]
+    };
+    spec("full_like", ANY.to_vec(), samples, reference)
 }
 
 fn concat_spec() -> Spec {
@@ -1384,6 +1430,7 @@ fn geom_attrs(outer: usize, n: usize, m: usize, inner: usize, strides: [usize; 3
         .with("pad", pad)
         .with("out_shape", vec![outer, m, inner])
         .with("in_shape", vec![outer, n, inner])
+        .with("axis", 1usize)
 }
 
 /// `index_gather` (out[o, j, i] = x[o, ix(o, j, i), i]) and its adjoint `index_scatter_add`.

@@ -2,7 +2,7 @@
 //! zeros.
 
 use crate::nn::Forward;
-use crate::nn::init::{BiasAttr, Initializer, ParamAttr, create_parameter};
+use crate::nn::init::{BiasAttr, Initializer, ParamAttr, ParamNames, create_parameter};
 use crate::ops::nn::{Conv2dOptions, Pair};
 use crate::{DType, Result, Tensor};
 
@@ -47,8 +47,10 @@ impl Conv2D {
         let [kh, kw] = kernel_size.into().0;
         let groups = options.groups.max(1);
         let shape = [out_channels, in_channels / groups, kh, kw];
-        let weight = create_parameter(&shape, DType::Float32, &weight_attr, &Initializer::kaiming_normal())?;
-        let bias = bias_attr.into().create(&[out_channels])?;
+        let names = ParamNames::new("conv2d");
+        let weight =
+            create_parameter(&shape, DType::Float32, &names.weight(&weight_attr), &Initializer::kaiming_normal())?;
+        let bias = names.bias(bias_attr.into()).create(&[out_channels])?;
         Ok(Conv2D { weight, bias, options, training: true })
     }
 }

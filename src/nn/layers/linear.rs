@@ -3,7 +3,7 @@
 
 use std::sync::OnceLock;
 
-use crate::nn::init::{BiasAttr, Initializer, ParamAttr, create_parameter};
+use crate::nn::init::{BiasAttr, Initializer, ParamAttr, ParamNames, create_parameter};
 use crate::nn::{Forward, Layer};
 use crate::{DType, Result, Tensor};
 
@@ -34,13 +34,14 @@ impl Linear {
         weight_attr: ParamAttr,
         bias_attr: impl Into<BiasAttr>,
     ) -> Result<Self> {
+        let names = ParamNames::new("linear");
         let weight = create_parameter(
             &[in_features, out_features],
             DType::Float32,
-            &weight_attr,
+            &names.weight(&weight_attr),
             &Initializer::xavier_uniform(),
         )?;
-        let bias = bias_attr.into().create(&[out_features])?;
+        let bias = names.bias(bias_attr.into()).create(&[out_features])?;
         Ok(Linear { weight, bias, training: true })
     }
 }
@@ -122,9 +123,14 @@ impl FC {
         if let Some(b) = self.built.get() {
             return Ok(b);
         }
-        let w =
-            create_parameter(&[features, self.size], DType::Float32, &self.param_attr, &Initializer::xavier_uniform())?;
-        let b = self.bias_attr.create(&[self.size])?;
+        let names = ParamNames::new("fc");
+        let w = create_parameter(
+            &[features, self.size],
+            DType::Float32,
+            &names.weight(&self.param_attr),
+            &Initializer::xavier_uniform(),
+        )?;
+        let b = names.bias(self.bias_attr.clone()).create(&[self.size])?;
         Ok(self.built.get_or_init(|| (w, b)))
     }
 }

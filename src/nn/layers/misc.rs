@@ -1,6 +1,6 @@
 //! `Dropout`, `Embedding` and `Softmax` layers.
 
-use crate::nn::init::{Initializer, ParamAttr, create_parameter};
+use crate::nn::init::{Initializer, ParamAttr, ParamNames, create_parameter};
 use crate::nn::{Forward, Layer};
 use crate::ops::nn::{DropoutMode, DropoutOptions};
 use crate::{DType, Error, Result, Tensor};
@@ -73,6 +73,7 @@ impl Embedding {
             Some(p) => Some(if p < 0 { p + n } else { p }),
             None => None,
         };
+        let attr = ParamNames::new("embedding").weight(&attr);
         let weight =
             create_parameter(&[num_embeddings, embedding_dim], DType::Float32, &attr, &Initializer::xavier_uniform())?;
         if let Some(p) = padding_idx {

@@ -2,7 +2,7 @@
 //! `_variance`, as Paddle names them) and `LayerNorm`.
 
 use crate::nn::Forward;
-use crate::nn::init::{BiasAttr, Initializer, ParamAttr, create_parameter};
+use crate::nn::init::{BiasAttr, Initializer, ParamAttr, ParamNames, create_parameter};
 use crate::ops::nn::BatchNormOptions;
 use crate::{DType, Result, Tensor};
 
@@ -56,8 +56,10 @@ impl BatchNorm {
         bias_attr: impl Into<BiasAttr>,
     ) -> Result<Self> {
         let c = [num_features];
-        let weight = Some(create_parameter(&c, DType::Float32, &weight_attr, &Initializer::Constant(1.0))?);
-        let bias = bias_attr.into().create(&c)?;
+        let names = ParamNames::new("batch_norm");
+        let weight =
+            Some(create_parameter(&c, DType::Float32, &names.weight(&weight_attr), &Initializer::Constant(1.0))?);
+        let bias = names.bias(bias_attr.into()).create(&c)?;
         let place = crate::current_place()?;
         Ok(BatchNorm {
             weight,
@@ -118,9 +120,14 @@ impl LayerNorm {
         weight_attr: ParamAttr,
         bias_attr: impl Into<BiasAttr>,
     ) -> Result<Self> {
-        let weight =
-            Some(create_parameter(normalized_shape, DType::Float32, &weight_attr, &Initializer::Constant(1.0))?);
-        let bias = bias_attr.into().create(normalized_shape)?;
+        let names = ParamNames::new("layer_norm");
+        let weight = Some(create_parameter(
+            normalized_shape,
+            DType::Float32,
+            &names.weight(&weight_attr),
+            &Initializer::Constant(1.0),
+        )?);
+        let bias = names.bias(bias_attr.into()).create(normalized_shape)?;
         Ok(LayerNorm { weight, bias, normalized_shape: normalized_shape.to_vec(), epsilon, training: true })
     }
 }

@@ -158,7 +158,7 @@ pub(crate) static CONV2D_GRAD_INPUT: ConvProductOp = ConvProductOp { name: "conv
 pub(crate) static CONV2D_GRAD_WEIGHT: ConvProductOp =
     ConvProductOp { name: "conv2d_grad_weight", mode: Mode::BwdFilter };
 
-op_header!(ConvProductOp: ConvGeom, (); |op| op.name);
+op_header!(ConvProductOp: ConvGeom, ConvGeom; |op| op.name);
 
 impl ConvProductOp {
     /// The shapes of the two operands and of the result.
@@ -181,9 +181,15 @@ impl ConvProductOp {
 }
 
 impl Op for ConvProductOp {
-    fn infer(&self, xs: &[&TensorMeta], g: &ConvGeom) -> Result<(Vec<TensorMeta>, ())> {
+    /// A geometry with `n = 0` takes the batch from the operands (both lead with it), so a
+    /// program's gradient ops fit whatever batch it is fed.
+    fn infer(&self, xs: &[&TensorMeta], g: &ConvGeom) -> Result<(Vec<TensorMeta>, ConvGeom)> {
         let [a, b] = inputs(self.name, xs)?;
-        let [sa, sb, out] = self.shapes(g);
+        let mut g = *g;
+        if g.n == 0 {
+            g.n = a.dims().first().copied().unwrap_or(0);
+        }
+        let [sa, sb, out] = self.shapes(&g);
         if a.dims() != sa || b.dims() != sb {
             return Err(Error::shape(
                 self.name,
@@ -193,14 +199,14 @@ impl Op for ConvProductOp {
         if a.dtype != b.dtype || !a.dtype.is_float() {
             return Err(Error::DTypeMismatch { op: self.name, lhs: a.dtype, rhs: b.dtype });
         }
-        Ok((vec![a.with_shape(out.to_vec())], ()))
+        Ok((vec![a.with_shape(out.to_vec())], g))
     }
 
-    fn cpu(&self, k: &mut CpuCall<'_>, g: &ConvGeom, _: &()) -> Result<Vec<CpuData>> {
+    fn cpu(&self, k: &mut CpuCall<'_>, _: &ConvGeom, g: &ConvGeom) -> Result<Vec<CpuData>> {
         Ok(vec![float_kernel!(self.name; a = k.x(0), b = k.x(1) => self.cpu_product(a, b, g))?])
     }
 
-    fn gpu(&self, k: &GpuCall<'_>, g: &ConvGeom, _: &()) -> Result<()> {
+    fn gpu(&self, k: &GpuCall<'_>, _: &ConvGeom, g: &ConvGeom) -> Result<()> {
         gpu_conv(self.mode, k.ctx, k.x(1), k.x(0), None, g, k.y(0))
     }
 
@@ -208,7 +214,7 @@ impl Op for ConvProductOp {
         true
     }
 
-    fn backward(&self, c: &GradCall<'_>, g: &ConvGeom, _: &()) -> Result<Vec<Option<Tensor>>> {
+    fn backward(&self, c: &GradCall<'_>, _: &ConvGeom, g: &ConvGeom) -> Result<Vec<Option<Tensor>>> {
         let (a, b, h) = (c.x(0), c.x(1), c.g());
         Ok(match self.mode {
             // (x, w) -> y
@@ -227,16 +233,17 @@ impl Op for ConvProductOp {
     }
 }
 
+// The products are called with the batch left to the operands (`n = 0`).
 fn conv_forward(x: &Tensor, w: &Tensor, g: ConvGeom) -> Result<Tensor> {
-    apply1(&CONV2D_PRODUCT, &[x, &w.cast(x.dtype())?], g)
+    apply1(&CONV2D_PRODUCT, &[x, &w.cast(x.dtype())?], ConvGeom { n: 0, ..g })
 }
 
 fn conv_grad_input(dy: &Tensor, w: &Tensor, g: ConvGeom) -> Result<Tensor> {
-    apply1(&CONV2D_GRAD_INPUT, &[&dy.cast(w.dtype())?, w], g)
+    apply1(&CONV2D_GRAD_INPUT, &[&dy.cast(w.dtype())?, w], ConvGeom { n: 0, ..g })
 }
 
 fn conv_grad_weight(x: &Tensor, dy: &Tensor, g: ConvGeom) -> Result<Tensor> {
-    apply1(&CONV2D_GRAD_WEIGHT, &[x, &dy.cast(x.dtype())?], g)
+    apply1(&CONV2D_GRAD_WEIGHT, &[x, &dy.cast(x.dtype())?], ConvGeom { n: 0, ..g })
 }
 
 /// 2-D convolution of `x` `[N, C, H, W]` with `weight` `[out_c, C / groups, kh, kw]`

@@ -227,8 +227,8 @@ impl<A: PoolAttrs> Op for PoolOp<A> {
 
     fn backward(&self, c: &GradCall<'_>, _: &A, g: &PoolGeom) -> Result<Vec<Option<Tensor>>> {
         let gx = || match self.kind {
-            Kind::Max | Kind::AdaptiveMax => apply1(&POOL2D_MAX_GRAD, &[c.g(), &c.y(1)?], *g),
-            Kind::Avg | Kind::AdaptiveAvg => apply1(&POOL2D_AVG_GRAD, &[c.g()], *g),
+            Kind::Max | Kind::AdaptiveMax => apply1(&POOL2D_MAX_GRAD, &[c.g(), &c.y(1)?], PoolGeom { n: 0, ..*g }),
+            Kind::Avg | Kind::AdaptiveAvg => apply1(&POOL2D_AVG_GRAD, &[c.g()], PoolGeom { n: 0, ..*g }),
         };
         Ok(vec![c.grad_if(0, gx)?])
     }
@@ -258,10 +258,15 @@ impl PoolPrimitiveOp {
     }
 }
 
-op_header!(PoolPrimitiveOp: PoolGeom, (); |op| op.name);
+op_header!(PoolPrimitiveOp: PoolGeom, PoolGeom; |op| op.name);
 
 impl Op for PoolPrimitiveOp {
-    fn infer(&self, xs: &[&TensorMeta], g: &PoolGeom) -> Result<(Vec<TensorMeta>, ())> {
+    /// A geometry with `n = 0` takes the batch from input 0 (see the conv products).
+    fn infer(&self, xs: &[&TensorMeta], g: &PoolGeom) -> Result<(Vec<TensorMeta>, PoolGeom)> {
+        let mut g = *g;
+        if g.n == 0 {
+            g.n = xs.first().and_then(|x| x.dims().first().copied()).unwrap_or(0);
+        }
         let (src_shape, dst_shape) =
             if self.forward() { (g.input_shape(), g.output_shape()) } else { (g.output_shape(), g.input_shape()) };
         let n = 1 + self.uses_argmax() as usize;
@@ -279,10 +284,10 @@ impl Op for PoolPrimitiveOp {
                 format!("argmax {:?} {} does not fit {g:?}", xs[1].dims(), xs[1].dtype),
             ));
         }
-        Ok((vec![x.with_shape(dst_shape.to_vec())], ()))
+        Ok((vec![x.with_shape(dst_shape.to_vec())], g))
     }
 
-    fn cpu(&self, k: &mut CpuCall<'_>, g: &PoolGeom, _: &()) -> Result<Vec<CpuData>> {
+    fn cpu(&self, k: &mut CpuCall<'_>, _: &PoolGeom, g: &PoolGeom) -> Result<Vec<CpuData>> {
         let idx = || match k.x(1) {
             CpuData::I32(i) => Ok(i),
             other => Err(Error::unsupported(self.name, other.dtype(), "for the argmax (expected int32)")),
@@ -301,7 +306,7 @@ impl Op for PoolPrimitiveOp {
         }])
     }
 
-    fn gpu(&self, k: &GpuCall<'_>, g: &PoolGeom, _: &()) -> Result<()> {
+    fn gpu(&self, k: &GpuCall<'_>, _: &PoolGeom, g: &PoolGeom) -> Result<()> {
         if !self.uses_argmax() {
             return gpu_run(k, self.entry, g);
         }
@@ -314,13 +319,14 @@ impl Op for PoolPrimitiveOp {
         true
     }
 
-    fn backward(&self, c: &GradCall<'_>, g: &PoolGeom, _: &()) -> Result<Vec<Option<Tensor>>> {
+    fn backward(&self, c: &GradCall<'_>, _: &PoolGeom, g: &PoolGeom) -> Result<Vec<Option<Tensor>>> {
         let h = c.g();
+        let g = PoolGeom { n: 0, ..*g };
         let gx = || match self.entry {
-            "avg_fwd" => apply1(&POOL2D_AVG_GRAD, &[h], *g),
-            "avg_bwd" => apply1(&POOL2D_AVG, &[h], *g),
-            "max_bwd" => apply1(&POOL2D_GATHER, &[h, c.x(1)], *g),
-            _ => apply1(&POOL2D_MAX_GRAD, &[h, c.x(1)], *g),
+            "avg_fwd" => apply1(&POOL2D_AVG_GRAD, &[h], g),
+            "avg_bwd" => apply1(&POOL2D_AVG, &[h], g),
+            "max_bwd" => apply1(&POOL2D_GATHER, &[h, c.x(1)], g),
+            _ => apply1(&POOL2D_MAX_GRAD, &[h, c.x(1)], g),
         };
         let mut v = vec![c.grad_if(0, gx)?];
         if self.uses_argmax() {

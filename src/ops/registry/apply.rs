@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! apply(op, inputs, attrs): check places → infer meta (every validation) → by the inputs:
+//!     static → append an op to the inputs' Program (or the current one), return its variables
 //!     meta  → tensors with shape/dtype/place only, no kernel
 //!     eager → (float16 through float32) → the kernel of the place → record the autograd node
 //! ```
@@ -25,7 +26,9 @@ pub(crate) fn apply<O: Op>(op: &'static O, inputs: &[&Tensor], attrs: O::Attrs) 
             "this op is not in the registry (declare it with `registry_entry!` or as `pub(crate) static NAME: SomeOp = ...` so build.rs lists it)",
         ));
     }
-    if !op.mixed_places()
+    let building = inputs.iter().any(|t| t.is_static_var()) || (inputs.is_empty() && crate::static_::in_static_mode());
+    if !building
+        && !op.mixed_places()
         && let Some((first, rest)) = inputs.split_first()
     {
         for t in rest {
@@ -37,6 +40,14 @@ pub(crate) fn apply<O: Op>(op: &'static O, inputs: &[&Tensor], attrs: O::Attrs) 
     let metas: Vec<TensorMeta> = inputs.iter().map(|t| t.to_meta()).collect();
     let refs: Vec<&TensorMeta> = metas.iter().collect();
     let (outs, plan) = infer(op, &refs, &attrs)?;
+    if building {
+        let records = op.differentiable() && is_grad_enabled() && inputs.iter().any(|t| t.requires_grad());
+        let values = crate::static_::append(name, inputs, op.attr_map(&attrs), &outs, records)?;
+        if records {
+            record_node(op, inputs, &values, attrs, plan);
+        }
+        return Ok(values);
+    }
     if inputs.iter().any(|t| t.is_meta()) {
         return Ok(outs.iter().map(Tensor::from_meta).collect());
     }

@@ -215,6 +215,11 @@ impl GradCall<'_> {
         }
     }
 
+    /// How many inputs the op was called with.
+    pub fn num_inputs(&self) -> usize {
+        self.inputs.len()
+    }
+
     /// The gradient of output 0.
     pub fn g(&self) -> &Tensor {
         &self.grads[0]

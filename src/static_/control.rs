@@ -1,0 +1,397 @@
+//! Control flow that works in both modes (Paddle's `paddle.static.nn.cond` and
+//! `while_loop`): on eager tensors the closures simply run as Rust control flow; on static
+//! variables they build sub-blocks of the program, and the Executor runs the chosen branch
+//! or loops. Gradients flow through `cond` (its backward is another `cond` whose branches
+//! are the branches' generated backward passes); `while_loop` has no gradient in static
+//! mode, and asking for one is an error.
+
+use std::cell::RefCell;
+use std::collections::HashSet;
+
+use super::executor::Run;
+use super::program::{OpDesc, OpRole, Program, VarDesc, VarId, VarKind};
+use super::{var_dims, var_tensor};
+use crate::{DType, Error, Result, Tensor};
+
+/// What a branch or loop body returns: one tensor, a vector, or a pair.
+pub trait Outputs: Sized {
+    /// The tensors, in order.
+    fn into_tensors(self) -> Vec<Tensor>;
+    /// Rebuilds the value from tensors of the same count.
+    fn from_tensors(v: Vec<Tensor>) -> Result<Self>;
+}
+
+impl Outputs for Tensor {
+    fn into_tensors(self) -> Vec<Tensor> {
+        vec![self]
+    }
+    fn from_tensors(mut v: Vec<Tensor>) -> Result<Self> {
+        (v.len() == 1).then(|| v.remove(0)).ok_or_else(|| Error::invalid("cond", "expected one output"))
+    }
+}
+
+impl Outputs for Vec<Tensor> {
+    fn into_tensors(self) -> Vec<Tensor> {
+        self
+    }
+    fn from_tensors(v: Vec<Tensor>) -> Result<Self> {
+        Ok(v)
+    }
+}
+
+impl Outputs for (Tensor, Tensor) {
+    fn into_tensors(self) -> Vec<Tensor> {
+        vec![self.0, self.1]
+    }
+    fn from_tensors(v: Vec<Tensor>) -> Result<Self> {
+        match <[Tensor; 2]>::try_from(v) {
+            Ok([a, b]) => Ok((a, b)),
+            Err(_) => Err(Error::invalid("cond", "expected two outputs")),
+        }
+    }
+}
+
+pub(super) fn is_control_flow(op: &str) -> bool {
+    matches!(op, "cond" | "while")
+}
+
+thread_local! {
+    /// Static variables read while building each open sub-block (innermost last).
+    static CAPTURES: RefCell<Vec<Vec<Tensor>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Notes the static inputs of an op being appended, for the sub-blocks being built.
+pub(super) fn note_inputs(inputs: &[&Tensor]) {
+    CAPTURES.with(|c| {
+        if let Some(frame) = c.borrow_mut().last_mut() {
+            for t in inputs {
+                if t.is_static_var() && !frame.iter().any(|f| f.same_tensor(t)) {
+                    frame.push((*t).clone());
+                }
+            }
+        }
+    });
+}
+
+/// Builds one sub-block of `program` with `f`; returns the block, its results and the static
+/// variables it read.
+fn build_block<T: Outputs>(
+    program: &Program,
+    f: impl FnOnce() -> Result<T>,
+) -> Result<(usize, Vec<Tensor>, Vec<Tensor>)> {
+    let (idx, parent) = program.open_block();
+    CAPTURES.with(|c| c.borrow_mut().push(Vec::new()));
+    let out = f();
+    let reads = CAPTURES.with(|c| c.borrow_mut().pop()).unwrap_or_default();
+    program.set_current_block(parent);
+    let results = out?.into_tensors();
+    for (i, r) in results.iter().enumerate() {
+        match r.var_ref() {
+            Some(v) if v.program.same_program(program) => {}
+            _ => {
+                return Err(Error::invalid(
+                    "cond",
+                    format!("result {i} of a branch is not a variable of the program being built"),
+                ));
+            }
+        }
+    }
+    Ok((idx, results, reads))
+}
+
+/// The blocks nested in `root` (itself included).
+fn nested(program: &Program, root: usize) -> HashSet<usize> {
+    let d = program.data();
+    let mut set: HashSet<usize> = HashSet::from([root]);
+    let mut grew = true;
+    while grew {
+        grew = false;
+        for b in &d.blocks {
+            if let Some(p) = b.parent
+                && set.contains(&p)
+                && set.insert(b.idx)
+            {
+                grew = true;
+            }
+        }
+    }
+    set
+}
+
+/// Of `reads` (and `results`), the variables declared outside `blocks`, deduplicated.
+fn outer(program: &Program, blocks: &HashSet<usize>, tensors: impl IntoIterator<Item = Tensor>) -> Vec<Tensor> {
+    let d = program.data();
+    let mut seen = HashSet::new();
+    let mut v = Vec::new();
+    for t in tensors {
+        if let Some(r) = t.var_ref()
+            && !blocks.contains(&d.vars[r.id].block)
+            && seen.insert(r.id)
+        {
+            v.push(t.clone());
+        }
+    }
+    v
+}
+
+fn ids(ts: &[Tensor]) -> Vec<VarId> {
+    ts.iter().filter_map(|t| t.var_ref().map(|v| v.id)).collect()
+}
+
+/// Declares the outputs of a control-flow op (`{base}.tmp_i`) like `like`.
+fn output_vars(program: &Program, base: &str, like: &[Tensor], stop_gradient: bool) -> Result<Vec<Tensor>> {
+    let block = program.data().current_block;
+    like.iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let id = program.add_var(VarDesc {
+                name: format!("{base}.tmp_{i}"),
+                shape: var_dims(t.shape()),
+                dtype: t.dtype(),
+                persistable: false,
+                stop_gradient,
+                kind: VarKind::Plain,
+                block,
+            })?;
+            Ok(var_tensor(program, id, t.shape(), t.dtype()))
+        })
+        .collect()
+}
+
+fn check_pred(op: &'static str, pred: &Tensor) -> Result<()> {
+    if pred.dtype() != DType::Bool || pred.numel() != 1 {
+        return Err(Error::invalid(
+            op,
+            format!("the condition must be a bool tensor of one element, got {} {:?}", pred.dtype(), pred.shape()),
+        ));
+    }
+    Ok(())
+}
+
+/// `true_fn()` if `pred` else `false_fn()` (Paddle's `static.nn.cond`). On an eager
+/// condition it reads the value and runs one closure; on a static one it builds both
+/// branches as sub-blocks and appends a `cond` op, whose outputs must agree in count,
+/// dtype and shape.
+pub fn cond<T: Outputs>(
+    pred: &Tensor,
+    true_fn: impl FnOnce() -> Result<T>,
+    false_fn: impl FnOnce() -> Result<T>,
+) -> Result<T> {
+    const OP: &str = "cond";
+    check_pred(OP, pred)?;
+    let Some(v) = pred.var_ref() else {
+        return if pred.item::<bool>()? { true_fn() } else { false_fn() };
+    };
+    let program = v.program.clone();
+    let (tb, t_res, t_reads) = build_block(&program, true_fn)?;
+    let (fb, f_res, f_reads) = build_block(&program, false_fn)?;
+    if t_res.len() != f_res.len() {
+        return Err(Error::invalid(OP, format!("the branches return {} and {} values", t_res.len(), f_res.len())));
+    }
+    for (i, (a, b)) in t_res.iter().zip(&f_res).enumerate() {
+        if a.dtype() != b.dtype() || a.shape() != b.shape() {
+            return Err(Error::invalid(
+                OP,
+                format!(
+                    "output {i} is {} {:?} in the true branch but {} {:?} in the false branch",
+                    a.dtype(),
+                    var_dims(a.shape()),
+                    b.dtype(),
+                    var_dims(b.shape())
+                ),
+            ));
+        }
+    }
+    program.set_block_io(tb, Vec::new(), ids(&t_res));
+    program.set_block_io(fb, Vec::new(), ids(&f_res));
+    let mut inside = nested(&program, tb);
+    inside.extend(nested(&program, fb));
+    let captured =
+        outer(&program, &inside, t_reads.into_iter().chain(f_reads).chain(t_res.clone()).chain(f_res.clone()));
+    let mut inputs = vec![pred.clone()];
+    inputs.extend(captured.iter().cloned());
+    let refs: Vec<&Tensor> = inputs.iter().collect();
+    note_inputs(&refs);
+    let records = crate::is_grad_enabled() && captured.iter().any(|t| t.requires_grad());
+    let base = program.unique_name(OP);
+    let outs = output_vars(&program, &base, &t_res, !records)?;
+    program.append_op(OpDesc {
+        op_type: OP.into(),
+        inputs: ids(&inputs),
+        outputs: ids(&outs),
+        attrs: Default::default(),
+        sub_blocks: vec![tb, fb],
+        role: OpRole::Forward,
+    });
+    let float_outs: Vec<&Tensor> = outs.iter().filter(|t| t.dtype().is_float()).collect();
+    if records && float_outs.len() == outs.len() {
+        let (pred, captured_c) = (pred.clone(), captured.clone());
+        crate::autograd::record(OP, &refs, &float_outs, move |ctx| {
+            cond_backward(&pred, &captured_c, &t_res, &f_res, ctx.grads, &ctx.needs[1..])
+        });
+    }
+    T::from_tensors(outs)
+}
+
+/// The gradient of a `cond`: another `cond` on the same condition whose branches run the
+/// generated backward pass of the corresponding forward branch.
+fn cond_backward(
+    pred: &Tensor,
+    captured: &[Tensor],
+    t_res: &[Tensor],
+    f_res: &[Tensor],
+    grads: &[Tensor],
+    needs: &[bool],
+) -> Result<Vec<Option<Tensor>>> {
+    let targets: Vec<Tensor> = captured.iter().zip(needs).filter(|(_, n)| **n).map(|(t, _)| t.clone()).collect();
+    let branch = |results: &[Tensor]| -> Result<Vec<Tensor>> {
+        let (outs, gs): (Vec<Tensor>, Vec<Tensor>) =
+            results.iter().zip(grads).filter(|(r, _)| r.requires_grad()).map(|(r, g)| (r.clone(), g.clone())).unzip();
+        let found = if outs.is_empty() {
+            vec![None; targets.len()]
+        } else {
+            crate::autograd::grad(&outs, &targets, Some(&gs), true, false, true)?
+        };
+        found.into_iter().zip(&targets).map(|(g, t)| g.map_or_else(|| crate::zeros_like(t), Ok)).collect()
+    };
+    let out: Vec<Tensor> = cond(pred, || branch(t_res), || branch(f_res))?;
+    let mut out = out.into_iter();
+    let mut result = vec![None];
+    for &n in needs {
+        result.push(if n { out.next() } else { None });
+    }
+    Ok(result)
+}
+
+/// Runs `body_fn` while `cond_fn` holds (Paddle's `static.nn.while_loop`), starting from
+/// `loop_vars`; returns the final values. On eager tensors it is a Rust loop; on static
+/// variables it builds a condition block and a body block and appends a `while` op. The
+/// body must keep each value's dtype and shape.
+pub fn while_loop(
+    cond_fn: impl Fn(&[Tensor]) -> Result<Tensor>,
+    body_fn: impl Fn(&[Tensor]) -> Result<Vec<Tensor>>,
+    loop_vars: &[Tensor],
+) -> Result<Vec<Tensor>> {
+    const OP: &str = "while_loop";
+    let Some(program) = loop_vars.iter().find_map(|t| t.var_ref().map(|v| v.program.clone())) else {
+        let mut vars = loop_vars.to_vec();
+        loop {
+            let c = cond_fn(&vars)?;
+            check_pred(OP, &c)?;
+            if !c.item::<bool>()? {
+                return Ok(vars);
+            }
+            let next = body_fn(&vars)?;
+            check_carried(&vars, &next)?;
+            vars = next;
+        }
+    };
+    if let Some(i) = loop_vars.iter().position(|t| !t.is_static_var()) {
+        return Err(Error::invalid(
+            OP,
+            format!("loop_vars[{i}] is an eager tensor but the others are static variables"),
+        ));
+    }
+    let base = program.unique_name("while");
+    // The loop-carried variables the blocks read; the op binds them before each pass.
+    let carried = output_vars(&program, &format!("{base}.carried"), loop_vars, true)?;
+    let (cb, c_res, c_reads) = build_block(&program, || cond_fn(&carried))?;
+    if let [c] = c_res.as_slice() {
+        check_pred(OP, c)?;
+    }
+    let (bb, b_res, b_reads) = build_block(&program, || body_fn(&carried))?;
+    check_carried(loop_vars, &b_res)?;
+    program.set_block_io(cb, ids(&carried), ids(&c_res));
+    program.set_block_io(bb, ids(&carried), ids(&b_res));
+    let mut inside = nested(&program, cb);
+    inside.extend(nested(&program, bb));
+    let carried_ids: HashSet<VarId> = ids(&carried).into_iter().collect();
+    let captured: Vec<Tensor> = outer(&program, &inside, c_reads.into_iter().chain(b_reads).chain(b_res.clone()))
+        .into_iter()
+        .filter(|t| t.var_ref().is_some_and(|v| !carried_ids.contains(&v.id)))
+        .collect();
+    let mut inputs = loop_vars.to_vec();
+    inputs.extend(captured);
+    let refs: Vec<&Tensor> = inputs.iter().collect();
+    note_inputs(&refs);
+    let outs = output_vars(&program, &base, loop_vars, true)?;
+    program.append_op(OpDesc {
+        op_type: "while".into(),
+        inputs: ids(&inputs),
+        outputs: ids(&outs),
+        attrs: Default::default(),
+        sub_blocks: vec![cb, bb],
+        role: OpRole::Forward,
+    });
+    let float_outs: Vec<&Tensor> = outs.iter().filter(|t| t.dtype().is_float()).collect();
+    if crate::is_grad_enabled() && inputs.iter().any(|t| t.requires_grad()) && !float_outs.is_empty() {
+        crate::autograd::record(OP, &refs, &float_outs, |_| {
+            Err(Error::Autograd("while_loop has no gradient in static mode".into()))
+        });
+    }
+    Ok(outs)
+}
+
+fn check_carried(before: &[Tensor], after: &[Tensor]) -> Result<()> {
+    if before.len() != after.len() {
+        return Err(Error::invalid(
+            "while_loop",
+            format!("the body returns {} values for {} loop variables", after.len(), before.len()),
+        ));
+    }
+    for (i, (a, b)) in before.iter().zip(after).enumerate() {
+        if a.dtype() != b.dtype() || a.shape() != b.shape() {
+            return Err(Error::invalid(
+                "while_loop",
+                format!(
+                    "loop variable {i} is {} {:?} but the body returns {} {:?}",
+                    a.dtype(),
+                    var_dims(a.shape()),
+                    b.dtype(),
+                    var_dims(b.shape())
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Runs a control-flow op in an executor run.
+pub(super) fn run(r: &Run<'_>, op: &OpDesc, env: &mut Vec<Option<Tensor>>) -> Result<()> {
+    match op.op_type.as_str() {
+        "cond" => {
+            let pred = r.value(op.inputs[0], env)?;
+            let taken = if pred.item::<bool>()? { op.sub_blocks[0] } else { op.sub_blocks[1] };
+            r.block(taken, env)?;
+            let results = r.results(taken);
+            for (&out, &res) in op.outputs.iter().zip(&results) {
+                env[out] = Some(r.value(res, env)?);
+            }
+            Ok(())
+        }
+        "while" => {
+            let (cb, bb) = (op.sub_blocks[0], op.sub_blocks[1]);
+            let carried = r.params(cb);
+            for (i, &c) in carried.iter().enumerate() {
+                env[c] = Some(r.value(op.inputs[i], env)?);
+            }
+            loop {
+                r.block(cb, env)?;
+                let c = r.results(cb)[0];
+                if !r.value(c, env)?.item::<bool>()? {
+                    break;
+                }
+                r.block(bb, env)?;
+                let next: Vec<Tensor> = r.results(bb).iter().map(|&v| r.value(v, env)).collect::<Result<_>>()?;
+                for (&c, t) in carried.iter().zip(next) {
+                    env[c] = Some(t);
+                }
+            }
+            for (&out, &c) in op.outputs.iter().zip(&carried) {
+                env[out] = Some(r.value(c, env)?);
+            }
+            Ok(())
+        }
+        other => Err(Error::invalid("Executor.run", format!("unknown control-flow op {other:?}"))),
+    }
+}

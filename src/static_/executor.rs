@@ -1,0 +1,344 @@
+//! The Executor and the Scope (Paddle's `paddle.static.Executor` and `global_scope()`).
+//!
+//! A run interprets a program's global block op by op through the registry (the same
+//! kernels as eager mode, with no autograd recording). Persistable variables (parameters,
+//! optimizer accumulators) live in the [`Scope`] between runs, keyed by name; every other
+//! value lives for one run and is dropped right after its last reader. Per program version
+//! the executor caches the resolved registry entries, the attributes with the executor's
+//! place, and each variable's last reader.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use super::program::{OpDesc, Program, ProgramData, VarDesc, VarId, VarKind};
+use crate::ops::AttrMap;
+use crate::ops::registry::{RegisteredOp, find_op};
+use crate::{Error, Place, Result, Tensor};
+
+const RUN: &str = "Executor.run";
+
+/// Named values that outlive a run: parameters and optimizer accumulators (Paddle's
+/// `Scope`). A cheap handle; clones share the values.
+#[derive(Clone, Default)]
+pub struct Scope {
+    vars: Arc<Mutex<HashMap<String, Tensor>>>,
+}
+
+impl Scope {
+    /// An empty scope.
+    pub fn new() -> Scope {
+        Scope::default()
+    }
+
+    /// The value of `name` (`scope.find_var(name).get_tensor()`).
+    pub fn var(&self, name: &str) -> Option<Tensor> {
+        self.lock().get(name).cloned()
+    }
+
+    /// Sets `name` (the next run reads it).
+    pub fn set_var(&self, name: &str, value: Tensor) {
+        self.lock().insert(name.to_string(), value);
+    }
+
+    /// Removes `name`.
+    pub fn remove_var(&self, name: &str) -> Option<Tensor> {
+        self.lock().remove(name)
+    }
+
+    /// Every name, sorted.
+    pub fn names(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.lock().keys().cloned().collect();
+        v.sort();
+        v
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Tensor>> {
+        self.vars.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The process-wide scope executors use unless given another (`paddle.static.global_scope()`).
+pub fn global_scope() -> Scope {
+    static GLOBAL: OnceLock<Scope> = OnceLock::new();
+    GLOBAL.get_or_init(Scope::new).clone()
+}
+
+/// What `fetch_list` takes: a static variable or a variable's name.
+pub trait FetchTarget {
+    /// The variable's name.
+    fn fetch_name(&self) -> Result<String>;
+}
+
+impl FetchTarget for Tensor {
+    fn fetch_name(&self) -> Result<String> {
+        match self.var_ref() {
+            Some(v) => Ok(v.program.var_name(v.id)),
+            None => Err(Error::invalid(RUN, "fetch_list holds an eager tensor; fetch static variables or names")),
+        }
+    }
+}
+
+impl FetchTarget for &Tensor {
+    fn fetch_name(&self) -> Result<String> {
+        (*self).fetch_name()
+    }
+}
+
+impl FetchTarget for &str {
+    fn fetch_name(&self) -> Result<String> {
+        Ok(self.to_string())
+    }
+}
+
+impl FetchTarget for String {
+    fn fetch_name(&self) -> Result<String> {
+        Ok(self.clone())
+    }
+}
+
+/// A program resolved for running: registry entries, attributes with the executor's place,
+/// and each variable's last reader in block 0.
+struct Compiled {
+    version: u64,
+    vars: Vec<VarDesc>,
+    names: HashMap<String, VarId>,
+    blocks: Vec<Vec<Step>>,
+    /// Each block's bound parameters and results (control flow).
+    block_io: Vec<(Vec<VarId>, Vec<VarId>)>,
+    last_use: Vec<Option<usize>>,
+}
+
+struct Step {
+    desc: OpDesc,
+    op: Option<&'static dyn RegisteredOp>,
+    attrs: AttrMap,
+}
+
+/// Runs programs on one place (`paddle.static.Executor`).
+pub struct Executor {
+    place: Place,
+    scope: Scope,
+    cache: Mutex<HashMap<usize, Arc<Compiled>>>,
+}
+
+impl Executor {
+    /// An executor on `place` using the [`global_scope`].
+    pub fn new(place: Place) -> Executor {
+        Executor::with_scope(place, global_scope())
+    }
+
+    /// An executor on `place` with its own scope.
+    pub fn with_scope(place: Place, scope: Scope) -> Executor {
+        Executor { place, scope, cache: Mutex::new(HashMap::new()) }
+    }
+
+    /// The place ops run on.
+    pub fn place(&self) -> Place {
+        self.place
+    }
+
+    /// The scope holding persistable values.
+    pub fn scope(&self) -> &Scope {
+        &self.scope
+    }
+
+    /// Runs `program` once: `feed` binds data variables by name (tensors of any place, moved
+    /// to the executor's), `fetch_list` names the values returned, in order.
+    pub fn run<F: FetchTarget>(
+        &self,
+        program: &Program,
+        feed: &[(&str, &Tensor)],
+        fetch_list: &[F],
+    ) -> Result<Vec<Tensor>> {
+        let compiled = self.compile(program)?;
+        let overrides: Vec<(usize, usize, AttrMap)> = {
+            let hooks = program.data().hooks.clone();
+            hooks.iter().flat_map(|h| h.before_run()).collect()
+        };
+        let fetch: Vec<String> = fetch_list.iter().map(|f| f.fetch_name()).collect::<Result<_>>()?;
+        let fetch_ids: Vec<VarId> = fetch
+            .iter()
+            .map(|n| {
+                compiled.names.get(n).copied().ok_or_else(|| {
+                    Error::invalid(RUN, format!("fetch_list names {n:?}, which is not a variable of the program"))
+                })
+            })
+            .collect::<Result<_>>()?;
+        let mut env: Vec<Option<Tensor>> = vec![None; compiled.vars.len()];
+        self.bind_feeds(&compiled, feed, &mut env)?;
+        let mut keep = vec![false; compiled.vars.len()];
+        for &id in &fetch_ids {
+            keep[id] = true;
+        }
+        let run = Run { exe: self, c: &compiled, overrides: &overrides, keep: &keep };
+        crate::no_grad(|| run.block(0, &mut env))?;
+        fetch_ids
+            .iter()
+            .zip(&fetch)
+            .map(|(&id, name)| {
+                run.value(id, &env).map_err(|_| {
+                    Error::invalid(
+                        RUN,
+                        format!("fetch target {name:?} was not computed by this run (no op of the program writes it)"),
+                    )
+                })
+            })
+            .collect()
+    }
+
+    fn bind_feeds(&self, c: &Compiled, feed: &[(&str, &Tensor)], env: &mut [Option<Tensor>]) -> Result<()> {
+        for (name, t) in feed {
+            let id = *c
+                .names
+                .get(*name)
+                .ok_or_else(|| Error::invalid(RUN, format!("feed {name:?} is not a variable of the program")))?;
+            let v = &c.vars[id];
+            if t.dtype() != v.dtype {
+                return Err(Error::invalid(
+                    RUN,
+                    format!("feed {name:?} is {} but the variable is declared {}", t.dtype(), v.dtype),
+                ));
+            }
+            let fits =
+                t.ndim() == v.shape.len() && t.shape().iter().zip(&v.shape).all(|(&a, &d)| d < 0 || a as i64 == d);
+            if !fits {
+                return Err(Error::invalid(
+                    RUN,
+                    format!("feed {name:?} has shape {:?} but the variable is declared {:?}", t.shape(), v.shape),
+                ));
+            }
+            if t.is_static_var() || t.is_meta() {
+                return Err(Error::invalid(RUN, format!("feed {name:?} must be a tensor with data")));
+            }
+            let t = if t.place() == self.place { (*t).clone() } else { t.to(self.place)? };
+            env[id] = Some(t);
+        }
+        Ok(())
+    }
+
+    fn compile(&self, program: &Program) -> Result<Arc<Compiled>> {
+        let key = Arc::as_ptr(&program.inner) as usize;
+        let version = program.version();
+        if let Some(c) = self.cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key)
+            && c.version == version
+        {
+            return Ok(c.clone());
+        }
+        let c = Arc::new(compile(&program.data(), self.place)?);
+        self.cache.lock().unwrap_or_else(|e| e.into_inner()).insert(key, c.clone());
+        Ok(c)
+    }
+}
+
+fn compile(d: &ProgramData, place: Place) -> Result<Compiled> {
+    let place_attr = crate::ops::AttrField::to_attr(&place);
+    let blocks = d
+        .blocks
+        .iter()
+        .map(|b| {
+            b.ops
+                .iter()
+                .map(|o| {
+                    let op =
+                        if super::control::is_control_flow(&o.op_type) { None } else { Some(find_op(&o.op_type)?) };
+                    let mut attrs = o.attrs.clone();
+                    if attrs.get("place").is_some() {
+                        attrs.set("place", place_attr.clone());
+                    }
+                    Ok(Step { desc: o.clone(), op, attrs })
+                })
+                .collect::<Result<Vec<_>>>()
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let mut last_use = vec![None; d.vars.len()];
+    for (i, op) in d.blocks[0].ops.iter().enumerate() {
+        for &v in op.inputs.iter().chain(&super::program::sub_block_reads(&d.blocks, op)) {
+            last_use[v] = Some(i);
+        }
+    }
+    let block_io = d.blocks.iter().map(|b| (b.params.clone(), b.results.clone())).collect();
+    Ok(Compiled { version: d.version, vars: d.vars.clone(), names: d.names.clone(), blocks, block_io, last_use })
+}
+
+/// One run of a compiled program.
+pub(super) struct Run<'a> {
+    exe: &'a Executor,
+    c: &'a Compiled,
+    overrides: &'a [(usize, usize, AttrMap)],
+    keep: &'a [bool],
+}
+
+impl Run<'_> {
+    /// The value of `id`: computed or fed this run, else the scope's for persistables.
+    pub(super) fn value(&self, id: VarId, env: &[Option<Tensor>]) -> Result<Tensor> {
+        if let Some(t) = &env[id] {
+            return Ok(t.clone());
+        }
+        let v = &self.c.vars[id];
+        if v.persistable {
+            return self.exe.scope.var(&v.name).ok_or_else(|| {
+                Error::invalid(
+                    RUN,
+                    format!(
+                        "{} is persistable but the scope holds no value for it: run the startup program first",
+                        v.name
+                    ),
+                )
+            });
+        }
+        if v.kind == VarKind::Data {
+            return Err(Error::invalid(RUN, format!("missing feed for data variable {:?}", v.name)));
+        }
+        Err(Error::invalid(RUN, format!("variable {:?} has no value in this run", v.name)))
+    }
+
+    /// Runs block `b`'s ops in order.
+    pub(super) fn block(&self, b: usize, env: &mut Vec<Option<Tensor>>) -> Result<()> {
+        for (i, step) in self.c.blocks[b].iter().enumerate() {
+            let Some(op) = step.op else {
+                super::control::run(self, &step.desc, env)?;
+                continue;
+            };
+            let inputs: Vec<Tensor> = step.desc.inputs.iter().map(|&v| self.value(v, env)).collect::<Result<_>>()?;
+            let refs: Vec<&Tensor> = inputs.iter().collect();
+            let over = self.overrides.iter().find(|(ob, oi, _)| *ob == b && *oi == i);
+            let attrs = match over {
+                Some((_, _, m)) => m,
+                None => &step.attrs,
+            };
+            let outs = op.run(&refs, attrs)?;
+            if outs.len() != step.desc.outputs.len() {
+                return Err(Error::invalid(
+                    op.name(),
+                    format!("returned {} outputs where the program records {}", outs.len(), step.desc.outputs.len()),
+                ));
+            }
+            for (&id, t) in step.desc.outputs.iter().zip(outs) {
+                let v = &self.c.vars[id];
+                if v.persistable {
+                    self.exe.scope.set_var(&v.name, t.clone());
+                }
+                env[id] = Some(t);
+            }
+            if b == 0 {
+                drop(inputs);
+                for &v in &step.desc.inputs {
+                    if self.c.last_use[v] == Some(i) && !self.keep[v] {
+                        env[v] = None;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The variables block `b` binds before it runs.
+    pub(super) fn params(&self, b: usize) -> Vec<VarId> {
+        self.c.block_io[b].0.clone()
+    }
+
+    /// The variables block `b` yields.
+    pub(super) fn results(&self, b: usize) -> Vec<VarId> {
+        self.c.block_io[b].1.clone()
+    }
+}

@@ -1,0 +1,283 @@
+//! Static graph mode: programs built by the same model code as eager mode, run by an
+//! Executor, agree with eager execution (forward, gradients, training steps) on every place;
+//! control flow; the printed program; typed errors for bad feeds and mixed tensors.
+
+mod common;
+
+use common::{assert_close, places, values};
+use dygraph::nn::{self, Forward};
+use dygraph::static_::{self as st, Executor, Program, Scope};
+use dygraph::{self as paddle, DType, Place, Tensor};
+
+/// A small MLP whose forward is shared by both modes.
+struct Mlp {
+    fc1: nn::Linear,
+    fc2: nn::Linear,
+}
+
+impl Mlp {
+    fn new() -> paddle::Result<Self> {
+        Ok(Mlp { fc1: nn::Linear::new(4, 8)?, fc2: nn::Linear::new(8, 3)? })
+    }
+    fn params(&self) -> Vec<&Tensor> {
+        vec![&self.fc1.weight, self.fc1.bias.as_ref().unwrap(), &self.fc2.weight, self.fc2.bias.as_ref().unwrap()]
+    }
+    fn forward(&self, x: &Tensor) -> paddle::Result<Tensor> {
+        self.fc2.forward(&self.fc1.forward(x)?.relu()?)
+    }
+}
+
+fn loss_of(out: &Tensor) -> paddle::Result<Tensor> {
+    out.square()?.mean(&[], false)
+}
+
+/// Copies eager parameters into the scope under the static parameters' names.
+fn share(scope: &Scope, statics: &[&Tensor], eager: &[&Tensor], place: Place) {
+    for (s, e) in statics.iter().zip(eager) {
+        scope.set_var(&s.name().unwrap(), e.detach().to(place).unwrap().clone_data().unwrap());
+    }
+}
+
+#[test]
+fn mlp_forward_and_gradients_match_eager() {
+    for place in places() {
+        paddle::guard(place, || mlp_case(place));
+    }
+}
+
+fn mlp_case(place: Place) {
+    {
+        let seed = common::run_seed();
+        paddle::seed(seed);
+        let eager = Mlp::new().unwrap();
+        let x = paddle::randn([5, 4]).unwrap();
+        let loss = loss_of(&eager.forward(&x).unwrap()).unwrap();
+        loss.backward().unwrap();
+
+        let (main, startup) = (Program::new(), Program::new());
+        let (model, sloss, grads) = st::program_guard(&main, &startup, || {
+            let xv = st::data("x", &[-1, 4], DType::Float32).unwrap();
+            let model = Mlp::new().unwrap();
+            let l = loss_of(&model.forward(&xv).unwrap()).unwrap();
+            let params: Vec<Tensor> = model.params().into_iter().cloned().collect();
+            let grads = st::append_backward(&l, Some(&params)).unwrap();
+            (model, l, grads)
+        });
+        assert_eq!(grads.len(), 4);
+        let exe = Executor::with_scope(place, Scope::new());
+        exe.run(&startup, &[], &[] as &[&str]).unwrap();
+        share(exe.scope(), &model.params(), &eager.params(), place);
+        let mut fetch: Vec<String> = vec![sloss.name().unwrap()];
+        fetch.extend(grads.iter().map(|(_, g)| g.name().unwrap()));
+        let out = exe.run(&main, &[("x", &x)], &fetch).unwrap();
+        assert_close(&format!("loss on {place} (seed {seed})"), &values(&out[0]), &values(&loss), 1e-5);
+        for ((i, p), g) in eager.params().iter().enumerate().zip(&out[1..]) {
+            assert_close(
+                &format!("gradient {i} on {place} (seed {seed})"),
+                &values(g),
+                &values(&p.grad().unwrap()),
+                1e-5,
+            );
+        }
+        assert!(fetch[1].ends_with(".w_0@GRAD"), "{fetch:?}");
+    }
+}
+
+/// A deterministic batch of fake images in [−1, 1] and labels (the real data is exercised
+/// by the examples' tests).
+fn batch(n: usize, step: usize) -> (Tensor, Tensor) {
+    let px: Vec<f32> = (0..n * 784).map(|i| (((i * 7 + step * 13) % 17) as f32 / 8.0) - 1.0).collect();
+    let lb: Vec<i64> = (0..n).map(|i| ((i * 3 + step) % 10) as i64).collect();
+    (Tensor::from_vec(px, [n, 1, 28, 28]).unwrap(), Tensor::from_vec(lb, [n, 1]).unwrap())
+}
+
+fn mnist_eager_vs_static(place: Place, adam: bool, steps: usize) {
+    use dygraph::nn::Layer;
+    use dygraph::optimizer::{Adam, Optimizer, SGD};
+    use dygraph::vision::models::{MnistNet, mnist_loss};
+    let seed = common::run_seed();
+    paddle::seed(seed);
+    let make = |params: Vec<Tensor>| -> Box<dyn Optimizer> {
+        if adam { Box::new(Adam::new(1e-3, params)) } else { Box::new(SGD::new(0.05, params)) }
+    };
+    let net = MnistNet::new().unwrap();
+    let mut opt = make(net.parameters());
+    let (main, startup) = (Program::new(), Program::new());
+    let (snet, sloss) = st::program_guard(&main, &startup, || {
+        let img = st::data("pixel", &[-1, 1, 28, 28], DType::Float32).unwrap();
+        let label = st::data("label", &[-1, 1], DType::Int64).unwrap();
+        let snet = MnistNet::new().unwrap();
+        let loss = mnist_loss(&snet.forward(&img).unwrap(), &label).unwrap();
+        make(snet.parameters()).minimize(&loss).unwrap();
+        (snet, loss)
+    });
+    let exe = Executor::with_scope(place, Scope::new());
+    exe.run(&startup, &[], &[] as &[&str]).unwrap();
+    let (ep, sp) = (net.parameters(), snet.parameters());
+    share(exe.scope(), &sp.iter().collect::<Vec<_>>(), &ep.iter().collect::<Vec<_>>(), place);
+    let what = format!("{} on {place} (seed {seed})", if adam { "Adam" } else { "SGD" });
+    for step in 0..steps {
+        // Batches of two sizes: the program was built with an unknown batch.
+        let (x, y) = batch(if step % 2 == 0 { 8 } else { 5 }, step);
+        let (x, y) = (x.to(place).unwrap(), y.to(place).unwrap());
+        let loss = mnist_loss(&net.forward(&x).unwrap(), &y).unwrap();
+        loss.backward().unwrap();
+        opt.minimize(&loss).unwrap();
+        opt.clear_grad();
+        let out = exe.run(&main, &[("pixel", &x), ("label", &y)], &[&sloss]).unwrap();
+        common::assert_close(&format!("loss at step {step}, {what}"), &values(&out[0]), &values(&loss), 1e-4);
+    }
+    for (e, s) in ep.iter().zip(&sp) {
+        let name = s.name().unwrap();
+        let v = exe.scope().var(&name).unwrap();
+        common::assert_close(&format!("{name} after {steps} steps, {what}"), &values(&v), &values(e), 1e-4);
+    }
+}
+
+#[test]
+fn mnist_training_steps_match_eager_sgd_and_adam() {
+    for place in places() {
+        paddle::guard(place, || {
+            mnist_eager_vs_static(place, false, 50);
+            mnist_eager_vs_static(place, true, 50);
+        });
+    }
+}
+
+#[test]
+fn cond_picks_a_branch_and_differentiates_both() {
+    for place in places() {
+        let (main, startup) = (Program::new(), Program::new());
+        let (z, gx) = st::program_guard(&main, &startup, || {
+            let x = st::data("x", &[1], DType::Float32).unwrap();
+            let y = st::data("y", &[1], DType::Float32).unwrap();
+            x.set_stop_gradient(false);
+            let pred = x.greater_than(&y).unwrap();
+            let z: Tensor = st::cond(&pred, || x.mul(&x)?.add(&y), || x.scale(3.0, 0.0)?.sub(&y)).unwrap();
+            let g = st::gradients(std::slice::from_ref(&z), std::slice::from_ref(&x), None).unwrap();
+            (z, g[0].clone().unwrap())
+        });
+        let exe = Executor::with_scope(place, Scope::new());
+        for (xv, yv, want, want_g) in [(2.0f32, 1.0f32, 5.0, 4.0), (1.0, 2.0, 1.0, 3.0)] {
+            let x = paddle::to_tensor(&[xv][..]).unwrap();
+            let y = paddle::to_tensor(&[yv][..]).unwrap();
+            let out = exe.run(&main, &[("x", &x), ("y", &y)], &[&z, &gx]).unwrap();
+            assert_eq!(values(&out[0]), [want], "cond value for x={xv}, y={yv} on {place}");
+            assert_eq!(values(&out[1]), [want_g], "cond gradient for x={xv}, y={yv} on {place}");
+        }
+        // Eager: the same call is plain Rust control flow.
+        let (x, y) = (paddle::to_tensor(&[2.0f32][..]).unwrap(), paddle::to_tensor(&[1.0f32][..]).unwrap());
+        let z: Tensor = st::cond(&x.greater_than(&y).unwrap(), || x.add(&y), || x.sub(&y)).unwrap();
+        assert_eq!(values(&z), [3.0]);
+    }
+}
+
+#[test]
+fn while_loop_counts_like_the_seed() {
+    for place in places() {
+        let (main, startup) = (Program::new(), Program::new());
+        let out = st::program_guard(&main, &startup, || {
+            let i = paddle::full([1], 0, DType::Int64).unwrap();
+            let j = paddle::full([1], 10, DType::Int64).unwrap();
+            st::while_loop(|v| v[0].less_than(&v[1]), |v| Ok(vec![v[0].add_scalar(2)?, v[1].add_scalar(1)?]), &[i, j])
+                .unwrap()
+        });
+        let exe = Executor::with_scope(place, Scope::new());
+        let r = exe.run(&main, &[], &out).unwrap();
+        assert_eq!((values(&r[0]), values(&r[1])), (vec![20.0], vec![20.0]), "on {place}");
+        // Eager form.
+        let v = st::while_loop(
+            |v| v[0].less_than(&v[1]),
+            |v| Ok(vec![v[0].add_scalar(2)?, v[1].add_scalar(1)?]),
+            &[paddle::to_tensor(&[0i64][..]).unwrap(), paddle::to_tensor(&[10i64][..]).unwrap()],
+        )
+        .unwrap();
+        assert_eq!((values(&v[0]), values(&v[1])), (vec![20.0], vec![20.0]));
+    }
+}
+
+#[test]
+fn program_prints_like_paddle() {
+    use dygraph::nn::{Initializer, ParamAttr};
+    let (main, startup) = (Program::new(), Program::new());
+    st::program_guard(&main, &startup, || {
+        let x = st::data("x", &[-1, 3], DType::Float32).unwrap();
+        let attr = ParamAttr { name: Some("w".into()), ..ParamAttr::with_initializer(Initializer::Constant(0.5)) };
+        let w = nn::create_parameter(&[3, 2], DType::Float32, &attr, &Initializer::Constant(0.0)).unwrap();
+        x.matmul(&w).unwrap().relu().unwrap().mean(&[], false).unwrap()
+    });
+    let expected_main = "\
+{ // block 0
+    var x : LOD_TENSOR.shape(-1, 3).dtype(float32).stop_gradient(True)
+    persist trainable param w : LOD_TENSOR.shape(3, 2).dtype(float32).stop_gradient(False)
+    var matmul_0.tmp_0 : LOD_TENSOR.shape(-1, 2).dtype(float32).stop_gradient(False)
+    var relu_0.tmp_0 : LOD_TENSOR.shape(-1, 2).dtype(float32).stop_gradient(False)
+    var mean_0.tmp_0 : LOD_TENSOR.shape().dtype(float32).stop_gradient(False)
+    {Out=['matmul_0.tmp_0']} = matmul(inputs=['x', 'w'], transpose_x = False, transpose_y = False)
+    {Out=['relu_0.tmp_0']} = relu(inputs=['matmul_0.tmp_0'])
+    {Out=['mean_0.tmp_0']} = mean(inputs=['relu_0.tmp_0'], axis = [], keepdim = False)
+}
+";
+    assert_eq!(main.to_string(), expected_main);
+    let expected_startup = "\
+{ // block 0
+    persist param w : LOD_TENSOR.shape(3, 2).dtype(float32).stop_gradient(True)
+    {Out=['w']} = full(inputs=[], shape = [3, 2], value = 0.5, dtype = float32, place = \"cpu\")
+}
+";
+    assert_eq!(startup.to_string(), expected_startup);
+}
+
+#[test]
+fn bad_feeds_and_mixed_tensors_are_typed_errors() {
+    let (main, startup) = (Program::new(), Program::new());
+    let (y, eager_mix) = st::program_guard(&main, &startup, || {
+        let x = st::data("x", &[-1, 3], DType::Float32).unwrap();
+        let eager = Tensor::from_vec(vec![1.0f32; 3], [3]).unwrap();
+        let mixed = x.add(&eager).unwrap_err().to_string();
+        (x.relu().unwrap(), mixed)
+    });
+    assert!(eager_mix.contains("eager tensor") && eager_mix.contains("add"), "{eager_mix}");
+    let exe = Executor::with_scope(Place::Cpu, Scope::new());
+    let good = Tensor::from_vec(vec![1.0f32; 6], [2, 3]).unwrap();
+    type Case<'a> = (Vec<(&'a str, Tensor)>, Vec<String>, &'a str);
+    let cases: Vec<Case> = vec![
+        (vec![], vec![y.name().unwrap()], "missing feed for data variable \"x\""),
+        (vec![("x", good.clone()), ("z", good.clone())], vec![y.name().unwrap()], "feed \"z\" is not a variable"),
+        (
+            vec![("x", Tensor::from_vec(vec![1.0f32; 4], [2, 2]).unwrap())],
+            vec![],
+            "has shape [2, 2] but the variable is declared [-1, 3]",
+        ),
+        (
+            vec![("x", Tensor::from_vec(vec![1i64; 6], [2, 3]).unwrap())],
+            vec![],
+            "is int64 but the variable is declared float32",
+        ),
+        (vec![("x", good.clone())], vec!["nope".into()], "fetch_list names \"nope\""),
+    ];
+    for (feed, fetch, want) in cases {
+        let f: Vec<(&str, &Tensor)> = feed.iter().map(|(n, t)| (*n, t)).collect();
+        let e = exe.run(&main, &f, &fetch).unwrap_err().to_string();
+        assert!(e.contains(want), "expected {want:?} in {e:?}");
+    }
+    // Reading a static variable's data is an error that says how to get it.
+    let e = y.to_vec::<f32>().unwrap_err().to_string();
+    assert!(e.contains("fetch it with Executor::run"), "{e}");
+}
+
+#[test]
+fn eager_minimize_applies_existing_gradients_only() {
+    use dygraph::optimizer::{Optimizer, SGD};
+    let w = Tensor::from_vec(vec![1.0f32, 2.0], [2]).unwrap();
+    w.set_stop_gradient(false);
+    let mut opt = SGD::new(0.5, vec![w.clone()]);
+    let loss = w.square().unwrap().sum(&[], false).unwrap();
+    // No backward yet: minimize has nothing to apply (Paddle's dygraph minimize does not
+    // run backward).
+    opt.minimize(&loss).unwrap();
+    assert_eq!(values(&w), [1.0, 2.0]);
+    loss.backward().unwrap();
+    opt.minimize(&loss).unwrap();
+    assert_eq!(values(&w), [0.0, 0.0]);
+}
