@@ -2,12 +2,13 @@
 //! built into a static Program (`data` placeholders, `minimize` appending the backward and
 //! update ops) and trained by an Executor: `exe.run(startup)`, then per batch
 //! `exe.run(main, feed={pixel, label}, fetch_list=[avg_loss, *params])`. Evaluation runs
-//! the program's `clone_program(true)` (forward only); the parameters are saved from the
-//! Scope and `--infer` reloads them into a fresh Scope.
+//! the program's `clone_program(true)` (forward only). The trained model is saved with
+//! `save_inference_model` (`{model}.pdmodel` + `{model}.pdiparams`), and `--infer` predicts
+//! through `load_inference_model` alone, without building the network.
 //!
 //! ```text
 //! cargo run --release --example static_mnist [-- --place cpu|gpu] [--epochs N] [--steps N]
-//!     [--optimizer adam|sgd] [--seed S] [--data DIR] [--checkpoint FILE] [--infer IMAGE.png]
+//!     [--optimizer adam|sgd] [--seed S] [--data DIR] [--model PREFIX] [--infer IMAGE.png]
 //! ```
 
 #[path = "common/mod.rs"]
@@ -17,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use dygraph::io::DataLoader;
-use dygraph::nn::{Forward, Layer, StateDict};
+use dygraph::nn::{Forward, Layer};
 use dygraph::optimizer::{Adam, Optimizer, SGD};
 use dygraph::static_::{self as st, Executor, Program, Scope};
 use dygraph::vision::datasets::{Mnist, Mode};
@@ -30,6 +31,7 @@ struct Programs {
     main: Program,
     startup: Program,
     test: Program,
+    img: Tensor,
     avg_loss: Tensor,
     probs: Tensor,
     params: Vec<String>,
@@ -53,7 +55,7 @@ fn build(optimizer: &str) -> Result<Programs> {
         };
         opt.minimize(&avg_loss)?;
         let params = params.iter().map(|p| p.name().unwrap_or_default()).collect();
-        Ok(Programs { main: main.clone(), startup: startup.clone(), test, avg_loss, probs: cost, params })
+        Ok(Programs { main: main.clone(), startup: startup.clone(), test, img, avg_loss, probs: cost, params })
     })
 }
 
@@ -84,65 +86,149 @@ fn evaluate(exe: &Executor, p: &Programs, dir: Option<&Path>, place: Place) -> R
     Ok((loss_sum / seen.max(1) as f64, correct as f64 / seen.max(1) as f64))
 }
 
-fn main() -> Result<()> {
-    let place = common::place_from_args()?;
-    let checkpoint = PathBuf::from(common::arg("checkpoint").unwrap_or_else(|| "static_mnist.safetensors".into()));
-    let optimizer = common::arg("optimizer").unwrap_or_else(|| "adam".into());
-    let seed = common::arg("seed").and_then(|s| s.parse().ok()).unwrap_or(2020);
-    paddle::seed(seed);
-    let p = build(&optimizer)?;
-    if let Some(image) = common::arg("infer") {
-        let exe = Executor::with_scope(place, Scope::new());
-        for (name, t) in paddle::load(&checkpoint)?.iter() {
-            exe.scope().set_var(name, t.to(place)?);
+/// What a run does (the eager example's options).
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub place: Place,
+    pub epochs: usize,
+    /// `"adam"` or `"sgd"` (both at 1e-3, as the seed).
+    pub optimizer: String,
+    pub data_dir: Option<PathBuf>,
+    /// Where the inference model goes (`{model}.pdmodel`, `{model}.pdiparams`).
+    pub model: PathBuf,
+    /// Stop each epoch after this many steps.
+    pub max_steps: Option<usize>,
+    /// Evaluate and save the inference model after training.
+    pub evaluate: bool,
+    pub verbose: bool,
+    pub seed: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            place: Place::Cpu,
+            epochs: 1,
+            optimizer: "adam".into(),
+            data_dir: None,
+            model: PathBuf::from("static_mnist_model"),
+            max_steps: None,
+            evaluate: true,
+            verbose: true,
+            seed: 2020,
         }
-        let img = common::load_image(Path::new(&image), place)?;
-        // Only the ops the prediction needs (no label, no loss).
-        let infer = p.test.prune(&[&p.probs.name().unwrap_or_default()])?;
-        let probs = exe.run(&infer, &[("pixel", &img)], &[&p.probs])?[0].to_vec::<f32>()?;
-        let best = probs.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(i, _)| i).unwrap_or(0);
-        println!("Inference result of {image} is: {best}");
-        return Ok(());
     }
-    let epochs: usize = common::arg("epochs").and_then(|e| e.parse().ok()).unwrap_or(1);
-    let dir = common::arg("data").map(PathBuf::from);
-    println!("place: {place}, optimizer: {optimizer}, epochs: {epochs} (static program)");
+}
+
+/// What a run measured.
+#[derive(Clone, Debug, Default)]
+pub struct Report {
+    /// Every step's loss.
+    pub losses: Vec<f32>,
+    pub test_loss: f64,
+    pub test_accuracy: f64,
+    pub train_seconds: f64,
+    pub images_per_second: f64,
+}
+
+/// Builds the programs, runs the startup program, trains, evaluates and saves the
+/// inference model, printing the eager example's progress lines.
+pub fn train(config: &Config) -> Result<Report> {
+    let place = config.place;
+    paddle::seed(config.seed);
+    let p = build(&config.optimizer)?;
     let exe = Executor::with_scope(place, Scope::new());
     // Initialise the parameters and fetch them, as the seed does.
     let init = exe.run(&p.startup, &[], &p.params)?;
-    println!("initialised {} parameters ({} values)", init.len(), init.iter().map(|t| t.numel()).sum::<usize>());
-    let train_set = Mnist::new(dir.as_deref(), Mode::Train)?.with_transform(normalize()?);
+    if config.verbose {
+        println!("initialised {} parameters ({} values)", init.len(), init.iter().map(|t| t.numel()).sum::<usize>());
+    }
+    let dir = config.data_dir.as_deref();
+    let train_set = Mnist::new(dir, Mode::Train)?.with_transform(normalize()?);
     let loader = DataLoader::new(train_set, 64).shuffle(true).drop_last(true).place(place);
-    let steps = common::arg("steps").and_then(|s| s.parse().ok()).unwrap_or(usize::MAX).min(loader.len());
+    let steps = config.max_steps.unwrap_or(usize::MAX).min(loader.len());
     let mut fetch: Vec<String> = vec![p.avg_loss.name().unwrap_or_default()];
     fetch.extend(p.params.iter().cloned());
+    let mut report = Report::default();
     let start = Instant::now();
-    let mut trained = 0;
-    let mut last = 0.0;
-    for epoch in 0..epochs {
+    for epoch in 0..config.epochs {
+        let mut pending: Vec<Tensor> = Vec::new();
         for (batch_id, batch) in loader.iter()?.take(steps).enumerate() {
             let (img, label) = batch?;
             let label = column(&label)?;
             let out = exe.run(&p.main, &[("pixel", &img), ("label", &label)], &fetch)?;
-            trained += 1;
+            // Losses stay on the device and are read back together every 100 steps.
+            pending.push(out[0].clone());
             if batch_id % 100 == 0 || batch_id + 1 == steps {
-                last = out[0].item::<f32>()?;
-                if batch_id % 100 == 0 {
-                    println!("Loss at epoch {epoch} step {batch_id}: [{last:.8}]");
+                let values = paddle::stack(&pending, 0)?.to_vec::<f32>()?;
+                report.losses.extend(&values);
+                pending.clear();
+                if batch_id % 100 == 0 && config.verbose {
+                    println!("Loss at epoch {epoch} step {batch_id}: [{:.8}]", values[values.len() - 1]);
                 }
             }
         }
     }
     paddle::sync()?;
-    let secs = start.elapsed().as_secs_f64();
-    println!(
-        "trained {trained} steps in {secs:.1} s ({:.0} images/s) on {place}; final loss {last:.6}",
-        (trained * 64) as f64 / secs
-    );
-    let (test_loss, acc) = evaluate(&exe, &p, dir.as_deref(), place)?;
-    println!("Test avg_loss is: {test_loss:.6}, acc is: {acc:.4}");
-    let state: StateDict = p.params.iter().filter_map(|n| exe.scope().var(n).map(|t| (n.clone(), t))).collect();
-    paddle::save(&state, &checkpoint)?;
-    println!("parameters saved to {}", checkpoint.display());
+    report.train_seconds = start.elapsed().as_secs_f64();
+    report.images_per_second = (report.losses.len() * 64) as f64 / report.train_seconds;
+    if config.verbose {
+        println!(
+            "trained {} steps in {:.1} s ({:.0} images/s) on {place} (static program)",
+            report.losses.len(),
+            report.train_seconds,
+            report.images_per_second
+        );
+    }
+    if !config.evaluate {
+        return Ok(report);
+    }
+    let (test_loss, acc) = evaluate(&exe, &p, dir, place)?;
+    report.test_loss = test_loss;
+    report.test_accuracy = acc;
+    st::save_inference_model(&config.model, &[&p.img], &[&p.probs], &exe, &p.main)?;
+    if config.verbose {
+        println!("Test avg_loss is: {test_loss:.6}, acc is: {acc:.4}");
+        println!("inference model saved to {}.pdmodel and {0}.pdiparams", config.model.display());
+    }
+    Ok(report)
+}
+
+fn main() -> Result<()> {
+    let place = common::place_from_args()?;
+    let model = PathBuf::from(common::arg("model").unwrap_or_else(|| "static_mnist_model".into()));
+    if let Some(image) = common::arg("infer") {
+        let (digit, probs) = infer(&model, Path::new(&image), place)?;
+        println!("Inference result of {image} is: {digit}");
+        println!("probabilities: {:?}", probs.iter().map(|p| format!("{p:.4}")).collect::<Vec<_>>());
+        return Ok(());
+    }
+    let config = Config {
+        place,
+        epochs: common::arg("epochs")
+            .map(|e| e.parse().map_err(|_| Error::invalid("static_mnist", format!("bad --epochs {e:?}"))))
+            .transpose()?
+            .unwrap_or(1),
+        optimizer: common::arg("optimizer").unwrap_or_else(|| "adam".into()),
+        data_dir: common::arg("data").map(PathBuf::from),
+        model,
+        max_steps: common::arg("steps").and_then(|s| s.parse().ok()),
+        seed: common::arg("seed").and_then(|s| s.parse().ok()).unwrap_or(2020),
+        ..Default::default()
+    };
+    println!("place: {place}, optimizer: {}, epochs: {} (static program)", config.optimizer, config.epochs);
+    train(&config)?;
     Ok(())
+}
+
+/// The digit in `image` and the class probabilities, from the inference model at `model`
+/// (no network code: the program and parameters come from the files).
+pub fn infer(model: &Path, image: &Path, place: Place) -> Result<(usize, Vec<f32>)> {
+    let exe = Executor::with_scope(place, Scope::new());
+    let m = st::load_inference_model(model, &exe)?;
+    let img = common::load_image(image, place)?;
+    let feed = m.feed_names.first().ok_or_else(|| Error::invalid("infer", "the model has no feed"))?;
+    let probs = exe.run(&m.program, &[(feed, &img)], &m.fetch_names)?[0].to_vec::<f32>()?;
+    let best = probs.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(i, _)| i).unwrap_or(0);
+    Ok((best, probs))
 }

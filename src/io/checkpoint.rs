@@ -82,8 +82,12 @@ pub fn save_to_bytes(state: &StateDict) -> Result<Vec<u8>> {
 
 /// Writes `state` to `path` atomically (Paddle's `paddle.save`).
 pub fn save(state: &StateDict, path: impl AsRef<Path>) -> Result<()> {
-    let path = path.as_ref();
-    let bytes = save_to_bytes(state)?;
+    write_atomic(path.as_ref(), &save_to_bytes(state)?)
+}
+
+/// Writes `bytes` to `path` through a temporary file in the same directory, synced and
+/// renamed over it: a reader sees the old file or the new one, never a part.
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let file_name =
         path.file_name().ok_or_else(|| Error::invalid("save", format!("{} is not a file path", path.display())))?;
@@ -92,7 +96,7 @@ pub fn save(state: &StateDict, path: impl AsRef<Path>) -> Result<()> {
     let write = || -> std::io::Result<()> {
         use std::io::Write;
         let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(&bytes)?;
+        f.write_all(bytes)?;
         f.sync_all()?;
         std::fs::rename(&tmp, path)?;
         // Persist the rename itself.

@@ -5,6 +5,7 @@ mod checkpoint;
 mod dataloader;
 mod dataset;
 
+pub(crate) use checkpoint::write_atomic;
 pub use checkpoint::{load, load_from_bytes, save, save_to_bytes};
 pub use dataloader::{Batches, DataLoader};
 pub use dataset::{Collate, Dataset};

@@ -29,8 +29,10 @@
 mod backward;
 mod control;
 mod executor;
+mod inference;
 mod param;
 mod program;
+mod serialize;
 
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
@@ -38,8 +40,10 @@ use std::sync::Arc;
 pub use backward::{append_backward, gradients};
 pub use control::{Outputs, cond, while_loop};
 pub use executor::{Executor, FetchTarget, Scope, global_scope};
+pub use inference::{InferenceModel, load_inference_model, save_inference_model};
 pub(crate) use param::{create_parameter, create_persistable};
 pub use program::{Block, OpDesc, OpRole, Program, RunHook, VarDesc, VarId, VarKind};
+pub use serialize::FORMAT_VERSION;
 
 use crate::backend::Storage;
 use crate::ops::{AttrMap, AttrValue};

@@ -255,6 +255,19 @@ impl Program {
         Ok(pruned)
     }
 
+    /// The variables the program's ops and blocks touch, sorted.
+    pub(crate) fn used_vars(&self) -> Vec<VarId> {
+        let d = self.data();
+        let mut used = std::collections::BTreeSet::new();
+        for b in &d.blocks {
+            used.extend(b.params.iter().chain(&b.results).copied());
+            for op in &b.ops {
+                used.extend(op.inputs.iter().chain(&op.outputs).copied());
+            }
+        }
+        used.into_iter().collect()
+    }
+
     /// Adds a variable; its name must be new.
     pub(crate) fn add_var(&self, desc: VarDesc) -> Result<VarId> {
         let mut d = self.data();
