@@ -3,6 +3,9 @@
 //! with SGD, runs on the GPU, and its inference model predicts digits from PNGs through
 //! `load_inference_model` alone. Each test holds the generator lock (seeded runs).
 
+// Both examples include their shared `examples/common/mod.rs`.
+#![allow(clippy::duplicate_mod)]
+
 mod common;
 
 #[path = "../examples/static_mnist.rs"]
@@ -16,7 +19,6 @@ mod mnist;
 use std::path::PathBuf;
 
 use dygraph::Place;
-use dygraph::io::Dataset;
 use dygraph::vision::datasets::{Mnist, Mode};
 
 fn tmp(name: &str) -> PathBuf {
