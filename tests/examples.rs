@@ -135,5 +135,17 @@ fn static_vs_dynamic_programs() {
         let f = dygraph::conv2d(&x, &conv.weight, conv.bias.as_ref(), &Default::default()).unwrap().relu().unwrap();
         assert_eq!(common::values(&out), common::values(&f));
         assert!(common::values(&out).iter().all(|&v| v >= 0.0));
+        // The static forms, through an Executor.
+        assert_eq!(static_vs_dynamic::static_while_loop(place).unwrap(), (20, 20));
+        let (x, y, z) = static_vs_dynamic::static_cond(place).unwrap();
+        assert_eq!(z, if x > y { x + y } else { x - y }, "static cond on {place}");
     }
+    let (x, out, w, b) = static_vs_dynamic::static_conv().unwrap();
+    assert_eq!(out.shape(), &[1, 2, 30, 30]);
+    assert_eq!(w.shape(), &[2, 3, 3, 3]);
+    let f = dygraph::conv2d(&x, &w, Some(&b), &Default::default()).unwrap().relu().unwrap();
+    assert_eq!(common::values(&out), common::values(&f), "the static conv is relu(conv2d) with the scope's weight");
+    let wv = common::values(&w);
+    let std = (wv.iter().map(|v| v * v).sum::<f64>() / wv.len() as f64).sqrt();
+    assert!(std > 0.07 && std < 0.35, "static Xavier-normal weight std {std}");
 }
