@@ -28,6 +28,7 @@ mod backend;
 mod dtype;
 mod error;
 pub mod io;
+pub mod jit;
 pub mod nn;
 pub mod ops;
 pub mod optimizer;

@@ -381,3 +381,51 @@ fn corrupt_files_are_typed_errors(dir: &std::path::Path, prefix: &std::path::Pat
     assert!(e.contains("holds no value") || e.contains("but the program declares"), "{e}");
     let _ = prefix;
 }
+
+#[test]
+fn to_static_runs_trains_and_saves_like_eager() {
+    use dygraph::jit::{self, InputSpec};
+    use dygraph::nn::Layer;
+    use dygraph::vision::models::MnistNet;
+    for place in places() {
+        paddle::guard(place, || {
+            let seed = common::run_seed();
+            paddle::seed(seed);
+            let net = jit::to_static(
+                MnistNet::new().unwrap(),
+                Some(InputSpec::new(&[-1, 1, 28, 28], DType::Float32, "pixel")),
+            );
+            let what = format!("on {place} (seed {seed})");
+            for n in [3, 5] {
+                let x = paddle::randn([n, 1, 28, 28]).unwrap();
+                let s = net.forward(&x).unwrap();
+                let e = net.layer().forward(&x).unwrap();
+                assert_close(&format!("to_static forward, batch {n}, {what}"), &values(&s), &values(&e), 1e-5);
+            }
+            assert_eq!(net.num_traced(), 1, "one program serves every batch of the InputSpec");
+            // Training through it: the parameters' gradients equal eager ones.
+            let x = paddle::randn([4, 1, 28, 28]).unwrap();
+            net.forward(&x).unwrap().square().unwrap().mean(&[], false).unwrap().backward().unwrap();
+            let sg: Vec<Vec<f64>> = net.parameters().iter().map(|p| values(&p.grad().unwrap())).collect();
+            net.parameters().iter().for_each(|p| p.clear_gradient());
+            net.layer().forward(&x).unwrap().square().unwrap().mean(&[], false).unwrap().backward().unwrap();
+            for (i, (p, s)) in net.parameters().iter().zip(&sg).enumerate() {
+                assert_close(&format!("to_static gradient {i} {what}"), s, &values(&p.grad().unwrap()), 1e-4);
+            }
+            // An in-place update of the layer's parameters is seen by the program.
+            use dygraph::optimizer::{Optimizer, SGD};
+            let mut opt = SGD::new(0.1, net.parameters());
+            opt.step().unwrap();
+            let (s, e) = (net.forward(&x).unwrap(), net.layer().forward(&x).unwrap());
+            assert_close(&format!("after a step {what}"), &values(&s), &values(&e), 1e-5);
+            // jit.save / jit.load.
+            let prefix = std::env::temp_dir().join(format!("dygraph_jit_{}_{}", std::process::id(), place));
+            jit::save(&net, &prefix, &InputSpec::new(&[-1, 1, 28, 28], DType::Float32, "pixel")).unwrap();
+            let loaded = jit::load(&prefix, place).unwrap();
+            assert_close(&format!("jit.load {what}"), &values(&loaded.forward(&x).unwrap()), &values(&e), 1e-5);
+            for ext in ["pdmodel", "pdiparams"] {
+                let _ = std::fs::remove_file(prefix.with_extension(ext));
+            }
+        });
+    }
+}

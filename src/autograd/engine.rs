@@ -219,8 +219,10 @@ pub(crate) fn run(
                 continue;
             }
             let g = input_grads.get(i).cloned().flatten();
+            // A generated gradient (a static variable) has no place yet; a captured eager
+            // input of a traced program has one.
             if let Some(g) = &g
-                && (g.shape() != inp.shape() || g.place() != inp.place())
+                && (g.shape() != inp.shape() || (g.place() != inp.place() && !g.is_static_var()))
             {
                 return Err(Error::Autograd(format!(
                     "backward of {} produced a gradient of shape {:?} on {} for input {i} of shape {:?} on {}",

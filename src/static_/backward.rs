@@ -43,12 +43,9 @@ pub fn gradients(
     let Some(first) = targets.first() else {
         return Err(Error::invalid(OP, "no targets"));
     };
+    // Inputs may be eager tensors a traced program captured (`jit::to_static`): they are
+    // leaves of the recorded graph like any parameter.
     let program = program_of(OP, first)?;
-    for (i, t) in inputs.iter().enumerate() {
-        if !t.is_static_var() {
-            return Err(Error::invalid(OP, format!("input {i} is not a static variable")));
-        }
-    }
     let wanted: Vec<usize> = (0..inputs.len()).filter(|&i| inputs[i].requires_grad()).collect();
     let live: Vec<Tensor> = wanted.iter().map(|&i| inputs[i].clone()).collect();
     let found = if live.is_empty() { Vec::new() } else { generate(&program, targets, &live, target_gradients)? };

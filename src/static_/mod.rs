@@ -27,6 +27,7 @@
 //! running the ops' own backward rules over static variables ([`append_backward`]).
 
 mod backward;
+pub(crate) mod capture;
 mod control;
 mod executor;
 mod inference;
@@ -184,6 +185,10 @@ pub(crate) fn append(
     let mut ids = Vec::with_capacity(inputs.len());
     for (i, t) in inputs.iter().enumerate() {
         let Storage::Var(v) = t.storage() else {
+            if let Some(id) = capture::capture(t)? {
+                ids.push(id);
+                continue;
+            }
             return Err(Error::invalid(
                 op,
                 format!(
