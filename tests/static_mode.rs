@@ -429,3 +429,81 @@ fn to_static_runs_trains_and_saves_like_eager() {
         });
     }
 }
+
+/// conv → batch norm → relu → fc, with a learning-rate multiplier on the fc weight.
+#[derive(nn::Layer)]
+struct BnNet {
+    conv: nn::Conv2D,
+    bn: nn::BatchNorm,
+    fc: nn::Linear,
+}
+
+impl BnNet {
+    fn new() -> paddle::Result<Self> {
+        let fc_attr = nn::ParamAttr { learning_rate: 0.5, ..Default::default() };
+        Ok(BnNet {
+            conv: nn::Conv2D::new(1, 4, 3)?,
+            bn: nn::BatchNorm::new(4)?,
+            fc: nn::Linear::with_attrs(144, 3, fc_attr, true)?,
+        })
+    }
+}
+
+impl Forward for BnNet {
+    fn forward(&self, x: &Tensor) -> paddle::Result<Tensor> {
+        let h = self.bn.forward(&self.conv.forward(x)?)?.relu()?;
+        self.fc.forward(&h.flatten(1, -1)?)
+    }
+}
+
+#[test]
+fn schedulers_clipping_decay_multipliers_and_batch_norm_match_eager() {
+    use dygraph::nn::Layer;
+    use dygraph::optimizer::{GradClip, Momentum, Optimizer, lr::StepDecay};
+    for place in places() {
+        paddle::guard(place, || {
+            let seed = common::run_seed();
+            paddle::seed(seed);
+            let make = |params: Vec<Tensor>, sched: &dygraph::optimizer::LrScheduler| {
+                Momentum::new(sched, params).weight_decay(1e-3).grad_clip(GradClip::ByGlobalNorm { clip_norm: 0.5 })
+            };
+            let (es, ss) = (StepDecay::new(0.1, 2, 0.5), StepDecay::new(0.1, 2, 0.5));
+            let net = BnNet::new().unwrap();
+            let mut opt = make(net.parameters(), &es);
+            let (main, startup) = (Program::new(), Program::new());
+            let (snet, sloss) = st::program_guard(&main, &startup, || {
+                let x = st::data("x", &[-1, 1, 8, 8], DType::Float32).unwrap();
+                let snet = BnNet::new().unwrap();
+                let loss = snet.forward(&x).unwrap().square().unwrap().mean(&[], false).unwrap();
+                make(snet.parameters(), &ss).minimize(&loss).unwrap();
+                (snet, loss)
+            });
+            let exe = Executor::with_scope(place, Scope::new());
+            exe.run(&startup, &[], &[] as &[&str]).unwrap();
+            let (ep, sp) = (net.parameters(), snet.parameters());
+            share(exe.scope(), &sp.iter().collect::<Vec<_>>(), &ep.iter().collect::<Vec<_>>(), place);
+            let what = format!("on {place} (seed {seed})");
+            for step in 0..6 {
+                let x = paddle::randn([4, 1, 8, 8]).unwrap();
+                let loss = net.forward(&x).unwrap().square().unwrap().mean(&[], false).unwrap();
+                loss.backward().unwrap();
+                opt.step().unwrap();
+                opt.clear_grad();
+                let out = exe.run(&main, &[("x", &x)], &[&sloss]).unwrap();
+                assert_close(&format!("loss at step {step} {what}"), &values(&out[0]), &values(&loss), 1e-4);
+                es.step();
+                ss.step();
+            }
+            for (e, s) in ep.iter().zip(&sp) {
+                let v = exe.scope().var(&s.name().unwrap()).unwrap();
+                assert_close(&format!("{} {what}", s.name().unwrap()), &values(&v), &values(e), 1e-4);
+            }
+            // The running statistics live in the scope and follow eager's.
+            for (k, b) in [(1, &net.bn.mean), (2, &net.bn.variance)] {
+                let name = snet.bn.mean.name().unwrap().replace(".w_1", &format!(".w_{k}"));
+                let v = exe.scope().var(&name).unwrap_or_else(|| panic!("no {name} in {:?}", exe.scope().names()));
+                assert_close(&format!("{name} {what}"), &values(&v), &values(b), 1e-4);
+            }
+        });
+    }
+}

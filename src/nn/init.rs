@@ -212,6 +212,26 @@ impl ParamNames {
         a
     }
 
+    /// A layer's non-trained state `{layer}.w_{k}` (Paddle names batch norm's running mean
+    /// `w_1` and variance `w_2`): `value` everywhere, on the current place; in static mode a
+    /// persistable variable initialised by the startup program.
+    pub fn buffer(&self, k: usize, shape: &[usize], value: f64) -> Result<Tensor> {
+        let name = format!("{}.w_{k}", self.0);
+        if crate::static_::in_static_mode() {
+            let init = || crate::full(shape, value, DType::Float32);
+            return crate::static_::create_persistable(
+                &name,
+                shape,
+                DType::Float32,
+                crate::static_::VarKind::Plain,
+                init,
+            );
+        }
+        let t = crate::full_on(shape, value, DType::Float32, crate::current_place()?)?;
+        t.set_name(name);
+        Ok(t)
+    }
+
     /// `attr`, naming the bias `{layer}.b_0` unless it has a name.
     pub fn bias(&self, attr: BiasAttr) -> BiasAttr {
         match attr {

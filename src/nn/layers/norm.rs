@@ -60,12 +60,11 @@ impl BatchNorm {
         let weight =
             Some(create_parameter(&c, DType::Float32, &names.weight(&weight_attr), &Initializer::Constant(1.0))?);
         let bias = names.bias(bias_attr.into()).create(&c)?;
-        let place = crate::current_place()?;
         Ok(BatchNorm {
             weight,
             bias,
-            mean: crate::zeros_on(c, DType::Float32, place)?,
-            variance: crate::ones_on(c, DType::Float32, place)?,
+            mean: names.buffer(1, &c, 0.0)?,
+            variance: names.buffer(2, &c, 1.0)?,
             momentum,
             epsilon,
             use_global_stats: None,
