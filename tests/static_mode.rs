@@ -507,3 +507,37 @@ fn schedulers_clipping_decay_multipliers_and_batch_norm_match_eager() {
         });
     }
 }
+
+#[test]
+fn accuracy_topk_and_two_output_layers_in_both_modes() {
+    use dygraph::metric::accuracy;
+    let scores = [0.1f32, 0.7, 0.2, 0.5, 0.3, 0.2, 0.2, 0.2, 0.6];
+    let labels = [1i64, 2, 0];
+    for place in places() {
+        let x = Tensor::from_vec_on(scores.to_vec(), [3, 3], place).unwrap();
+        let y = Tensor::from_vec_on(labels.to_vec(), [3, 1], place).unwrap();
+        // Row 0: label 1 is the top score; row 1: label 2 is last; row 2: label 0 ranks 2nd.
+        assert_eq!(values(&accuracy(&x, &y, 1).unwrap()), [(1.0f32 / 3.0) as f64], "top-1 on {place}");
+        assert_eq!(values(&accuracy(&x, &y, 2).unwrap()), [(2.0f32 / 3.0) as f64], "top-2 on {place}");
+        let (v, i) = paddle::topk(&x, 2, 1, true).unwrap();
+        assert_eq!(values(&i), [1.0, 2.0, 0.0, 1.0, 2.0, 0.0], "topk indices (stable ties) on {place}");
+        assert_eq!(values(&v).iter().map(|&a| a as f32).collect::<Vec<_>>(), [0.7, 0.2, 0.5, 0.3, 0.6, 0.2]);
+        // The same metric inside a program.
+        let (main, startup) = (Program::new(), Program::new());
+        let acc = st::program_guard(&main, &startup, || {
+            let xs = st::data("x", &[-1, 3], DType::Float32).unwrap();
+            let ys = st::data("y", &[-1, 1], DType::Int64).unwrap();
+            accuracy(&xs, &ys, 2).unwrap()
+        });
+        let out = Executor::with_scope(place, Scope::new()).run(&main, &[("x", &x), ("y", &y)], &[&acc]).unwrap();
+        assert_eq!(values(&out[0]), [(2.0f32 / 3.0) as f64], "static top-2 on {place}");
+    }
+    // `cost, acc = mnist(img, label)`: a layer with two inputs and two outputs.
+    let net = dygraph::vision::models::MnistNet::new().unwrap();
+    let (img, label) = batch(6, 0);
+    let (cost, acc) = net.forward_with_label(&img, &label).unwrap();
+    assert_eq!(cost.shape(), [6, 10]);
+    let hits = cost.argmax(Some(1), false).unwrap().to_vec::<i64>().unwrap();
+    let want = hits.iter().zip(label.to_vec::<i64>().unwrap()).filter(|(a, b)| **a == *b).count() as f64 / 6.0;
+    assert_close("mnist(img, label) accuracy", &values(&acc), &[want], 1e-6);
+}

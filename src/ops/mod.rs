@@ -27,3 +27,4 @@ pub use registry::{
     run_op,
 };
 pub(crate) mod shape;
+pub(crate) mod sort;

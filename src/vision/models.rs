@@ -65,6 +65,16 @@ impl Forward for MnistNet {
     }
 }
 
+impl MnistNet {
+    /// The seed's `cost, acc = mnist(img, label)`: the class probabilities and the batch's
+    /// top-1 accuracy (`paddle.metric.accuracy`).
+    pub fn forward_with_label(&self, img: &Tensor, label: &Tensor) -> Result<(Tensor, Tensor)> {
+        let cost = self.forward(img)?;
+        let acc = crate::metric::accuracy(&cost, label, 1)?;
+        Ok((cost, acc))
+    }
+}
+
 /// The tutorial's `fluid.layers.cross_entropy(cost, label)` on probabilities, averaged.
 pub fn mnist_loss(probs: &Tensor, label: &Tensor) -> Result<Tensor> {
     nn::functional::cross_entropy(probs, label, &nn::CrossEntropyOptions { use_softmax: false, ..Default::default() })

@@ -1138,6 +1138,7 @@ fn shape_specs() -> Vec<Spec> {
         concat_spec(),
         expand_as_spec(),
         full_like_spec(),
+        argsort_spec(),
     ]
 }
 
@@ -1194,6 +1195,66 @@ fn expand_as_spec() -> Spec {
         vec![Host { v, shape }]
     };
     spec("expand_as", ANY.to_vec(), samples, reference).grad()
+}
+
+/// `argsort`: a stable sort of the indices in float64 (ties keep their order; NaN is the
+/// largest value), on small integers so that ties occur.
+fn argsort_spec() -> Spec {
+    let samples = |rng: &mut Rng| {
+        let cases: [(&[usize], i64, bool); 7] = [
+            (&[7], -1, false),
+            (&[3, 5], 1, true),
+            (&[4, 3], 0, false),
+            (&[2, 3, 4], 1, true),
+            (&[], -1, false),
+            (&[0, 3], 1, false),
+            (&[2, 40], 1, true),
+        ];
+        let mut out: Vec<Sample> = cases
+            .iter()
+            .map(|(s, ax, desc)| {
+                let attrs = AttrMap::new().with("axis", *ax).with("descending", *desc);
+                sample(format!("{s:?} axis {ax} descending {desc}"), vec![data(ints(rng, numel(s), -3, 4), s)], attrs)
+            })
+            .collect();
+        let specials = vec![1.0, f64::NAN, -0.0, 0.0, f64::INFINITY, 1.0, f64::NEG_INFINITY, f64::NAN, -1e30];
+        for desc in [false, true] {
+            let attrs = AttrMap::new().with("axis", 0i64).with("descending", desc);
+            out.push(
+                sample(format!("special values, descending {desc}"), vec![data(specials.clone(), &[9])], attrs)
+                    .floats_only(),
+            );
+        }
+        out
+    };
+    let reference = |x: &[Host], m: &AttrMap, _: DType| {
+        let shape = x[0].shape.clone();
+        let desc = attr_b(m, "descending");
+        let mut v = vec![0.0; x[0].v.len()];
+        if !shape.is_empty() {
+            let ax = axis(attr_i(m, "axis"), shape.len());
+            let (outer, len, inner) =
+                (shape[..ax].iter().product::<usize>(), shape[ax], shape[ax + 1..].iter().product::<usize>());
+            let key = |a: f64| if a.is_nan() { f64::INFINITY } else { a };
+            for o in 0..outer {
+                for i in 0..inner {
+                    let at = |r: usize| (o * len + r) * inner + i;
+                    let mut idx: Vec<usize> = (0..len).collect();
+                    idx.sort_by(|&p, &q| {
+                        let (a, b) = (x[0].v[at(p)], x[0].v[at(q)]);
+                        // NaN above +inf: compare NaN-ness first, then values.
+                        let ord = (a.is_nan(), key(a)).partial_cmp(&(b.is_nan(), key(b))).unwrap();
+                        if desc { ord.reverse() } else { ord }
+                    });
+                    for (r, &p) in idx.iter().enumerate() {
+                        v[at(r)] = p as f64;
+                    }
+                }
+            }
+        }
+        vec![Host { v, shape }]
+    };
+    spec("argsort", ANY.to_vec(), samples, reference)
 }
 
 /// `full_like(x, value)`: `x`'s shape and dtype, `value` everywhere.
