@@ -12,7 +12,8 @@ use dygraph::nn::{CrossEntropyOptions, Forward, Layer, Pool2dOptions};
 use dygraph::optimizer::{Adam, Optimizer};
 use dygraph::vision::datasets::{Mnist, Mode};
 use dygraph::vision::transforms::Normalize;
-use dygraph::{self as paddle, Conv2dOptions, Place};
+use dygraph::static_ as st;
+use dygraph::{self as paddle, Conv2dOptions, DType, Place};
 
 fn places() -> Vec<Place> {
     let mut p = vec![Place::Cpu];
@@ -47,7 +48,7 @@ fn mnist_step(c: &mut Criterion) {
             let loader = DataLoader::new(train, 64).shuffle(true).place(place);
             let (x, y) = loader.iter().unwrap().next().unwrap().unwrap();
             let ce = CrossEntropyOptions { use_softmax: false, ..Default::default() };
-            group.bench_function(place.to_string(), |b| {
+            group.bench_function(format!("eager/{place}"), |b| {
                 b.iter(|| {
                     let loss = paddle::nn::functional::cross_entropy(&model.forward(&x).unwrap(), &y, &ce).unwrap();
                     loss.backward().unwrap();
@@ -55,6 +56,22 @@ fn mnist_step(c: &mut Criterion) {
                     opt.clear_grad();
                     done(loss)
                 })
+            });
+            // The same step as a static program run by an Executor (seed 002's "Build
+            // Compatible Model").
+            let (main, startup) = (st::Program::new(), st::Program::new());
+            let loss = st::program_guard(&main, &startup, || {
+                let img = st::data("pixel", &[-1, 1, 28, 28], DType::Float32).unwrap();
+                let label = st::data("label", &[-1, 1], DType::Int64).unwrap();
+                let net = mnist::MnistNet::new().unwrap();
+                let loss = paddle::nn::functional::cross_entropy(&net.forward(&img).unwrap(), &label, &ce).unwrap();
+                Adam::new(1e-3, net.parameters()).minimize(&loss).unwrap();
+                loss
+            });
+            let exe = st::Executor::with_scope(place, st::Scope::new());
+            exe.run(&startup, &[], &[] as &[&str]).unwrap();
+            group.bench_function(format!("static/{place}"), |b| {
+                b.iter(|| done(exe.run(&main, &[("pixel", &x), ("label", &y)], &[&loss]).unwrap()))
             });
         });
     }
