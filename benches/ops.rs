@@ -10,9 +10,9 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use dygraph::io::DataLoader;
 use dygraph::nn::{CrossEntropyOptions, Forward, Layer, Pool2dOptions};
 use dygraph::optimizer::{Adam, Optimizer};
+use dygraph::static_ as st;
 use dygraph::vision::datasets::{Mnist, Mode};
 use dygraph::vision::transforms::Normalize;
-use dygraph::static_ as st;
 use dygraph::{self as paddle, Conv2dOptions, DType, Place};
 
 fn places() -> Vec<Place> {

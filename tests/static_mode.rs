@@ -261,6 +261,10 @@ fn bad_feeds_and_mixed_tensors_are_typed_errors() {
         let e = exe.run(&main, &f, &fetch).unwrap_err().to_string();
         assert!(e.contains(want), "expected {want:?} in {e:?}");
     }
+    // A fetch of a variable the program no longer computes (pruned away).
+    let empty = main.prune(&[]).unwrap();
+    let e = exe.run(&empty, &[("x", &good)], &[&y]).unwrap_err().to_string();
+    assert!(e.contains("was not computed by this run"), "{e}");
     // Reading a static variable's data is an error that says how to get it.
     let e = y.to_vec::<f32>().unwrap_err().to_string();
     assert!(e.contains("fetch it with Executor::run"), "{e}");
@@ -540,4 +544,39 @@ fn accuracy_topk_and_two_output_layers_in_both_modes() {
     let hits = cost.argmax(Some(1), false).unwrap().to_vec::<i64>().unwrap();
     let want = hits.iter().zip(label.to_vec::<i64>().unwrap()).filter(|(a, b)| **a == *b).count() as f64 / 6.0;
     assert_close("mnist(img, label) accuracy", &values(&acc), &[want], 1e-6);
+}
+
+#[test]
+fn case_and_switch_case_pick_branches_in_both_modes() {
+    use dygraph::static_::Branch;
+    let pick = |i: &Tensor, x: &Tensor| -> paddle::Result<(Tensor, Tensor)> {
+        let s: Tensor = st::switch_case(
+            i,
+            vec![(0, Box::new(|| x.scale(10.0, 0.0)) as Branch<Tensor>), (2, Box::new(|| x.scale(20.0, 0.0)))],
+            Box::new(|| x.scale(-1.0, 0.0)),
+        )?;
+        let zero = paddle::full_like(x, 0.0)?;
+        let c: Tensor = st::case(
+            vec![(x.less_than(&zero)?, Box::new(|| x.neg()) as Branch<Tensor>)],
+            Box::new(|| x.scale(2.0, 0.0)),
+        )?;
+        Ok((s, c))
+    };
+    for place in places() {
+        let (main, startup) = (Program::new(), Program::new());
+        let (s, c) = st::program_guard(&main, &startup, || {
+            let i = st::data("i", &[1], DType::Int64).unwrap();
+            let x = st::data("x", &[1], DType::Float32).unwrap();
+            pick(&i, &x).unwrap()
+        });
+        let exe = Executor::with_scope(place, Scope::new());
+        for (iv, xv, want_s, want_c) in [(0i64, 3.0f32, 30.0, 6.0), (2, -1.5, -30.0, 1.5), (7, 4.0, -4.0, 8.0)] {
+            let i = paddle::to_tensor(&[iv][..]).unwrap();
+            let x = paddle::to_tensor(&[xv][..]).unwrap();
+            let out = exe.run(&main, &[("i", &i), ("x", &x)], &[&s, &c]).unwrap();
+            assert_eq!((values(&out[0]), values(&out[1])), (vec![want_s], vec![want_c]), "i={iv}, x={xv} on {place}");
+            let (es, ec) = paddle::guard(place, || pick(&i.to(place).unwrap(), &x.to(place).unwrap())).unwrap();
+            assert_eq!((values(&es), values(&ec)), (vec![want_s], vec![want_c]), "eager i={iv}, x={xv} on {place}");
+        }
+    }
 }

@@ -64,7 +64,7 @@ async function boot() {
     $("check-summary").textContent = "WebGPU is not available here: nothing to compare the CPU results with.";
     $("check-run").disabled = true;
   }
-  await dy("load_classifier", await fetchBytes("mnist.safetensors"));
+  await dy("load_classifier", await fetchBytes("mnist.pdmodel"), await fetchBytes("mnist.pdiparams"));
   demo.timings.weightsLoadedMs = performance.now() - t0;
   // The first prediction builds the forward pass's pipelines (a third of a second on a software
   // WebGPU adapter): pay for it here, on a stroke of our own, not on the user's first digit.

@@ -263,6 +263,42 @@ fn cond_backward(
     Ok(result)
 }
 
+/// A branch of [`case`] or [`switch_case`].
+pub type Branch<'a, T> = Box<dyn FnOnce() -> Result<T> + 'a>;
+
+/// The branch of the first true condition, else `default` (Paddle's `static.nn.case`):
+/// nested [`cond`]s, so it works on eager and static conditions alike.
+pub fn case<'a, T: Outputs>(pred_fn_pairs: Vec<(Tensor, Branch<'a, T>)>, default: Branch<'a, T>) -> Result<T> {
+    let mut pairs = pred_fn_pairs.into_iter();
+    match pairs.next() {
+        None => default(),
+        Some((pred, f)) => {
+            let rest: Vec<(Tensor, Branch<'a, T>)> = pairs.collect();
+            cond(&pred, f, move || case(rest, default))
+        }
+    }
+}
+
+/// The branch whose index equals `branch_index` (a one-element integer tensor), else
+/// `default` (Paddle's `static.nn.switch_case`).
+pub fn switch_case<'a, T: Outputs>(
+    branch_index: &Tensor,
+    branch_fns: Vec<(i64, Branch<'a, T>)>,
+    default: Branch<'a, T>,
+) -> Result<T> {
+    if !branch_index.dtype().is_int() || branch_index.numel() != 1 {
+        return Err(Error::invalid(
+            "switch_case",
+            format!("branch_index must be one integer, got {} {:?}", branch_index.dtype(), branch_index.shape()),
+        ));
+    }
+    let pairs = branch_fns
+        .into_iter()
+        .map(|(k, f)| Ok((branch_index.equal_scalar(k)?.reshape([1])?, f)))
+        .collect::<Result<Vec<_>>>()?;
+    case(pairs, default)
+}
+
 /// Runs `body_fn` while `cond_fn` holds (Paddle's `static.nn.while_loop`), starting from
 /// `loop_vars`; returns the final values. On eager tensors it is a Rust loop; on static
 /// variables it builds a condition block and a body block and appends a `while` op. The

@@ -84,25 +84,33 @@ pub fn save_inference_model(
 pub fn load_inference_model(path_prefix: impl AsRef<Path>, exe: &Executor) -> Result<InferenceModel> {
     const OP: &str = "load_inference_model";
     let (model, params) = files(path_prefix.as_ref());
-    let text = std::fs::read_to_string(&model)
-        .map_err(|e| Error::Io(std::io::Error::new(e.kind(), format!("{OP}: {}: {e}", model.display()))))?;
-    let (program, feed_names, fetch_names) = read_program(&text)?;
-    let state = crate::io::load(&params)?;
+    let read = |p: &Path| {
+        std::fs::read(p).map_err(|e| Error::Io(std::io::Error::new(e.kind(), format!("{OP}: {}: {e}", p.display()))))
+    };
+    load_inference_model_from_bytes(&read(&model)?, &read(&params)?, exe)
+}
+
+/// [`load_inference_model`] from the two files' contents (a browser fetches them).
+pub fn load_inference_model_from_bytes(model: &[u8], params: &[u8], exe: &Executor) -> Result<InferenceModel> {
+    const OP: &str = "load_inference_model";
+    let text = std::str::from_utf8(model).map_err(|_| Error::invalid(OP, "the program file is not UTF-8 text"))?;
+    let (program, feed_names, fetch_names) = read_program(text)?;
+    let state = crate::io::load_from_bytes(params, crate::Place::Cpu)?;
+    let params = "the parameter file";
     let mut expected = HashSet::new();
     for v in program.vars().into_iter().filter(|v| v.persistable) {
-        let t = state.get(&v.name).ok_or_else(|| {
-            Error::invalid(OP, format!("{} holds no value for parameter {:?}", params.display(), v.name))
-        })?;
+        let t = state
+            .get(&v.name)
+            .ok_or_else(|| Error::invalid(OP, format!("{params} holds no value for parameter {:?}", v.name)))?;
         let shape: Vec<i64> = t.shape().iter().map(|&d| d as i64).collect();
         if shape != v.shape || t.dtype() != v.dtype {
             return Err(Error::invalid(
                 OP,
                 format!(
-                    "{:?} is {} {:?} in {} but the program declares {} {:?}",
+                    "{:?} is {} {:?} in {params} but the program declares {} {:?}",
                     v.name,
                     t.dtype(),
                     t.shape(),
-                    params.display(),
                     v.dtype,
                     v.shape
                 ),
@@ -112,10 +120,7 @@ pub fn load_inference_model(path_prefix: impl AsRef<Path>, exe: &Executor) -> Re
         exe.scope().set_var(&v.name, t.to(exe.place())?);
     }
     if let Some(extra) = state.keys().into_iter().find(|k| !expected.contains(k)) {
-        return Err(Error::invalid(
-            OP,
-            format!("{} holds {extra:?}, which the program does not use", params.display()),
-        ));
+        return Err(Error::invalid(OP, format!("{params} holds {extra:?}, which the program does not use")));
     }
     Ok(InferenceModel { program, feed_names, fetch_names })
 }

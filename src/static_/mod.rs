@@ -39,9 +39,9 @@ use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
 pub use backward::{append_backward, gradients};
-pub use control::{Outputs, cond, while_loop};
+pub use control::{Branch, Outputs, case, cond, switch_case, while_loop};
 pub use executor::{Executor, FetchTarget, Scope, global_scope};
-pub use inference::{InferenceModel, load_inference_model, save_inference_model};
+pub use inference::{InferenceModel, load_inference_model, load_inference_model_from_bytes, save_inference_model};
 pub(crate) use param::{create_parameter, create_persistable};
 pub use program::{Block, OpDesc, OpRole, Program, RunHook, VarDesc, VarId, VarKind};
 pub use serialize::FORMAT_VERSION;

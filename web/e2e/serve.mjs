@@ -9,6 +9,7 @@ const TYPES = {
   ".html": "text/html; charset=utf-8", ".js": "text/javascript", ".mjs": "text/javascript",
   ".wasm": "application/wasm", ".json": "application/json", ".gz": "application/gzip",
   ".safetensors": "application/octet-stream", ".css": "text/css", ".png": "image/png",
+  ".pdmodel": "text/plain; charset=utf-8", ".pdiparams": "application/octet-stream",
 };
 
 export function serve(root) {

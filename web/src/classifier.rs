@@ -1,33 +1,36 @@
-//! The draw-a-digit classifier: the MNIST network with weights trained natively by the MNIST
-//! example, loaded from the safetensors file the page fetches.
+//! The draw-a-digit classifier: the MNIST inference model saved by the static MNIST example
+//! (`save_inference_model`), loaded with `load_inference_model` from the two files the page
+//! fetches. The page holds no network code: the program and its parameters come from the
+//! files.
 
-use dygraph::nn::{Forward, Layer};
-use dygraph::vision::models::MnistNet;
-use dygraph::{self as paddle, Place, Result, Tensor};
+use dygraph::static_::{Executor, InferenceModel, Scope, load_inference_model_from_bytes};
+use dygraph::{Error, Place, Result, Tensor};
 
 use crate::digit::SIDE;
 
-/// A trained `MnistNet` on one place.
+/// A loaded inference model and the executor that runs it on one place.
 pub struct Classifier {
-    model: MnistNet,
-    place: Place,
+    model: InferenceModel,
+    exe: Executor,
 }
 
 impl Classifier {
-    /// The network on `place` with the weights in `safetensors` (a checkpoint saved by
-    /// `paddle::save(&model.state_dict(), ..)`); names or shapes that do not fit are an error.
-    pub fn from_safetensors(safetensors: &[u8], place: Place) -> Result<Self> {
-        let state = paddle::io::load_from_bytes(safetensors, place)?;
-        let mut model = paddle::guard(place, MnistNet::new)?;
-        model.set_state_dict(&state)?;
-        model.eval();
-        Ok(Classifier { model, place })
+    /// The model in `pdmodel` (the program) and `pdiparams` (its parameters, safetensors) on
+    /// `place`; a corrupt or mismatched pair is an error.
+    pub fn from_inference_model(pdmodel: &[u8], pdiparams: &[u8], place: Place) -> Result<Self> {
+        let exe = Executor::with_scope(place, Scope::new());
+        let model = load_inference_model_from_bytes(pdmodel, pdiparams, &exe)?;
+        if model.feed_names.len() != 1 || model.fetch_names.len() != 1 {
+            return Err(Error::invalid("load_classifier", "expected a model with one feed and one fetch"));
+        }
+        Ok(Classifier { model, exe })
     }
 
     /// The ten class probabilities of one `[28 × 28]` input scaled to [−1, 1], still on the
     /// classifier's place (read them back with `to_vec_async`).
     pub fn probabilities(&self, input: &[f32]) -> Result<Tensor> {
-        let x = Tensor::from_vec_on(input.to_vec(), [1, 1, SIDE, SIDE], self.place)?;
-        paddle::no_grad(|| self.model.forward(&x))
+        let x = Tensor::from_vec_on(input.to_vec(), [1, 1, SIDE, SIDE], self.exe.place())?;
+        let feed = &self.model.feed_names[0];
+        Ok(self.exe.run(&self.model.program, &[(feed, &x)], &self.model.fetch_names)?.remove(0))
     }
 }

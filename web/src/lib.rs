@@ -98,11 +98,12 @@ pub fn backend() -> Result<String, JsError> {
     with_session(|s| Ok(s.backend.clone()))
 }
 
-/// Loads the classifier's weights (the bytes of a safetensors checkpoint of `MnistNet`).
+/// Loads the classifier: an inference model's program (`.pdmodel`) and parameters
+/// (`.pdiparams`), as saved by `save_inference_model`.
 #[wasm_bindgen]
-pub fn load_classifier(safetensors: &[u8]) -> Result<(), JsError> {
+pub fn load_classifier(pdmodel: &[u8], pdiparams: &[u8]) -> Result<(), JsError> {
     with_session(|s| {
-        s.classifier = Some(Classifier::from_safetensors(safetensors, s.place)?);
+        s.classifier = Some(Classifier::from_inference_model(pdmodel, pdiparams, s.place)?);
         Ok(())
     })
 }
