@@ -580,3 +580,53 @@ fn case_and_switch_case_pick_branches_in_both_modes() {
         }
     }
 }
+
+#[test]
+fn clone_for_test_switches_dropout_and_refuses_training_batch_norm() {
+    use dygraph::{DropoutMode, DropoutOptions};
+    let exe = Executor::with_scope(Place::Cpu, Scope::new());
+    let x = Tensor::from_vec((1..=8).map(|v| v as f32).collect::<Vec<_>>(), [2, 4]).unwrap();
+    for (mode, factor) in [(DropoutMode::UpscaleInTrain, 1.0), (DropoutMode::DownscaleInInfer, 0.75)] {
+        let (main, startup) = (Program::new(), Program::new());
+        let y = st::program_guard(&main, &startup, || {
+            let xv = st::data("x", &[-1, 4], DType::Float32).unwrap();
+            paddle::dropout(&xv, DropoutOptions { p: 0.25, training: true, mode }).unwrap()
+        });
+        let test = main.clone_program(true);
+        assert!(test.to_string().contains("= scale("), "{test}");
+        let out = exe.run(&test, &[("x", &x)], &[&y]).unwrap();
+        let want: Vec<f64> = (1..=8).map(|v| v as f64 * factor).collect();
+        assert_eq!(values(&out[0]), want, "evaluation dropout ({mode:?})");
+    }
+    // Batch norm built in training mode cannot be switched by a clone: a clear error.
+    let (main, startup) = (Program::new(), Program::new());
+    let y = st::program_guard(&main, &startup, || {
+        let xv = st::data("x", &[-1, 4], DType::Float32).unwrap();
+        nn::BatchNorm::new(4).unwrap().forward(&xv).unwrap()
+    });
+    exe.run(&startup, &[], &[] as &[&str]).unwrap();
+    let e = exe.run(&main.clone_program(true), &[("x", &x)], &[&y]).unwrap_err().to_string();
+    assert!(e.contains("eval() mode"), "{e}");
+    exe.run(&main, &[("x", &x)], &[&y]).unwrap();
+}
+
+#[test]
+fn enable_static_builds_the_default_programs() {
+    st::enable_static();
+    assert!(st::in_static_mode());
+    let x = st::data("x", &[-1, 2], DType::Float32).unwrap();
+    let fc = nn::Linear::new(2, 1).unwrap();
+    let y = fc.forward(&x).unwrap();
+    st::disable_static();
+    assert!(st::in_dynamic_mode());
+    let (main, startup) = (st::default_main_program(), st::default_startup_program());
+    assert!(main.ops().iter().any(|o| o.op_type == "matmul"), "{main}");
+    assert_eq!(startup.ops().len(), 2, "{startup}");
+    let exe = Executor::with_scope(Place::Cpu, Scope::new());
+    exe.run(&startup, &[], &[] as &[&str]).unwrap();
+    let out = exe.run(&main, &[("x", &Tensor::from_vec(vec![1.0f32, 2.0], [1, 2]).unwrap())], &[&y]).unwrap();
+    let w = values(&exe.scope().var(&fc.weight.name().unwrap()).unwrap());
+    assert_close("default program output", &values(&out[0]), &[w[0] + 2.0 * w[1]], 1e-6);
+    // Back in eager mode, ops compute again.
+    assert_eq!(values(&paddle::ones([2], DType::Float32).unwrap()), [1.0, 1.0]);
+}

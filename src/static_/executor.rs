@@ -118,7 +118,7 @@ struct Step {
 pub struct Executor {
     place: Place,
     scope: Scope,
-    cache: Mutex<HashMap<usize, Arc<Compiled>>>,
+    cache: Mutex<HashMap<u64, Arc<Compiled>>>,
 }
 
 impl Executor {
@@ -217,20 +217,37 @@ impl Executor {
     }
 
     fn compile(&self, program: &Program) -> Result<Arc<Compiled>> {
-        let key = Arc::as_ptr(&program.inner) as usize;
-        let version = program.version();
+        let (key, version) = {
+            let d = program.data();
+            (d.uid, d.version)
+        };
         if let Some(c) = self.cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key)
             && c.version == version
         {
             return Ok(c.clone());
         }
         let c = Arc::new(compile(&program.data(), self.place)?);
-        self.cache.lock().unwrap_or_else(|e| e.into_inner()).insert(key, c.clone());
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        // Bounded: programs that were dropped leave their entries behind.
+        if cache.len() >= 64 {
+            cache.clear();
+        }
+        cache.insert(key, c.clone());
         Ok(c)
     }
 }
 
 fn compile(d: &ProgramData, place: Place) -> Result<Compiled> {
+    if let Some(op) = super::program::training_only_op(d) {
+        return Err(Error::invalid(
+            RUN,
+            format!(
+                "this program was cloned for test but its {} op uses batch statistics; build the evaluation \
+                 program from the layer in eval() mode",
+                op.op_type
+            ),
+        ));
+    }
     let place_attr = crate::ops::AttrField::to_attr(&place);
     let blocks = d
         .blocks

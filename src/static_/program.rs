@@ -114,6 +114,10 @@ pub(crate) struct ProgramData {
     pub hooks: Vec<Arc<dyn RunHook>>,
     /// The role given to appended ops.
     pub role: OpRole,
+    /// Made by `clone_program(true)`.
+    pub for_test: bool,
+    /// Unique per program in the process (executors cache by it, never by address).
+    pub uid: u64,
     /// The handles of the parameters created for this program (weak: the layers own them).
     pub params: Vec<crate::tensor::WeakTensor>,
 }
@@ -144,6 +148,8 @@ impl Program {
                 version: 0,
                 hooks: Vec::new(),
                 role: OpRole::Forward,
+                for_test: false,
+                uid: next_uid(),
                 params: Vec::new(),
             })),
         }
@@ -199,9 +205,11 @@ impl Program {
         self.data().version
     }
 
-    /// A deep copy. With `for_test` the copy is the inference form: the backward and update
-    /// ops are dropped, and ops that behave differently in
-    /// evaluation (dropout, batch norm) take their `is_test` form (Paddle's `clone(for_test=True)`).
+    /// A deep copy. With `for_test` the copy is the inference form (Paddle's
+    /// `clone(for_test=True)`): the backward and update ops are dropped and dropout becomes its
+    /// evaluation form. Batch norm built in training mode cannot be switched: running such a
+    /// copy is an error that says to build the evaluation program from the layer in `eval()`
+    /// mode.
     pub fn clone_program(&self, for_test: bool) -> Program {
         let mut copy = {
             let d = self.data();
@@ -214,6 +222,8 @@ impl Program {
                 version: 0,
                 hooks: if for_test { Vec::new() } else { d.hooks.clone() },
                 role: OpRole::Forward,
+                for_test,
+                uid: next_uid(),
                 params: Vec::new(),
             }
         };
@@ -365,6 +375,11 @@ impl Program {
     }
 }
 
+fn next_uid() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Variables an op's sub-blocks read from outside them.
 pub(crate) fn sub_block_reads(blocks: &[Block], op: &OpDesc) -> Vec<VarId> {
     let mut reads = Vec::new();
@@ -377,11 +392,30 @@ pub(crate) fn sub_block_reads(blocks: &[Block], op: &OpDesc) -> Vec<VarId> {
     reads
 }
 
-/// Switches an op's training-only behaviour off (dropout, batch norm statistics).
+/// Switches an op to its evaluation form: dropout becomes the identity (`upscale_in_train`)
+/// or a scale by `1 − p` (`downscale_in_infer`), without its mask output.
 fn set_test_mode(op: &mut OpDesc) {
-    if let Some(crate::ops::AttrValue::Bool(_)) = op.attrs.get("training") {
-        op.attrs.set("training", crate::ops::AttrValue::Bool(false));
+    use crate::ops::AttrValue;
+    if op.op_type != "dropout" {
+        return;
     }
+    let p = match op.attrs.get("p") {
+        Some(AttrValue::Float(p)) => *p,
+        _ => return,
+    };
+    let downscale = matches!(op.attrs.get("mode"), Some(AttrValue::Str(m)) if m == "downscale_in_infer");
+    op.op_type = "scale".into();
+    op.attrs = AttrMap::new().with("scale", if downscale { 1.0 - p } else { 1.0 }).with("bias", 0.0);
+    op.outputs.truncate(1);
+}
+
+/// The first op of a `for_test` program that computes training-only statistics (batch
+/// norm with batch statistics), which a clone cannot switch to evaluation.
+pub(crate) fn training_only_op(d: &ProgramData) -> Option<&OpDesc> {
+    if !d.for_test {
+        return None;
+    }
+    d.blocks.iter().flat_map(|b| &b.ops).find(|o| o.op_type == "batch_norm_stats")
 }
 
 impl fmt::Display for Program {
