@@ -19,7 +19,6 @@ use dygraph::io::DataLoader;
 use dygraph::nn::{Forward, Layer};
 use dygraph::optimizer::{Adam, Optimizer, SGD};
 use dygraph::vision::datasets::{Mnist, Mode};
-use dygraph::vision::transforms::Normalize;
 use dygraph::{self as paddle, Error, Place, Result, Tensor};
 
 pub use dygraph::vision::models::MnistNet;
@@ -112,17 +111,12 @@ pub fn evaluate(model: &MnistNet, loader: &DataLoader<Mnist>) -> Result<(f64, f6
     Ok((loss_sum / seen.max(1) as f64, correct as f64 / seen.max(1) as f64, preds))
 }
 
-fn normalize() -> Result<Normalize> {
-    // The seed's x / 255 · 2 − 1.
-    Normalize::new(&[127.5], &[127.5])
-}
-
 /// Trains, evaluates, checkpoints and reloads as the seed program does.
 pub fn train(config: &Config) -> Result<Report> {
     paddle::seed(config.seed);
     paddle::guard(config.place, || {
         let dir = config.data_dir.as_deref();
-        let train_set = Mnist::new(dir, Mode::Train)?.with_transform(normalize()?);
+        let train_set = Mnist::new(dir, Mode::Train)?.with_transform(common::mnist_normalize()?);
         let loader = DataLoader::new(train_set, config.batch_size).shuffle(true).drop_last(true).place(config.place);
         let mut model = MnistNet::new()?;
         let mut opt: Box<dyn Optimizer> = match config.optimizer {
@@ -132,9 +126,9 @@ pub fn train(config: &Config) -> Result<Report> {
         let steps = config.max_steps.unwrap_or(usize::MAX).min(loader.len());
         let mut report = Report::default();
         let start = Instant::now();
+        let mut log = common::LossLog::default();
         for epoch in 0..config.epochs {
             let bar = progress_bar(config.progress, steps as u64, epoch);
-            let mut pending: Vec<Tensor> = Vec::new();
             let epoch_start = Instant::now();
             for (batch_id, batch) in loader.iter()?.take(steps).enumerate() {
                 let (img, label) = batch?;
@@ -143,19 +137,14 @@ pub fn train(config: &Config) -> Result<Report> {
                 avg_loss.backward()?;
                 opt.step()?;
                 opt.clear_grad();
-                // Losses stay on the device and are read back together every 100 steps.
-                pending.push(avg_loss.detach());
-                if batch_id % 100 == 0 || batch_id + 1 == steps {
-                    let values = paddle::stack(&pending, 0)?.to_vec::<f32>()?;
-                    report.losses.extend(&values);
-                    pending.clear();
-                    if batch_id % 100 == 0 && config.verbose {
-                        let line = format!("Loss at epoch {epoch} step {batch_id}: [{:.8}]", values[values.len() - 1]);
-                        // A hidden bar (output not a terminal) would drop its println.
-                        match &bar {
-                            Some(b) if !b.is_hidden() => b.println(line),
-                            _ => println!("{line}"),
-                        }
+                if let Some(v) = log.push(avg_loss.detach(), batch_id, batch_id + 1 == steps)?
+                    && config.verbose
+                {
+                    let line = format!("Loss at epoch {epoch} step {batch_id}: [{v:.8}]");
+                    // A hidden bar (output not a terminal) would drop its println.
+                    match &bar {
+                        Some(b) if !b.is_hidden() => b.println(line),
+                        _ => println!("{line}"),
                     }
                 }
                 if let Some(b) = &bar {
@@ -169,6 +158,7 @@ pub fn train(config: &Config) -> Result<Report> {
             }
         }
         paddle::sync()?;
+        report.losses = log.losses;
         report.train_seconds = start.elapsed().as_secs_f64();
         report.images_per_second = (report.losses.len() * config.batch_size) as f64 / report.train_seconds;
         if config.verbose {
@@ -190,7 +180,7 @@ pub fn train(config: &Config) -> Result<Report> {
             return Ok(report);
         }
         model.eval();
-        let test_set = Mnist::new(dir, Mode::Test)?.with_transform(normalize()?);
+        let test_set = Mnist::new(dir, Mode::Test)?.with_transform(common::mnist_normalize()?);
         let test_loader = DataLoader::new(test_set, config.batch_size).place(config.place);
         let (test_loss, test_acc, preds) = evaluate(&model, &test_loader)?;
         report.test_loss = test_loss;

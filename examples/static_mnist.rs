@@ -23,7 +23,6 @@ use dygraph::optimizer::{Adam, Optimizer, SGD};
 use dygraph::static_::{self as st, Executor, Program, Scope};
 use dygraph::vision::datasets::{Mnist, Mode};
 use dygraph::vision::models::{MnistNet, mnist_loss};
-use dygraph::vision::transforms::Normalize;
 use dygraph::{self as paddle, DType, Error, Place, Result, Tensor};
 
 /// The programs of one model: training, evaluation, and the variables fed and fetched.
@@ -59,10 +58,6 @@ fn build(optimizer: &str) -> Result<Programs> {
     })
 }
 
-fn normalize() -> Result<Normalize> {
-    Normalize::new(&[127.5], &[127.5])
-}
-
 /// Labels as the `[N, 1]` int64 the `label` placeholder declares.
 fn column(label: &Tensor) -> Result<Tensor> {
     label.reshape([label.shape()[0], 1])
@@ -70,7 +65,7 @@ fn column(label: &Tensor) -> Result<Tensor> {
 
 /// Accuracy of the evaluation program over the test set.
 fn evaluate(exe: &Executor, p: &Programs, dir: Option<&Path>, place: Place) -> Result<(f64, f64)> {
-    let test_set = Mnist::new(dir, Mode::Test)?.with_transform(normalize()?);
+    let test_set = Mnist::new(dir, Mode::Test)?.with_transform(common::mnist_normalize()?);
     let loader = DataLoader::new(test_set, 64).place(place);
     let (mut loss_sum, mut correct, mut seen) = (0.0, 0usize, 0usize);
     for batch in loader.iter()? {
@@ -144,32 +139,28 @@ pub fn train(config: &Config) -> Result<Report> {
         println!("initialised {} parameters ({} values)", init.len(), init.iter().map(|t| t.numel()).sum::<usize>());
     }
     let dir = config.data_dir.as_deref();
-    let train_set = Mnist::new(dir, Mode::Train)?.with_transform(normalize()?);
+    let train_set = Mnist::new(dir, Mode::Train)?.with_transform(common::mnist_normalize()?);
     let loader = DataLoader::new(train_set, 64).shuffle(true).drop_last(true).place(place);
     let steps = config.max_steps.unwrap_or(usize::MAX).min(loader.len());
     let mut fetch: Vec<String> = vec![p.avg_loss.name().unwrap_or_default()];
     fetch.extend(p.params.iter().cloned());
     let mut report = Report::default();
     let start = Instant::now();
+    let mut log = common::LossLog::default();
     for epoch in 0..config.epochs {
-        let mut pending: Vec<Tensor> = Vec::new();
         for (batch_id, batch) in loader.iter()?.take(steps).enumerate() {
             let (img, label) = batch?;
             let label = column(&label)?;
             let out = exe.run(&p.main, &[("pixel", &img), ("label", &label)], &fetch)?;
-            // Losses stay on the device and are read back together every 100 steps.
-            pending.push(out[0].clone());
-            if batch_id % 100 == 0 || batch_id + 1 == steps {
-                let values = paddle::stack(&pending, 0)?.to_vec::<f32>()?;
-                report.losses.extend(&values);
-                pending.clear();
-                if batch_id % 100 == 0 && config.verbose {
-                    println!("Loss at epoch {epoch} step {batch_id}: [{:.8}]", values[values.len() - 1]);
-                }
+            if let Some(v) = log.push(out[0].clone(), batch_id, batch_id + 1 == steps)?
+                && config.verbose
+            {
+                println!("Loss at epoch {epoch} step {batch_id}: [{v:.8}]");
             }
         }
     }
     paddle::sync()?;
+    report.losses = log.losses;
     report.train_seconds = start.elapsed().as_secs_f64();
     report.images_per_second = (report.losses.len() * 64) as f64 / report.train_seconds;
     if config.verbose {

@@ -41,3 +41,32 @@ pub fn load_image(path: &std::path::Path, place: Place) -> Result<dygraph::Tenso
     let px: Vec<f32> = px.into_iter().map(|v| v / 255.0 * 2.0 - 1.0).collect();
     dygraph::Tensor::from_vec_on(px, [1, 1, 28, 28], place)
 }
+
+/// The seed's input scaling, `x / 255 · 2 − 1`.
+pub fn mnist_normalize() -> Result<dygraph::vision::transforms::Normalize> {
+    dygraph::vision::transforms::Normalize::new(&[127.5], &[127.5])
+}
+
+/// Every step's loss, kept on the device and read back together every 100 steps (one
+/// readback per 100 steps instead of a sync per step).
+#[derive(Default)]
+pub struct LossLog {
+    pending: Vec<dygraph::Tensor>,
+    /// The losses read back so far, in order.
+    pub losses: Vec<f32>,
+}
+
+impl LossLog {
+    /// Records step `batch_id`'s loss (`last`: the epoch's last step); on every 100th step,
+    /// returns its value to print.
+    pub fn push(&mut self, loss: dygraph::Tensor, batch_id: usize, last: bool) -> Result<Option<f32>> {
+        self.pending.push(loss);
+        if !batch_id.is_multiple_of(100) && !last {
+            return Ok(None);
+        }
+        let values = dygraph::stack(&self.pending, 0)?.to_vec::<f32>()?;
+        self.pending.clear();
+        self.losses.extend(&values);
+        Ok(batch_id.is_multiple_of(100).then(|| values[values.len() - 1]))
+    }
+}
