@@ -286,8 +286,8 @@ fn eager_minimize_applies_existing_gradients_only() {
     assert_eq!(values(&w), [0.0, 0.0]);
 }
 
-fn model_dir() -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("dygraph_static_model_{}", std::process::id()));
+fn model_dir(test: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("dygraph_static_{test}_{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
     d
 }
@@ -303,7 +303,7 @@ fn read_values(path: &std::path::Path) -> Vec<f32> {
 
 #[test]
 fn inference_model_predicts_identically_in_a_fresh_process() {
-    let dir = model_dir();
+    let dir = model_dir("mlp");
     let prefix = dir.join("mlp");
     let (main, startup) = (Program::new(), Program::new());
     let (x, probs) = st::program_guard(&main, &startup, || {
@@ -629,4 +629,35 @@ fn enable_static_builds_the_default_programs() {
     assert_close("default program output", &values(&out[0]), &[w[0] + 2.0 * w[1]], 1e-6);
     // Back in eager mode, ops compute again.
     assert_eq!(values(&paddle::ones([2], DType::Float32).unwrap()), [1.0, 1.0]);
+}
+
+#[test]
+fn control_flow_survives_an_inference_model_round_trip() {
+    let (main, startup) = (Program::new(), Program::new());
+    let (x, z) = st::program_guard(&main, &startup, || {
+        let x = st::data("x", &[1], DType::Float32).unwrap();
+        let zero = paddle::full_like(&x, 0.0).unwrap();
+        let z: Tensor = st::cond(&x.greater_than(&zero).unwrap(), || x.scale(2.0, 0.0), || x.scale(1.0, -1.0)).unwrap();
+        let n = st::while_loop(
+            |v| v[0].less_than_scalar(5.0),
+            |v| Ok(vec![v[0].add_scalar(1.0)?, v[1].add(&x)?]),
+            &[paddle::full([1], 0.0, DType::Float32).unwrap(), z],
+        )
+        .unwrap();
+        (x, n[1].clone())
+    });
+    let dir = model_dir("flow");
+    let prefix = dir.join("flow");
+    let exe = Executor::with_scope(Place::Cpu, Scope::new());
+    st::save_inference_model(&prefix, &[&x], &[&z], &exe, &main).unwrap();
+    let loaded = st::load_inference_model(&prefix, &exe).unwrap();
+    for xv in [3.0f32, -2.0] {
+        let t = paddle::to_tensor(&[xv][..]).unwrap();
+        let a = exe.run(&main, &[("x", &t)], &[&z]).unwrap();
+        let b = exe.run(&loaded.program, &[("x", &t)], &loaded.fetch_names).unwrap();
+        let want = if xv > 0.0 { 2.0 * xv } else { xv - 1.0 } + 5.0 * xv;
+        assert_eq!(values(&a[0]), [want as f64], "x = {xv}");
+        assert_eq!(values(&b[0]), values(&a[0]), "loaded program, x = {xv}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -307,7 +307,7 @@ pub(crate) fn read_program(text: &str) -> Result<(Program, Vec<String>, Vec<Stri
     if !ended {
         return Err(bad("the file is truncated (no \"end\" line)"));
     }
-    validate(&vars, &blocks)?;
+    validate(&blocks)?;
     for n in feeds.iter().chain(&fetches) {
         if !names.contains_key(n) {
             return Err(bad(format!("feed or fetch {n:?} is not a variable")));
@@ -326,7 +326,7 @@ pub(crate) fn read_program(text: &str) -> Result<(Program, Vec<String>, Vec<Stri
 
 /// Every op is a registry op with a valid attribute map (or control flow with its blocks),
 /// and every sub-block index exists.
-fn validate(vars: &[VarDesc], blocks: &[Block]) -> Result<()> {
+fn validate(blocks: &[Block]) -> Result<()> {
     if blocks.is_empty() {
         return Err(bad("no blocks"));
     }
@@ -341,7 +341,6 @@ fn validate(vars: &[VarDesc], blocks: &[Block]) -> Result<()> {
             let entry = crate::ops::registry::find_op(&op.op_type)
                 .map_err(|_| bad(format!("unknown op type {:?}", op.op_type)))?;
             entry.normalize_attrs(&op.attrs).map_err(|e| bad(format!("{}: {e}", op.op_type)))?;
-            let _ = vars;
         }
     }
     Ok(())
