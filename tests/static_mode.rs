@@ -582,7 +582,7 @@ fn case_and_switch_case_pick_branches_in_both_modes() {
 }
 
 #[test]
-fn clone_for_test_switches_dropout_and_refuses_training_batch_norm() {
+fn clone_for_test_switches_dropout_and_batch_norm_to_evaluation() {
     use dygraph::{DropoutMode, DropoutOptions};
     let exe = Executor::with_scope(Place::Cpu, Scope::new());
     let x = Tensor::from_vec((1..=8).map(|v| v as f32).collect::<Vec<_>>(), [2, 4]).unwrap();
@@ -598,16 +598,39 @@ fn clone_for_test_switches_dropout_and_refuses_training_batch_norm() {
         let want: Vec<f64> = (1..=8).map(|v| v as f64 * factor).collect();
         assert_eq!(values(&out[0]), want, "evaluation dropout ({mode:?})");
     }
-    // Batch norm built in training mode cannot be switched by a clone: a clear error.
+    // Batch norm: the clone normalises with the running statistics and leaves them alone.
+    use dygraph::nn::Layer;
     let (main, startup) = (Program::new(), Program::new());
-    let y = st::program_guard(&main, &startup, || {
+    let (bn, y) = st::program_guard(&main, &startup, || {
         let xv = st::data("x", &[-1, 4], DType::Float32).unwrap();
-        nn::BatchNorm::new(4).unwrap().forward(&xv).unwrap()
+        let bn = nn::BatchNorm::new(4).unwrap();
+        let y = bn.forward(&xv).unwrap();
+        (bn, y)
     });
     exe.run(&startup, &[], &[] as &[&str]).unwrap();
-    let e = exe.run(&main.clone_program(true), &[("x", &x)], &[&y]).unwrap_err().to_string();
-    assert!(e.contains("eval() mode"), "{e}");
-    exe.run(&main, &[("x", &x)], &[&y]).unwrap();
+    for k in 0..3 {
+        let xt = Tensor::from_vec((0..8).map(|v| (v * (k + 2)) as f32 * 0.3 - 1.0).collect::<Vec<_>>(), [2, 4]);
+        exe.run(&main, &[("x", &xt.unwrap())], &[&y]).unwrap();
+    }
+    let test = main.clone_program(true);
+    assert!(!test.to_string().contains("= batch_norm_stats("), "{test}");
+    let scope = |t: &Tensor| exe.scope().var(&t.name().unwrap()).unwrap();
+    let before = values(&scope(&bn.mean));
+    let out = exe.run(&test, &[("x", &x)], &[&y]).unwrap();
+    assert_eq!(values(&scope(&bn.mean)), before, "evaluation must not move the running mean");
+    let mut eager = nn::BatchNorm::new(4).unwrap();
+    for (e, s) in [
+        (eager.weight.as_ref().unwrap(), bn.weight.as_ref().unwrap()),
+        (eager.bias.as_ref().unwrap(), bn.bias.as_ref().unwrap()),
+        (&eager.mean, &bn.mean),
+        (&eager.variance, &bn.variance),
+    ] {
+        e.assign_(&scope(s)).unwrap();
+    }
+    eager.eval();
+    let want = eager.forward(&x).unwrap();
+    assert_close("batch norm of the for_test clone", &values(&out[0]), &values(&want), 1e-5);
+    assert_ne!(before, vec![0.0; 4], "the training runs moved the running mean");
 }
 
 #[test]

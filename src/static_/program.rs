@@ -206,10 +206,10 @@ impl Program {
     }
 
     /// A deep copy. With `for_test` the copy is the inference form (Paddle's
-    /// `clone(for_test=True)`): the backward and update ops are dropped and dropout becomes its
-    /// evaluation form. Batch norm built in training mode cannot be switched: running such a
-    /// copy is an error that says to build the evaluation program from the layer in `eval()`
-    /// mode.
+    /// `clone(for_test=True)`): the backward and update ops are dropped, dropout becomes its
+    /// evaluation form, and batch norm normalises with its running statistics (which it no
+    /// longer updates). A batch norm the rewrite does not recognise makes running the copy a
+    /// typed error.
     pub fn clone_program(&self, for_test: bool) -> Program {
         let mut copy = {
             let d = self.data();
@@ -233,6 +233,9 @@ impl Program {
                 for op in &mut b.ops {
                     set_test_mode(op);
                 }
+            }
+            for b in 0..copy.blocks.len() {
+                batch_norm_to_eval(&mut copy, b);
             }
         }
         Program { inner: Arc::new(Mutex::new(copy)) }
@@ -407,6 +410,90 @@ fn set_test_mode(op: &mut OpDesc) {
     op.op_type = "scale".into();
     op.attrs = AttrMap::new().with("scale", if downscale { 1.0 - p } else { 1.0 }).with("bias", 0.0);
     op.outputs.truncate(1);
+}
+
+/// Rewrites each training-mode batch norm of block `b` to its evaluation form: the batch
+/// statistics op becomes `mean = assign(running_mean)` and
+/// `rstd = rsqrt(running_var + epsilon)`, and the ops updating the running statistics
+/// (from the batch statistics to their `assign_`) are dropped. The running variables are
+/// found as the destinations of the `assign_` ops fed by the statistics.
+fn batch_norm_to_eval(d: &mut ProgramData, b: usize) {
+    use crate::ops::AttrValue;
+    loop {
+        let ops = &d.blocks[b].ops;
+        let Some(i) = ops.iter().position(|o| o.op_type == "batch_norm_stats") else { return };
+        let stats = &ops[i];
+        let (mean_o, var_o, rstd_o) = match stats.outputs.as_slice() {
+            [m, v, r] => (*m, *v, *r),
+            _ => return,
+        };
+        let eps = match stats.attrs.get("epsilon") {
+            Some(AttrValue::Float(e)) => *e,
+            _ => return,
+        };
+        let producer = |v: VarId| ops.iter().position(|o| o.outputs.contains(&v));
+        // The ops between a statistic and an assign_'s source, and whether they meet it.
+        let chain = |src: VarId, stat: VarId| -> Option<Vec<usize>> {
+            let (mut seen, mut stack, mut hit) = (Vec::new(), vec![src], false);
+            while let Some(v) = stack.pop() {
+                if v == stat {
+                    hit = true;
+                    continue;
+                }
+                if let Some(p) = producer(v)
+                    && p != i
+                    && !seen.contains(&p)
+                {
+                    seen.push(p);
+                    stack.extend(ops[p].inputs.iter().copied());
+                }
+            }
+            hit.then_some(seen)
+        };
+        let (mut running_mean, mut running_var, mut dead) = (None, None, Vec::new());
+        for (j, op) in ops.iter().enumerate() {
+            if op.op_type != "assign_" || op.inputs.len() != 2 {
+                continue;
+            }
+            for (stat, slot) in [(mean_o, &mut running_mean), (var_o, &mut running_var)] {
+                if let Some(c) = chain(op.inputs[1], stat) {
+                    *slot = Some(op.inputs[0]);
+                    dead.push(j);
+                    dead.extend(c);
+                }
+            }
+        }
+        let (Some(rm), Some(rv)) = (running_mean, running_var) else { return };
+        let block = d.vars[rstd_o].block;
+        let t = d.vars.len();
+        let name = format!("{}.eval_var", d.vars[rstd_o].name);
+        d.names.insert(name.clone(), t);
+        d.vars.push(VarDesc { name, persistable: false, ..d.vars[rstd_o].clone() });
+        d.vars[t].block = block;
+        let op = |ty: &str, inputs: Vec<VarId>, outputs: Vec<VarId>, attrs: AttrMap| OpDesc {
+            op_type: ty.into(),
+            inputs,
+            outputs,
+            attrs,
+            sub_blocks: Vec::new(),
+            role: OpRole::Forward,
+        };
+        let eval = vec![
+            op("assign", vec![rm], vec![mean_o], AttrMap::new()),
+            op("scale", vec![rv], vec![t], AttrMap::new().with("scale", 1.0).with("bias", eps)),
+            op("rsqrt", vec![t], vec![rstd_o], AttrMap::new()),
+        ];
+        let old = std::mem::take(&mut d.blocks[b].ops);
+        let mut rebuilt = Vec::with_capacity(old.len() + 2);
+        for (j, o) in old.into_iter().enumerate() {
+            if j == i {
+                rebuilt.extend(eval.iter().cloned());
+            } else if !dead.contains(&j) {
+                rebuilt.push(o);
+            }
+        }
+        d.blocks[b].ops = rebuilt;
+    }
 }
 
 /// The first op of a `for_test` program that computes training-only statistics (batch
