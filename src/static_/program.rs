@@ -478,7 +478,7 @@ fn batch_norm_to_eval(d: &mut ProgramData, b: usize) {
             sub_blocks: Vec::new(),
             role: OpRole::Forward,
         };
-        let eval = vec![
+        let eval = [
             op("assign", vec![rm], vec![mean_o], AttrMap::new()),
             op("scale", vec![rv], vec![t], AttrMap::new().with("scale", 1.0).with("bias", eps)),
             op("rsqrt", vec![t], vec![rstd_o], AttrMap::new()),
