@@ -1,9 +1,9 @@
 //! Control flow that works in both modes (Paddle's `paddle.static.nn.cond` and
 //! `while_loop`): on eager tensors the closures simply run as Rust control flow; on static
 //! variables they build sub-blocks of the program, and the Executor runs the chosen branch
-//! or loops. Gradients flow through `cond` (its backward is another `cond` whose branches
-//! are the branches' generated backward passes); `while_loop` has no gradient in static
-//! mode, and asking for one is an error.
+//! or loops. Gradients flow through both: `cond`'s backward is another `cond` whose branches
+//! are the branches' generated backward passes; `while_loop`'s is a `while_grad` op that
+//! replays the recorded iterations in reverse through the body's generated backward block.
 
 use std::cell::RefCell;
 use std::collections::HashSet;
@@ -52,7 +52,7 @@ impl Outputs for (Tensor, Tensor) {
 }
 
 pub(super) fn is_control_flow(op: &str) -> bool {
-    matches!(op, "cond" | "while")
+    matches!(op, "cond" | "while" | "while_grad")
 }
 
 thread_local! {
@@ -329,8 +329,14 @@ pub fn while_loop(
         ));
     }
     let base = program.unique_name("while");
-    // The loop-carried variables the blocks read; the op binds them before each pass.
+    // The loop-carried variables the blocks read; the op binds them before each pass. Float
+    // ones take part in autograd, so the body's ops record the nodes its gradient replays.
     let carried = output_vars(&program, &format!("{base}.carried"), loop_vars, true)?;
+    if crate::is_grad_enabled() {
+        carried.iter().filter(|t| t.dtype().is_float()).for_each(|t| {
+            t.set_stop_gradient(false);
+        });
+    }
     let (cb, c_res, c_reads) = build_block(&program, || cond_fn(&carried))?;
     if let [c] = c_res.as_slice() {
         check_pred(OP, c)?;
@@ -347,10 +353,11 @@ pub fn while_loop(
         .filter(|t| t.var_ref().is_some_and(|v| !carried_ids.contains(&v.id)))
         .collect();
     let mut inputs = loop_vars.to_vec();
-    inputs.extend(captured);
+    inputs.extend(captured.iter().cloned());
     let refs: Vec<&Tensor> = inputs.iter().collect();
     note_inputs(&refs);
-    let outs = output_vars(&program, &base, loop_vars, true)?;
+    let records = crate::is_grad_enabled() && inputs.iter().any(|t| t.requires_grad());
+    let outs = output_vars(&program, &base, loop_vars, !records)?;
     program.append_op(OpDesc {
         op_type: "while".into(),
         inputs: ids(&inputs),
@@ -360,12 +367,88 @@ pub fn while_loop(
         role: OpRole::Forward,
     });
     let float_outs: Vec<&Tensor> = outs.iter().filter(|t| t.dtype().is_float()).collect();
-    if crate::is_grad_enabled() && inputs.iter().any(|t| t.requires_grad()) && !float_outs.is_empty() {
-        crate::autograd::record(OP, &refs, &float_outs, |_| {
-            Err(Error::Autograd("while_loop has no gradient in static mode".into()))
-        });
+    if records && !float_outs.is_empty() {
+        let key = ids(&outs)[0];
+        let loop_c = LoopGrad { program: program.clone(), key, body: bb, base, carried, results: b_res, captured };
+        crate::autograd::record(OP, &refs, &float_outs, move |ctx| loop_c.backward(ctx.grads, ctx.needs));
     }
     Ok(outs)
+}
+
+/// What a `while` op's gradient needs: the body block and its variables.
+struct LoopGrad {
+    program: Program,
+    /// The forward op's first output: names its tape of carried values.
+    key: VarId,
+    body: usize,
+    base: String,
+    carried: Vec<Tensor>,
+    results: Vec<Tensor>,
+    captured: Vec<Tensor>,
+}
+
+impl LoopGrad {
+    /// Appends a `while_grad` op: for each recorded iteration, last to first, it restores the
+    /// carried values, reruns the body, and runs a gradient block generated from the body's
+    /// recorded nodes, which maps the gradient of the next carried values to those of the
+    /// current ones and of the captured variables (summed over iterations).
+    fn backward(&self, grads: &[Tensor], needs: &[bool]) -> Result<Vec<Option<Tensor>>> {
+        let p = &self.program;
+        let n = self.carried.len();
+        let slots: Vec<usize> = (0..n).filter(|&i| self.carried[i].dtype().is_float()).collect();
+        let caps: Vec<usize> =
+            (0..self.captured.len()).filter(|&j| needs.get(n + j).copied().unwrap_or(false)).collect();
+        p.set_op_attr_of_output(self.key, "keep_tape", crate::ops::AttrValue::Bool(true));
+        let like: Vec<Tensor> = slots.iter().map(|&i| self.carried[i].clone()).collect();
+        let (gb, parent) = p.open_block();
+        let built = (|| -> Result<(Vec<Tensor>, Vec<Tensor>)> {
+            let dnext = output_vars(p, &format!("{}.dnext", self.base), &like, true)?;
+            let mut targets = like.clone();
+            targets.extend(caps.iter().map(|&j| self.captured[j].clone()));
+            let (outs, seeds): (Vec<Tensor>, Vec<Tensor>) = slots
+                .iter()
+                .zip(&dnext)
+                .filter(|(i, _)| self.results[**i].requires_grad())
+                .map(|(&i, d)| (self.results[i].clone(), d.clone()))
+                .unzip();
+            let found = if outs.is_empty() {
+                vec![None; targets.len()]
+            } else {
+                crate::autograd::grad(&outs, &targets, Some(&seeds), true, false, true)?
+            };
+            let results: Result<Vec<Tensor>> =
+                found.into_iter().zip(&targets).map(|(g, t)| g.map_or_else(|| crate::zeros_like(t), Ok)).collect();
+            Ok((dnext, results?))
+        })();
+        p.set_current_block(parent);
+        let (dnext, results) = built?;
+        p.set_block_io(gb, ids(&dnext), ids(&results));
+        let mut inputs: Vec<Tensor> = grads.to_vec();
+        inputs.extend(caps.iter().map(|&j| self.captured[j].clone()));
+        let refs: Vec<&Tensor> = inputs.iter().collect();
+        note_inputs(&refs);
+        let mut out_like = like.clone();
+        out_like.extend(caps.iter().map(|&j| self.captured[j].clone()));
+        let outs = output_vars(p, &format!("{}.grad", self.base), &out_like, true)?;
+        p.append_op(OpDesc {
+            op_type: "while_grad".into(),
+            inputs: ids(&inputs),
+            outputs: ids(&outs),
+            attrs: crate::ops::AttrMap::new().with("forward", self.key as i64).with("slots", slots.len() as i64),
+            sub_blocks: vec![self.body, gb],
+            role: OpRole::Forward,
+        });
+        let mut res = vec![None; needs.len()];
+        for (k, &i) in slots.iter().enumerate() {
+            if needs.get(i).copied().unwrap_or(false) {
+                res[i] = Some(outs[k].clone());
+            }
+        }
+        for (k, &j) in caps.iter().enumerate() {
+            res[n + j] = Some(outs[slots.len() + k].clone());
+        }
+        Ok(res)
+    }
 }
 
 fn check_carried(before: &[Tensor], after: &[Tensor]) -> Result<()> {
@@ -411,11 +494,18 @@ pub(super) fn run(r: &Run<'_>, op: &OpDesc, env: &mut Vec<Option<Tensor>>) -> Re
             for (i, &c) in carried.iter().enumerate() {
                 env[c] = Some(r.value(op.inputs[i], env)?);
             }
+            // A loop whose gradient is part of the program keeps each iteration's carried
+            // values for `while_grad`.
+            let tape = matches!(op.attrs.get("keep_tape"), Some(crate::ops::AttrValue::Bool(true)));
+            let mut kept = Vec::new();
             loop {
                 r.block(cb, env)?;
                 let c = r.results(cb)[0];
                 if !r.value(c, env)?.item::<bool>()? {
                     break;
+                }
+                if tape {
+                    kept.push(carried.iter().map(|&c| r.value(c, env)).collect::<Result<Vec<_>>>()?);
                 }
                 r.block(bb, env)?;
                 let next: Vec<Tensor> = r.results(bb).iter().map(|&v| r.value(v, env)).collect::<Result<_>>()?;
@@ -425,6 +515,53 @@ pub(super) fn run(r: &Run<'_>, op: &OpDesc, env: &mut Vec<Option<Tensor>>) -> Re
             }
             for (&out, &c) in op.outputs.iter().zip(&carried) {
                 env[out] = Some(r.value(c, env)?);
+            }
+            if tape {
+                r.tapes.borrow_mut().insert(op.outputs[0], kept);
+            }
+            Ok(())
+        }
+        "while_grad" => {
+            let int = |name: &str| match op.attrs.get(name) {
+                Some(crate::ops::AttrValue::Int(v)) => Ok(*v as usize),
+                _ => Err(Error::invalid("Executor.run", format!("while_grad without its {name} attribute"))),
+            };
+            let (key, slots) = (int("forward")?, int("slots")?);
+            let (body, gb) = (op.sub_blocks[0], op.sub_blocks[1]);
+            let tape = r.tapes.borrow().get(&key).cloned().ok_or_else(|| {
+                Error::invalid("Executor.run", "while_grad ran before its while loop recorded its iterations")
+            })?;
+            let carried = r.params(body);
+            let (dnext, results) = (r.params(gb), r.results(gb));
+            let mut g: Vec<Tensor> = op.inputs[..slots].iter().map(|&v| r.value(v, env)).collect::<Result<_>>()?;
+            let caps: Vec<Tensor> = op.inputs[slots..].iter().map(|&v| r.value(v, env)).collect::<Result<_>>()?;
+            let mut gcap: Vec<Option<Tensor>> = vec![None; caps.len()];
+            for snap in tape.iter().rev() {
+                for (&c, t) in carried.iter().zip(snap) {
+                    env[c] = Some(t.clone());
+                }
+                r.block(body, env)?;
+                for (&d, t) in dnext.iter().zip(&g) {
+                    env[d] = Some(t.clone());
+                }
+                r.block(gb, env)?;
+                let vals: Vec<Tensor> = results.iter().map(|&v| r.value(v, env)).collect::<Result<_>>()?;
+                g = vals[..slots].to_vec();
+                for (acc, v) in gcap.iter_mut().zip(&vals[slots..]) {
+                    *acc = Some(match acc.take() {
+                        Some(a) => a.add(v)?,
+                        None => v.clone(),
+                    });
+                }
+            }
+            for (&out, t) in op.outputs.iter().zip(g) {
+                env[out] = Some(t);
+            }
+            for ((&out, acc), c) in op.outputs[slots..].iter().zip(gcap).zip(&caps) {
+                env[out] = Some(match acc {
+                    Some(t) => t,
+                    None => crate::zeros_like(c)?,
+                });
             }
             Ok(())
         }

@@ -170,7 +170,7 @@ impl Executor {
         for &id in &fetch_ids {
             keep[id] = true;
         }
-        let run = Run { exe: self, c: &compiled, overrides: &overrides, keep: &keep };
+        let run = Run { exe: self, c: &compiled, overrides: &overrides, keep: &keep, tapes: Default::default() };
         crate::no_grad(|| run.block(0, &mut env))?;
         fetch_ids
             .iter()
@@ -283,6 +283,9 @@ pub(super) struct Run<'a> {
     c: &'a Compiled,
     overrides: &'a [(usize, usize, AttrMap)],
     keep: &'a [bool],
+    /// Each taped `while` op's carried values per iteration (by its first output), for its
+    /// `while_grad`.
+    pub(super) tapes: std::cell::RefCell<HashMap<VarId, Vec<Vec<Tensor>>>>,
 }
 
 impl Run<'_> {

@@ -372,6 +372,18 @@ impl Program {
         self.data().params.iter().filter_map(|w| w.upgrade().ok()).collect()
     }
 
+    /// Sets attribute `name` of the op whose first output is `out`.
+    pub(crate) fn set_op_attr_of_output(&self, out: VarId, name: &str, value: crate::ops::AttrValue) {
+        let mut d = self.data();
+        for b in &mut d.blocks {
+            if let Some(op) = b.ops.iter_mut().find(|o| o.outputs.first() == Some(&out)) {
+                op.attrs.set(name, value);
+                break;
+            }
+        }
+        d.version += 1;
+    }
+
     /// Registers a hook run before every run of this program.
     pub(crate) fn add_hook(&self, hook: Arc<dyn RunHook>) {
         self.data().hooks.push(hook);
