@@ -7,7 +7,8 @@
 //! (parameters, constants) becomes a persistable variable bound to that same tensor, so an
 //! optimizer updating the layer's parameters in place updates the program's. Training
 //! works: the output records an autograd node whose backward runs the program's generated
-//! gradient ops (recomputing the forward: one forward and one forward+backward per step).
+//! gradient ops (recomputing the forward from the same random state, without repeating its
+//! in-place updates: one forward and one forward+backward per step).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -46,7 +47,10 @@ impl InputSpec {
 /// One traced signature.
 struct Traced {
     spec: InputSpec,
+    /// The forward and gradient ops, without the forward's in-place updates (batch norm's
+    /// running statistics), which the forward run already made.
     main: Program,
+    /// The forward ops as built (training-mode layers stay in training mode).
     forward: Program,
     x: Tensor,
     out: Tensor,
@@ -149,7 +153,7 @@ impl<L: Forward> StaticLayer<L> {
             Some(v) if v.program.same_program(&main) => v.program.var_name(v.id),
             _ => return Err(Error::invalid(OP, "forward returned a tensor that does not depend on its input")),
         };
-        let forward = main.prune(&[&out_name])?;
+        let forward = main.filtered(|o| o.role == st::OpRole::Forward);
         // The backward part: gradients of the output (fed as `dout`) for the input and every
         // captured tensor that needs one.
         let mut targets = vec![x.clone()];
@@ -179,6 +183,11 @@ impl<L: Forward> StaticLayer<L> {
         for c in &captured {
             scope.set_var(&c.name, c.eager.clone());
         }
+        let updates_in_place = |o: &st::OpDesc| {
+            o.role == st::OpRole::Forward
+                && crate::ops::registry::find_op(&o.op_type).is_ok_and(|r| !r.inplace().is_empty())
+        };
+        let main = main.filtered(|o| !updates_in_place(o));
         Ok(Traced { spec, main, forward, x, out, dout, captured, grads, scope, executors: Mutex::new(HashMap::new()) })
     }
 }
@@ -191,6 +200,9 @@ impl<L: Forward> Forward for StaticLayer<L> {
         }
         let t = self.traced(x)?;
         let exe = t.executor(x.place());
+        // The backward run recomputes the forward: it replays the same random numbers
+        // (dropout masks) from this state.
+        let rng = crate::get_seed_offset();
         let out = exe.run(&t.forward, &[(&t.spec.name, x)], &[&t.out])?.remove(0);
         let mut inputs: Vec<&Tensor> = vec![x];
         inputs.extend(t.captured.iter().map(|c| &c.eager));
@@ -207,7 +219,11 @@ impl<L: Forward> Forward for StaticLayer<L> {
                     .collect();
                 let names: Vec<&str> = fetch.iter().map(|(_, n)| n.as_str()).collect();
                 let exe = t2.executor(x2.place());
-                let got = exe.run(&t2.main, &[(&t2.spec.name, &x2), (&dout, &ctx.grads[0])], &names)?;
+                let now = crate::get_seed_offset();
+                crate::set_seed_offset(rng.0, rng.1);
+                let got = exe.run(&t2.main, &[(&t2.spec.name, &x2), (&dout, &ctx.grads[0])], &names);
+                crate::set_seed_offset(now.0, now.1);
+                let got = got?;
                 let mut out = vec![None; t2.grads.len()];
                 for ((i, _), g) in fetch.into_iter().zip(got) {
                     out[i] = Some(g);

@@ -728,3 +728,53 @@ fn while_loop_gradients_match_hand_values_in_both_modes() {
         assert_close(&format!("eager while_loop on {place}"), &got, &want, 1e-6);
     }
 }
+
+/// Linear → batch norm → dropout: training-mode layers with randomness and running state.
+#[derive(nn::Layer)]
+struct NoisyNet {
+    fc: nn::Linear,
+    bn: nn::BatchNorm,
+}
+
+impl Forward for NoisyNet {
+    fn forward(&self, x: &Tensor) -> paddle::Result<Tensor> {
+        let h = self.bn.forward(&self.fc.forward(x)?)?;
+        let o = dygraph::DropoutOptions { p: 0.3, training: true, mode: dygraph::DropoutMode::UpscaleInTrain };
+        paddle::dropout(&h, o)
+    }
+}
+
+#[test]
+fn to_static_keeps_training_mode_dropout_and_batch_norm() {
+    use dygraph::jit::{self, InputSpec};
+    use dygraph::nn::Layer;
+    let _g = common::generator_lock();
+    let make = || NoisyNet { fc: nn::Linear::new(4, 4).unwrap(), bn: nn::BatchNorm::new(4).unwrap() };
+    paddle::seed(7);
+    let eager = make();
+    paddle::seed(7);
+    let traced = jit::to_static(make(), Some(InputSpec::new(&[-1, 4], DType::Float32, "x")));
+    let x = Tensor::from_vec((0..24).map(|v| (v as f32 * 0.37).sin()).collect::<Vec<_>>(), [6, 4]).unwrap();
+    for step in 0..2 {
+        paddle::seed(100 + step);
+        let e = eager.forward(&x).unwrap();
+        e.square().unwrap().mean(&[], false).unwrap().backward().unwrap();
+        paddle::seed(100 + step);
+        let s = traced.forward(&x).unwrap();
+        s.square().unwrap().mean(&[], false).unwrap().backward().unwrap();
+        assert_close(&format!("output at step {step} (same dropout mask)"), &values(&s), &values(&e), 1e-6);
+        for (i, (a, b)) in eager.parameters().iter().zip(traced.parameters()).enumerate() {
+            assert_close(
+                &format!("gradient {i} at step {step}"),
+                &values(&b.grad().unwrap()),
+                &values(&a.grad().unwrap()),
+                1e-5,
+            );
+            a.clear_gradient();
+            b.clear_gradient();
+        }
+        // The running statistics move once per forward, as in eager mode.
+        let (em, sm) = (values(&eager.bn.mean), values(&traced.layer().bn.mean));
+        assert_close(&format!("running mean after step {step}"), &sm, &em, 1e-6);
+    }
+}

@@ -451,6 +451,48 @@ impl LoopGrad {
     }
 }
 
+/// A control-flow op's inputs and outputs fit its blocks (a program read from a file may
+/// not): a typed error rather than an index out of range.
+fn check_shape_of(r: &Run<'_>, op: &OpDesc) -> Result<()> {
+    let bad = |what: &str| Err(Error::invalid("Executor.run", format!("malformed {} op: {what}", op.op_type)));
+    let [first, second] = op.sub_blocks[..] else { return bad("it needs two blocks") };
+    match op.op_type.as_str() {
+        "cond" => {
+            if op.inputs.is_empty() {
+                return bad("no condition");
+            }
+            let n = r.results(first).len();
+            if r.results(second).len() != n || op.outputs.len() != n {
+                return bad("its branches and outputs differ in count");
+            }
+        }
+        "while" => {
+            let carried = r.params(first).len();
+            if carried == 0
+                || op.inputs.len() < carried
+                || op.outputs.len() != carried
+                || r.results(first).len() != 1
+                || r.params(second).len() != carried
+                || r.results(second).len() != carried
+            {
+                return bad("its loop variables do not fit its blocks");
+            }
+        }
+        _ => {
+            let slots = match op.attrs.get("slots") {
+                Some(crate::ops::AttrValue::Int(v)) => usize::try_from(*v).unwrap_or(usize::MAX),
+                _ => return bad("no slots attribute"),
+            };
+            let caps = op.inputs.len().checked_sub(slots);
+            let (gp, gr) = (r.params(second).len(), r.results(second).len());
+            if caps.is_none_or(|c| op.outputs.len() != slots + c || gr != slots + c) || gp != slots {
+                return bad("its gradients do not fit its blocks");
+            }
+        }
+    }
+    Ok(())
+}
+
 fn check_carried(before: &[Tensor], after: &[Tensor]) -> Result<()> {
     if before.len() != after.len() {
         return Err(Error::invalid(
@@ -477,6 +519,7 @@ fn check_carried(before: &[Tensor], after: &[Tensor]) -> Result<()> {
 
 /// Runs a control-flow op in an executor run.
 pub(super) fn run(r: &Run<'_>, op: &OpDesc, env: &mut Vec<Option<Tensor>>) -> Result<()> {
+    check_shape_of(r, op)?;
     match op.op_type.as_str() {
         "cond" => {
             let pred = r.value(op.inputs[0], env)?;

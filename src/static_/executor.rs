@@ -151,10 +151,6 @@ impl Executor {
         fetch_list: &[F],
     ) -> Result<Vec<Tensor>> {
         let compiled = self.compile(program)?;
-        let overrides: Vec<(usize, usize, AttrMap)> = {
-            let hooks = program.data().hooks.clone();
-            hooks.iter().flat_map(|h| h.before_run()).collect()
-        };
         let fetch: Vec<String> = fetch_list.iter().map(|f| f.fetch_name()).collect::<Result<_>>()?;
         let fetch_ids: Vec<VarId> = fetch
             .iter()
@@ -166,6 +162,11 @@ impl Executor {
             .collect::<Result<_>>()?;
         let mut env: Vec<Option<Tensor>> = vec![None; compiled.vars.len()];
         self.bind_feeds(&compiled, feed, &mut env)?;
+        // After every check: a hook counts optimizer steps.
+        let overrides: Vec<(usize, usize, AttrMap)> = {
+            let hooks = program.data().hooks.clone();
+            hooks.iter().flat_map(|h| h.before_run()).collect()
+        };
         let mut keep = vec![false; compiled.vars.len()];
         for &id in &fetch_ids {
             keep[id] = true;

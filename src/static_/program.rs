@@ -241,6 +241,21 @@ impl Program {
         Program { inner: Arc::new(Mutex::new(copy)) }
     }
 
+    /// A copy (no run hooks) keeping the ops of every block for which `keep` holds, as built:
+    /// no evaluation rewrites.
+    pub(crate) fn filtered(&self, keep: impl Fn(&OpDesc) -> bool) -> Program {
+        let copy = self.clone_program(false);
+        {
+            let mut d = copy.data();
+            d.hooks.clear();
+            for b in &mut d.blocks {
+                b.ops.retain(&keep);
+            }
+            d.version += 1;
+        }
+        copy
+    }
+
     /// A copy holding only the ops of block 0 that `targets` depend on (Paddle's
     /// `_prune`): what an inference model saves.
     pub fn prune(&self, targets: &[&str]) -> Result<Program> {
@@ -411,6 +426,10 @@ pub(crate) fn sub_block_reads(blocks: &[Block], op: &OpDesc) -> Vec<VarId> {
 /// or a scale by `1 − p` (`downscale_in_infer`), without its mask output.
 fn set_test_mode(op: &mut OpDesc) {
     use crate::ops::AttrValue;
+    if op.op_type == "while" {
+        // No gradient runs in an evaluation copy: keep no tape.
+        op.attrs = AttrMap::new();
+    }
     if op.op_type != "dropout" {
         return;
     }

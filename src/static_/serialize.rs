@@ -332,11 +332,20 @@ fn validate(blocks: &[Block]) -> Result<()> {
     }
     for b in blocks {
         for op in &b.ops {
+            if let Some(&s) = op.sub_blocks.iter().find(|&&s| s >= blocks.len() || blocks[s].parent != Some(b.idx)) {
+                return Err(bad(format!(
+                    "{} op in block {} names block {s}, which is not its child",
+                    op.op_type, b.idx
+                )));
+            }
             if super::control::is_control_flow(&op.op_type) {
                 if op.sub_blocks.len() != 2 || op.sub_blocks.iter().any(|&s| s == 0 || s >= blocks.len()) {
                     return Err(bad(format!("{} op with bad sub-blocks {:?}", op.op_type, op.sub_blocks)));
                 }
                 continue;
+            }
+            if !op.sub_blocks.is_empty() {
+                return Err(bad(format!("{} op has sub-blocks", op.op_type)));
             }
             let entry = crate::ops::registry::find_op(&op.op_type)
                 .map_err(|_| bad(format!("unknown op type {:?}", op.op_type)))?;

@@ -26,7 +26,12 @@ pub(crate) fn apply<O: Op>(op: &'static O, inputs: &[&Tensor], attrs: O::Attrs) 
             "this op is not in the registry (declare it with `registry_entry!` or as `pub(crate) static NAME: SomeOp = ...` so build.rs lists it)",
         ));
     }
-    let building = inputs.iter().any(|t| t.is_static_var()) || (inputs.is_empty() && crate::static_::in_static_mode());
+    // While `jit::to_static` traces, every op is recorded, even one that reads only eager
+    // tensors (a parameter transposed, batch norm's running statistics): run now, it would
+    // freeze their values into the program as constants.
+    let building = inputs.iter().any(|t| t.is_static_var())
+        || (inputs.is_empty() && crate::static_::in_static_mode())
+        || (!inputs.is_empty() && crate::static_::capture::active());
     if !building
         && !op.mixed_places()
         && let Some((first, rest)) = inputs.split_first()
