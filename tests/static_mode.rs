@@ -778,3 +778,40 @@ fn to_static_keeps_training_mode_dropout_and_batch_norm() {
         assert_close(&format!("running mean after step {step}"), &sm, &em, 1e-6);
     }
 }
+
+/// `x·w` if `Σx > 0` else `2·x·w`, with `w` a parameter read inside the branches.
+#[derive(nn::Layer)]
+struct Branchy {
+    #[layer(param)]
+    w: Tensor,
+}
+
+impl Forward for Branchy {
+    fn forward(&self, x: &Tensor) -> paddle::Result<Tensor> {
+        let pred = x.sum(&[], false)?.greater_than_scalar(0.0)?.reshape([1])?;
+        st::cond(&pred, || x.mul(&self.w), || x.mul(&self.w)?.scale(2.0, 0.0))
+    }
+}
+
+#[test]
+fn to_static_differentiates_parameters_read_inside_cond() {
+    use dygraph::jit::{self, InputSpec};
+    use dygraph::nn::Layer;
+    let w = Tensor::from_vec(vec![0.5f32, -1.5, 2.0], [3]).unwrap();
+    w.set_stop_gradient(false);
+    let eager = Branchy { w: w.clone() };
+    let ws = w.detach().clone_data().unwrap();
+    ws.set_stop_gradient(false);
+    let traced = jit::to_static(Branchy { w: ws }, Some(InputSpec::new(&[-1, 3], DType::Float32, "x")));
+    for sign in [1.0f32, -1.0] {
+        let x = Tensor::from_vec(vec![sign, 2.0 * sign, 0.5, sign, 1.0, -0.25], [2, 3]).unwrap();
+        eager.forward(&x).unwrap().sum(&[], false).unwrap().backward().unwrap();
+        let s = traced.forward(&x).unwrap();
+        assert_close(&format!("output, sign {sign}"), &values(&s), &values(&eager.forward(&x).unwrap()), 1e-6);
+        s.sum(&[], false).unwrap().backward().unwrap();
+        let (eg, sg) = (values(&eager.w.grad().unwrap()), values(&traced.parameters()[0].grad().unwrap()));
+        assert_close(&format!("gradient of w through cond, sign {sign}"), &sg, &eg, 1e-6);
+        eager.w.clear_gradient();
+        traced.parameters()[0].clear_gradient();
+    }
+}

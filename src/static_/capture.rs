@@ -36,6 +36,15 @@ pub(crate) fn capturing<T>(known: Vec<Captured>, f: impl FnOnce() -> T) -> (T, V
     (out, caught)
 }
 
+/// The variable already standing for the captured eager tensor `t`.
+pub(crate) fn id_of(t: &Tensor) -> Option<VarId> {
+    CAPTURES.with(|c| {
+        c.borrow()
+            .as_ref()
+            .and_then(|v| v.iter().find(|k| k.eager.same_tensor(t)).and_then(|k| k.var.var_ref().map(|r| r.id)))
+    })
+}
+
 /// The variable of the current main program standing for the eager tensor `t`, created on
 /// first use; `None` when no trace is capturing.
 pub(crate) fn capture(t: &Tensor) -> Result<Option<VarId>> {

@@ -60,12 +60,14 @@ thread_local! {
     static CAPTURES: RefCell<Vec<Vec<Tensor>>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Notes the static inputs of an op being appended, for the sub-blocks being built.
+/// Notes the static inputs of an op being appended (and, while a trace captures, its eager
+/// inputs: a layer's parameters), for the sub-blocks being built.
 pub(super) fn note_inputs(inputs: &[&Tensor]) {
+    let capturing = super::capture::active();
     CAPTURES.with(|c| {
         if let Some(frame) = c.borrow_mut().last_mut() {
             for t in inputs {
-                if t.is_static_var() && !frame.iter().any(|f| f.same_tensor(t)) {
+                if (t.is_static_var() || capturing) && !frame.iter().any(|f| f.same_tensor(t)) {
                     frame.push((*t).clone());
                 }
             }
@@ -118,15 +120,20 @@ fn nested(program: &Program, root: usize) -> HashSet<usize> {
     set
 }
 
-/// Of `reads` (and `results`), the variables declared outside `blocks`, deduplicated.
+/// Of `reads` (and `results`), the variables declared outside `blocks` (and the captured
+/// eager tensors of a trace, which stand for variables of block 0), deduplicated.
 fn outer(program: &Program, blocks: &HashSet<usize>, tensors: impl IntoIterator<Item = Tensor>) -> Vec<Tensor> {
     let d = program.data();
     let mut seen = HashSet::new();
     let mut v = Vec::new();
     for t in tensors {
-        if let Some(r) = t.var_ref()
-            && !blocks.contains(&d.vars[r.id].block)
-            && seen.insert(r.id)
+        let id = match t.var_ref() {
+            Some(r) if !blocks.contains(&d.vars[r.id].block) => Some(r.id),
+            Some(_) => None,
+            None => super::capture::id_of(&t),
+        };
+        if let Some(id) = id
+            && seen.insert(id)
         {
             v.push(t.clone());
         }
@@ -134,8 +141,9 @@ fn outer(program: &Program, blocks: &HashSet<usize>, tensors: impl IntoIterator<
     v
 }
 
+/// The variable ids of static variables and of a trace's captured eager tensors.
 fn ids(ts: &[Tensor]) -> Vec<VarId> {
-    ts.iter().filter_map(|t| t.var_ref().map(|v| v.id)).collect()
+    ts.iter().filter_map(|t| t.var_ref().map(|v| v.id).or_else(|| super::capture::id_of(t))).collect()
 }
 
 /// Declares the outputs of a control-flow op (`{base}.tmp_i`) like `like`.
@@ -350,7 +358,7 @@ pub fn while_loop(
     let carried_ids: HashSet<VarId> = ids(&carried).into_iter().collect();
     let captured: Vec<Tensor> = outer(&program, &inside, c_reads.into_iter().chain(b_reads).chain(b_res.clone()))
         .into_iter()
-        .filter(|t| t.var_ref().is_some_and(|v| !carried_ids.contains(&v.id)))
+        .filter(|t| t.var_ref().is_none_or(|v| !carried_ids.contains(&v.id)))
         .collect();
     let mut inputs = loop_vars.to_vec();
     inputs.extend(captured.iter().cloned());
