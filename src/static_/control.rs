@@ -442,7 +442,7 @@ impl LoopGrad {
             op_type: "while_grad".into(),
             inputs: ids(&inputs),
             outputs: ids(&outs),
-            attrs: crate::ops::AttrMap::new().with("forward", self.key as i64).with("slots", slots.len() as i64),
+            attrs: crate::ops::AttrMap::new().with("forward", p.var_name(self.key)).with("slots", slots.len() as i64),
             sub_blocks: vec![self.body, gb],
             role: OpRole::Forward,
         });
@@ -577,7 +577,12 @@ pub(super) fn run(r: &Run<'_>, op: &OpDesc, env: &mut Vec<Option<Tensor>>) -> Re
                 Some(crate::ops::AttrValue::Int(v)) => Ok(*v as usize),
                 _ => Err(Error::invalid("Executor.run", format!("while_grad without its {name} attribute"))),
             };
-            let (key, slots) = (int("forward")?, int("slots")?);
+            let slots = int("slots")?;
+            let key = match op.attrs.get("forward") {
+                Some(crate::ops::AttrValue::Str(name)) => r.id_of(name),
+                _ => None,
+            }
+            .ok_or_else(|| Error::invalid("Executor.run", "while_grad without its forward loop"))?;
             let (body, gb) = (op.sub_blocks[0], op.sub_blocks[1]);
             let tape = r.tapes.borrow().get(&key).cloned().ok_or_else(|| {
                 Error::invalid("Executor.run", "while_grad ran before its while loop recorded its iterations")

@@ -105,7 +105,8 @@ struct Compiled {
     blocks: Vec<Vec<Step>>,
     /// Each block's bound parameters and results (control flow).
     block_io: Vec<(Vec<VarId>, Vec<VarId>)>,
-    last_use: Vec<Option<usize>>,
+    /// For each op of block 0, the variables it reads last (its sub-blocks' reads included).
+    frees: Vec<Vec<VarId>>,
 }
 
 struct Step {
@@ -274,8 +275,16 @@ fn compile(d: &ProgramData, place: Place) -> Result<Compiled> {
             last_use[v] = Some(i);
         }
     }
+    let mut frees = vec![Vec::new(); d.blocks[0].ops.len()];
+    for (v, last) in last_use.iter().enumerate() {
+        if let Some(i) = last
+            && !d.vars[v].persistable
+        {
+            frees[*i].push(v);
+        }
+    }
     let block_io = d.blocks.iter().map(|b| (b.params.clone(), b.results.clone())).collect();
-    Ok(Compiled { version: d.version, vars: d.vars.clone(), names: d.names.clone(), blocks, block_io, last_use })
+    Ok(Compiled { version: d.version, vars: d.vars.clone(), names: d.names.clone(), blocks, block_io, frees })
 }
 
 /// One run of a compiled program.
@@ -318,6 +327,7 @@ impl Run<'_> {
         for (i, step) in self.c.blocks[b].iter().enumerate() {
             let Some(op) = step.op else {
                 super::control::run(self, &step.desc, env)?;
+                self.free_after(b, i, env);
                 continue;
             };
             let inputs: Vec<Tensor> = step.desc.inputs.iter().map(|&v| self.value(v, env)).collect::<Result<_>>()?;
@@ -341,16 +351,28 @@ impl Run<'_> {
                 }
                 env[id] = Some(t);
             }
-            if b == 0 {
-                drop(inputs);
-                for &v in &step.desc.inputs {
-                    if self.c.last_use[v] == Some(i) && !self.keep[v] {
-                        env[v] = None;
-                    }
-                }
-            }
+            drop(inputs);
+            self.free_after(b, i, env);
         }
         Ok(())
+    }
+
+    /// Drops the values op `i` of block 0 read last (sub-blocks keep theirs for the run of
+    /// the op that owns them), unless fetched.
+    fn free_after(&self, b: usize, i: usize, env: &mut [Option<Tensor>]) {
+        if b != 0 {
+            return;
+        }
+        for &v in &self.c.frees[i] {
+            if !self.keep[v] {
+                env[v] = None;
+            }
+        }
+    }
+
+    /// The id of the variable called `name`.
+    pub(super) fn id_of(&self, name: &str) -> Option<VarId> {
+        self.c.names.get(name).copied()
     }
 
     /// The variables block `b` binds before it runs.
