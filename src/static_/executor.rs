@@ -164,9 +164,9 @@ impl Executor {
         let mut env: Vec<Option<Tensor>> = vec![None; compiled.vars.len()];
         self.bind_feeds(&compiled, feed, &mut env)?;
         // After every check: a hook counts optimizer steps.
-        let overrides: Vec<(usize, usize, AttrMap)> = {
+        let overrides: HashMap<(usize, usize), AttrMap> = {
             let hooks = program.data().hooks.clone();
-            hooks.iter().flat_map(|h| h.before_run()).collect()
+            hooks.iter().flat_map(|h| h.before_run()).map(|(b, i, m)| ((b, i), m)).collect()
         };
         let mut keep = vec![false; compiled.vars.len()];
         for &id in &fetch_ids {
@@ -291,7 +291,8 @@ fn compile(d: &ProgramData, place: Place) -> Result<Compiled> {
 pub(super) struct Run<'a> {
     exe: &'a Executor,
     c: &'a Compiled,
-    overrides: &'a [(usize, usize, AttrMap)],
+    /// Attributes replacing an op's for this run, by (block, op index).
+    overrides: &'a HashMap<(usize, usize), AttrMap>,
     keep: &'a [bool],
     /// Each taped `while` op's carried values per iteration (by its first output), for its
     /// `while_grad`.
@@ -332,11 +333,7 @@ impl Run<'_> {
             };
             let inputs: Vec<Tensor> = step.desc.inputs.iter().map(|&v| self.value(v, env)).collect::<Result<_>>()?;
             let refs: Vec<&Tensor> = inputs.iter().collect();
-            let over = self.overrides.iter().find(|(ob, oi, _)| *ob == b && *oi == i);
-            let attrs = match over {
-                Some((_, _, m)) => m,
-                None => &step.attrs,
-            };
+            let attrs = self.overrides.get(&(b, i)).unwrap_or(&step.attrs);
             let outs = op.run(&refs, attrs)?;
             if outs.len() != step.desc.outputs.len() {
                 return Err(Error::invalid(
