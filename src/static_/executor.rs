@@ -8,7 +8,10 @@
 //! place, and each variable's last reader.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+
+use super::plan::{self, PlanInfo, PlanKey, PlanSlot};
 
 use super::program::{OpDesc, Program, ProgramData, VarDesc, VarId, VarKind};
 use crate::ops::AttrMap;
@@ -98,19 +101,21 @@ impl FetchTarget for String {
 
 /// A program resolved for running: registry entries, attributes with the executor's place,
 /// and each variable's last reader in block 0.
-struct Compiled {
-    version: u64,
-    vars: Vec<VarDesc>,
+pub(super) struct Compiled {
+    pub version: u64,
+    pub vars: Vec<VarDesc>,
     names: HashMap<String, VarId>,
-    blocks: Vec<Vec<Step>>,
+    pub blocks: Vec<Vec<Step>>,
     /// Each block's bound parameters and results (control flow).
     block_io: Vec<(Vec<VarId>, Vec<VarId>)>,
     /// For each op of block 0, the variables it reads last (its sub-blocks' reads included).
     frees: Vec<Vec<VarId>>,
+    /// Block 0 has no control flow, so a GPU run can follow a plan.
+    plannable: bool,
 }
 
-struct Step {
-    desc: OpDesc,
+pub(super) struct Step {
+    pub desc: OpDesc,
     op: Option<&'static dyn RegisteredOp>,
     attrs: AttrMap,
 }
@@ -120,6 +125,10 @@ pub struct Executor {
     place: Place,
     scope: Scope,
     cache: Mutex<HashMap<u64, Arc<Compiled>>>,
+    plans: Mutex<HashMap<PlanKey, PlanSlot>>,
+    planning: AtomicBool,
+    last_plan: Mutex<Option<PlanInfo>>,
+    last_interpreted: Mutex<Option<String>>,
 }
 
 impl Executor {
@@ -130,7 +139,37 @@ impl Executor {
 
     /// An executor on `place` with its own scope.
     pub fn with_scope(place: Place, scope: Scope) -> Executor {
-        Executor { place, scope, cache: Mutex::new(HashMap::new()) }
+        let planning = std::env::var("DYGRAPH_PLANS").map_or(true, |v| v != "0");
+        Executor {
+            place,
+            scope,
+            cache: Mutex::new(HashMap::new()),
+            plans: Mutex::new(HashMap::new()),
+            planning: AtomicBool::new(planning),
+            last_plan: Mutex::new(None),
+            last_interpreted: Mutex::new(None),
+        }
+    }
+
+    /// Turns execution plans on or off (on by default; `DYGRAPH_PLANS=0` turns them off):
+    /// with plans, a GPU run after the first for the same feed shapes replays the first
+    /// run's prepared commands instead of interpreting the program op by op.
+    pub fn set_plans(&self, on: bool) {
+        self.planning.store(on, Ordering::Relaxed);
+        if !on {
+            lock(&self.plans).clear();
+        }
+    }
+
+    /// The plan the last run followed or captured (None when it was interpreted).
+    pub fn last_plan(&self) -> Option<PlanInfo> {
+        lock(&self.last_plan).clone()
+    }
+
+    /// Why the last run was interpreted on a GPU place although plans are on (control flow,
+    /// a value read back while running, ...), if it was.
+    pub fn interpreted_because(&self) -> Option<String> {
+        lock(&self.last_interpreted).clone()
     }
 
     /// The place ops run on.
@@ -173,12 +212,77 @@ impl Executor {
             keep[id] = true;
         }
         let run = Run { exe: self, c: &compiled, overrides: &overrides, keep: &keep, tapes: Default::default() };
+        *lock(&self.last_plan) = None;
+        *lock(&self.last_interpreted) = None;
+        if let Place::Gpu(_) = self.place
+            && !compiled.plannable
+        {
+            *lock(&self.last_interpreted) = Some("the program has control flow".into());
+        }
+        if let Place::Gpu(index) = self.place
+            && compiled.plannable
+            && self.planning.load(Ordering::Relaxed)
+        {
+            let feed_ids: Vec<VarId> = feed.iter().filter_map(|(n, _)| compiled.names.get(*n).copied()).collect();
+            let mut overridden: Vec<usize> = overrides.keys().filter(|(b, _)| *b == 0).map(|&(_, i)| i).collect();
+            overridden.sort_unstable();
+            let key = PlanKey::new(&compiled, program.data().uid, &env, &feed_ids, &fetch_ids, &overridden);
+            let cached = lock(&self.plans).get(&key).map(|s| match s {
+                PlanSlot::Ready(p) => Ok(p.clone()),
+                PlanSlot::Interpreted(why) => Err(why.clone()),
+            });
+            let slot = match cached {
+                Some(Ok(p)) => Some(p),
+                Some(Err(why)) => {
+                    *lock(&self.last_interpreted) = Some(why);
+                    None
+                }
+                None => {
+                    let ctx = crate::backend::gpu::context(index)?;
+                    let captured = crate::no_grad(|| plan::capture(&run, &ctx, &mut env, &feed_ids, &fetch_ids, &overridden))?;
+                    return match captured {
+                        Ok(p) => {
+                            let out = p.fetch_copies()?;
+                            *lock(&self.last_plan) = Some(p.info.clone());
+                            plan::remember(&mut lock(&self.plans), key, PlanSlot::Ready(Arc::new(Mutex::new(p))));
+                            Ok(out)
+                        }
+                        Err(why) => {
+                            *lock(&self.last_interpreted) = Some(why.clone());
+                            plan::remember(&mut lock(&self.plans), key, PlanSlot::Interpreted(why));
+                            run.fetch(&fetch_ids, &fetch, &env)
+                        }
+                    };
+                }
+            };
+            if let Some(p) = slot {
+                let p = lock(&p);
+                if let Some(out) = crate::no_grad(|| plan::replay(&p, &run, &env))? {
+                    *lock(&self.last_plan) = Some(p.info.clone());
+                    return Ok(out);
+                }
+                drop(p);
+                lock(&self.plans).remove(&key);
+                return self.run(program, feed, fetch_list);
+            }
+        }
         crate::no_grad(|| run.block(0, &mut env))?;
+        run.fetch(&fetch_ids, &fetch, &env)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Run<'_> {
+    /// The fetched values, in order.
+    fn fetch(&self, fetch_ids: &[VarId], fetch: &[String], env: &[Option<Tensor>]) -> Result<Vec<Tensor>> {
         fetch_ids
             .iter()
-            .zip(&fetch)
+            .zip(fetch)
             .map(|(&id, name)| {
-                run.value(id, &env).map_err(|_| {
+                self.value(id, env).map_err(|_| {
                     Error::invalid(
                         RUN,
                         format!("fetch target {name:?} was not computed by this run (no op of the program writes it)"),
@@ -187,6 +291,17 @@ impl Executor {
             })
             .collect()
     }
+
+    pub(super) fn compiled(&self) -> &Compiled {
+        self.c
+    }
+
+    pub(super) fn scope(&self) -> &Scope {
+        &self.exe.scope
+    }
+}
+
+impl Executor {
 
     fn bind_feeds(&self, c: &Compiled, feed: &[(&str, &Tensor)], env: &mut [Option<Tensor>]) -> Result<()> {
         for (name, t) in feed {
@@ -284,7 +399,8 @@ fn compile(d: &ProgramData, place: Place) -> Result<Compiled> {
         }
     }
     let block_io = d.blocks.iter().map(|b| (b.params.clone(), b.results.clone())).collect();
-    Ok(Compiled { version: d.version, vars: d.vars.clone(), names: d.names.clone(), blocks, block_io, frees })
+    let plannable = blocks[0].iter().all(|s: &Step| s.op.is_some());
+    Ok(Compiled { version: d.version, vars: d.vars.clone(), names: d.names.clone(), blocks, block_io, frees, plannable })
 }
 
 /// One run of a compiled program.
@@ -326,37 +442,52 @@ impl Run<'_> {
     /// Runs block `b`'s ops in order.
     pub(super) fn block(&self, b: usize, env: &mut Vec<Option<Tensor>>) -> Result<()> {
         for (i, step) in self.c.blocks[b].iter().enumerate() {
-            let Some(op) = step.op else {
-                super::control::run(self, &step.desc, env)?;
-                self.free_after(b, i, env);
-                continue;
-            };
-            let inputs: Vec<Tensor> = step.desc.inputs.iter().map(|&v| self.value(v, env)).collect::<Result<_>>()?;
-            let refs: Vec<&Tensor> = inputs.iter().collect();
-            let attrs = self.overrides.get(&(b, i)).unwrap_or(&step.attrs);
-            let outs = op.run(&refs, attrs)?;
-            if outs.len() != step.desc.outputs.len() {
-                return Err(Error::invalid(
-                    op.name(),
-                    format!("returned {} outputs where the program records {}", outs.len(), step.desc.outputs.len()),
-                ));
+            match step.op {
+                Some(_) => self.step(b, i, env)?,
+                None => super::control::run(self, &step.desc, env)?,
             }
-            for (&id, t) in step.desc.outputs.iter().zip(outs) {
-                let v = &self.c.vars[id];
-                if v.persistable {
-                    self.exe.scope.set_var(&v.name, t.clone());
-                }
-                env[id] = Some(t);
-            }
-            drop(inputs);
             self.free_after(b, i, env);
+        }
+        Ok(())
+    }
+
+    /// The input values of op `i` of block `b`.
+    pub(super) fn inputs(&self, b: usize, i: usize, env: &[Option<Tensor>]) -> Result<Vec<Tensor>> {
+        self.c.blocks[b][i].desc.inputs.iter().map(|&v| self.value(v, env)).collect()
+    }
+
+    /// Runs `inputs` through registry op `i` of block `b` with this run's attributes.
+    pub(super) fn call(&self, b: usize, i: usize, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        let step = &self.c.blocks[b][i];
+        let op = step.op.ok_or_else(|| Error::invalid(RUN, format!("{} is not a registry op", step.desc.op_type)))?;
+        let refs: Vec<&Tensor> = inputs.iter().collect();
+        let attrs = self.overrides.get(&(b, i)).unwrap_or(&step.attrs);
+        let outs = op.run(&refs, attrs)?;
+        if outs.len() != step.desc.outputs.len() {
+            return Err(Error::invalid(
+                op.name(),
+                format!("returned {} outputs where the program records {}", outs.len(), step.desc.outputs.len()),
+            ));
+        }
+        Ok(outs)
+    }
+
+    /// Runs registry op `i` of block `b`, storing its outputs (persistable ones in the scope).
+    pub(super) fn step(&self, b: usize, i: usize, env: &mut [Option<Tensor>]) -> Result<()> {
+        let outs = self.call(b, i, &self.inputs(b, i, env)?)?;
+        for (&id, t) in self.c.blocks[b][i].desc.outputs.iter().zip(outs) {
+            let v = &self.c.vars[id];
+            if v.persistable {
+                self.exe.scope.set_var(&v.name, t.clone());
+            }
+            env[id] = Some(t);
         }
         Ok(())
     }
 
     /// Drops the values op `i` of block 0 read last (sub-blocks keep theirs for the run of
     /// the op that owns them), unless fetched.
-    fn free_after(&self, b: usize, i: usize, env: &mut [Option<Tensor>]) {
+    pub(super) fn free_after(&self, b: usize, i: usize, env: &mut [Option<Tensor>]) {
         if b != 0 {
             return;
         }

@@ -32,6 +32,7 @@ mod control;
 mod executor;
 mod inference;
 mod param;
+mod plan;
 mod program;
 mod serialize;
 
@@ -43,6 +44,7 @@ pub use control::{Branch, Outputs, case, cond, switch_case, while_loop};
 pub use executor::{Executor, FetchTarget, Scope, global_scope};
 pub use inference::{InferenceModel, load_inference_model, load_inference_model_from_bytes, save_inference_model};
 pub(crate) use param::{create_parameter, create_persistable};
+pub use plan::PlanInfo;
 pub use program::{Block, OpDesc, OpRole, Program, RunHook, VarDesc, VarId, VarKind};
 pub use serialize::FORMAT_VERSION;
 

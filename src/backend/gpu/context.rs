@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use super::capture::PrivatePool;
 use super::pool::{BufferPool, MemoryStats, size_class};
 use super::recorder::Recorder;
 use super::shader::Kernel;
@@ -37,6 +38,9 @@ pub(crate) struct GpuContext {
     pub(crate) pool: Mutex<BufferPool>,
     pub(crate) index_flag: Mutex<super::index_check::IndexFlag>,
     pipelines: Mutex<HashMap<PipelineKey, Arc<Pipeline>>>,
+    /// The open plan capture, if any (see `capture.rs`), and a flag read without locking.
+    pub(super) capture: Mutex<Option<super::capture::CaptureState>>,
+    pub(super) capturing: std::sync::atomic::AtomicBool,
     errors: Arc<Mutex<Vec<String>>>,
     lost: Arc<Mutex<Option<String>>>,
 }
@@ -274,6 +278,8 @@ impl GpuContext {
             pool: Mutex::new(BufferPool::default()),
             index_flag,
             pipelines: Mutex::default(),
+            capture: Mutex::new(None),
+            capturing: Default::default(),
             errors,
             lost,
         })
@@ -327,15 +333,25 @@ impl GpuContext {
             });
         }
         let class = size_class(need).min(limit.max(need));
-        if let Some((id, buffer)) = lock(&self.pool).take(class) {
-            return Ok(GpuBuffer { ctx: self.clone(), buffer: Some(buffer), class, id });
+        let home = self.capture_pool();
+        if let Some(home) = &home
+            && let Some((id, buffer)) = lock(home).take(class)
+        {
+            return Ok(GpuBuffer { ctx: self.clone(), buffer: Some(buffer), class, id, home: Some(home.clone()) });
+        }
+        let pooled = lock(&self.pool).take(class);
+        let note_home = |h: &Arc<Mutex<PrivatePool>>| lock(h).bytes += class;
+        if let Some((id, buffer)) = pooled {
+            home.iter().for_each(note_home);
+            return Ok(GpuBuffer { ctx: self.clone(), buffer: Some(buffer), class, id, home });
         }
         if let Some(msg) = lock(&self.lost).clone() {
             return Err(Error::DeviceLost(msg));
         }
         let buffer = self.create_buffer(op, class)?;
         lock(&self.pool).note_created(class);
-        Ok(GpuBuffer { ctx: self.clone(), buffer: Some(buffer), class, id: next_buffer_id() })
+        home.iter().for_each(note_home);
+        Ok(GpuBuffer { ctx: self.clone(), buffer: Some(buffer), class, id: next_buffer_id(), home })
     }
 
     fn create_buffer(&self, op: &'static str, size: u64) -> Result<wgpu::Buffer> {
@@ -467,6 +483,8 @@ pub(crate) struct GpuBuffer {
     class: u64,
     /// Identifies the device buffer for the bind-group cache (kept through the pool).
     pub id: u64,
+    /// The plan's private pool this buffer returns to (allocated during a plan capture).
+    home: Option<Arc<Mutex<PrivatePool>>>,
 }
 
 /// Ids of device buffers; 0 and 1 are the recorder's arena and the index-error flag.
@@ -484,7 +502,15 @@ impl GpuBuffer {
 impl Drop for GpuBuffer {
     fn drop(&mut self) {
         if let Some(b) = self.buffer.take() {
-            lock(&self.ctx.pool).give_back(self.class, self.id, b);
+            match &self.home {
+                Some(home) => {
+                    let back = lock(home).give_back(self.class, self.id, b);
+                    if let Some(b) = back {
+                        lock(&self.ctx.pool).give_back(self.class, self.id, b);
+                    }
+                }
+                None => lock(&self.ctx.pool).give_back(self.class, self.id, b),
+            }
         }
     }
 }

@@ -50,6 +50,11 @@ impl GpuContext {
         (code as u32, f.buffer.clone())
     }
 
+    /// Notes that a checking kernel was recorded (a replayed plan's).
+    pub(super) fn arm_index_flag(&self) {
+        lock(&self.index_flag).armed = true;
+    }
+
     /// The flag buffer when a checking kernel ran since it was last read (and disarms it).
     pub(super) fn take_index_flag(&self) -> Option<wgpu::Buffer> {
         let mut f = lock(&self.index_flag);

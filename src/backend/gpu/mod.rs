@@ -1,12 +1,15 @@
 //! The wgpu backend: adapter registry and device contexts, the buffer pool, the pipeline
 //! cache, the recorder every dispatch goes through, and async readback.
 
+mod capture;
 mod context;
 mod index_check;
 mod pool;
 mod recorder;
 mod shader;
 
+pub(crate) use capture::{Cmd, PrivatePool, Tape};
+pub(crate) use context::lock;
 pub(crate) use context::{GpuBuffer, GpuContext, context, hardware_adapter_available};
 pub use context::{GpuInfo, empty_cache, gpu_count, gpu_info, init_gpu, memory_stats, reset_peak_memory, sync};
 pub use pool::MemoryStats;

@@ -18,14 +18,14 @@ use super::shader::Kernel;
 use crate::{Error, Result};
 
 /// Dispatches recorded before the batch is submitted anyway.
-const MAX_PENDING: u32 = 512;
+pub(crate) const MAX_PENDING: u32 = 512;
 /// Bytes of parameters and small uploads per batch.
 const ARENA_BYTES: u64 = 1 << 21;
 /// Uploads up to this size travel through the arena; larger ones flush and write directly.
 const SMALL_UPLOAD: usize = 1 << 18;
 /// The window of the arena a dispatch's params binding covers (at a dynamic offset): the
 /// longest params vector any kernel takes, with room to spare (128 words).
-const PARAMS_WINDOW: usize = 512;
+pub(crate) const PARAMS_WINDOW: usize = 512;
 /// Bind groups kept for reuse before the cache is dropped and refilled.
 const MAX_BIND_GROUPS: usize = 4096;
 /// The id of the index-error flag buffer in bind-group keys (see `next_buffer_id`).
@@ -37,7 +37,7 @@ pub(crate) struct Recorder {
     arena: Vec<u8>,
     arena_buf: wgpu::Buffer,
     align: usize,
-    pending: u32,
+    pub(super) pending: u32,
     /// Bind groups by (pipeline, bound buffers): a training step binds the same pooled
     /// buffers to the same pipelines every iteration, so most dispatches reuse one.
     bind_groups: HashMap<(usize, Vec<u64>), wgpu::BindGroup>,
@@ -102,6 +102,29 @@ impl Recorder {
             return Ok(0);
         }
         Ok(start)
+    }
+
+    /// The open compute pass (opened on the pending encoder when there is none).
+    pub(super) fn pass(&mut self, ctx: &GpuContext) -> &mut wgpu::ComputePass<'static> {
+        if self.pass.is_none() {
+            let pass = self.encoder(ctx).begin_compute_pass(&Default::default()).forget_lifetime();
+            self.pass = Some(pass);
+        }
+        self.pass.as_mut().expect("compute pass opened above")
+    }
+
+    /// Records a buffer-to-buffer copy (closing the compute pass).
+    pub(super) fn copy_raw(
+        &mut self,
+        ctx: &GpuContext,
+        src: &wgpu::Buffer,
+        src_offset: u64,
+        dst: &wgpu::Buffer,
+        dst_offset: u64,
+        bytes: u64,
+    ) {
+        self.pass = None;
+        self.encoder(ctx).copy_buffer_to_buffer(src, src_offset, dst, dst_offset, bytes);
     }
 
     /// Submits the pending batch.
@@ -193,6 +216,12 @@ impl GpuContext {
                 ),
             });
         }
+        self.log(|| super::capture::Cmd::Dispatch {
+            pipeline: pipeline.clone(),
+            binds: binds.iter().map(|b| (b.id, b.buffer.clone())).collect(),
+            params: bytes.to_vec(),
+            groups,
+        });
         let mut rec = lock(&self.recorder);
         let align = rec.align;
         let offset = rec.reserve(self, PARAMS_WINDOW, align)?;
@@ -227,11 +256,7 @@ impl GpuContext {
                 g
             }
         };
-        if rec.pass.is_none() {
-            let pass = rec.encoder(self).begin_compute_pass(&Default::default()).forget_lifetime();
-            rec.pass = Some(pass);
-        }
-        let pass = rec.pass.as_mut().expect("compute pass opened above");
+        let pass = rec.pass(self);
         pass.set_pipeline(&pipeline.pipeline);
         pass.set_bind_group(0, &bind_group, &[offset as u32]);
         pass.dispatch_workgroups(groups[0], groups[1], groups[2]);
@@ -252,6 +277,11 @@ impl GpuContext {
             return Ok(());
         }
         let padded = bytes.len().next_multiple_of(4);
+        self.log(|| {
+            let mut v = bytes.to_vec();
+            v.resize(padded, 0);
+            super::capture::Cmd::Write { dst: buf.raw().clone(), bytes: v }
+        });
         let mut rec = lock(&self.recorder);
         if bytes.len() <= SMALL_UPLOAD {
             let offset = rec.reserve(self, padded, 4)?;
@@ -281,9 +311,15 @@ impl GpuContext {
         if bytes == 0 {
             return Ok(());
         }
+        self.log(|| super::capture::Cmd::Copy {
+            src: src.raw().clone(),
+            src_offset,
+            dst: dst.raw().clone(),
+            dst_offset,
+            bytes,
+        });
         let mut rec = lock(&self.recorder);
-        rec.pass = None;
-        rec.encoder(self).copy_buffer_to_buffer(src.raw(), src_offset, dst.raw(), dst_offset, bytes);
+        rec.copy_raw(self, src.raw(), src_offset, dst.raw(), dst_offset, bytes);
         rec.pending += 1;
         Ok(())
     }
@@ -307,6 +343,9 @@ impl GpuContext {
     /// Reads the first bytes of each buffer (and the index-error flag, when a checking kernel
     /// ran since it was last read) with one submission and one mapping.
     async fn read_raw(&self, srcs: &[(&wgpu::Buffer, u64)]) -> Result<Vec<Vec<u8>>> {
+        if !srcs.is_empty() {
+            self.taint_capture("an op read data back to the host");
+        }
         let flag = self.take_index_flag();
         let mut parts: Vec<(&wgpu::Buffer, u64)> = srcs.to_vec();
         if let Some(f) = &flag {

@@ -4,7 +4,7 @@
 use super::{GpuExprs, TableRow, family_dtypes, row_fields, table_keys, table_variant};
 use crate::backend::cpu::CpuData;
 use crate::backend::cpu::elementwise::{RunFn, zip_run, zip_strided, zip_strided_runs};
-use crate::backend::gpu::{Bind, Kernel, Variant};
+use crate::backend::gpu::{Bind, Kernel, Variant, WORKGROUP};
 use crate::ops::registry::apply::apply1;
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
 use crate::ops::registry::op_header;
@@ -173,7 +173,21 @@ impl Op for BinaryDef {
             params.extend(s.iter().map(|&d| d as u32));
         }
         let binds = [Bind::read(k.x(0)), Bind::read(k.x(1)), Bind::write(k.y(0))];
-        k.ctx.dispatch(&BINARY, self.key(dtype), "main", &binds, &params, n as u64)
+        let max = k.ctx.limits.max_compute_workgroups_per_dimension as usize;
+        let inner = cs.last().copied().unwrap_or(1);
+        let rows = matches!(cs.len(), 2 | 3) && inner >= 64 && cs[..cs.len() - 1].iter().all(|&d| d <= max);
+        if cs.len() <= 1 {
+            if cs.is_empty() {
+                params.extend([1, 0, 0]);
+            }
+            k.ctx.dispatch(&BINARY, self.key(dtype), "flat", &binds, &params, n as u64)
+        } else if rows {
+            let outer = if cs.len() == 3 { cs[0] } else { 1 };
+            let groups = [inner.div_ceil(WORKGROUP as usize) as u32, cs[cs.len() - 2] as u32, outer as u32];
+            k.ctx.dispatch(&BINARY, self.key(dtype), "rows", &binds, &params, groups)
+        } else {
+            k.ctx.dispatch(&BINARY, self.key(dtype), "main", &binds, &params, n as u64)
+        }
     }
 
     fn differentiable(&self) -> bool {

@@ -1,0 +1,289 @@
+//! Execution plans: how the Executor runs a program on a GPU place after its first run.
+//!
+//! The first run for a feed signature (feed shapes and dtypes, fetch list, which ops this
+//! run's hooks override) is interpreted op by op as usual, under a capture of the device
+//! (see `backend/gpu/capture.rs`): every command is logged and every buffer comes from a
+//! pool owned by the plan, so the pool's reuse during that run becomes the plan's buffer
+//! assignment by liveness. Later runs write the feeds into the plan's feed buffers, encode
+//! the prepared commands (pipelines, bind groups and parameters built once) into the
+//! pending batch, and copy the fetched values out: no op's host code runs.
+//!
+//! Ops whose work changes from run to run stay live, run through the registry each time
+//! with their outputs copied into the plan's buffers: ops whose attributes a run hook
+//! overrides (the optimizer's learning rate and β powers) and ops that draw random numbers
+//! (dropout). Persistable values are updated in place: the run copies each new value into
+//! the buffer the scope held before the run, so the scope's tensors keep their memory.
+//! A program that reads data back while it runs (or has control flow) is interpreted.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use super::executor::{Compiled, Run};
+use super::program::VarId;
+use crate::backend::Storage;
+use crate::backend::gpu::{GpuContext, PrivatePool, Tape};
+use crate::{DType, Error, Result, Tensor};
+
+/// Plans kept per executor before the cache is dropped and refilled.
+const MAX_PLANS: usize = 16;
+
+/// What a plan is specialised for.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub(super) struct PlanKey {
+    uid: u64,
+    version: u64,
+    feeds: Vec<(VarId, Vec<usize>, DType)>,
+    fetch: Vec<VarId>,
+    overridden: Vec<usize>,
+}
+
+/// A cached plan, or why the program runs interpreted.
+pub(super) enum PlanSlot {
+    Ready(Arc<Mutex<Plan>>),
+    Interpreted(String),
+}
+
+/// Figures of the plan an executor ran last.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlanInfo {
+    /// Kernel dispatches replayed per run (those of live ops not counted).
+    pub dispatches: usize,
+    /// Ops that run live each time (run-hook attributes, random draws).
+    pub live_ops: usize,
+    /// Ops of the program.
+    pub ops: usize,
+    /// Bytes of device buffers the plan owns (intermediates and feeds).
+    pub buffer_bytes: u64,
+}
+
+/// A segment as the capture logs it.
+enum SegmentLog {
+    Cmds(Vec<crate::backend::gpu::Cmd>),
+    Live { step: usize, inputs: Vec<Tensor>, targets: Vec<Tensor> },
+}
+
+enum Segment {
+    Tape(Tape),
+    Live { step: usize, inputs: Vec<Tensor>, targets: Vec<Tensor> },
+}
+
+/// One program's prepared run on one GPU.
+pub(super) struct Plan {
+    ctx: Arc<GpuContext>,
+    pool: Arc<Mutex<PrivatePool>>,
+    feeds: Vec<(VarId, Tensor)>,
+    /// Persistable values by name: the tensors the scope holds, updated in place.
+    persist: Vec<(String, Tensor)>,
+    segments: Vec<Segment>,
+    fetch: Vec<Tensor>,
+    pub info: PlanInfo,
+}
+
+impl Drop for Plan {
+    fn drop(&mut self) {
+        // Every tensor of the plan gives its buffer back to the private pool first.
+        self.segments.clear();
+        self.feeds.clear();
+        self.fetch.clear();
+        self.persist.clear();
+        crate::backend::gpu::lock(&self.pool).release(&self.ctx);
+    }
+}
+
+impl Plan {
+    /// Copies of the fetched values (the plan's own buffers are overwritten by the next run).
+    pub fn fetch_copies(&self) -> Result<Vec<Tensor>> {
+        self.fetch.iter().map(|t| t.clone_data()).collect()
+    }
+}
+
+impl PlanKey {
+    pub fn new(
+        c: &Compiled,
+        uid: u64,
+        env: &[Option<Tensor>],
+        feed_ids: &[VarId],
+        fetch: &[VarId],
+        overridden: &[usize],
+    ) -> PlanKey {
+        let feeds = feed_ids
+            .iter()
+            .filter_map(|&id| env[id].as_ref().map(|t| (id, t.shape().to_vec(), t.dtype())))
+            .collect();
+        PlanKey { uid, version: c.version, feeds, fetch: fetch.to_vec(), overridden: overridden.to_vec() }
+    }
+}
+
+fn gpu_ok(t: &Tensor) -> bool {
+    matches!(t.storage(), Storage::Gpu(_))
+}
+
+/// The first run of a plan: interprets block 0 while capturing. Returns the plan, or why
+/// the program cannot be replayed (the run's results are valid either way).
+pub(super) fn capture(
+    run: &Run<'_>,
+    ctx: &Arc<GpuContext>,
+    env: &mut [Option<Tensor>],
+    feed_ids: &[VarId],
+    fetch: &[VarId],
+    overridden: &[usize],
+) -> Result<std::result::Result<Plan, String>> {
+    let pool = Arc::new(Mutex::new(PrivatePool::default()));
+    if !ctx.begin_capture(pool.clone()) {
+        return Ok(Err("another thread is capturing a plan on this device".into()));
+    }
+    struct Close<'a>(&'a GpuContext, bool);
+    impl Drop for Close<'_> {
+        fn drop(&mut self) {
+            if !self.1 {
+                let _ = self.0.end_capture();
+            }
+        }
+    }
+    let mut close = Close(ctx, false);
+    let c = run.compiled();
+    let mut feeds = Vec::new();
+    for &id in feed_ids {
+        if let Some(t) = &env[id] {
+            let pinned = t.clone_data()?;
+            env[id] = Some(pinned.clone());
+            feeds.push((id, pinned));
+        }
+    }
+    // The scope's values before the run: updated values are copied into them at the end.
+    let mut persist: Vec<(VarId, String, Option<Tensor>)> = Vec::new();
+    for step in &c.blocks[0] {
+        for &v in step.desc.inputs.iter().chain(&step.desc.outputs) {
+            let d = &c.vars[v];
+            if d.persistable && !persist.iter().any(|(p, ..)| *p == v) {
+                persist.push((v, d.name.clone(), run.scope().var(&d.name)));
+            }
+        }
+    }
+    let mut segments = Vec::new();
+    let mut pending = Vec::new();
+    let mut why: Option<String> = None;
+    ctx.capture_logging(true);
+    for i in 0..c.blocks[0].len() {
+        let offset = crate::random::get_seed_offset();
+        let inputs = run.inputs(0, i, env)?;
+        let outs = run.call(0, i, &inputs)?;
+        let cmds = ctx.take_captured();
+        let live = overridden.contains(&i) || crate::random::get_seed_offset() != offset;
+        if why.is_none() && !outs.iter().all(gpu_ok) {
+            why = Some(format!("op {} returns a value off the GPU", c.blocks[0][i].desc.op_type));
+        }
+        if live {
+            if !pending.is_empty() {
+                segments.push(SegmentLog::Cmds(std::mem::take(&mut pending)));
+            }
+            segments.push(SegmentLog::Live { step: i, inputs, targets: outs.clone() });
+        } else {
+            pending.extend(cmds);
+            drop(inputs);
+        }
+        for (&id, t) in c.blocks[0][i].desc.outputs.iter().zip(outs) {
+            env[id] = Some(t);
+        }
+        run.free_after(0, i, env);
+    }
+    let mut keep = Vec::new();
+    for (id, name, before) in &persist {
+        let Some(now) = env[*id].take() else {
+            if let Some(b) = before {
+                keep.push((name.clone(), b.clone()));
+            }
+            continue;
+        };
+        match before {
+            Some(b) if b.shape() == now.shape() && b.dtype() == now.dtype() && gpu_ok(b) => {
+                b.assign_(&now)?;
+                run.scope().set_var(name, b.clone());
+                env[*id] = Some(b.clone());
+                keep.push((name.clone(), b.clone()));
+            }
+            _ => {
+                run.scope().set_var(name, now.clone());
+                env[*id] = Some(now);
+                why.get_or_insert_with(|| format!("persistable {name} had no value of its shape before the run"));
+            }
+        }
+    }
+    pending.extend(ctx.take_captured());
+    segments.push(SegmentLog::Cmds(pending));
+    let fetched: Vec<Tensor> = fetch.iter().map(|&id| run.value(id, env)).collect::<Result<_>>()?;
+    close.1 = true;
+    let ended = ctx.end_capture();
+    if let Some(w) = why.or(ended.err()) {
+        crate::backend::gpu::lock(&pool).release(ctx);
+        return Ok(Err(w));
+    }
+    let mut raw: Vec<Vec<crate::backend::gpu::Cmd>> = Vec::new();
+    let mut shape: Vec<Option<(usize, Vec<Tensor>, Vec<Tensor>)>> = Vec::new();
+    for s in segments {
+        match s {
+            SegmentLog::Cmds(cmds) => {
+                raw.push(cmds);
+                shape.push(None);
+            }
+            SegmentLog::Live { step, inputs, targets } => shape.push(Some((step, inputs, targets))),
+        }
+    }
+    let mut tapes = ctx.prepare(raw)?.into_iter();
+    let segments: Vec<Segment> = shape
+        .into_iter()
+        .map(|s| match s {
+            None => Segment::Tape(tapes.next().expect("one tape per logged segment")),
+            Some((step, inputs, targets)) => Segment::Live { step, inputs, targets },
+        })
+        .collect();
+    let dispatches = segments.iter().map(|s| if let Segment::Tape(t) = s { t.dispatches } else { 0 }).sum();
+    let live_ops = segments.iter().filter(|s| matches!(s, Segment::Live { .. })).count();
+    let buffer_bytes = crate::backend::gpu::lock(&pool).bytes;
+    let info = PlanInfo { dispatches, live_ops, ops: c.blocks[0].len(), buffer_bytes };
+    Ok(Ok(Plan { ctx: ctx.clone(), pool, feeds, persist: keep, segments, fetch: fetched, info }))
+}
+
+/// A later run: feeds in, the prepared commands, fetches out.
+pub(super) fn replay(plan: &Plan, run: &Run<'_>, env: &[Option<Tensor>]) -> Result<Option<Vec<Tensor>>> {
+    let scope = run.scope();
+    for (name, p) in &plan.persist {
+        match scope.var(name) {
+            Some(s) if s.same_tensor(p) => {}
+            Some(s) if s.shape() == p.shape() && s.dtype() == p.dtype() => {
+                p.assign_(&s.to(p.place())?)?;
+                scope.set_var(name, p.clone());
+            }
+            // Replaced by a value of another shape: the plan is stale.
+            _ => return Ok(None),
+        }
+    }
+    for (id, pinned) in &plan.feeds {
+        let t = env[*id].as_ref().ok_or_else(|| Error::invalid("Executor.run", "a planned feed is missing"))?;
+        if t.place() == pinned.place() {
+            pinned.assign_(t)?;
+        } else {
+            pinned.assign_(&t.to(pinned.place())?)?;
+        }
+    }
+    for s in &plan.segments {
+        match s {
+            Segment::Tape(t) => plan.ctx.replay(t)?,
+            Segment::Live { step, inputs, targets } => {
+                let outs = run.call(0, *step, inputs)?;
+                for (t, o) in targets.iter().zip(&outs) {
+                    t.assign_(o)?;
+                }
+            }
+        }
+    }
+    plan.fetch_copies().map(Some)
+}
+
+/// A cache slot for `key`, with the cache bounded.
+pub(super) fn remember(cache: &mut HashMap<PlanKey, PlanSlot>, key: PlanKey, slot: PlanSlot) {
+    if cache.len() >= MAX_PLANS {
+        cache.clear();
+    }
+    cache.insert(key, slot);
+}

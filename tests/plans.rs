@@ -1,0 +1,150 @@
+//! Execution plans: a GPU Executor replays the first run's prepared commands, and every
+//! replay agrees with interpreting the program op by op (an executor with plans off) —
+//! training with Adam (live optimizer ops), dropout (live random ops), alternating batch
+//! sizes (one plan each), a scope value replaced between runs, fetched values kept by the
+//! caller, and control flow (interpreted, with the reason given).
+
+mod common;
+
+use common::{assert_close, values};
+use dygraph::nn::{self, Forward, Layer};
+use dygraph::optimizer::{Adam, Optimizer};
+use dygraph::static_::{self as st, Executor, Program, Scope};
+use dygraph::vision::models::{MnistNet, mnist_loss};
+use dygraph::{self as paddle, DType, Place, Tensor};
+
+fn batch(n: usize, step: usize) -> (Tensor, Tensor) {
+    let px: Vec<f32> = (0..n * 784).map(|i| (((i * 7 + step * 13) % 17) as f32 / 8.0) - 1.0).collect();
+    let lb: Vec<i64> = (0..n).map(|i| ((i * 3 + step) % 10) as i64).collect();
+    (Tensor::from_vec(px, [n, 1, 28, 28]).unwrap(), Tensor::from_vec(lb, [n, 1]).unwrap())
+}
+
+/// The MNIST training program with Adam: (main, startup, loss, parameters).
+fn mnist_program() -> (Program, Program, Tensor, Vec<Tensor>) {
+    let (main, startup) = (Program::new(), Program::new());
+    let (loss, params) = st::program_guard(&main, &startup, || {
+        let img = st::data("pixel", &[-1, 1, 28, 28], DType::Float32).unwrap();
+        let label = st::data("label", &[-1, 1], DType::Int64).unwrap();
+        let net = MnistNet::new().unwrap();
+        let loss = mnist_loss(&net.forward(&img).unwrap(), &label).unwrap();
+        Adam::new(1e-3, net.parameters()).minimize(&loss).unwrap();
+        (loss, net.parameters())
+    });
+    (main, startup, loss, params)
+}
+
+/// An executor on `place` with its own scope, the startup program run.
+fn executor(place: Place, startup: &Program, plans: bool) -> Executor {
+    let exe = Executor::with_scope(place, Scope::new());
+    exe.set_plans(plans);
+    exe.run(startup, &[], &[] as &[&str]).unwrap();
+    exe
+}
+
+/// Copies the values of `from`'s variables `names_from` into `to` under `names_to`.
+fn copy_vars(from: &Executor, names_from: &[String], to: &Executor, names_to: &[String]) {
+    for (a, b) in names_from.iter().zip(names_to) {
+        to.scope().set_var(b, from.scope().var(a).unwrap().clone_data().unwrap());
+    }
+}
+
+fn names(ts: &[Tensor]) -> Vec<String> {
+    ts.iter().map(|t| t.name().unwrap()).collect()
+}
+
+#[test]
+fn adam_training_replays_match_interpretation() {
+    let Some(gpu) = common::gpu_or_skip() else { return };
+    let _g = common::generator_lock();
+    let seed = common::run_seed();
+    paddle::seed(seed);
+    // Two identical programs: run hooks (Adam's step count) belong to a program.
+    let (main, startup, loss, params) = mnist_program();
+    let (main_i, startup_i, loss_i, params_i) = mnist_program();
+    let planned = executor(gpu, &startup, true);
+    let interpreted = executor(gpu, &startup_i, false);
+    copy_vars(&planned, &names(&params), &interpreted, &names(&params_i));
+    let mut kept = Vec::new();
+    for step in 0..8 {
+        let (x, y) = batch(if step % 2 == 0 { 8 } else { 5 }, step);
+        let a = planned.run(&main, &[("pixel", &x), ("label", &y)], &[&loss]).unwrap();
+        let info = planned.last_plan();
+        let b = interpreted.run(&main_i, &[("pixel", &x), ("label", &y)], &[&loss_i]).unwrap();
+        assert!(interpreted.last_plan().is_none());
+        let info = info.unwrap_or_else(|| panic!("step {step}: no plan ({:?})", planned.interpreted_because()));
+        assert!(info.dispatches > 30, "{info:?}");
+        assert_eq!(info.live_ops, params.len(), "one live Adam update per parameter: {info:?}");
+        if step == 1 {
+            eprintln!("plan of the MNIST Adam step: {info:?}");
+        }
+        assert_close(&format!("loss at step {step} (seed {seed})"), &values(&a[0]), &values(&b[0]), 1e-6);
+        kept.push((values(&a[0]), a[0].clone()));
+    }
+    // Fetched values are copies: later runs did not overwrite them.
+    for (i, (v, t)) in kept.iter().enumerate() {
+        assert_eq!(&values(t), v, "fetched loss {i} changed after later runs");
+    }
+    for (p, q) in names(&params).iter().zip(names(&params_i)) {
+        let (a, b) = (planned.scope().var(p).unwrap(), interpreted.scope().var(&q).unwrap());
+        assert_close(&format!("{p} after 8 steps (seed {seed})"), &values(&a), &values(&b), 1e-6);
+    }
+    // A value replaced in the scope between runs is what the next replay reads.
+    let (w, w_i) = (params[0].name().unwrap(), params_i[0].name().unwrap());
+    let fresh = paddle::full_like(&planned.scope().var(&w).unwrap(), 0.01).unwrap();
+    planned.scope().set_var(&w, fresh.clone_data().unwrap());
+    interpreted.scope().set_var(&w_i, fresh.clone_data().unwrap());
+    let (x, y) = batch(8, 99);
+    let a = planned.run(&main, &[("pixel", &x), ("label", &y)], &[&loss]).unwrap();
+    assert!(planned.last_plan().is_some());
+    let b = interpreted.run(&main_i, &[("pixel", &x), ("label", &y)], &[&loss_i]).unwrap();
+    assert_close(&format!("loss after replacing {w} (seed {seed})"), &values(&a[0]), &values(&b[0]), 1e-6);
+}
+
+#[test]
+fn dropout_draws_fresh_masks_in_replays() {
+    let Some(gpu) = common::gpu_or_skip() else { return };
+    let _g = common::generator_lock();
+    let seed = common::run_seed();
+    let (main, startup) = (Program::new(), Program::new());
+    let out = st::program_guard(&main, &startup, || {
+        let x = st::data("x", &[-1, 64], DType::Float32).unwrap();
+        let fc = nn::Linear::new(64, 32).unwrap();
+        let h = nn::Dropout::new(0.5).forward(&fc.forward(&x).unwrap()).unwrap();
+        h.relu().unwrap().sum(&[], false).unwrap()
+    });
+    let planned = executor(gpu, &startup, true);
+    let interpreted = executor(gpu, &startup, false);
+    copy_vars(&planned, &planned.scope().names(), &interpreted, &planned.scope().names());
+    let x = paddle::ones([4, 64], DType::Float32).unwrap();
+    let run = |exe: &Executor| -> Vec<f64> {
+        paddle::seed(seed);
+        (0..4).flat_map(|_| values(&exe.run(&main, &[("x", &x)], &[&out]).unwrap()[0])).collect()
+    };
+    let (a, b) = (run(&planned), run(&interpreted));
+    let info = planned.last_plan().expect("the dropout program follows a plan");
+    assert_eq!(info.live_ops, 1, "dropout runs live: {info:?}");
+    assert_close(&format!("4 runs with dropout (seed {seed})"), &a, &b, 1e-6);
+    assert!(a[0] != a[1] || a[1] != a[2], "every replay draws a new mask: {a:?}");
+}
+
+#[test]
+fn control_flow_is_interpreted_with_the_reason() {
+    let Some(gpu) = common::gpu_or_skip() else { return };
+    let (main, startup) = (Program::new(), Program::new());
+    let out = st::program_guard(&main, &startup, || {
+        let x = st::data("x", &[2], DType::Float32).unwrap();
+        let pred = x.sum(&[], false).unwrap().greater_than(&paddle::zeros([1], DType::Float32).unwrap()).unwrap();
+        let y: Tensor = st::cond(&pred, || x.scale(2.0, 0.0), || x.scale(-1.0, 0.0)).unwrap();
+        y
+    });
+    let exe = Executor::with_scope(gpu, Scope::new());
+    exe.run(&startup, &[], &[] as &[&str]).unwrap();
+    let x = Tensor::from_vec(vec![1.0f32, 2.0], [2]).unwrap();
+    for _ in 0..2 {
+        let y = exe.run(&main, &[("x", &x)], &[&out]).unwrap();
+        assert_eq!(values(&y[0]), vec![2.0, 4.0]);
+        assert!(exe.last_plan().is_none());
+        let why = exe.interpreted_because().expect("a reason");
+        assert!(why.contains("control flow"), "{why}");
+    }
+}
