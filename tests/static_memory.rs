@@ -1,5 +1,6 @@
 //! The Executor frees each intermediate value after its last reader: a chain of twenty
-//! 1 MiB ops peaks at a few live buffers, not twenty. Alone in its test binary, because the
+//! 1 MiB ops peaks at a few live buffers, not twenty, interpreted; and a plan's buffers
+//! (assigned by liveness when it is captured) hold a few, not twenty. Alone in its test binary, because the
 //! GPU memory statistics are per device and other tests would share them.
 
 mod common;
@@ -20,6 +21,7 @@ fn intermediates_are_freed_after_their_last_use() {
         h
     });
     let exe = Executor::with_scope(gpu, Scope::new());
+    exe.set_plans(false);
     let x = Tensor::from_vec_on(vec![0.0f32; N], [N], gpu).unwrap();
     paddle::sync().unwrap();
     dygraph::reset_peak_memory(0).unwrap();
@@ -31,4 +33,15 @@ fn intermediates_are_freed_after_their_last_use() {
     eprintln!("20 chained 1 MiB ops: peak {:.2} MiB above the input", peak as f64 / mib as f64);
     assert!(peak <= 3 * mib, "peak {peak} bytes: intermediates were kept alive");
     assert_eq!(out[0].to_vec::<f32>().unwrap()[0], (0..20).sum::<i32>() as f32);
+
+    exe.set_plans(true);
+    for _ in 0..3 {
+        let out = exe.run(&main, &[("x", &x)], &[&y]).unwrap();
+        assert_eq!(out[0].to_vec::<f32>().unwrap()[0], (0..20).sum::<i32>() as f32);
+    }
+    let info = exe.last_plan().expect("the chain follows a plan");
+    eprintln!("planned: {info:?}");
+    assert_eq!(info.dispatches, 20);
+    // The pinned feed and two buffers the twenty ops alternate between.
+    assert!(info.buffer_bytes <= 3 * mib + mib / 4, "the plan holds {} bytes", info.buffer_bytes);
 }
