@@ -15,7 +15,7 @@
 //! the buffer the scope held before the run, so the scope's tensors keep their memory.
 //! A program that reads data back while it runs (or has control flow) is interpreted.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use super::executor::{Compiled, Run};
@@ -116,6 +116,13 @@ impl PlanKey {
 
 fn gpu_ok(t: &Tensor) -> bool {
     matches!(t.storage(), Storage::Gpu(_))
+}
+
+fn buffer_id(t: &Tensor) -> Option<u64> {
+    match t.storage() {
+        Storage::Gpu(b) => Some(b.id),
+        _ => None,
+    }
 }
 
 /// The first run of a plan: interprets block 0 while capturing. Returns the plan, or why
@@ -229,7 +236,12 @@ pub(super) fn capture(
             SegmentLog::Live { step, inputs, targets } => shape.push(Some((step, inputs, targets))),
         }
     }
-    let mut tapes = ctx.prepare(raw)?.into_iter();
+    // What the plan's tensors keep stays in its own buffer; the rest is packed.
+    env.iter_mut().for_each(|e| *e = None);
+    let mut own: HashSet<u64> = HashSet::new();
+    let kept = feeds.iter().map(|(_, t)| t).chain(&fetched).chain(shape.iter().flatten().flat_map(|(_, i, t)| i.iter().chain(t)));
+    own.extend(kept.filter_map(buffer_id));
+    let mut tapes = ctx.prepare(raw, &pool, &own)?.into_iter();
     let segments: Vec<Segment> = shape
         .into_iter()
         .map(|s| match s {
@@ -239,7 +251,7 @@ pub(super) fn capture(
         .collect();
     let dispatches = segments.iter().map(|s| if let Segment::Tape(t) = s { t.dispatches } else { 0 }).sum();
     let live_ops = segments.iter().filter(|s| matches!(s, Segment::Live { .. })).count();
-    let buffer_bytes = crate::backend::gpu::lock(&pool).bytes;
+    let buffer_bytes = crate::backend::gpu::lock(&pool).bytes();
     let info = PlanInfo { dispatches, live_ops, ops: c.blocks[0].len(), buffer_bytes };
     Ok(Ok(Plan { ctx: ctx.clone(), pool, feeds, persist: keep, segments, fetch: fetched, info }))
 }

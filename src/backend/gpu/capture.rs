@@ -10,7 +10,7 @@
 //! and upload, bind groups built once. `replay` encodes a tape into the recorder's pending
 //! encoder, so a run is one submission.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
@@ -20,24 +20,38 @@ use super::recorder::{FLAG_BUFFER_ID, MAX_PENDING, PARAMS_WINDOW};
 use crate::{Error, Result};
 
 /// One logged command.
+/// Buffers go by (id, buffer); a dispatch's also say whether the kernel may write them.
 pub(crate) enum Cmd {
-    Dispatch { pipeline: Arc<Pipeline>, binds: Vec<(u64, wgpu::Buffer)>, params: Vec<u8>, groups: [u32; 3] },
-    Copy { src: wgpu::Buffer, src_offset: u64, dst: wgpu::Buffer, dst_offset: u64, bytes: u64 },
+    Dispatch { pipeline: Arc<Pipeline>, binds: Vec<(u64, wgpu::Buffer, bool)>, params: Vec<u8>, groups: [u32; 3] },
+    Copy { src: (u64, wgpu::Buffer), src_offset: u64, dst: (u64, wgpu::Buffer), dst_offset: u64, bytes: u64 },
     /// An upload into the start of `dst` (a multiple of 4 bytes).
-    Write { dst: wgpu::Buffer, bytes: Vec<u8> },
+    Write { dst: (u64, wgpu::Buffer), bytes: Vec<u8> },
 }
 
 /// Buffers owned by one plan: what its capture allocated, free or held by its tensors.
 #[derive(Default)]
 pub(crate) struct PrivatePool {
     free: HashMap<u64, Vec<(u64, wgpu::Buffer)>>,
-    /// Size-class bytes of every buffer the plan owns.
-    pub bytes: u64,
+    /// Every buffer the plan owns, by id, with its size class.
+    owned: HashMap<u64, u64>,
+    /// Buffers whose commands now use the arena: they go to the shared pool when free.
+    evicted: HashSet<u64>,
+    /// Bytes of the arena the packed intermediates live in (0 without one).
+    arena: u64,
     /// The plan is gone: buffers coming back go to the device's shared pool.
     released: bool,
 }
 
 impl PrivatePool {
+    /// Bytes of device memory the plan holds: its own buffers and its arena.
+    pub fn bytes(&self) -> u64 {
+        self.owned.values().sum::<u64>() + self.arena
+    }
+
+    pub fn adopt(&mut self, id: u64, class: u64) {
+        self.owned.insert(id, class);
+    }
+
     pub fn take(&mut self, class: u64) -> Option<(u64, wgpu::Buffer)> {
         self.free.get_mut(&class)?.pop()
     }
@@ -45,8 +59,8 @@ impl PrivatePool {
     /// Keeps a buffer for the plan; hands it back (the caller gives it to the shared pool) once the
     /// plan is released.
     pub fn give_back(&mut self, class: u64, id: u64, buffer: wgpu::Buffer) -> Option<wgpu::Buffer> {
-        if self.released {
-            self.bytes -= class;
+        if self.released || self.evicted.contains(&id) {
+            self.owned.remove(&id);
             return Some(buffer);
         }
         self.free.entry(class).or_default().push((id, buffer));
@@ -57,11 +71,17 @@ impl PrivatePool {
     /// later (the plan is going away).
     pub fn release(&mut self, ctx: &GpuContext) {
         self.released = true;
+        self.give_free_away(ctx, |_| true);
+        lock(&ctx.pool).forget_external(std::mem::take(&mut self.arena));
+    }
+
+    /// Moves the free buffers `which` picks to the shared pool.
+    fn give_free_away(&mut self, ctx: &GpuContext, which: impl Fn(u64) -> bool) {
         let mut pool = lock(&ctx.pool);
-        for (class, bufs) in self.free.drain() {
-            for (id, b) in bufs {
+        for (&class, bufs) in self.free.iter_mut() {
+            for (id, b) in bufs.extract_if(.., |(id, _)| which(*id)) {
                 pool.give_back(class, id, b);
-                self.bytes -= class;
+                self.owned.remove(&id);
             }
         }
     }
@@ -83,8 +103,10 @@ pub(crate) struct Tape {
     uses_index_flag: bool,
     /// Kernel dispatches in the tape.
     pub dispatches: usize,
-    /// Keeps the parameter and upload buffer alive with the bind groups that use it.
+    /// Keeps the parameter and upload buffer, and the arena, alive with the bind groups
+    /// that use them.
     _data: Option<wgpu::Buffer>,
+    _arenas: Vec<wgpu::Buffer>,
 }
 
 enum Prepared {
@@ -163,9 +185,10 @@ impl GpuContext {
     }
 
     /// Prepares logged segments for replay: every parameter window and upload goes into
-    /// one buffer written once; bind groups are created once (shared where a segment binds
-    /// the same buffers to the same pipeline).
-    pub fn prepare(&self, segments: Vec<Vec<Cmd>>) -> Result<Vec<Tape>> {
+    /// one buffer written once; the intermediates (the plan's buffers no tensor of the plan
+    /// keeps) are packed into one arena by their live ranges; bind groups are created once
+    /// (shared where a segment binds the same buffers to the same pipeline).
+    pub fn prepare(&self, segments: Vec<Vec<Cmd>>, pool: &Mutex<PrivatePool>, keep: &HashSet<u64>) -> Result<Vec<Tape>> {
         let align = (self.limits.min_storage_buffer_offset_alignment as usize).max(4);
         let mut data: Vec<u8> = Vec::new();
         let mut at = Vec::new();
@@ -203,35 +226,52 @@ impl GpuContext {
             self.queue.write_buffer(&b, 0, &data);
             b
         });
+        let arena = self.pack(&segments, pool, keep)?;
+        let place = |id: u64, b: &wgpu::Buffer| -> (wgpu::Buffer, u64, Option<u64>) {
+            match arena.as_ref().and_then(|(a, at)| at.get(&id).map(|&(c, o, size)| (&a[c], o, size))) {
+                Some((a, o, size)) => (a.clone(), o, Some(size)),
+                None => (b.clone(), 0, None),
+            }
+        };
         let mut groups_cache: HashMap<(usize, Vec<u64>), wgpu::BindGroup> = HashMap::new();
         let mut offsets = at.into_iter();
         let mut tapes = Vec::with_capacity(segments.len());
         for seg in segments {
-            let mut tape = Tape { cmds: Vec::with_capacity(seg.len()), uses_index_flag: false, dispatches: 0, _data: buffer.clone() };
+            let mut tape = Tape {
+                cmds: Vec::with_capacity(seg.len()),
+                uses_index_flag: false,
+                dispatches: 0,
+                _data: buffer.clone(),
+                _arenas: arena.as_ref().map(|(a, _)| a.clone()).unwrap_or_default(),
+            };
             for cmd in seg {
                 let o = offsets.next().unwrap_or(0);
                 tape.cmds.push(match cmd {
                     Cmd::Dispatch { pipeline, binds, groups, .. } => {
                         tape.dispatches += 1;
-                        tape.uses_index_flag |= binds.iter().any(|(id, _)| *id == FLAG_BUFFER_ID);
+                        tape.uses_index_flag |= binds.iter().any(|b| b.0 == FLAG_BUFFER_ID);
                         let data = buffer.as_ref().expect("a dispatch put its parameters into the data buffer");
-                        let key = (Arc::as_ptr(&pipeline) as usize, binds.iter().map(|(id, _)| *id).collect());
-                        let bind_group = groups_cache
-                            .entry(key)
-                            .or_insert_with(|| self.bind_group(&pipeline, &binds, data))
-                            .clone();
+                        let key = (Arc::as_ptr(&pipeline) as usize, binds.iter().map(|b| b.0).collect());
+                        let bound: Vec<_> = binds.iter().map(|b| place(b.0, &b.1)).collect();
+                        let bind_group =
+                            groups_cache.entry(key).or_insert_with(|| self.bind_group(&pipeline, &bound, data)).clone();
                         Prepared::Dispatch { pipeline, bind_group, offset: o as u32, groups }
                     }
                     Cmd::Copy { src, src_offset, dst, dst_offset, bytes } => {
-                        Prepared::Copy { src, src_offset, dst, dst_offset, bytes }
+                        let (s, so, _) = place(src.0, &src.1);
+                        let (d, dof, _) = place(dst.0, &dst.1);
+                        Prepared::Copy { src: s, src_offset: so + src_offset, dst: d, dst_offset: dof + dst_offset, bytes }
                     }
-                    Cmd::Write { dst, bytes } => Prepared::Copy {
-                        src: buffer.clone().expect("an upload put its bytes into the data buffer"),
-                        src_offset: o as u64,
-                        dst,
-                        dst_offset: 0,
-                        bytes: bytes.len() as u64,
-                    },
+                    Cmd::Write { dst, bytes } => {
+                        let (d, dof, _) = place(dst.0, &dst.1);
+                        Prepared::Copy {
+                            src: buffer.clone().expect("an upload put its bytes into the data buffer"),
+                            src_offset: o as u64,
+                            dst: d,
+                            dst_offset: dof,
+                            bytes: bytes.len() as u64,
+                        }
+                    }
                 });
             }
             tapes.push(tape);
@@ -240,11 +280,135 @@ impl GpuContext {
         Ok(tapes)
     }
 
-    fn bind_group(&self, pipeline: &Pipeline, binds: &[(u64, wgpu::Buffer)], params: &wgpu::Buffer) -> wgpu::BindGroup {
+    /// Packs the plan's intermediates into arenas: each buffer's live range is its first to
+    /// last command. A dispatch may not bind one buffer both writable and otherwise (nor
+    /// copy within one buffer), so buffers used together that way go to different arenas
+    /// (greedy colouring, usually two or three); within an arena, buffers are placed largest
+    /// first at the lowest offset free for their whole range. Returns each packed buffer's
+    /// (arena, offset, size), or None when packing saves nothing or exceeds a limit.
+    #[allow(clippy::type_complexity)]
+    fn pack(
+        &self,
+        segments: &[Vec<Cmd>],
+        pool: &Mutex<PrivatePool>,
+        keep: &HashSet<u64>,
+    ) -> Result<Option<(Vec<wgpu::Buffer>, HashMap<u64, (usize, u64, u64)>)>> {
+        let owned = lock(pool).owned.clone();
+        let packable = |id: u64| owned.contains_key(&id) && !keep.contains(&id);
+        // (first use, last use, first use writes)
+        let mut range: HashMap<u64, (usize, usize, bool)> = HashMap::new();
+        let mut apart: HashMap<u64, HashSet<u64>> = HashMap::new();
+        for (k, cmd) in segments.iter().flatten().enumerate() {
+            let used: Vec<(u64, bool)> = match cmd {
+                Cmd::Dispatch { binds, .. } => binds.iter().map(|b| (b.0, b.2)).collect(),
+                Cmd::Copy { src, dst, .. } => vec![(src.0, false), (dst.0, true)],
+                Cmd::Write { dst, .. } => vec![(dst.0, true)],
+            };
+            for &(id, writes) in &used {
+                if packable(id) {
+                    range.entry(id).and_modify(|r| r.1 = k).or_insert((k, k, writes));
+                }
+            }
+            let copy = matches!(cmd, Cmd::Copy { .. });
+            for &(a, aw) in &used {
+                for &(b, bw) in &used {
+                    if a != b && (aw || bw || copy) && packable(a) && packable(b) {
+                        apart.entry(a).or_default().insert(b);
+                    }
+                }
+            }
+        }
+        let mut items: Vec<(u64, u64, usize, usize)> =
+            range.iter().filter(|(_, r)| r.2).map(|(&id, r)| (id, owned[&id], r.0, r.1)).collect();
+        if items.len() < 2 {
+            return Ok(None);
+        }
+        items.sort_by_key(|&(id, size, first, _)| (std::cmp::Reverse(size), first, id));
+        let align = (self.limits.min_storage_buffer_offset_alignment as u64).max(4);
+        let mut placed: Vec<Vec<(u64, u64, usize, usize)>> = Vec::new();
+        let mut totals: Vec<u64> = Vec::new();
+        let mut at: HashMap<u64, (usize, u64, u64)> = HashMap::new();
+        for &(id, size, first, last) in &items {
+            let banned: HashSet<usize> =
+                apart.get(&id).into_iter().flatten().filter_map(|n| at.get(n).map(|p| p.0)).collect();
+            // The lowest free offset in each allowed arena; take the one that grows least.
+            let mut best: Option<(u64, u64, usize)> = None;
+            for c in (0..placed.len()).filter(|c| !banned.contains(c)) {
+                let mut busy: Vec<(u64, u64)> =
+                    placed[c].iter().filter(|p| !(p.3 < first || last < p.2)).map(|p| (p.0, p.0 + p.1)).collect();
+                busy.sort_unstable();
+                let mut o = 0u64;
+                for (s, e) in busy {
+                    if o + size <= s {
+                        break;
+                    }
+                    o = o.max(e.next_multiple_of(align));
+                }
+                let grow = (o + size).saturating_sub(totals[c]);
+                if best.is_none_or(|b| (grow, o) < (b.0, b.1)) {
+                    best = Some((grow, o, c));
+                }
+            }
+            let (c, o) = match best {
+                Some((grow, o, c)) if grow < size => (c, o),
+                _ => {
+                    placed.push(Vec::new());
+                    totals.push(0);
+                    (placed.len() - 1, 0)
+                }
+            };
+            placed[c].push((o, size, first, last));
+            at.insert(id, (c, o, size));
+            totals[c] = totals[c].max(o + size);
+        }
+        let separate: u64 = items.iter().map(|i| i.1).sum();
+        let total: u64 = totals.iter().sum();
+        if std::env::var("DYGRAPH_PLAN_DEBUG").is_ok() {
+            let kept: u64 = owned.iter().filter(|(id, _)| keep.contains(id)).map(|(_, c)| c).sum();
+            let unused: u64 = owned.iter().filter(|(id, _)| !range.contains_key(id)).map(|(_, c)| c).sum();
+            let readfirst: u64 = range.iter().filter(|(_, r)| !r.2).map(|(id, _)| owned[id]).sum();
+            eprintln!("pack: owned {} kept {kept} unused {unused} read-first {readfirst} packable {separate} -> arenas {totals:?}", owned.values().sum::<u64>());
+        }
+        if total >= separate || totals.iter().any(|&t| t > self.limits.max_buffer_size) {
+            return Ok(None);
+        }
+        let buffers = totals
+            .iter()
+            .map(|&size| {
+                self.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("dygraph-plan-arena"),
+                    size,
+                    usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                })
+            })
+            .collect();
+        lock(&self.pool).note_external(total);
+        let mut p = lock(pool);
+        p.arena += total;
+        p.evicted.extend(at.keys().copied());
+        let evicted = p.evicted.clone();
+        p.give_free_away(self, |id| evicted.contains(&id));
+        Ok(Some((buffers, at)))
+    }
+
+    fn bind_group(
+        &self,
+        pipeline: &Pipeline,
+        binds: &[(wgpu::Buffer, u64, Option<u64>)],
+        params: &wgpu::Buffer,
+    ) -> wgpu::BindGroup {
         let mut entries: Vec<wgpu::BindGroupEntry> = binds
             .iter()
             .enumerate()
-            .map(|(i, (_, b))| wgpu::BindGroupEntry { binding: i as u32, resource: b.as_entire_binding() })
+            .map(|(i, (b, offset, size))| wgpu::BindGroupEntry {
+                binding: i as u32,
+                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                    buffer: b,
+                    offset: *offset,
+                    size: size.and_then(wgpu::BufferSize::new),
+                }),
+            })
             .collect();
         entries.push(wgpu::BindGroupEntry {
             binding: binds.len() as u32,
@@ -280,6 +444,7 @@ impl GpuContext {
             }
             rec.pending += 1;
         }
+        self.dispatches.fetch_add(tape.dispatches as u64, Ordering::Relaxed);
         Ok(())
     }
 }

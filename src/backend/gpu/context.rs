@@ -41,6 +41,8 @@ pub(crate) struct GpuContext {
     /// The open plan capture, if any (see `capture.rs`), and a flag read without locking.
     pub(super) capture: Mutex<Option<super::capture::CaptureState>>,
     pub(super) capturing: std::sync::atomic::AtomicBool,
+    /// Dispatches recorded so far.
+    pub(super) dispatches: std::sync::atomic::AtomicU64,
     errors: Arc<Mutex<Vec<String>>>,
     lost: Arc<Mutex<Option<String>>>,
 }
@@ -208,6 +210,12 @@ pub fn memory_stats(index: usize) -> Result<MemoryStats> {
     Ok(lock(&context(index)?.pool).stats)
 }
 
+/// Kernel dispatches recorded on `gpu:index` so far (replayed plans' included): divide a
+/// host time by it for the cost per dispatch.
+pub fn dispatch_count(index: usize) -> Result<u64> {
+    Ok(context(index)?.dispatches.load(std::sync::atomic::Ordering::Relaxed))
+}
+
 /// Resets the peak counter of `gpu:index` to the current allocation.
 pub fn reset_peak_memory(index: usize) -> Result<()> {
     let ctx = context(index)?;
@@ -280,6 +288,7 @@ impl GpuContext {
             pipelines: Mutex::default(),
             capture: Mutex::new(None),
             capturing: Default::default(),
+            dispatches: Default::default(),
             errors,
             lost,
         })
@@ -340,9 +349,8 @@ impl GpuContext {
             return Ok(GpuBuffer { ctx: self.clone(), buffer: Some(buffer), class, id, home: Some(home.clone()) });
         }
         let pooled = lock(&self.pool).take(class);
-        let note_home = |h: &Arc<Mutex<PrivatePool>>| lock(h).bytes += class;
         if let Some((id, buffer)) = pooled {
-            home.iter().for_each(note_home);
+            home.iter().for_each(|h| lock(h).adopt(id, class));
             return Ok(GpuBuffer { ctx: self.clone(), buffer: Some(buffer), class, id, home });
         }
         if let Some(msg) = lock(&self.lost).clone() {
@@ -350,8 +358,9 @@ impl GpuContext {
         }
         let buffer = self.create_buffer(op, class)?;
         lock(&self.pool).note_created(class);
-        home.iter().for_each(note_home);
-        Ok(GpuBuffer { ctx: self.clone(), buffer: Some(buffer), class, id: next_buffer_id(), home })
+        let id = next_buffer_id();
+        home.iter().for_each(|h| lock(h).adopt(id, class));
+        Ok(GpuBuffer { ctx: self.clone(), buffer: Some(buffer), class, id, home })
     }
 
     fn create_buffer(&self, op: &'static str, size: u64) -> Result<wgpu::Buffer> {

@@ -51,6 +51,16 @@ impl BufferPool {
         Some(buf)
     }
 
+    /// Counts device memory held outside the pool (a plan's arena) as allocated.
+    pub fn note_external(&mut self, bytes: u64) {
+        self.stats.buffers_created += 1;
+        self.note_allocated(bytes);
+    }
+
+    pub fn forget_external(&mut self, bytes: u64) {
+        self.stats.allocated -= bytes;
+    }
+
     pub fn note_created(&mut self, class: u64) {
         self.stats.buffers_created += 1;
         self.note_allocated(class);

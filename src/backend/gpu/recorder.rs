@@ -218,7 +218,7 @@ impl GpuContext {
         }
         self.log(|| super::capture::Cmd::Dispatch {
             pipeline: pipeline.clone(),
-            binds: binds.iter().map(|b| (b.id, b.buffer.clone())).collect(),
+            binds: binds.iter().map(|b| (b.id, b.buffer.clone(), b.access == Access::ReadWrite)).collect(),
             params: bytes.to_vec(),
             groups,
         });
@@ -261,6 +261,7 @@ impl GpuContext {
         pass.set_bind_group(0, &bind_group, &[offset as u32]);
         pass.dispatch_workgroups(groups[0], groups[1], groups[2]);
         rec.pending += 1;
+        self.dispatches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
 
@@ -280,7 +281,7 @@ impl GpuContext {
         self.log(|| {
             let mut v = bytes.to_vec();
             v.resize(padded, 0);
-            super::capture::Cmd::Write { dst: buf.raw().clone(), bytes: v }
+            super::capture::Cmd::Write { dst: (buf.id, buf.raw().clone()), bytes: v }
         });
         let mut rec = lock(&self.recorder);
         if bytes.len() <= SMALL_UPLOAD {
@@ -312,9 +313,9 @@ impl GpuContext {
             return Ok(());
         }
         self.log(|| super::capture::Cmd::Copy {
-            src: src.raw().clone(),
+            src: (src.id, src.raw().clone()),
             src_offset,
-            dst: dst.raw().clone(),
+            dst: (dst.id, dst.raw().clone()),
             dst_offset,
             bytes,
         });
