@@ -149,7 +149,9 @@ fn main() {
         Ok(info) => places.push((Place::Gpu(0), format!("GPU ({}, {})", info.name, info.backend))),
         Err(e) => println!("no GPU adapter ({e}): the GPU rows are left out"),
     }
-    println!("| place | mode | wall ms/step | host CPU ms/step | dispatches/step | host µs/dispatch | device bytes/step | vs eager |");
+    println!(
+        "| place | mode | wall ms/step | host CPU ms/step | dispatches/step | host µs/dispatch | device bytes/step | vs eager |"
+    );
     println!("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |");
     for (place, name) in places {
         let software = paddle::gpu_info(0).map(|i| i.device_type.contains("Cpu")).unwrap_or(false);

@@ -22,6 +22,7 @@ fn intermediates_are_freed_after_their_last_use() {
     });
     let exe = Executor::with_scope(gpu, Scope::new());
     exe.set_plans(false);
+    exe.set_fusion(false);
     let x = Tensor::from_vec_on(vec![0.0f32; N], [N], gpu).unwrap();
     paddle::sync().unwrap();
     dygraph::reset_peak_memory(0).unwrap();
@@ -44,4 +45,15 @@ fn intermediates_are_freed_after_their_last_use() {
     assert_eq!(info.dispatches, 20);
     // The pinned feed and two buffers the twenty ops alternate between.
     assert!(info.buffer_bytes <= 3 * mib + mib / 4, "the plan holds {} bytes", info.buffer_bytes);
+
+    // Fused, the chain is one kernel: the plan holds the pinned feed and the result.
+    exe.set_fusion(true);
+    for _ in 0..2 {
+        let out = exe.run(&main, &[("x", &x)], &[&y]).unwrap();
+        assert_eq!(out[0].to_vec::<f32>().unwrap()[0], (0..20).sum::<i32>() as f32);
+    }
+    let info = exe.last_plan().expect("the fused chain follows a plan");
+    eprintln!("planned and fused: {info:?}");
+    assert_eq!((info.dispatches, info.ops), (1, 1));
+    assert!(info.buffer_bytes <= 2 * mib + mib / 4, "the plan holds {} bytes", info.buffer_bytes);
 }

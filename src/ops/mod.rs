@@ -3,6 +3,7 @@
 //! thin calls into the one generic entry point.
 
 pub(crate) mod elementwise;
+pub(crate) mod fused;
 pub(crate) mod wgsl;
 
 /// `opt!()` is `None`, `opt!(x)` is `Some(x)`: optional table fields in op macros.
@@ -22,6 +23,7 @@ pub(crate) mod nn;
 pub(crate) mod reduce;
 pub mod registry;
 
+pub use fused::fused_kernel_source;
 pub use registry::{
     AttrField, AttrMap, AttrValue, Attrs, OpInfo, RegisteredOp, apply_elementwise, elementwise_ops, find_op, registry,
     run_op,

@@ -7,7 +7,7 @@
 //! the executor caches the resolved registry entries, the attributes with the executor's
 //! place, and each variable's last reader.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -112,6 +112,16 @@ pub(super) struct Compiled {
     frees: Vec<Vec<VarId>>,
     /// Block 0 has no control flow, so a GPU run can follow a plan.
     plannable: bool,
+    /// The program with its elementwise chains fused.
+    fused: Option<Fusion>,
+}
+
+/// A program's fused form: its compilation, the values fusion removes, and each original
+/// op's index in the fused block 0.
+struct Fusion {
+    compiled: Arc<Compiled>,
+    eliminated: HashSet<VarId>,
+    remap: Vec<Option<usize>>,
 }
 
 pub(super) struct Step {
@@ -127,6 +137,7 @@ pub struct Executor {
     cache: Mutex<HashMap<u64, Arc<Compiled>>>,
     plans: Mutex<HashMap<PlanKey, PlanSlot>>,
     planning: AtomicBool,
+    fusion: AtomicBool,
     last_plan: Mutex<Option<PlanInfo>>,
     last_interpreted: Mutex<Option<String>>,
 }
@@ -146,6 +157,7 @@ impl Executor {
             cache: Mutex::new(HashMap::new()),
             plans: Mutex::new(HashMap::new()),
             planning: AtomicBool::new(planning),
+            fusion: AtomicBool::new(std::env::var("DYGRAPH_FUSION").map_or(true, |v| v != "0")),
             last_plan: Mutex::new(None),
             last_interpreted: Mutex::new(None),
         }
@@ -159,6 +171,23 @@ impl Executor {
         if !on {
             lock(&self.plans).clear();
         }
+    }
+
+    /// Turns the fusion pass on or off (on by default; `DYGRAPH_FUSION=0` turns it off):
+    /// with it, chains of elementwise ops run as one generated kernel each.
+    pub fn set_fusion(&self, on: bool) {
+        self.fusion.store(on, Ordering::Relaxed);
+    }
+
+    /// The ops a run of `program` executes, in order, after the fusion pass (when it is on
+    /// and no fetched value is one it removes): `fused_elementwise` ops replace chains.
+    pub fn ops_to_run(&self, program: &Program) -> Result<Vec<OpDesc>> {
+        let c = self.compile(program)?;
+        let c = match &c.fused {
+            Some(f) if self.fusion.load(Ordering::Relaxed) => f.compiled.clone(),
+            _ => c,
+        };
+        Ok(c.blocks[0].iter().map(|s| s.desc.clone()).collect())
     }
 
     /// The plan the last run followed or captured (None when it was interpreted).
@@ -202,11 +231,21 @@ impl Executor {
             .collect::<Result<_>>()?;
         let mut env: Vec<Option<Tensor>> = vec![None; compiled.vars.len()];
         self.bind_feeds(&compiled, feed, &mut env)?;
+        // A run fetching a value fusion removed runs the unfused program.
+        let fusion = compiled
+            .fused
+            .as_ref()
+            .filter(|f| self.fusion.load(Ordering::Relaxed) && !fetch_ids.iter().any(|v| f.eliminated.contains(v)));
         // After every check: a hook counts optimizer steps.
         let overrides: HashMap<(usize, usize), AttrMap> = {
             let hooks = program.data().hooks.clone();
-            hooks.iter().flat_map(|h| h.before_run()).map(|(b, i, m)| ((b, i), m)).collect()
+            let at = |b: usize, i: usize| match fusion {
+                Some(f) if b == 0 => f.remap.get(i).copied().flatten(),
+                _ => Some(i),
+            };
+            hooks.iter().flat_map(|h| h.before_run()).filter_map(|(b, i, m)| Some(((b, at(b, i)?), m))).collect()
         };
+        let compiled = fusion.map_or(compiled.clone(), |f| f.compiled.clone());
         let mut keep = vec![false; compiled.vars.len()];
         for &id in &fetch_ids {
             keep[id] = true;
@@ -226,7 +265,8 @@ impl Executor {
             let feed_ids: Vec<VarId> = feed.iter().filter_map(|(n, _)| compiled.names.get(*n).copied()).collect();
             let mut overridden: Vec<usize> = overrides.keys().filter(|(b, _)| *b == 0).map(|&(_, i)| i).collect();
             overridden.sort_unstable();
-            let key = PlanKey::new(&compiled, program.data().uid, &env, &feed_ids, &fetch_ids, &overridden);
+            let key =
+                PlanKey::new(&compiled, program.data().uid, &env, &feed_ids, &fetch_ids, &overridden, fusion.is_some());
             let cached = lock(&self.plans).get(&key).map(|s| match s {
                 PlanSlot::Ready(p) => Ok(p.clone()),
                 PlanSlot::Interpreted(why) => Err(why.clone()),
@@ -239,15 +279,20 @@ impl Executor {
                 }
                 None => {
                     let ctx = crate::backend::gpu::context(index)?;
-                    let captured = crate::no_grad(|| plan::capture(&run, &ctx, &mut env, &feed_ids, &fetch_ids, &overridden))?;
+                    let captured =
+                        crate::no_grad(|| plan::capture(&run, &ctx, &mut env, &feed_ids, &fetch_ids, &overridden))?;
                     return match captured {
-                        Ok(p) => {
+                        plan::Captured::Plan(p) => {
                             let out = p.fetch_copies()?;
                             *lock(&self.last_plan) = Some(p.info.clone());
                             plan::remember(&mut lock(&self.plans), key, PlanSlot::Ready(Arc::new(Mutex::new(p))));
                             Ok(out)
                         }
-                        Err(why) => {
+                        plan::Captured::Busy => {
+                            crate::no_grad(|| run.block(0, &mut env))?;
+                            run.fetch(&fetch_ids, &fetch, &env)
+                        }
+                        plan::Captured::Interpreted(why) => {
                             *lock(&self.last_interpreted) = Some(why.clone());
                             plan::remember(&mut lock(&self.plans), key, PlanSlot::Interpreted(why));
                             run.fetch(&fetch_ids, &fetch, &env)
@@ -302,7 +347,6 @@ impl Run<'_> {
 }
 
 impl Executor {
-
     fn bind_feeds(&self, c: &Compiled, feed: &[(&str, &Tensor)], env: &mut [Option<Tensor>]) -> Result<()> {
         for (name, t) in feed {
             let id = *c
@@ -365,12 +409,47 @@ fn compile(d: &ProgramData, place: Place) -> Result<Compiled> {
             ),
         ));
     }
+    let mut c = compile_ops(d, &d.blocks[0].ops, place)?;
+    if c.plannable {
+        let chains = super::fusion::fuse(&d.blocks[0].ops, &d.vars);
+        if !chains.is_empty() {
+            let mut skip = HashSet::new();
+            let mut at = HashMap::new();
+            for f in &chains {
+                skip.extend(f.members.iter().copied());
+                at.insert(f.root, f.desc.clone());
+            }
+            let eliminated: HashSet<VarId> = chains
+                .iter()
+                .flat_map(|f| f.members.iter().flat_map(|&m| d.blocks[0].ops[m].outputs.clone()))
+                .collect();
+            let ops: Vec<OpDesc> = (0..d.blocks[0].ops.len())
+                .filter(|i| !skip.contains(i))
+                .map(|i| at.remove(&i).unwrap_or_else(|| d.blocks[0].ops[i].clone()))
+                .collect();
+            let mut remap = vec![None; d.blocks[0].ops.len()];
+            let mut n = 0;
+            for (i, r) in remap.iter_mut().enumerate() {
+                if !skip.contains(&i) {
+                    *r = Some(n);
+                    n += 1;
+                }
+            }
+            c.fused = Some(Fusion { compiled: Arc::new(compile_ops(d, &ops, place)?), eliminated, remap });
+        }
+    }
+    Ok(c)
+}
+
+/// Compiles `d` with `block0` as its global block's ops.
+fn compile_ops(d: &ProgramData, block0: &[OpDesc], place: Place) -> Result<Compiled> {
     let place_attr = crate::ops::AttrField::to_attr(&place);
     let blocks = d
         .blocks
         .iter()
-        .map(|b| {
-            b.ops
+        .enumerate()
+        .map(|(bi, b)| {
+            if bi == 0 { block0 } else { &b.ops[..] }
                 .iter()
                 .map(|o| {
                     let op =
@@ -385,12 +464,12 @@ fn compile(d: &ProgramData, place: Place) -> Result<Compiled> {
         })
         .collect::<Result<Vec<_>>>()?;
     let mut last_use = vec![None; d.vars.len()];
-    for (i, op) in d.blocks[0].ops.iter().enumerate() {
+    for (i, op) in block0.iter().enumerate() {
         for &v in op.inputs.iter().chain(&super::program::sub_block_reads(&d.blocks, op)) {
             last_use[v] = Some(i);
         }
     }
-    let mut frees = vec![Vec::new(); d.blocks[0].ops.len()];
+    let mut frees = vec![Vec::new(); block0.len()];
     for (v, last) in last_use.iter().enumerate() {
         if let Some(i) = last
             && !d.vars[v].persistable
@@ -400,7 +479,16 @@ fn compile(d: &ProgramData, place: Place) -> Result<Compiled> {
     }
     let block_io = d.blocks.iter().map(|b| (b.params.clone(), b.results.clone())).collect();
     let plannable = blocks[0].iter().all(|s: &Step| s.op.is_some());
-    Ok(Compiled { version: d.version, vars: d.vars.clone(), names: d.names.clone(), blocks, block_io, frees, plannable })
+    Ok(Compiled {
+        version: d.version,
+        vars: d.vars.clone(),
+        names: d.names.clone(),
+        blocks,
+        block_io,
+        frees,
+        plannable,
+        fused: None,
+    })
 }
 
 /// One run of a compiled program.

@@ -30,6 +30,7 @@ mod backward;
 pub(crate) mod capture;
 mod control;
 mod executor;
+mod fusion;
 mod inference;
 mod param;
 mod plan;

@@ -35,6 +35,7 @@ pub(super) struct PlanKey {
     feeds: Vec<(VarId, Vec<usize>, DType)>,
     fetch: Vec<VarId>,
     overridden: Vec<usize>,
+    fused: bool,
 }
 
 /// A cached plan, or why the program runs interpreted.
@@ -55,6 +56,9 @@ pub struct PlanInfo {
     /// Bytes of device buffers the plan owns (intermediates and feeds).
     pub buffer_bytes: u64,
 }
+
+/// A live op: its index in block 0, its inputs, and the plan's buffers its outputs go to.
+type LiveStep = (usize, Vec<Tensor>, Vec<Tensor>);
 
 /// A segment as the capture logs it.
 enum SegmentLog {
@@ -105,12 +109,11 @@ impl PlanKey {
         feed_ids: &[VarId],
         fetch: &[VarId],
         overridden: &[usize],
+        fused: bool,
     ) -> PlanKey {
-        let feeds = feed_ids
-            .iter()
-            .filter_map(|&id| env[id].as_ref().map(|t| (id, t.shape().to_vec(), t.dtype())))
-            .collect();
-        PlanKey { uid, version: c.version, feeds, fetch: fetch.to_vec(), overridden: overridden.to_vec() }
+        let feeds =
+            feed_ids.iter().filter_map(|&id| env[id].as_ref().map(|t| (id, t.shape().to_vec(), t.dtype()))).collect();
+        PlanKey { uid, version: c.version, feeds, fetch: fetch.to_vec(), overridden: overridden.to_vec(), fused }
     }
 }
 
@@ -125,8 +128,17 @@ fn buffer_id(t: &Tensor) -> Option<u64> {
     }
 }
 
-/// The first run of a plan: interprets block 0 while capturing. Returns the plan, or why
-/// the program cannot be replayed (the run's results are valid either way).
+/// What a capturing run gives.
+pub(super) enum Captured {
+    /// The run's results are the plan's fetches.
+    Plan(Plan),
+    /// The run completed, but the program cannot be replayed, for this reason.
+    Interpreted(String),
+    /// Another thread is capturing on this device: nothing ran.
+    Busy,
+}
+
+/// The first run of a plan: interprets block 0 while capturing.
 pub(super) fn capture(
     run: &Run<'_>,
     ctx: &Arc<GpuContext>,
@@ -134,10 +146,10 @@ pub(super) fn capture(
     feed_ids: &[VarId],
     fetch: &[VarId],
     overridden: &[usize],
-) -> Result<std::result::Result<Plan, String>> {
+) -> Result<Captured> {
     let pool = Arc::new(Mutex::new(PrivatePool::default()));
     if !ctx.begin_capture(pool.clone()) {
-        return Ok(Err("another thread is capturing a plan on this device".into()));
+        return Ok(Captured::Busy);
     }
     struct Close<'a>(&'a GpuContext, bool);
     impl Drop for Close<'_> {
@@ -223,10 +235,10 @@ pub(super) fn capture(
     let ended = ctx.end_capture();
     if let Some(w) = why.or(ended.err()) {
         crate::backend::gpu::lock(&pool).release(ctx);
-        return Ok(Err(w));
+        return Ok(Captured::Interpreted(w));
     }
     let mut raw: Vec<Vec<crate::backend::gpu::Cmd>> = Vec::new();
-    let mut shape: Vec<Option<(usize, Vec<Tensor>, Vec<Tensor>)>> = Vec::new();
+    let mut shape: Vec<Option<LiveStep>> = Vec::new();
     for s in segments {
         match s {
             SegmentLog::Cmds(cmds) => {
@@ -239,7 +251,11 @@ pub(super) fn capture(
     // What the plan's tensors keep stays in its own buffer; the rest is packed.
     env.iter_mut().for_each(|e| *e = None);
     let mut own: HashSet<u64> = HashSet::new();
-    let kept = feeds.iter().map(|(_, t)| t).chain(&fetched).chain(shape.iter().flatten().flat_map(|(_, i, t)| i.iter().chain(t)));
+    let kept = feeds
+        .iter()
+        .map(|(_, t)| t)
+        .chain(&fetched)
+        .chain(shape.iter().flatten().flat_map(|(_, i, t)| i.iter().chain(t)));
     own.extend(kept.filter_map(buffer_id));
     let mut tapes = ctx.prepare(raw, &pool, &own)?.into_iter();
     let segments: Vec<Segment> = shape
@@ -253,7 +269,7 @@ pub(super) fn capture(
     let live_ops = segments.iter().filter(|s| matches!(s, Segment::Live { .. })).count();
     let buffer_bytes = crate::backend::gpu::lock(&pool).bytes();
     let info = PlanInfo { dispatches, live_ops, ops: c.blocks[0].len(), buffer_bytes };
-    Ok(Ok(Plan { ctx: ctx.clone(), pool, feeds, persist: keep, segments, fetch: fetched, info }))
+    Ok(Captured::Plan(Plan { ctx: ctx.clone(), pool, feeds, persist: keep, segments, fetch: fetched, info }))
 }
 
 /// A later run: feeds in, the prepared commands, fetches out.

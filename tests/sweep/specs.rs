@@ -1138,6 +1138,7 @@ fn shape_specs() -> Vec<Spec> {
         concat_spec(),
         expand_as_spec(),
         full_like_spec(),
+        fused_elementwise_spec(),
         argsort_spec(),
     ]
 }
@@ -1255,6 +1256,37 @@ fn argsort_spec() -> Spec {
         vec![Host { v, shape }]
     };
     spec("argsort", ANY.to_vec(), samples, reference)
+}
+
+/// `fused_elementwise`: a chain of table ops in postfix, against the chain written out in
+/// float64 (rounded to the dtype after every op, as the unfused ops round).
+fn fused_elementwise_spec() -> Spec {
+    const PROGRAM: &str = "x0 x1 b.multiply x2 b.add u.relu:0.0:0.0 u.scale:0.5:1.0 u.tanh:0.0:0.0 x0 b.subtract";
+    let samples = |rng: &mut Rng| {
+        let shapes: [[&[usize]; 3]; 5] = [
+            [&[2, 3], &[2, 3], &[2, 3]],
+            [&[4, 3], &[1, 3], &[3]],
+            [&[2, 1, 4], &[3, 1], &[4]],
+            [&[], &[], &[]],
+            [&[0, 3], &[3], &[1]],
+        ];
+        shapes
+            .iter()
+            .map(|s| {
+                let inputs = s.iter().map(|sh| data(rng.vec(numel(sh), -2.0, 2.0), sh)).collect();
+                sample(format!("{s:?}"), inputs, AttrMap::new().with("program", PROGRAM.to_string()))
+            })
+            .collect()
+    };
+    let reference = |x: &[Host], _: &AttrMap, d: DType| {
+        let r = |v: f64| refs::held_as(v, d);
+        vec![zip_n(&[&x[0], &x[1], &x[2]], |v| {
+            let s = r(r(v[0] * v[1]) + v[2]);
+            let h = if s > 0.0 || s.is_nan() { s } else { 0.0 };
+            r(r(r(0.5 * h + 1.0).tanh()) - v[0])
+        })]
+    };
+    spec("fused_elementwise", vec![F32, F64], samples, reference)
 }
 
 /// `full_like(x, value)`: `x`'s shape and dtype, `value` everywhere.

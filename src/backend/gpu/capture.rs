@@ -22,10 +22,24 @@ use crate::{Error, Result};
 /// One logged command.
 /// Buffers go by (id, buffer); a dispatch's also say whether the kernel may write them.
 pub(crate) enum Cmd {
-    Dispatch { pipeline: Arc<Pipeline>, binds: Vec<(u64, wgpu::Buffer, bool)>, params: Vec<u8>, groups: [u32; 3] },
-    Copy { src: (u64, wgpu::Buffer), src_offset: u64, dst: (u64, wgpu::Buffer), dst_offset: u64, bytes: u64 },
+    Dispatch {
+        pipeline: Arc<Pipeline>,
+        binds: Vec<(u64, wgpu::Buffer, bool)>,
+        params: Vec<u8>,
+        groups: [u32; 3],
+    },
+    Copy {
+        src: (u64, wgpu::Buffer),
+        src_offset: u64,
+        dst: (u64, wgpu::Buffer),
+        dst_offset: u64,
+        bytes: u64,
+    },
     /// An upload into the start of `dst` (a multiple of 4 bytes).
-    Write { dst: (u64, wgpu::Buffer), bytes: Vec<u8> },
+    Write {
+        dst: (u64, wgpu::Buffer),
+        bytes: Vec<u8>,
+    },
 }
 
 /// Buffers owned by one plan: what its capture allocated, free or held by its tensors.
@@ -188,7 +202,12 @@ impl GpuContext {
     /// one buffer written once; the intermediates (the plan's buffers no tensor of the plan
     /// keeps) are packed into one arena by their live ranges; bind groups are created once
     /// (shared where a segment binds the same buffers to the same pipeline).
-    pub fn prepare(&self, segments: Vec<Vec<Cmd>>, pool: &Mutex<PrivatePool>, keep: &HashSet<u64>) -> Result<Vec<Tape>> {
+    pub fn prepare(
+        &self,
+        segments: Vec<Vec<Cmd>>,
+        pool: &Mutex<PrivatePool>,
+        keep: &HashSet<u64>,
+    ) -> Result<Vec<Tape>> {
         let align = (self.limits.min_storage_buffer_offset_alignment as usize).max(4);
         let mut data: Vec<u8> = Vec::new();
         let mut at = Vec::new();
@@ -260,7 +279,13 @@ impl GpuContext {
                     Cmd::Copy { src, src_offset, dst, dst_offset, bytes } => {
                         let (s, so, _) = place(src.0, &src.1);
                         let (d, dof, _) = place(dst.0, &dst.1);
-                        Prepared::Copy { src: s, src_offset: so + src_offset, dst: d, dst_offset: dof + dst_offset, bytes }
+                        Prepared::Copy {
+                            src: s,
+                            src_offset: so + src_offset,
+                            dst: d,
+                            dst_offset: dof + dst_offset,
+                            bytes,
+                        }
                     }
                     Cmd::Write { dst, bytes } => {
                         let (d, dof, _) = place(dst.0, &dst.1);
@@ -367,7 +392,10 @@ impl GpuContext {
             let kept: u64 = owned.iter().filter(|(id, _)| keep.contains(id)).map(|(_, c)| c).sum();
             let unused: u64 = owned.iter().filter(|(id, _)| !range.contains_key(id)).map(|(_, c)| c).sum();
             let readfirst: u64 = range.iter().filter(|(_, r)| !r.2).map(|(id, _)| owned[id]).sum();
-            eprintln!("pack: owned {} kept {kept} unused {unused} read-first {readfirst} packable {separate} -> arenas {totals:?}", owned.values().sum::<u64>());
+            eprintln!(
+                "pack: owned {} kept {kept} unused {unused} read-first {readfirst} packable {separate} -> arenas {totals:?}",
+                owned.values().sum::<u64>()
+            );
         }
         if total >= separate || totals.iter().any(|&t| t > self.limits.max_buffer_size) {
             return Ok(None);
@@ -418,7 +446,11 @@ impl GpuContext {
                 size: wgpu::BufferSize::new(PARAMS_WINDOW as u64),
             }),
         });
-        self.device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &pipeline.layout, entries: &entries })
+        self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: None,
+            layout: &pipeline.layout,
+            entries: &entries,
+        })
     }
 
     /// Encodes `tape` into the pending batch (submitted with the next readback or sync).

@@ -1,0 +1,170 @@
+//! The fusion pass: chains of elementwise table ops in a program's global block become one
+//! `fused_elementwise` op each (one kernel, no intermediate buffers), for the Executor.
+//!
+//! An op joins the chain that produced one of its inputs when that value has no other
+//! reader and is not persistable, so every chain is a tree whose root (its last op) is the
+//! only value that leaves it; operands broadcast as they did op by op (broadcasting
+//! commutes with elementwise ops). The pass runs on the whole program after the backward
+//! and optimizer ops were appended, so it fuses gradient chains too; the values it removes
+//! are listed, and a run fetching one of them runs the unfused program instead.
+
+use std::collections::{HashMap, HashSet};
+
+use super::program::{OpDesc, VarDesc, VarId};
+use crate::DType;
+use crate::ops::fused::{MAX_INPUTS, MAX_NODES, fusable_binary, fusable_unary};
+use crate::ops::{AttrField, AttrMap, AttrValue};
+
+/// One fused op replacing a chain.
+pub(super) struct Fused {
+    /// Index of the chain's root in block 0 (where the fused op goes).
+    pub root: usize,
+    pub desc: OpDesc,
+    /// The chain's other ops.
+    pub members: Vec<usize>,
+}
+
+/// The token of a fusable op (`u.name:p0:p1` or `b.name`), if `op` is one on `dtype`.
+fn token(op: &OpDesc, vars: &[VarDesc]) -> Option<String> {
+    let out = *op.outputs.first()?;
+    if op.outputs.len() != 1 || !matches!(vars[out].dtype, DType::Float32 | DType::Float64) {
+        return None;
+    }
+    if op.inputs.iter().any(|&v| vars[v].dtype != vars[out].dtype) {
+        return None;
+    }
+    if let Some(d) = fusable_unary(&op.op_type)
+        && op.inputs.len() == 1
+    {
+        let mut p = [0.0f64; 2];
+        for (slot, name) in p.iter_mut().zip(d.params) {
+            *slot = op.attrs.get(name).and_then(f64::from_attr)?;
+        }
+        // Parameters travel as float32 bits on the GPU: keep exact values only.
+        if p.iter().any(|v| !v.is_finite()) {
+            return None;
+        }
+        return Some(format!("u.{}:{:?}:{:?}", d.name, p[0], p[1]));
+    }
+    if let Some(d) = fusable_binary(&op.op_type)
+        && op.inputs.len() == 2
+    {
+        return Some(format!("b.{}", d.name));
+    }
+    None
+}
+
+/// Finds the chains of block 0's `ops` worth fusing (two ops or more).
+pub(super) fn fuse(ops: &[OpDesc], vars: &[VarDesc]) -> Vec<Fused> {
+    let mut readers = vec![0usize; vars.len()];
+    for op in ops {
+        for &v in &op.inputs {
+            readers[v] += 1;
+        }
+    }
+    let tokens: Vec<Option<String>> = ops.iter().map(|o| token(o, vars)).collect();
+    let mut producer: HashMap<VarId, usize> = HashMap::new();
+    // group of each op; groups as member lists (the last member is the root)
+    let mut group_of: Vec<Option<usize>> = vec![None; ops.len()];
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    for (i, op) in ops.iter().enumerate() {
+        for &o in &op.outputs {
+            producer.insert(o, i);
+        }
+        if tokens[i].is_none() {
+            continue;
+        }
+        let mut merged: Vec<usize> = op
+            .inputs
+            .iter()
+            .filter(|&&v| readers[v] == 1 && !vars[v].persistable)
+            .filter_map(|v| producer.get(v).and_then(|&p| group_of[p]))
+            .filter(|&g| groups[g].last().is_some_and(|&r| ops[r].outputs.iter().any(|o| op.inputs.contains(o))))
+            .collect();
+        merged.dedup();
+        let mut members: Vec<usize> = merged.iter().flat_map(|&g| groups[g].clone()).collect();
+        members.sort_unstable();
+        members.push(i);
+        if merged.is_empty() || !within_limits(&members, ops) {
+            group_of[i] = Some(groups.len());
+            groups.push(vec![i]);
+            continue;
+        }
+        for &g in &merged {
+            groups[g].clear();
+        }
+        for &m in &members {
+            group_of[m] = Some(groups.len());
+        }
+        groups.push(members);
+    }
+    groups
+        .into_iter()
+        .filter(|g| g.len() >= 2 && !overwritten_between(g, ops))
+        .map(|g| {
+            let root = *g.last().expect("groups are not empty");
+            let member_outputs: HashSet<VarId> = g.iter().flat_map(|&m| ops[m].outputs.clone()).collect();
+            let mut inputs: Vec<VarId> = Vec::new();
+            let program = postfix(root, ops, &tokens, &member_outputs, &producer, &mut inputs);
+            let mut attrs = AttrMap::new();
+            attrs.set("program", AttrValue::Str(program));
+            let desc = OpDesc {
+                op_type: "fused_elementwise".into(),
+                inputs,
+                outputs: ops[root].outputs.clone(),
+                attrs,
+                sub_blocks: Vec::new(),
+                role: ops[root].role,
+            };
+            Fused { root, desc, members: g[..g.len() - 1].to_vec() }
+        })
+        .collect()
+}
+
+/// True when an op between a chain's first op and its root writes a value the chain reads
+/// from outside (an optimizer's output in place of its input, an in-place update): the
+/// fused op, at the root's place, would read the new value.
+fn overwritten_between(members: &[usize], ops: &[OpDesc]) -> bool {
+    let outs: HashSet<VarId> = members.iter().flat_map(|&m| ops[m].outputs.clone()).collect();
+    let ext: HashSet<VarId> =
+        members.iter().flat_map(|&m| ops[m].inputs.clone()).filter(|v| !outs.contains(v)).collect();
+    let (first, root) = (members[0], members[members.len() - 1]);
+    (first..root).filter(|k| !members.contains(k)).any(|k| {
+        let inplace = crate::ops::find_op(&ops[k].op_type).map(|o| o.inplace()).unwrap_or(&[]);
+        ops[k].outputs.iter().any(|v| ext.contains(v))
+            || inplace.iter().filter_map(|&j| ops[k].inputs.get(j)).any(|v| ext.contains(v))
+    })
+}
+
+fn within_limits(members: &[usize], ops: &[OpDesc]) -> bool {
+    let outs: HashSet<VarId> = members.iter().flat_map(|&m| ops[m].outputs.clone()).collect();
+    let ins: HashSet<VarId> =
+        members.iter().flat_map(|&m| ops[m].inputs.clone()).filter(|v| !outs.contains(v)).collect();
+    let leaves: usize = members.iter().map(|&m| ops[m].inputs.iter().filter(|v| !outs.contains(v)).count()).sum();
+    ins.len() <= MAX_INPUTS && members.len() + leaves <= MAX_NODES
+}
+
+/// The chain rooted at op `i` in postfix, numbering external inputs as they appear.
+fn postfix(
+    i: usize,
+    ops: &[OpDesc],
+    tokens: &[Option<String>],
+    member_outputs: &HashSet<VarId>,
+    producer: &HashMap<VarId, usize>,
+    inputs: &mut Vec<VarId>,
+) -> String {
+    let mut parts = Vec::new();
+    for &v in &ops[i].inputs {
+        if member_outputs.contains(&v) {
+            parts.push(postfix(producer[&v], ops, tokens, member_outputs, producer, inputs));
+        } else {
+            let j = inputs.iter().position(|&x| x == v).unwrap_or_else(|| {
+                inputs.push(v);
+                inputs.len() - 1
+            });
+            parts.push(format!("x{j}"));
+        }
+    }
+    parts.push(tokens[i].clone().unwrap_or_default());
+    parts.join(" ")
+}
