@@ -16,12 +16,15 @@
 //! Timing: after a warm-up call (pipelines compiled, buffer pool filled), N calls are timed
 //! with `Instant` up to the point where the device has finished them, N chosen so a repeat
 //! lasts about a quarter of a second; the cell is the median time per call over the repeats.
-//! Host-cost rows time the calling thread's CPU while ops are recorded, without waiting.
+//! Host-cost rows time the calling thread's CPU while ops are recorded, without waiting. A cell
+//! still running after `DYGRAPH_BENCH_TIMEOUT_S` (300) seconds ends the run with the table so
+//! far and a failure.
 
 mod report;
 mod workloads;
 
 use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use dygraph::nn::{Forward, Layer};
@@ -297,14 +300,83 @@ fn cell(r: Result<f64>) -> Cell {
     }
 }
 
-fn measure(wl: &Workload, s: &Settings, w: &Waiter) -> (Cell, Cell) {
-    let (e, st) = match wl.kind {
-        Kind::MnistTrain { batch } => (mnist_eager(batch, s, w), mnist_static(batch, s, w)),
-        ref k => (eager(k, s, w), static_(k, s, w)),
-    };
-    // The next workload starts from an empty pool (the large tensors are not kept around).
-    let _ = paddle::empty_cache(0);
-    (cell(e), cell(st))
+/// Everything the table needs besides the measured rows, shared with the watchdog.
+struct Reporter {
+    header: String,
+    list: Vec<Workload>,
+    peak: Option<f64>,
+    torch: Option<report::Torch>,
+    torch_missing: Option<String>,
+}
+
+impl Reporter {
+    /// PyTorch's (eager, graph) cells for a workload.
+    fn torch_cells(&self, id: &str) -> (Cell, Cell) {
+        match self.torch.as_ref().map(|t| t.results.get(id)) {
+            Some(Some((e, g))) => (e.clone(), g.clone()),
+            Some(None) => (Cell::Failed("no result from torch_bench.py".into()), Cell::Na),
+            None => (Cell::Na, Cell::Na),
+        }
+    }
+
+    fn row(&self, workload: &Workload, eager: Cell, static_: Cell) -> Row {
+        let (torch_eager, torch_graph) = self.torch_cells(&workload.id);
+        Row { workload: workload.clone(), eager, static_, torch_eager, torch_graph }
+    }
+
+    /// Prints the header and the table; true when a cell failed.
+    fn print(&self, rows: &[Row]) -> bool {
+        let cx = Context {
+            peak: self.peak,
+            host_clock: HOST_CLOCK,
+            torch: self.torch.as_ref(),
+            torch_missing: self.torch_missing.clone(),
+        };
+        let (text, failed) = report::render(rows, &cx);
+        println!("{}\n{text}", self.header);
+        failed
+    }
+}
+
+/// What has been measured, and what is being measured since when (for the watchdog).
+#[derive(Default)]
+struct Progress {
+    rows: Vec<Row>,
+    /// The current workload's eager cell, once measured.
+    eager: Option<Cell>,
+    started: Option<Instant>,
+}
+
+/// Ends the process with the table so far when one cell runs longer than `limit`: a hang in
+/// the library or the driver must not keep an unattended run (or a lent GPU) waiting forever.
+fn watchdog(limit: Duration, reporter: Arc<Reporter>, progress: Arc<Mutex<Progress>>) {
+    std::thread::spawn(move || {
+        loop {
+            std::thread::sleep(Duration::from_millis(500));
+            let mut p = progress.lock().unwrap_or_else(|e| e.into_inner());
+            if p.started.is_none_or(|t| t.elapsed() <= limit) {
+                continue;
+            }
+            let hung = format!(
+                "still running after {} s, stopped (a hang?); DYGRAPH_BENCH_TIMEOUT_S sets the limit, the rows after \
+                 this one were not run",
+                limit.as_secs()
+            );
+            let mut rows = std::mem::take(&mut p.rows);
+            let current = reporter.list[rows.len()].clone();
+            let (eager, static_) = match p.eager.take() {
+                None => (Cell::Failed(hung), Cell::Na),
+                Some(e) => (e, Cell::Failed(hung)),
+            };
+            eprintln!("gpu bench: {}: stopped after {} s", current.label(), limit.as_secs());
+            rows.push(reporter.row(&current, eager, static_));
+            for w in &reporter.list[rows.len()..] {
+                rows.push(reporter.row(w, Cell::Na, Cell::Na));
+            }
+            reporter.print(&rows);
+            std::process::exit(1);
+        }
+    });
 }
 
 fn main() -> ExitCode {
@@ -362,6 +434,31 @@ fn main() -> ExitCode {
         },
         None => None,
     };
+    let limit = match std::env::var("DYGRAPH_BENCH_TIMEOUT_S").map(|v| v.trim().parse::<u64>()) {
+        Err(_) => 300,
+        Ok(Ok(s)) if s > 0 => s,
+        Ok(_) => {
+            eprintln!("gpu bench: DYGRAPH_BENCH_TIMEOUT_S must be a positive number of seconds");
+            return ExitCode::from(2);
+        }
+    };
+    let (peak, peak_source) = workloads::peak_tflops(&info.name);
+    let mode = match (settings.smoke, quick, software) {
+        (true, ..) => "smoke test: every workload once at the reduced sizes (no arguments given)".to_string(),
+        (_, true, true) => "reduced sizes: software adapter (device type Cpu), --full for the full list".into(),
+        (_, true, false) => "reduced sizes (--quick)".into(),
+        (_, false, _) => "full sizes".into(),
+    };
+    let header = format!(
+        "dygraph on {} ({}, {}); float32 peak: {} ({peak_source})\n{mode}; median of {} repeats, device work \
+         included\n",
+        info.name,
+        info.backend,
+        info.device_type,
+        peak.map_or("unknown".into(), |p| format!("{p} TFLOP/s")),
+        settings.repeats,
+    );
+    let reporter = Arc::new(Reporter { header, list, peak, torch, torch_missing: args.torch_missing });
     let waiter = match Waiter::new() {
         Ok(w) => w,
         Err(e) => {
@@ -369,36 +466,34 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let mut rows = Vec::with_capacity(list.len());
-    for w in list {
+    let progress = Arc::new(Mutex::new(Progress::default()));
+    watchdog(Duration::from_secs(limit), reporter.clone(), progress.clone());
+    let lock = || progress.lock().unwrap_or_else(|e| e.into_inner());
+    for w in &reporter.list {
         eprintln!("dygraph: {}", w.label());
         let t = Instant::now();
-        let (eager, static_) = measure(&w, &settings, &waiter);
+        lock().started = Some(Instant::now());
+        let eager = cell(match w.kind {
+            Kind::MnistTrain { batch } => mnist_eager(batch, &settings, &waiter),
+            ref k => eager(k, &settings, &waiter),
+        });
+        {
+            let mut p = lock();
+            p.eager = Some(eager.clone());
+            p.started = Some(Instant::now());
+        }
+        let static_ = cell(match w.kind {
+            Kind::MnistTrain { batch } => mnist_static(batch, &settings, &waiter),
+            ref k => static_(k, &settings, &waiter),
+        });
+        // The next workload starts from an empty pool (the large tensors are not kept around).
+        let _ = paddle::empty_cache(0);
+        let mut p = lock();
+        p.eager = None;
+        p.started = None;
+        p.rows.push(reporter.row(w, eager, static_));
         eprintln!("  {:.1} s", t.elapsed().as_secs_f64());
-        let (torch_eager, torch_graph) = match torch.as_ref().map(|t| t.results.get(&w.id)) {
-            Some(Some((e, g))) => (e.clone(), g.clone()),
-            Some(None) => (Cell::Failed("no result from torch_bench.py".into()), Cell::Na),
-            None => (Cell::Na, Cell::Na),
-        };
-        rows.push(Row { workload: w, eager, static_, torch_eager, torch_graph });
     }
-    let (peak, peak_source) = workloads::peak_tflops(&info.name);
-    println!(
-        "dygraph GPU benchmark on {} ({}, {}); float32 peak: {} ({peak_source})",
-        info.name,
-        info.backend,
-        info.device_type,
-        peak.map_or("unknown".into(), |p| format!("{p} TFLOP/s"))
-    );
-    let mode = match (settings.smoke, quick, software) {
-        (true, ..) => "smoke test: every workload once at the reduced sizes (no arguments given)".to_string(),
-        (_, true, true) => "reduced sizes: software adapter (device type Cpu), --full for the full list".into(),
-        (_, true, false) => "reduced sizes (--quick)".into(),
-        (_, false, _) => "full sizes".into(),
-    };
-    println!("{mode}; median of {} repeats, device work included\n", settings.repeats);
-    let cx = Context { peak, host_clock: HOST_CLOCK, torch: torch.as_ref(), torch_missing: args.torch_missing };
-    let (text, failed) = report::render(&rows, &cx);
-    println!("{text}");
-    if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+    let rows = std::mem::take(&mut lock().rows);
+    if reporter.print(&rows) { ExitCode::FAILURE } else { ExitCode::SUCCESS }
 }

@@ -74,12 +74,17 @@ cargo bench --bench gpu --locked --no-run 2>&1 | tee "$TMP/build.log" >&2 || die
 BIN="$(sed -n 's/^ *Executable .*(\(.*\))$/\1/p' "$TMP/build.log" | tail -1)"
 [ -x "$BIN" ] || die "cannot find the bench executable in cargo's output"
 
-INFO="$("$BIN" --info "$@" 2>"$TMP/info.err")" || {
+INFO="$("$BIN" --info "$@" 2>"$TMP/info.err")"
+rc=$?
+if [ "$rc" = 2 ]; then # a bad argument
+  cat "$TMP/info.err" >&2
+  exit 2
+elif [ "$rc" != 0 ]; then
   cat "$TMP/info.err" >&2
   echo "benches/gpu/run.sh: dygraph found no usable GPU adapter" >&2
   vulkan_steps
   exit 1
-}
+fi
 if [[ "$INFO" == *"device type: Cpu"* ]] && command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 \
   && [ "${DYGRAPH_ALLOW_SOFTWARE:-0}" != 1 ]; then
   echo "benches/gpu/run.sh: there is an NVIDIA GPU but Vulkan only offers a software adapter ($INFO):" >&2
@@ -111,7 +116,10 @@ done
 torch_failed=0
 if [ -n "$PY" ]; then
   echo "PyTorch: $PY benches/gpu/torch_bench.py" >&2
-  "$PY" benches/gpu/torch_bench.py "$TMP/spec.jsonl" >"$TMP/torch.jsonl" 2>"$TMP/torch.err"
+  # Bounded like the Rust side's watchdog: a hung CUDA call must not hold the machine.
+  limit=()
+  command -v timeout >/dev/null 2>&1 && limit=(timeout "${DYGRAPH_BENCH_TORCH_TIMEOUT_S:-1800}")
+  "${limit[@]}" "$PY" benches/gpu/torch_bench.py "$TMP/spec.jsonl" >"$TMP/torch.jsonl" 2>"$TMP/torch.err"
   rc=$?
   if [ "$rc" != 0 ]; then
     torch_failed=1
