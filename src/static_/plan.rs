@@ -76,10 +76,14 @@ pub(super) struct Plan {
     ctx: Arc<GpuContext>,
     pool: Arc<Mutex<PrivatePool>>,
     feeds: Vec<(VarId, Tensor)>,
+    /// Feeds whose buffer a run replaces by the caller's (the others are copied in).
+    feed_rebind: Vec<bool>,
     /// Persistable values by name: the tensors the scope holds, updated in place.
     persist: Vec<(String, Tensor)>,
     segments: Vec<Segment>,
     fetch: Vec<Tensor>,
+    /// Fetches a run writes straight into a new buffer (the others are copied out).
+    fetch_rebind: Vec<bool>,
     pub info: PlanInfo,
 }
 
@@ -257,7 +261,31 @@ pub(super) fn capture(
         .chain(&fetched)
         .chain(shape.iter().flatten().flat_map(|(_, i, t)| i.iter().chain(t)));
     own.extend(kept.filter_map(buffer_id));
-    let mut tapes = ctx.prepare(raw, &pool, &own)?.into_iter();
+    // Feeds and fetched values bind the caller's buffers in later runs instead of being
+    // copied, unless a live op holds them (it reads its tensors, not the tape's bindings) or
+    // the buffer is not the plan's own (a persistable's).
+    let held: HashSet<u64> =
+        shape.iter().flatten().flat_map(|(_, i, t)| i.iter().chain(t)).filter_map(buffer_id).collect();
+    let feed_ids: HashSet<u64> = feeds.iter().filter_map(|(_, t)| buffer_id(t)).collect();
+    let swappable =
+        |t: &Tensor| buffer_id(t).filter(|id| !held.contains(id) && crate::backend::gpu::lock(&pool).owns(*id));
+    let feed_rebind: Vec<bool> = feeds.iter().map(|(_, t)| swappable(t).is_some()).collect();
+    let mut fetch_rebind: Vec<bool> = Vec::new();
+    for (i, t) in fetched.iter().enumerate() {
+        let id = swappable(t).filter(|id| !feed_ids.contains(id));
+        // The same value fetched twice is substituted once.
+        let dup = fetched[..i].iter().any(|u| buffer_id(u) == buffer_id(t));
+        fetch_rebind.push(id.is_some() && !dup);
+    }
+    let rebind: HashSet<u64> = feeds
+        .iter()
+        .map(|(_, t)| t)
+        .zip(&feed_rebind)
+        .chain(fetched.iter().zip(&fetch_rebind))
+        .filter(|(_, r)| **r)
+        .filter_map(|(t, _)| buffer_id(t))
+        .collect();
+    let mut tapes = ctx.prepare(raw, &pool, &own, &rebind)?.into_iter();
     let segments: Vec<Segment> = shape
         .into_iter()
         .map(|s| match s {
@@ -269,7 +297,17 @@ pub(super) fn capture(
     let live_ops = segments.iter().filter(|s| matches!(s, Segment::Live { .. })).count();
     let buffer_bytes = crate::backend::gpu::lock(&pool).bytes();
     let info = PlanInfo { dispatches, live_ops, ops: c.blocks[0].len(), buffer_bytes };
-    Ok(Captured::Plan(Plan { ctx: ctx.clone(), pool, feeds, persist: keep, segments, fetch: fetched, info }))
+    Ok(Captured::Plan(Plan {
+        ctx: ctx.clone(),
+        pool,
+        feeds,
+        feed_rebind,
+        persist: keep,
+        segments,
+        fetch: fetched,
+        fetch_rebind,
+        info,
+    }))
 }
 
 /// A later run: feeds in, the prepared commands, fetches out.
@@ -286,17 +324,34 @@ pub(super) fn replay(plan: &Plan, run: &Run<'_>, env: &[Option<Tensor>]) -> Resu
             _ => return Ok(None),
         }
     }
-    for (id, pinned) in &plan.feeds {
+    let mut subst: HashMap<u64, wgpu::Buffer> = HashMap::new();
+    let mut hold: Vec<Tensor> = Vec::new();
+    for ((id, pinned), &rebind) in plan.feeds.iter().zip(&plan.feed_rebind) {
         let t = env[*id].as_ref().ok_or_else(|| Error::invalid("Executor.run", "a planned feed is missing"))?;
-        if t.place() == pinned.place() {
-            pinned.assign_(t)?;
-        } else {
-            pinned.assign_(&t.to(pinned.place())?)?;
+        let t = if t.place() == pinned.place() { t.clone() } else { t.to(pinned.place())? };
+        match (rebind, t.storage(), buffer_id(pinned)) {
+            (true, Storage::Gpu(b), Some(pid)) => {
+                subst.insert(pid, b.raw().clone());
+                hold.push(t.clone());
+            }
+            _ => pinned.assign_(&t)?,
+        }
+    }
+    let mut outs: Vec<Option<Tensor>> = Vec::new();
+    for (t, &rebind) in plan.fetch.iter().zip(&plan.fetch_rebind) {
+        match (rebind, buffer_id(t)) {
+            (true, Some(id)) => {
+                let bytes = crate::backend::cpu::gpu_bytes(t.dtype(), t.numel());
+                let b = plan.ctx.alloc("Executor.run", bytes)?;
+                subst.insert(id, b.raw().clone());
+                outs.push(Some(Tensor::from_gpu(b, t.shape().to_vec(), t.dtype())));
+            }
+            _ => outs.push(None),
         }
     }
     for s in &plan.segments {
         match s {
-            Segment::Tape(t) => plan.ctx.replay(t)?,
+            Segment::Tape(t) => plan.ctx.replay(t, &subst)?,
             Segment::Live { step, inputs, targets } => {
                 let outs = run.call(0, *step, inputs)?;
                 for (t, o) in targets.iter().zip(&outs) {
@@ -305,7 +360,8 @@ pub(super) fn replay(plan: &Plan, run: &Run<'_>, env: &[Option<Tensor>]) -> Resu
             }
         }
     }
-    plan.fetch_copies().map(Some)
+    drop(hold);
+    plan.fetch.iter().zip(outs).map(|(t, o)| o.map_or_else(|| t.clone_data(), Ok)).collect::<Result<Vec<_>>>().map(Some)
 }
 
 /// A cache slot for `key`, with the cache bounded.

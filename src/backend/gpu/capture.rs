@@ -62,6 +62,10 @@ impl PrivatePool {
         self.owned.values().sum::<u64>() + self.arena
     }
 
+    pub fn owns(&self, id: u64) -> bool {
+        self.owned.contains_key(&id)
+    }
+
     pub fn adopt(&mut self, id: u64, class: u64) {
         self.owned.insert(id, class);
     }
@@ -119,13 +123,29 @@ pub(crate) struct Tape {
     pub dispatches: usize,
     /// Keeps the parameter and upload buffer, and the arena, alive with the bind groups
     /// that use them.
-    _data: Option<wgpu::Buffer>,
+    data: Option<wgpu::Buffer>,
     _arenas: Vec<wgpu::Buffer>,
 }
 
+/// A buffer as a bind group binds it: (id, buffer, offset, size).
+type Bound = (u64, wgpu::Buffer, u64, Option<u64>);
+
 enum Prepared {
-    Dispatch { pipeline: Arc<Pipeline>, bind_group: wgpu::BindGroup, offset: u32, groups: [u32; 3] },
-    Copy { src: wgpu::Buffer, src_offset: u64, dst: wgpu::Buffer, dst_offset: u64, bytes: u64 },
+    /// `rebind` keeps the bindings of a dispatch that binds a buffer a run may replace.
+    Dispatch {
+        pipeline: Arc<Pipeline>,
+        bind_group: wgpu::BindGroup,
+        offset: u32,
+        groups: [u32; 3],
+        rebind: Option<Vec<Bound>>,
+    },
+    Copy {
+        src: (u64, wgpu::Buffer),
+        src_offset: u64,
+        dst: (u64, wgpu::Buffer),
+        dst_offset: u64,
+        bytes: u64,
+    },
 }
 
 impl GpuContext {
@@ -202,11 +222,14 @@ impl GpuContext {
     /// one buffer written once; the intermediates (the plan's buffers no tensor of the plan
     /// keeps) are packed into one arena by their live ranges; bind groups are created once
     /// (shared where a segment binds the same buffers to the same pipeline).
+    /// `keep` are buffers the plan's tensors hold (not packed); `rebind` those a replay may
+    /// replace by another buffer (see [`GpuContext::replay`]).
     pub fn prepare(
         &self,
         segments: Vec<Vec<Cmd>>,
         pool: &Mutex<PrivatePool>,
         keep: &HashSet<u64>,
+        rebind: &HashSet<u64>,
     ) -> Result<Vec<Tape>> {
         let align = (self.limits.min_storage_buffer_offset_alignment as usize).max(4);
         let mut data: Vec<u8> = Vec::new();
@@ -246,10 +269,10 @@ impl GpuContext {
             b
         });
         let arena = self.pack(&segments, pool, keep)?;
-        let place = |id: u64, b: &wgpu::Buffer| -> (wgpu::Buffer, u64, Option<u64>) {
+        let place = |id: u64, b: &wgpu::Buffer| -> Bound {
             match arena.as_ref().and_then(|(a, at)| at.get(&id).map(|&(c, o, size)| (&a[c], o, size))) {
-                Some((a, o, size)) => (a.clone(), o, Some(size)),
-                None => (b.clone(), 0, None),
+                Some((a, o, size)) => (id, a.clone(), o, Some(size)),
+                None => (id, b.clone(), 0, None),
             }
         };
         let mut groups_cache: HashMap<(usize, Vec<u64>), wgpu::BindGroup> = HashMap::new();
@@ -260,7 +283,7 @@ impl GpuContext {
                 cmds: Vec::with_capacity(seg.len()),
                 uses_index_flag: false,
                 dispatches: 0,
-                _data: buffer.clone(),
+                data: buffer.clone(),
                 _arenas: arena.as_ref().map(|(a, _)| a.clone()).unwrap_or_default(),
             };
             for cmd in seg {
@@ -271,28 +294,29 @@ impl GpuContext {
                         tape.uses_index_flag |= binds.iter().any(|b| b.0 == FLAG_BUFFER_ID);
                         let data = buffer.as_ref().expect("a dispatch put its parameters into the data buffer");
                         let key = (Arc::as_ptr(&pipeline) as usize, binds.iter().map(|b| b.0).collect());
-                        let bound: Vec<_> = binds.iter().map(|b| place(b.0, &b.1)).collect();
+                        let bound: Vec<Bound> = binds.iter().map(|b| place(b.0, &b.1)).collect();
                         let bind_group =
                             groups_cache.entry(key).or_insert_with(|| self.bind_group(&pipeline, &bound, data)).clone();
-                        Prepared::Dispatch { pipeline, bind_group, offset: o as u32, groups }
+                        let rebind = bound.iter().any(|b| rebind.contains(&b.0)).then_some(bound);
+                        Prepared::Dispatch { pipeline, bind_group, offset: o as u32, groups, rebind }
                     }
                     Cmd::Copy { src, src_offset, dst, dst_offset, bytes } => {
-                        let (s, so, _) = place(src.0, &src.1);
-                        let (d, dof, _) = place(dst.0, &dst.1);
+                        let (si, s, so, _) = place(src.0, &src.1);
+                        let (di, d, dof, _) = place(dst.0, &dst.1);
                         Prepared::Copy {
-                            src: s,
+                            src: (si, s),
                             src_offset: so + src_offset,
-                            dst: d,
+                            dst: (di, d),
                             dst_offset: dof + dst_offset,
                             bytes,
                         }
                     }
                     Cmd::Write { dst, bytes } => {
-                        let (d, dof, _) = place(dst.0, &dst.1);
+                        let (di, d, dof, _) = place(dst.0, &dst.1);
                         Prepared::Copy {
-                            src: buffer.clone().expect("an upload put its bytes into the data buffer"),
+                            src: (0, buffer.clone().expect("an upload put its bytes into the data buffer")),
                             src_offset: o as u64,
-                            dst: d,
+                            dst: (di, d),
                             dst_offset: dof,
                             bytes: bytes.len() as u64,
                         }
@@ -420,16 +444,11 @@ impl GpuContext {
         Ok(Some((buffers, at)))
     }
 
-    fn bind_group(
-        &self,
-        pipeline: &Pipeline,
-        binds: &[(wgpu::Buffer, u64, Option<u64>)],
-        params: &wgpu::Buffer,
-    ) -> wgpu::BindGroup {
+    fn bind_group(&self, pipeline: &Pipeline, binds: &[Bound], params: &wgpu::Buffer) -> wgpu::BindGroup {
         let mut entries: Vec<wgpu::BindGroupEntry> = binds
             .iter()
             .enumerate()
-            .map(|(i, (b, offset, size))| wgpu::BindGroupEntry {
+            .map(|(i, (_, b, offset, size))| wgpu::BindGroupEntry {
                 binding: i as u32,
                 resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
                     buffer: b,
@@ -453,8 +472,10 @@ impl GpuContext {
         })
     }
 
-    /// Encodes `tape` into the pending batch (submitted with the next readback or sync).
-    pub fn replay(&self, tape: &Tape) -> Result<()> {
+    /// Encodes `tape` into the pending batch (submitted with the next readback or sync),
+    /// with the buffers `subst` names (by id, among those prepared as rebindable) replaced:
+    /// a run's feeds and fetches bind the caller's buffers instead of being copied.
+    pub fn replay(&self, tape: &Tape, subst: &HashMap<u64, wgpu::Buffer>) -> Result<()> {
         if tape.uses_index_flag {
             self.arm_index_flag();
         }
@@ -464,14 +485,30 @@ impl GpuContext {
                 rec.flush(self)?;
             }
             match cmd {
-                Prepared::Dispatch { pipeline, bind_group, offset, groups } => {
+                Prepared::Dispatch { pipeline, bind_group, offset, groups, rebind } => {
+                    let fresh = match rebind {
+                        Some(bound) if bound.iter().any(|b| subst.contains_key(&b.0)) => {
+                            let bound: Vec<Bound> = bound
+                                .iter()
+                                .map(|b| match subst.get(&b.0) {
+                                    Some(s) => (b.0, s.clone(), 0, None),
+                                    None => b.clone(),
+                                })
+                                .collect();
+                            let data = tape.data.as_ref().expect("a dispatch put its parameters into the data buffer");
+                            Some(self.bind_group(pipeline, &bound, data))
+                        }
+                        _ => None,
+                    };
                     let pass = rec.pass(self);
                     pass.set_pipeline(&pipeline.pipeline);
-                    pass.set_bind_group(0, bind_group, &[*offset]);
+                    pass.set_bind_group(0, fresh.as_ref().unwrap_or(bind_group), &[*offset]);
                     pass.dispatch_workgroups(groups[0], groups[1], groups[2]);
                 }
                 Prepared::Copy { src, src_offset, dst, dst_offset, bytes } => {
-                    rec.copy_raw(self, src, *src_offset, dst, *dst_offset, *bytes);
+                    let s = subst.get(&src.0).unwrap_or(&src.1);
+                    let d = subst.get(&dst.0).unwrap_or(&dst.1);
+                    rec.copy_raw(self, s, *src_offset, d, *dst_offset, *bytes);
                 }
             }
             rec.pending += 1;
