@@ -4,9 +4,9 @@
 //! run's hooks override) is interpreted op by op as usual, under a capture of the device
 //! (see `backend/gpu/capture.rs`): every command is logged and every buffer comes from a
 //! pool owned by the plan, so the pool's reuse during that run becomes the plan's buffer
-//! assignment by liveness. Later runs write the feeds into the plan's feed buffers, encode
-//! the prepared commands (pipelines, bind groups and parameters built once) into the
-//! pending batch, and copy the fetched values out: no op's host code runs.
+//! assignment by liveness. Later runs bind the caller's feed buffers, encode the prepared
+//! commands (pipelines, bind groups and parameters built once) into the pending batch, and
+//! write the fetched values into new buffers: no op's host code runs.
 //!
 //! Ops whose work changes from run to run stay live, run through the registry each time
 //! with their outputs copied into the plan's buffers: ops whose attributes a run hook
@@ -66,6 +66,14 @@ enum SegmentLog {
     Live { step: usize, inputs: Vec<Tensor>, targets: Vec<Tensor> },
 }
 
+/// How a run passes a feed to the prepared commands.
+enum Feed {
+    /// The dispatches reading it bind the caller's buffer in place of buffer `buffer`.
+    Bound { id: VarId, buffer: u64, place: crate::Place },
+    /// Copied into the plan's tensor (a live op reads it).
+    Copied { id: VarId, pinned: Tensor },
+}
+
 enum Segment {
     Tape(Tape),
     Live { step: usize, inputs: Vec<Tensor>, targets: Vec<Tensor> },
@@ -75,9 +83,7 @@ enum Segment {
 pub(super) struct Plan {
     ctx: Arc<GpuContext>,
     pool: Arc<Mutex<PrivatePool>>,
-    feeds: Vec<(VarId, Tensor)>,
-    /// Feeds whose buffer a run replaces by the caller's (the others are copied in).
-    feed_rebind: Vec<bool>,
+    feeds: Vec<Feed>,
     /// Persistable values by name: the tensors the scope holds, updated in place.
     persist: Vec<(String, Tensor)>,
     segments: Vec<Segment>,
@@ -297,11 +303,23 @@ pub(super) fn capture(
     let live_ops = segments.iter().filter(|s| matches!(s, Segment::Live { .. })).count();
     let buffer_bytes = crate::backend::gpu::lock(&pool).bytes();
     let info = PlanInfo { dispatches, live_ops, ops: c.blocks[0].len(), buffer_bytes };
+    // A bound feed's own buffer is never used again.
+    let feeds = feeds
+        .into_iter()
+        .zip(feed_rebind)
+        .map(|((id, pinned), bound)| match buffer_id(&pinned) {
+            Some(buffer) if bound => {
+                crate::backend::gpu::lock(&pool).evict(buffer);
+                Feed::Bound { id, buffer, place: pinned.place() }
+            }
+            _ => Feed::Copied { id, pinned },
+        })
+        .collect();
+    let info = PlanInfo { buffer_bytes: crate::backend::gpu::lock(&pool).bytes(), ..info };
     Ok(Captured::Plan(Plan {
         ctx: ctx.clone(),
         pool,
         feeds,
-        feed_rebind,
         persist: keep,
         segments,
         fetch: fetched,
@@ -326,15 +344,22 @@ pub(super) fn replay(plan: &Plan, run: &Run<'_>, env: &[Option<Tensor>]) -> Resu
     }
     let mut subst: HashMap<u64, wgpu::Buffer> = HashMap::new();
     let mut hold: Vec<Tensor> = Vec::new();
-    for ((id, pinned), &rebind) in plan.feeds.iter().zip(&plan.feed_rebind) {
-        let t = env[*id].as_ref().ok_or_else(|| Error::invalid("Executor.run", "a planned feed is missing"))?;
-        let t = if t.place() == pinned.place() { t.clone() } else { t.to(pinned.place())? };
-        match (rebind, t.storage(), buffer_id(pinned)) {
-            (true, Storage::Gpu(b), Some(pid)) => {
-                subst.insert(pid, b.raw().clone());
+    let given = |id: VarId| env[id].as_ref().ok_or_else(|| Error::invalid("Executor.run", "a planned feed is missing"));
+    for feed in &plan.feeds {
+        match feed {
+            Feed::Bound { id, buffer, place } => {
+                let t = given(*id)?;
+                let t = if t.place() == *place { t.clone() } else { t.to(*place)? };
+                let Storage::Gpu(b) = t.storage() else {
+                    return Err(Error::invalid("Executor.run", "a feed moved to the GPU has no device buffer"));
+                };
+                subst.insert(*buffer, b.raw().clone());
                 hold.push(t.clone());
             }
-            _ => pinned.assign_(&t)?,
+            Feed::Copied { id, pinned } => {
+                let t = given(*id)?;
+                pinned.assign_(&if t.place() == pinned.place() { t.clone() } else { t.to(pinned.place())? })?;
+            }
         }
     }
     let mut outs: Vec<Option<Tensor>> = Vec::new();

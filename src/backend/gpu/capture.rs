@@ -15,14 +15,18 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
 
-use super::context::{GpuContext, Pipeline, lock};
+use super::context::{Access, GpuContext, Pipeline, lock};
 use super::recorder::{FLAG_BUFFER_ID, MAX_PENDING, PARAMS_WINDOW};
+use super::shader::Kernel;
 use crate::{Error, Result};
 
 /// One logged command.
 /// Buffers go by (id, buffer); a dispatch's also say whether the kernel may write them.
 pub(crate) enum Cmd {
     Dispatch {
+        kernel: &'static Kernel,
+        key: u32,
+        entry: &'static str,
         pipeline: Arc<Pipeline>,
         binds: Vec<(u64, wgpu::Buffer, bool)>,
         params: Vec<u8>,
@@ -46,8 +50,12 @@ pub(crate) enum Cmd {
 #[derive(Default)]
 pub(crate) struct PrivatePool {
     free: HashMap<u64, Vec<(u64, wgpu::Buffer)>>,
-    /// Every buffer the plan owns, by id, with its size class.
+    /// Every allocation the capture made, by id, with its size class. A buffer the capture
+    /// frees and hands out again gets a new id, so each id is one tensor's lifetime and the
+    /// packing sees lifetimes, not the pool's reuse.
     owned: HashMap<u64, u64>,
+    /// Size-class bytes of the distinct buffers the plan holds.
+    buffers: u64,
     /// Buffers whose commands now use the arena: they go to the shared pool when free.
     evicted: HashSet<u64>,
     /// Bytes of the arena the packed intermediates live in (0 without one).
@@ -59,15 +67,25 @@ pub(crate) struct PrivatePool {
 impl PrivatePool {
     /// Bytes of device memory the plan holds: its own buffers and its arena.
     pub fn bytes(&self) -> u64 {
-        self.owned.values().sum::<u64>() + self.arena
+        self.buffers + self.arena
+    }
+
+    /// Gives buffer `id` to the shared pool when it comes back (the plan no longer uses it).
+    pub fn evict(&mut self, id: u64) {
+        self.evicted.insert(id);
     }
 
     pub fn owns(&self, id: u64) -> bool {
         self.owned.contains_key(&id)
     }
 
-    pub fn adopt(&mut self, id: u64, class: u64) {
+    /// Records allocation `id` (a new buffer for the plan when `fresh`, else one of its
+    /// free buffers handed out again under a new id).
+    pub fn adopt(&mut self, id: u64, class: u64, fresh: bool) {
         self.owned.insert(id, class);
+        if fresh {
+            self.buffers += class;
+        }
     }
 
     pub fn take(&mut self, class: u64) -> Option<(u64, wgpu::Buffer)> {
@@ -79,6 +97,7 @@ impl PrivatePool {
     pub fn give_back(&mut self, class: u64, id: u64, buffer: wgpu::Buffer) -> Option<wgpu::Buffer> {
         if self.released || self.evicted.contains(&id) {
             self.owned.remove(&id);
+            self.buffers -= class;
             return Some(buffer);
         }
         self.free.entry(class).or_default().push((id, buffer));
@@ -100,6 +119,7 @@ impl PrivatePool {
             for (id, b) in bufs.extract_if(.., |(id, _)| which(*id)) {
                 pool.give_back(class, id, b);
                 self.owned.remove(&id);
+                self.buffers -= class;
             }
         }
     }
@@ -289,8 +309,17 @@ impl GpuContext {
             for cmd in seg {
                 let o = offsets.next().unwrap_or(0);
                 tape.cmds.push(match cmd {
-                    Cmd::Dispatch { pipeline, binds, groups, .. } => {
+                    Cmd::Dispatch { kernel, key, entry, pipeline, binds, groups, .. } => {
                         tape.dispatches += 1;
+                        // WebGPU lets a dispatch bind one buffer several times only when every
+                        // binding of it is writable: dispatches touching an arena use the
+                        // kernel's pipeline with all storage bindings read-write.
+                        let packed = arena.as_ref().is_some_and(|(_, at)| binds.iter().any(|b| at.contains_key(&b.0)));
+                        let pipeline = if packed {
+                            self.pipeline(kernel, key, entry, &vec![Access::ReadWrite; binds.len()])?
+                        } else {
+                            pipeline
+                        };
                         tape.uses_index_flag |= binds.iter().any(|b| b.0 == FLAG_BUFFER_ID);
                         let data = buffer.as_ref().expect("a dispatch put its parameters into the data buffer");
                         let key = (Arc::as_ptr(&pipeline) as usize, binds.iter().map(|b| b.0).collect());
@@ -358,10 +387,15 @@ impl GpuContext {
                     range.entry(id).and_modify(|r| r.1 = k).or_insert((k, k, writes));
                 }
             }
-            let copy = matches!(cmd, Cmd::Copy { .. });
-            for &(a, aw) in &used {
-                for &(b, bw) in &used {
-                    if a != b && (aw || bw || copy) && packable(a) && packable(b) {
+            // A copy may not read and write one buffer; dispatches bind packed buffers through
+            // pipelines whose storage bindings are all writable (see `prepare`), which may
+            // share a buffer at disjoint ranges.
+            if !matches!(cmd, Cmd::Copy { .. }) {
+                continue;
+            }
+            for &(a, _) in &used {
+                for &(b, _) in &used {
+                    if a != b && packable(a) && packable(b) {
                         apart.entry(a).or_default().insert(b);
                     }
                 }
@@ -399,7 +433,7 @@ impl GpuContext {
                 }
             }
             let (c, o) = match best {
-                Some((grow, o, c)) if grow < size => (c, o),
+                Some((_, o, c)) => (c, o),
                 _ => {
                     placed.push(Vec::new());
                     totals.push(0);

@@ -343,14 +343,17 @@ impl GpuContext {
         }
         let class = size_class(need).min(limit.max(need));
         let home = self.capture_pool();
-        if let Some(home) = &home
-            && let Some((id, buffer)) = lock(home).take(class)
-        {
-            return Ok(GpuBuffer { ctx: self.clone(), buffer: Some(buffer), class, id, home: Some(home.clone()) });
+        if let Some(home) = &home {
+            let mut h = lock(home);
+            if let Some((_, buffer)) = h.take(class) {
+                let id = next_buffer_id();
+                h.adopt(id, class, false);
+                return Ok(GpuBuffer { ctx: self.clone(), buffer: Some(buffer), class, id, home: Some(home.clone()) });
+            }
         }
         let pooled = lock(&self.pool).take(class);
         if let Some((id, buffer)) = pooled {
-            home.iter().for_each(|h| lock(h).adopt(id, class));
+            home.iter().for_each(|h| lock(h).adopt(id, class, true));
             return Ok(GpuBuffer { ctx: self.clone(), buffer: Some(buffer), class, id, home });
         }
         if let Some(msg) = lock(&self.lost).clone() {
@@ -359,7 +362,7 @@ impl GpuContext {
         let buffer = self.create_buffer(op, class)?;
         lock(&self.pool).note_created(class);
         let id = next_buffer_id();
-        home.iter().for_each(|h| lock(h).adopt(id, class));
+        home.iter().for_each(|h| lock(h).adopt(id, class, true));
         Ok(GpuBuffer { ctx: self.clone(), buffer: Some(buffer), class, id, home })
     }
 
@@ -416,7 +419,10 @@ impl GpuContext {
                 ),
             });
         }
-        let source = kernel.source(key)?;
+        let mut source = kernel.source(key)?;
+        if !access.is_empty() && access.iter().all(|a| *a == Access::ReadWrite) {
+            source = all_writable(&source);
+        }
         let storage = |read_only| wgpu::BindingType::Buffer {
             ty: wgpu::BufferBindingType::Storage { read_only },
             has_dynamic_offset: false,
@@ -486,6 +492,24 @@ impl GpuContext {
 }
 
 /// A pooled GPU storage buffer; returns to the pool when dropped.
+/// `source` with every storage buffer but the params declared `read_write`: the form of a
+/// kernel an execution plan binds to arenas (WebGPU allows one buffer bound several times in
+/// a dispatch only when every binding of it is writable; reading a `read_write` binding
+/// computes the same).
+fn all_writable(source: &str) -> String {
+    source
+        .lines()
+        .map(|l| {
+            if l.contains("var<storage, read> ") && !l.contains("var<storage, read> params") {
+                l.replace("var<storage, read> ", "var<storage, read_write> ")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 pub(crate) struct GpuBuffer {
     pub ctx: Arc<GpuContext>,
     buffer: Option<wgpu::Buffer>,

@@ -191,7 +191,7 @@ impl GpuContext {
     /// bindings 0.., then `params` (as `array<u32>`).
     pub fn dispatch(
         &self,
-        kernel: &Kernel,
+        kernel: &'static Kernel,
         key: u32,
         entry: &'static str,
         binds: &[Bind<'_>],
@@ -217,6 +217,9 @@ impl GpuContext {
             });
         }
         self.log(|| super::capture::Cmd::Dispatch {
+            kernel,
+            key,
+            entry,
             pipeline: pipeline.clone(),
             binds: binds.iter().map(|b| (b.id, b.buffer.clone(), b.access == Access::ReadWrite)).collect(),
             params: bytes.to_vec(),

@@ -454,8 +454,8 @@ binary_ops! {
         grad_a: |a, b, y, g| g.multiply(&tie_share(a.less_than(b), a, b, g)?),
         grad_b: |a, b, y, g| g.multiply(&tie_share(a.less_than(b), a, b, g)?.scale(-1.0, 1.0)?),
     }
-    /// `b` where `a > 0`, else 0: relu's gradient in one pass (`a` the input, `b` the output
-    /// gradient).
+    /// `b` where `a > 0`, else 0: relu's gradient in one pass (`a` relu's output, positive
+    /// exactly where its input is; `b` the output gradient).
     #[doc(hidden)]
     relu_grad {
         float: |a, b| if a > 0.0 { b } else { 0.0 },

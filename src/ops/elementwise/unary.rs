@@ -428,7 +428,9 @@ unary_ops! {
         float: |x| if x > 0.0 || x.is_nan() { x } else { 0.0 },
         int:,
         wgsl: "select(0.0, x, x > 0.0 || is_nan_f(x))",
-        backward: |x, y, g| crate::ops::elementwise::binary::relu_grad(x, g),
+        // From the output, as PyTorch's threshold_backward: `y > 0` exactly where `x > 0`,
+        // and the input is then read by nothing else, so a program fuses it into its producer.
+        backward: |x, y, g| crate::ops::elementwise::binary::relu_grad(y, g),
     }
     /// `min(max(x, 0), 6)`.
     relu6() {

@@ -145,7 +145,13 @@ pub fn log_softmax(x: &Tensor, axis: isize) -> Result<Tensor> {
 }
 
 /// Dispatches the `rows` or the `strided` entry of a softmax-family kernel.
-fn dispatch(ctx: &GpuContext, kernel: &Kernel, log: bool, binds: &[Bind<'_>], (outer, len, inner): Geom) -> Result<()> {
+fn dispatch(
+    ctx: &GpuContext,
+    kernel: &'static Kernel,
+    log: bool,
+    binds: &[Bind<'_>],
+    (outer, len, inner): Geom,
+) -> Result<()> {
     let params = [outer as u32, len as u32, inner as u32];
     if inner == 1 && len >= ROWS_MIN_LEN {
         ctx.dispatch(kernel, log as u32, "rows", binds, &params, grid(ctx, outer as u64)?)
