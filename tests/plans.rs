@@ -148,3 +148,30 @@ fn control_flow_is_interpreted_with_the_reason() {
         assert!(why.contains("control flow"), "{why}");
     }
 }
+
+#[test]
+fn a_buffer_bound_twice_in_a_dispatch_replays() {
+    let Some(gpu) = common::gpu_or_skip() else { return };
+    // One capture per device at a time: the other tests' captures would make this run
+    // interpreted.
+    let _g = common::generator_lock();
+    let (main, startup) = (Program::new(), Program::new());
+    let out = st::program_guard(&main, &startup, || {
+        let x = st::data("x", &[-1, 4], DType::Float32).unwrap();
+        let h = x.matmul(&x.transpose(&[1, 0]).unwrap()).unwrap();
+        // h · h binds one buffer twice; the matmuls around it write the arena.
+        let sq = h.mul(&h).unwrap();
+        sq.matmul(&h).unwrap().sum(&[], false).unwrap()
+    });
+    let planned = Executor::with_scope(gpu, Scope::new());
+    let plain = Executor::with_scope(gpu, Scope::new());
+    plain.set_plans(false);
+    for s in 0..3 {
+        let x = Tensor::from_vec((0..12).map(|i| (i + s) as f32 / 7.0).collect::<Vec<f32>>(), [3, 4]).unwrap();
+        let a = planned.run(&main, &[("x", &x)], &[&out]).unwrap();
+        let b = plain.run(&main, &[("x", &x)], &[&out]).unwrap();
+        assert_close(&format!("run {s}"), &values(&a[0]), &values(&b[0]), 1e-5);
+    }
+    assert!(planned.last_plan().is_some(), "{:?}", planned.interpreted_because());
+    drop(startup);
+}

@@ -289,6 +289,8 @@ impl Executor {
                             Ok(out)
                         }
                         plan::Captured::Busy => {
+                            *lock(&self.last_interpreted) =
+                                Some("another thread was capturing a plan on this device".into());
                             crate::no_grad(|| run.block(0, &mut env))?;
                             run.fetch(&fetch_ids, &fetch, &env)
                         }

@@ -372,7 +372,19 @@ impl GpuContext {
         keep: &HashSet<u64>,
     ) -> Result<Option<(Vec<wgpu::Buffer>, HashMap<u64, (usize, u64, u64)>)>> {
         let owned = lock(pool).owned.clone();
-        let packable = |id: u64| owned.contains_key(&id) && !keep.contains(&id);
+        // A dispatch binding one buffer twice (`x * x`) would bind it writable twice over the
+        // same range once arena bindings are all writable, which WebGPU forbids: its buffers
+        // stay out of the arena.
+        let mut solo: HashSet<u64> = HashSet::new();
+        for cmd in segments.iter().flatten() {
+            if let Cmd::Dispatch { binds, .. } = cmd {
+                let ids: HashSet<u64> = binds.iter().map(|b| b.0).collect();
+                if ids.len() < binds.len() {
+                    solo.extend(ids);
+                }
+            }
+        }
+        let packable = |id: u64| owned.contains_key(&id) && !keep.contains(&id) && !solo.contains(&id);
         // (first use, last use, first use writes)
         let mut range: HashMap<u64, (usize, usize, bool)> = HashMap::new();
         let mut apart: HashMap<u64, HashSet<u64>> = HashMap::new();
