@@ -11,30 +11,10 @@ use dygraph::static_::{self as st, Executor, Program, Scope};
 use dygraph::vision::models::{MnistNet, mnist_loss};
 use dygraph::{self as paddle, DType, Place, Tensor};
 
-/// This thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`; Linux), else the wall clock.
-fn thread_cpu() -> Duration {
-    #[cfg(target_os = "linux")]
-    {
-        #[repr(C)]
-        struct Timespec {
-            tv_sec: i64,
-            tv_nsec: i64,
-        }
-        unsafe extern "C" {
-            fn clock_gettime(clock: i32, tp: *mut Timespec) -> i32;
-        }
-        let mut t = Timespec { tv_sec: 0, tv_nsec: 0 };
-        // SAFETY: clock_gettime writes one timespec through a valid pointer.
-        let rc = unsafe { clock_gettime(3, &mut t) };
-        assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
-        Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
-        START.get_or_init(Instant::now).elapsed()
-    }
-}
+#[path = "common/mod.rs"]
+mod common;
+
+use common::thread_cpu;
 
 fn batch(place: Place) -> (Tensor, Tensor) {
     let n = 64;

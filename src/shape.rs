@@ -254,6 +254,18 @@ impl View {
 /// Merges adjacent dimensions that every operand walks contiguously, and drops size-1
 /// dimensions, so kernels loop over as few dimensions as possible. `strides[j]` are the
 /// strides of operand `j` over `shape`. Returns the collapsed shape and strides.
+/// A broadcast kernel's parameter words: `[n, ndim, shape[ndim], then each operand's
+/// strides[ndim]]` over `shape` collapsed with `strides`, and the collapsed shape.
+pub(crate) fn strided_params(n: usize, shape: &[usize], strides: &[Vec<isize>]) -> (Vec<u32>, Vec<usize>) {
+    let (cs, st) = collapse(shape, strides);
+    let mut params = vec![n as u32, cs.len() as u32];
+    params.extend(cs.iter().map(|&d| d as u32));
+    for s in &st {
+        params.extend(s.iter().map(|&d| d as u32));
+    }
+    (params, cs)
+}
+
 pub(crate) fn collapse(shape: &[usize], strides: &[Vec<isize>]) -> (Vec<usize>, Vec<Vec<isize>>) {
     let mut out_shape: Vec<usize> = Vec::new();
     let mut out_strides: Vec<Vec<isize>> = vec![Vec::new(); strides.len()];

@@ -20,6 +20,8 @@
 //! still running after `DYGRAPH_BENCH_TIMEOUT_S` (300) seconds ends the run with the table so
 //! far and a failure.
 
+#[path = "../common/mod.rs"]
+mod common;
 mod report;
 mod workloads;
 
@@ -84,31 +86,7 @@ fn parse_args() -> std::result::Result<Args, String> {
     Ok(a)
 }
 
-/// This thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`; Linux), as in `benches/dispatch.rs`.
-#[cfg(target_os = "linux")]
-fn thread_cpu() -> Duration {
-    #[repr(C)]
-    struct Timespec {
-        tv_sec: i64,
-        tv_nsec: i64,
-    }
-    unsafe extern "C" {
-        fn clock_gettime(clock: i32, tp: *mut Timespec) -> i32;
-    }
-    const CLOCK_THREAD_CPUTIME_ID: i32 = 3;
-    let mut t = Timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime writes one timespec through a valid pointer.
-    let rc = unsafe { clock_gettime(CLOCK_THREAD_CPUTIME_ID, &mut t) };
-    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
-    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
-}
-
-/// The wall clock where there is no thread clock.
-#[cfg(not(target_os = "linux"))]
-fn thread_cpu() -> Duration {
-    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
-    START.get_or_init(Instant::now).elapsed()
-}
+use common::thread_cpu;
 
 const HOST_CLOCK: &str = if cfg!(target_os = "linux") { "calling thread's CPU time" } else { "wall time" };
 

@@ -18,7 +18,7 @@ use crate::ops::elementwise::unary::UnaryDef;
 use crate::ops::elementwise::{BINARY_OPS, UNARY_OPS};
 use crate::ops::registry::op::{CpuCall, GpuCall, Op};
 use crate::ops::registry::registry_entry;
-use crate::shape::{broadcast_shapes, broadcast_strides, collapse};
+use crate::shape::{broadcast_shapes, broadcast_strides, collapse, strided_params};
 use crate::tensor::TensorMeta;
 use crate::{DType, Error, Result};
 
@@ -325,12 +325,7 @@ impl Op for FusedOp {
             return Err(Error::unsupported(OP, k.ins[0].dtype, "on the GPU (float32 only)"));
         }
         let n = k.outs[0].numel();
-        let (cs, st) = collapse(&p.shape, &p.strides);
-        let mut params = vec![n as u32, cs.len() as u32];
-        params.extend(cs.iter().map(|&d| d as u32));
-        for s in &st {
-            params.extend(s.iter().map(|&d| d as u32));
-        }
+        let (mut params, cs) = strided_params(n, &p.shape, &p.strides);
         let flat = cs.len() <= 1;
         if cs.is_empty() {
             params.truncate(2);

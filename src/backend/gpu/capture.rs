@@ -32,18 +32,21 @@ pub(crate) enum Cmd {
         params: Vec<u8>,
         groups: [u32; 3],
     },
-    Copy {
-        src: (u64, wgpu::Buffer),
-        src_offset: u64,
-        dst: (u64, wgpu::Buffer),
-        dst_offset: u64,
-        bytes: u64,
-    },
+    Copy(CopyCmd),
     /// An upload into the start of `dst` (a multiple of 4 bytes).
     Write {
         dst: (u64, wgpu::Buffer),
         bytes: Vec<u8>,
     },
+}
+
+/// A buffer-to-buffer copy; buffers go by (id, buffer).
+pub(crate) struct CopyCmd {
+    pub src: (u64, wgpu::Buffer),
+    pub src_offset: u64,
+    pub dst: (u64, wgpu::Buffer),
+    pub dst_offset: u64,
+    pub bytes: u64,
 }
 
 /// Buffers owned by one plan: what its capture allocated, free or held by its tensors.
@@ -159,13 +162,7 @@ enum Prepared {
         groups: [u32; 3],
         rebind: Option<Vec<Bound>>,
     },
-    Copy {
-        src: (u64, wgpu::Buffer),
-        src_offset: u64,
-        dst: (u64, wgpu::Buffer),
-        dst_offset: u64,
-        bytes: u64,
-    },
+    Copy(CopyCmd),
 }
 
 impl GpuContext {
@@ -268,7 +265,7 @@ impl GpuContext {
                     data.extend_from_slice(bytes);
                     at.push(o);
                 }
-                Cmd::Copy { .. } => at.push(0),
+                Cmd::Copy(_) => at.push(0),
             }
         }
         if data.len() as u64 > self.limits.max_buffer_size {
@@ -329,26 +326,26 @@ impl GpuContext {
                         let rebind = bound.iter().any(|b| rebind.contains(&b.0)).then_some(bound);
                         Prepared::Dispatch { pipeline, bind_group, offset: o as u32, groups, rebind }
                     }
-                    Cmd::Copy { src, src_offset, dst, dst_offset, bytes } => {
-                        let (si, s, so, _) = place(src.0, &src.1);
-                        let (di, d, dof, _) = place(dst.0, &dst.1);
-                        Prepared::Copy {
+                    Cmd::Copy(c) => {
+                        let (si, s, so, _) = place(c.src.0, &c.src.1);
+                        let (di, d, dof, _) = place(c.dst.0, &c.dst.1);
+                        Prepared::Copy(CopyCmd {
                             src: (si, s),
-                            src_offset: so + src_offset,
+                            src_offset: so + c.src_offset,
                             dst: (di, d),
-                            dst_offset: dof + dst_offset,
-                            bytes,
-                        }
+                            dst_offset: dof + c.dst_offset,
+                            bytes: c.bytes,
+                        })
                     }
                     Cmd::Write { dst, bytes } => {
                         let (di, d, dof, _) = place(dst.0, &dst.1);
-                        Prepared::Copy {
+                        Prepared::Copy(CopyCmd {
                             src: (0, buffer.clone().expect("an upload put its bytes into the data buffer")),
                             src_offset: o as u64,
                             dst: (di, d),
                             dst_offset: dof,
                             bytes: bytes.len() as u64,
-                        }
+                        })
                     }
                 });
             }
@@ -391,7 +388,7 @@ impl GpuContext {
         for (k, cmd) in segments.iter().flatten().enumerate() {
             let used: Vec<(u64, bool)> = match cmd {
                 Cmd::Dispatch { binds, .. } => binds.iter().map(|b| (b.0, b.2)).collect(),
-                Cmd::Copy { src, dst, .. } => vec![(src.0, false), (dst.0, true)],
+                Cmd::Copy(c) => vec![(c.src.0, false), (c.dst.0, true)],
                 Cmd::Write { dst, .. } => vec![(dst.0, true)],
             };
             for &(id, writes) in &used {
@@ -402,7 +399,7 @@ impl GpuContext {
             // A copy may not read and write one buffer; dispatches bind packed buffers through
             // pipelines whose storage bindings are all writable (see `prepare`), which may
             // share a buffer at disjoint ranges.
-            if !matches!(cmd, Cmd::Copy { .. }) {
+            if !matches!(cmd, Cmd::Copy(_)) {
                 continue;
             }
             for &(a, _) in &used {
@@ -551,10 +548,10 @@ impl GpuContext {
                     pass.set_bind_group(0, fresh.as_ref().unwrap_or(bind_group), &[*offset]);
                     pass.dispatch_workgroups(groups[0], groups[1], groups[2]);
                 }
-                Prepared::Copy { src, src_offset, dst, dst_offset, bytes } => {
-                    let s = subst.get(&src.0).unwrap_or(&src.1);
-                    let d = subst.get(&dst.0).unwrap_or(&dst.1);
-                    rec.copy_raw(self, s, *src_offset, d, *dst_offset, *bytes);
+                Prepared::Copy(c) => {
+                    let s = subst.get(&c.src.0).unwrap_or(&c.src.1);
+                    let d = subst.get(&c.dst.0).unwrap_or(&c.dst.1);
+                    rec.copy_raw(self, s, c.src_offset, d, c.dst_offset, c.bytes);
                 }
             }
             rec.pending += 1;

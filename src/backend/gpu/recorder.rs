@@ -315,12 +315,14 @@ impl GpuContext {
         if bytes == 0 {
             return Ok(());
         }
-        self.log(|| super::capture::Cmd::Copy {
-            src: (src.id, src.raw().clone()),
-            src_offset,
-            dst: (dst.id, dst.raw().clone()),
-            dst_offset,
-            bytes,
+        self.log(|| {
+            super::capture::Cmd::Copy(super::capture::CopyCmd {
+                src: (src.id, src.raw().clone()),
+                src_offset,
+                dst: (dst.id, dst.raw().clone()),
+                dst_offset,
+                bytes,
+            })
         });
         let mut rec = lock(&self.recorder);
         rec.copy_raw(self, src.raw(), src_offset, dst.raw(), dst_offset, bytes);

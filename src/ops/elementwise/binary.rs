@@ -9,7 +9,7 @@ use crate::ops::registry::apply::apply1;
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
 use crate::ops::registry::op_header;
 use crate::ops::wgsl;
-use crate::shape::{broadcast_shapes, broadcast_strides, collapse};
+use crate::shape::{broadcast_shapes, broadcast_strides, strided_params};
 use crate::tensor::TensorMeta;
 use crate::{DType, Error, Result, Scalar, Tensor};
 
@@ -166,12 +166,7 @@ impl Op for BinaryDef {
             return Err(self.unsupported(dtype));
         }
         let n = k.outs[0].numel();
-        let (cs, st) = collapse(&p.shape, &[p.sa.clone(), p.sb.clone()]);
-        let mut params = vec![n as u32, cs.len() as u32];
-        params.extend(cs.iter().map(|&d| d as u32));
-        for s in &st {
-            params.extend(s.iter().map(|&d| d as u32));
-        }
+        let (mut params, cs) = strided_params(n, &p.shape, &[p.sa.clone(), p.sb.clone()]);
         let binds = [Bind::read(k.x(0)), Bind::read(k.x(1)), Bind::write(k.y(0))];
         let max = k.ctx.limits.max_compute_workgroups_per_dimension as usize;
         let inner = cs.last().copied().unwrap_or(1);

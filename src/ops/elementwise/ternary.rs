@@ -8,7 +8,7 @@ use crate::ops::registry::apply::apply1;
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
 use crate::ops::registry::registry_entry;
 use crate::ops::wgsl;
-use crate::shape::{broadcast_shapes, broadcast_strides, collapse};
+use crate::shape::{broadcast_shapes, broadcast_strides, strided_params};
 use crate::tensor::TensorMeta;
 use crate::{DType, Error, Result, Tensor};
 
@@ -63,12 +63,7 @@ impl Op for WhereOp {
 
     fn gpu(&self, k: &GpuCall<'_>, _: &(), p: &WherePlan) -> Result<()> {
         let n = k.outs[0].numel();
-        let (cs, st) = collapse(&p.shape, &p.strides);
-        let mut params = vec![n as u32, cs.len() as u32];
-        params.extend(cs.iter().map(|&d| d as u32));
-        for s in &st {
-            params.extend(s.iter().map(|&d| d as u32));
-        }
+        let (params, _) = strided_params(n, &p.shape, &p.strides);
         let binds = [Bind::read(k.x(0)), Bind::read(k.x(1)), Bind::read(k.x(2)), Bind::write(k.y(0))];
         k.ctx.dispatch(&WHERE, k.outs[0].dtype.code(), "main", &binds, &params, n as u64)
     }
