@@ -309,11 +309,15 @@ impl GpuContext {
                     Cmd::Dispatch { kernel, key, entry, pipeline, binds, groups, .. } => {
                         tape.dispatches += 1;
                         // WebGPU lets a dispatch bind one buffer several times only when every
-                        // binding of it is writable: dispatches touching an arena use the
-                        // kernel's pipeline with all storage bindings read-write.
-                        let packed = arena.as_ref().is_some_and(|(_, at)| binds.iter().any(|b| at.contains_key(&b.0)));
-                        let pipeline = if packed {
-                            self.pipeline(kernel, key, entry, &vec![Access::ReadWrite; binds.len()])?
+                        // binding of it is writable: a dispatch binds the arena through the
+                        // kernel's pipeline with those bindings read-write.
+                        let in_arena = |id: u64| arena.as_ref().is_some_and(|(_, at)| at.contains_key(&id));
+                        let pipeline = if binds.iter().any(|b| in_arena(b.0)) {
+                            let access: Vec<Access> = binds
+                                .iter()
+                                .map(|b| if b.2 || in_arena(b.0) { Access::ReadWrite } else { Access::Read })
+                                .collect();
+                            self.pipeline(kernel, key, entry, &access)?
                         } else {
                             pipeline
                         };
@@ -369,15 +373,16 @@ impl GpuContext {
         keep: &HashSet<u64>,
     ) -> Result<Option<(Vec<wgpu::Buffer>, HashMap<u64, (usize, u64, u64)>)>> {
         let owned = lock(pool).owned.clone();
-        // A dispatch binding one buffer twice (`x * x`) would bind it writable twice over the
-        // same range once arena bindings are all writable, which WebGPU forbids: its buffers
-        // stay out of the arena.
+        // A buffer a dispatch binds twice (`x * x`, a kernel's unused optional input) would
+        // be bound writable twice over the same range in the arena, which WebGPU forbids: it
+        // stays out.
         let mut solo: HashSet<u64> = HashSet::new();
         for cmd in segments.iter().flatten() {
             if let Cmd::Dispatch { binds, .. } = cmd {
-                let ids: HashSet<u64> = binds.iter().map(|b| b.0).collect();
-                if ids.len() < binds.len() {
-                    solo.extend(ids);
+                for (i, b) in binds.iter().enumerate() {
+                    if binds[..i].iter().any(|a| a.0 == b.0) {
+                        solo.insert(b.0);
+                    }
                 }
             }
         }

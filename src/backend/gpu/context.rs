@@ -43,6 +43,8 @@ pub(crate) struct GpuContext {
     pub(super) capturing: std::sync::atomic::AtomicBool,
     /// Dispatches recorded so far.
     pub(super) dispatches: std::sync::atomic::AtomicU64,
+    /// A small buffer bound where a kernel's optional input is absent (never read).
+    pub(crate) unused: wgpu::Buffer,
     errors: Arc<Mutex<Vec<String>>>,
     lost: Arc<Mutex<Option<String>>>,
 }
@@ -275,6 +277,12 @@ impl GpuContext {
             });
         }
         let recorder = Recorder::new(&device, &limits);
+        let unused = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("dygraph-unused-binding"),
+            size: 256,
+            usage: wgpu::BufferUsages::STORAGE,
+            mapped_at_creation: false,
+        });
         let index_flag = Mutex::new(super::index_check::IndexFlag::new(&device));
         Ok(GpuContext {
             index,
@@ -289,6 +297,7 @@ impl GpuContext {
             capture: Mutex::new(None),
             capturing: Default::default(),
             dispatches: Default::default(),
+            unused,
             errors,
             lost,
         })
@@ -419,10 +428,7 @@ impl GpuContext {
                 ),
             });
         }
-        let mut source = kernel.source(key)?;
-        if !access.is_empty() && access.iter().all(|a| *a == Access::ReadWrite) {
-            source = all_writable(&source);
-        }
+        let source = writable(&kernel.source(key)?, access);
         let storage = |read_only| wgpu::BindingType::Buffer {
             ty: wgpu::BufferBindingType::Storage { read_only },
             has_dynamic_offset: false,
@@ -492,15 +498,21 @@ impl GpuContext {
 }
 
 /// A pooled GPU storage buffer; returns to the pool when dropped.
-/// `source` with every storage buffer but the params declared `read_write`: the form of a
-/// kernel an execution plan binds to arenas (WebGPU allows one buffer bound several times in
-/// a dispatch only when every binding of it is writable; reading a `read_write` binding
-/// computes the same).
-fn all_writable(source: &str) -> String {
+/// `source` with each storage buffer bound `ReadWrite` in `access` but declared `read`
+/// declared `read_write`: the form of a kernel an execution plan binds to an arena (WebGPU
+/// allows one buffer bound several times in a dispatch only when every binding of it is
+/// writable; reading a `read_write` binding computes the same). Other kernels are unchanged.
+fn writable(source: &str, access: &[Access]) -> String {
+    let rw = |l: &str| {
+        access.iter().enumerate().any(|(i, a)| *a == Access::ReadWrite && l.contains(&format!("@binding({i}) ")))
+    };
+    if !source.lines().any(|l| l.contains("var<storage, read> ") && rw(l)) {
+        return source.to_string();
+    }
     source
         .lines()
         .map(|l| {
-            if l.contains("var<storage, read> ") && !l.contains("var<storage, read> params") {
+            if l.contains("var<storage, read> ") && rw(l) {
                 l.replace("var<storage, read> ", "var<storage, read_write> ")
             } else {
                 l.to_string()

@@ -30,6 +30,8 @@ pub(crate) const PARAMS_WINDOW: usize = 512;
 const MAX_BIND_GROUPS: usize = 4096;
 /// The id of the index-error flag buffer in bind-group keys (see `next_buffer_id`).
 pub(crate) const FLAG_BUFFER_ID: u64 = 1;
+/// The id of the buffer bound in place of an absent optional input.
+const UNUSED_BUFFER_ID: u64 = 2;
 
 pub(crate) struct Recorder {
     encoder: Option<wgpu::CommandEncoder>,
@@ -58,6 +60,11 @@ impl Bind<'_> {
     }
     pub fn write(buffer: &GpuBuffer) -> Bind<'_> {
         Bind { buffer: buffer.raw(), id: buffer.id, access: Access::ReadWrite }
+    }
+    /// The binding for an absent optional input (a kernel that reads it only behind a flag
+    /// saying it is there): a buffer of its own, so no tensor is bound twice.
+    pub fn unused(ctx: &GpuContext) -> Bind<'_> {
+        Bind { buffer: &ctx.unused, id: UNUSED_BUFFER_ID, access: Access::Read }
     }
     /// The device's index-error flag, bound read-write.
     pub fn flag(buffer: &wgpu::Buffer) -> Bind<'_> {

@@ -451,7 +451,8 @@ fn gpu_conv(
     while z0 < total_z {
         let zn = (total_z - z0).min(max_z);
         params[24] = z0 as u32;
-        let binds = [Bind::read(a), Bind::read(b), Bind::read(bias.unwrap_or(a)), Bind::write(dst)];
+        let bias = bias.map_or_else(|| Bind::unused(ctx), Bind::read);
+        let binds = [Bind::read(a), Bind::read(b), bias, Bind::write(dst)];
         ctx.dispatch(&CONV2D, conv_key(mode, rm as u32), entry, &binds, &params, [gx, gy, zn as u32])?;
         z0 += zn;
     }
