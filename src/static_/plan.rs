@@ -24,6 +24,10 @@ use crate::backend::Storage;
 use crate::backend::gpu::{GpuContext, PrivatePool, Tape};
 use crate::{DType, Error, Result, Tensor};
 
+/// Dispatches binding a feed or fetched value, at most, for a run to bind the caller's
+/// buffer in their bind groups (rebuilt each run) rather than copying the value.
+const MAX_REBOUND: usize = 4;
+
 /// Plans kept per executor before the cache is dropped and refilled.
 const MAX_PLANS: usize = 16;
 
@@ -273,8 +277,23 @@ pub(super) fn capture(
     let held: HashSet<u64> =
         shape.iter().flatten().flat_map(|(_, i, t)| i.iter().chain(t)).filter_map(buffer_id).collect();
     let feed_ids: HashSet<u64> = feeds.iter().filter_map(|(_, t)| buffer_id(t)).collect();
-    let swappable =
-        |t: &Tensor| buffer_id(t).filter(|id| !held.contains(id) && crate::backend::gpu::lock(&pool).owns(*id));
+    // Each rebound dispatch costs a bind group per run: a value many dispatches bind is
+    // cheaper to copy once.
+    let mut binders: HashMap<u64, usize> = HashMap::new();
+    for cmd in raw.iter().flatten() {
+        if let crate::backend::gpu::Cmd::Dispatch { binds, .. } = cmd {
+            for b in binds {
+                *binders.entry(b.0).or_default() += 1;
+            }
+        }
+    }
+    let swappable = |t: &Tensor| {
+        buffer_id(t).filter(|id| {
+            !held.contains(id)
+                && binders.get(id).copied().unwrap_or(0) <= MAX_REBOUND
+                && crate::backend::gpu::lock(&pool).owns(*id)
+        })
+    };
     let feed_rebind: Vec<bool> = feeds.iter().map(|(_, t)| swappable(t).is_some()).collect();
     let mut fetch_rebind: Vec<bool> = Vec::new();
     for (i, t) in fetched.iter().enumerate() {
