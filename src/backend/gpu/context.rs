@@ -235,8 +235,9 @@ pub fn empty_cache(index: usize) -> Result<()> {
     Ok(())
 }
 
-/// Submits all recorded GPU work on every opened device and surfaces any GPU error.
-/// Readback does this implicitly; call it to bound latency or to check for errors.
+/// Submits all recorded GPU work on every opened device, waits for it to finish (natively;
+/// in the browser it only submits), and surfaces any GPU error. Readback does this
+/// implicitly; call it to time device work, to bound latency or to check for errors.
 pub fn sync() -> Result<()> {
     // Only devices already opened have work to submit: never open one here.
     let contexts: Vec<Arc<GpuContext>> =
@@ -486,10 +487,16 @@ impl GpuContext {
         Ok(p)
     }
 
-    /// Submits everything recorded so far and surfaces GPU errors, and an out-of-range index
-    /// a kernel met (natively; in the browser the next async readback reports it).
+    /// Submits everything recorded so far, waits for the device to finish it (natively, as
+    /// `paddle.device.synchronize`), and surfaces GPU errors and an out-of-range index a
+    /// kernel met (in the browser, where nothing may block, the next async readback reports
+    /// them).
     pub fn sync(&self) -> Result<()> {
         lock(&self.recorder).flush(self)?;
+        #[cfg(not(target_arch = "wasm32"))]
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| Error::Gpu { op: "sync", msg: e.to_string() })?;
         self.check("sync")?;
         #[cfg(not(target_arch = "wasm32"))]
         pollster::block_on(self.check_indices())?;
