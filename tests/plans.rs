@@ -175,3 +175,27 @@ fn a_buffer_bound_twice_in_a_dispatch_replays() {
     assert!(planned.last_plan().is_some(), "{:?}", planned.interpreted_because());
     drop(startup);
 }
+
+#[test]
+fn a_fetched_feed_is_the_value_fed_in_every_replay() {
+    let Some(gpu) = common::gpu_or_skip() else { return };
+    let _g = common::generator_lock();
+    let (main, startup) = (Program::new(), Program::new());
+    let (x, y) = st::program_guard(&main, &startup, || {
+        let x = st::data("x", &[-1, 3], DType::Float32).unwrap();
+        let y = x.exp().unwrap().sum(&[], false).unwrap();
+        (x, y)
+    });
+    let exe = Executor::with_scope(gpu, Scope::new());
+    for s in 0..4 {
+        let v: Vec<f32> = (0..6).map(|i| (i * (s + 1)) as f32 / 10.0).collect();
+        let fed = Tensor::from_vec(v.clone(), [2, 3]).unwrap().to(gpu).unwrap();
+        let out = exe.run(&main, &[("x", &fed)], &[&x, &y]).unwrap();
+        let want: Vec<f64> = v.iter().map(|&a| a as f64).collect();
+        assert_close(&format!("fetched feed, run {s}"), &values(&out[0]), &want, 0.0);
+        let sum: f64 = v.iter().map(|&a| (a as f64).exp()).sum();
+        assert_close(&format!("y, run {s}"), &values(&out[1]), &[sum], 1e-6);
+    }
+    assert!(exe.last_plan().is_some(), "{:?}", exe.interpreted_because());
+    drop(startup);
+}

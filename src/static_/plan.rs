@@ -294,7 +294,10 @@ pub(super) fn capture(
                 && crate::backend::gpu::lock(&pool).owns(*id)
         })
     };
-    let feed_rebind: Vec<bool> = feeds.iter().map(|(_, t)| swappable(t).is_some()).collect();
+    // A fetched feed is copied out of the plan's buffer, so that buffer must receive it.
+    let fetched_ids: HashSet<u64> = fetched.iter().filter_map(buffer_id).collect();
+    let feed_rebind: Vec<bool> =
+        feeds.iter().map(|(_, t)| swappable(t).is_some_and(|id| !fetched_ids.contains(&id))).collect();
     let mut fetch_rebind: Vec<bool> = Vec::new();
     for (i, t) in fetched.iter().enumerate() {
         let id = swappable(t).filter(|id| !feed_ids.contains(id));
