@@ -460,15 +460,6 @@ impl GpuContext {
         }
         let separate: u64 = items.iter().map(|i| i.1).sum();
         let total: u64 = totals.iter().sum();
-        if std::env::var("DYGRAPH_PLAN_DEBUG").is_ok() {
-            let kept: u64 = owned.iter().filter(|(id, _)| keep.contains(id)).map(|(_, c)| c).sum();
-            let unused: u64 = owned.iter().filter(|(id, _)| !range.contains_key(id)).map(|(_, c)| c).sum();
-            let readfirst: u64 = range.iter().filter(|(_, r)| !r.2).map(|(id, _)| owned[id]).sum();
-            eprintln!(
-                "pack: owned {} kept {kept} unused {unused} read-first {readfirst} packable {separate} -> arenas {totals:?}",
-                owned.values().sum::<u64>()
-            );
-        }
         if total >= separate || totals.iter().any(|&t| t > self.limits.max_buffer_size) {
             return Ok(None);
         }
