@@ -1,6 +1,7 @@
 //! Execution plans against interpretation and eager mode on the seed's MNIST training step
 //! (batch 64, Adam): wall time per step, the calling thread's CPU time per step and per
-//! kernel dispatch (what a plan removes), dispatches per step, and the device memory a step
+//! kernel dispatch (what a plan removes; recording and submitting included, the device
+//! waits excluded), dispatches per step, and the device memory a step
 //! needs above the parameters (`cargo bench --bench plans`; `-- --quick` for fewer steps).
 
 use std::time::{Duration, Instant};
@@ -71,7 +72,10 @@ fn measure(place: Place, mode: &'static str, warm: usize, steps: usize, f: &mut 
         f();
         host += thread_cpu() - c;
     }
+    // Submitting the last recorded batch is host work of these steps too.
+    let c = thread_cpu();
     settle(place);
+    host += thread_cpu() - c;
     let wall = t0.elapsed();
     let _ = c0;
     let d = dispatches(place) - d0;
@@ -122,6 +126,80 @@ fn static_(place: Place, plans: bool, warm: usize, steps: usize) -> (Row, Option
     (row, info)
 }
 
+/// The host cost per dispatch of wgpu itself on the first adapter, with no framework code:
+/// one prebuilt pipeline, 50 prebuilt bind groups, `set_pipeline` + `set_bind_group` +
+/// `dispatch_workgroups` per dispatch, 500 dispatches per submission (what a plan's replay
+/// does), the calling thread's CPU time per dispatch including `finish` and `submit`.
+fn wgpu_floor_us() -> Option<f64> {
+    let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+    let adapter = pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
+        power_preference: wgpu::PowerPreference::HighPerformance,
+        ..Default::default()
+    }))
+    .ok()?;
+    let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor::default())).ok()?;
+    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: None,
+        source: wgpu::ShaderSource::Wgsl(
+            "@group(0) @binding(0) var<storage, read_write> x: array<f32>;
+             @compute @workgroup_size(64)
+             fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+                 if (g.x < arrayLength(&x)) { x[g.x] = x[g.x] + 1.0; }
+             }"
+            .into(),
+        ),
+    });
+    let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: None,
+        layout: None,
+        module: &module,
+        entry_point: Some("main"),
+        compilation_options: Default::default(),
+        cache: None,
+    });
+    let buffers: Vec<wgpu::Buffer> = (0..8)
+        .map(|_| {
+            device.create_buffer(&wgpu::BufferDescriptor {
+                label: None,
+                size: 1024,
+                usage: wgpu::BufferUsages::STORAGE,
+                mapped_at_creation: false,
+            })
+        })
+        .collect();
+    let groups: Vec<wgpu::BindGroup> = (0..50)
+        .map(|i| {
+            device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: None,
+                layout: &pipeline.get_bind_group_layout(0),
+                entries: &[wgpu::BindGroupEntry { binding: 0, resource: buffers[i % 8].as_entire_binding() }],
+            })
+        })
+        .collect();
+    let batch = |n: usize| {
+        let mut enc = device.create_command_encoder(&Default::default());
+        {
+            let mut pass = enc.begin_compute_pass(&Default::default());
+            for i in 0..n {
+                pass.set_pipeline(&pipeline);
+                pass.set_bind_group(0, &groups[i % groups.len()], &[]);
+                pass.dispatch_workgroups(4, 1, 1);
+            }
+        }
+        queue.submit([enc.finish()]);
+    };
+    batch(500);
+    device.poll(wgpu::PollType::wait_indefinitely()).ok()?;
+    let (batches, per) = (20, 500);
+    let t0 = thread_cpu();
+    for _ in 0..batches {
+        batch(per);
+    }
+    let cpu = thread_cpu() - t0;
+    device.poll(wgpu::PollType::wait_indefinitely()).ok()?;
+    Some(cpu.as_secs_f64() * 1e6 / (batches * per) as f64)
+}
+
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let mut places = vec![(Place::Cpu, "CPU".to_string())];
@@ -164,5 +242,11 @@ fn main() {
                 eager_ms / r.wall_ms
             );
         }
+    }
+    if let Some(us) = wgpu_floor_us() {
+        println!(
+            "\nwgpu alone on this adapter: {us:.2} µs of host CPU per dispatch (prebuilt pipeline and bind \
+             groups, 500 dispatches per submission)"
+        );
     }
 }

@@ -1,7 +1,9 @@
-// SGD: p -= lr · (g + wd · p). params: [n, lr, wd] (floats as bits).
+// SGD: p -= lr · (g + wd · p). params: [n, lr, wd, scheduled] (floats as bits);
+// when `scheduled`, lr is a multiplier of schedule[0] (see src/optimizer/update.rs).
 @group(0) @binding(0) var<storage, read_write> param: array<f32>;
 @group(0) @binding(1) var<storage, read> grad: array<f32>;
-@group(0) @binding(2) var<storage, read> params: array<u32>;
+@group(0) @binding(2) var<storage, read> schedule: array<f32>;
+@group(0) @binding(3) var<storage, read> params: array<u32>;
 
 @compute @workgroup_size({{WG}})
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
@@ -9,7 +11,10 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     if (i >= params[0]) {
         return;
     }
-    let lr = bitcast<f32>(params[1]);
+    var lr = bitcast<f32>(params[1]);
+    if (params[3] != 0u) {
+        lr = lr * schedule[0];
+    }
     let wd = bitcast<f32>(params[2]);
     param[i] = param[i] - lr * (grad[i] + wd * param[i]);
 }

@@ -176,7 +176,7 @@ impl<K: Kind> Optimizer for Optim<K> {
             if self.states[i].len() != n_states {
                 self.states[i] = (0..n_states).map(|_| crate::zeros_like(p)).collect::<Result<_>>()?;
             }
-            update::apply_rule(&rule, p, g, &self.states[i], lr * p.learning_rate_multiplier(), l2)?;
+            update::apply_rule(&rule, p, g, &self.states[i], None, lr * p.learning_rate_multiplier(), l2)?;
         }
         Ok(())
     }

@@ -1,68 +1,51 @@
 //! `minimize` in static mode: appends the backward pass and one fused update op per
 //! parameter to the loss's program. Accumulators (moments, velocities) are persistable
-//! variables `{param}_{state}_0` zero-initialised by the startup program. The update's
-//! step-dependent factors (Adam's β powers) and the scheduled learning rate are set before
-//! every run of the program by a run hook, which counts the optimizer's steps.
+//! variables `{param}_{state}_0` zero-initialised by the startup program. The step-dependent
+//! factors (the scheduled learning rate, Adam's β powers) live in a persistable `schedule`
+//! tensor per parameter dtype, `[lr, beta1_pow, beta2_pow]`, which every update op reads
+//! (Paddle's static `adam` takes them as tensors too); a run hook counts the optimizer's
+//! steps and writes it before every run. The update ops' attributes never change, so an
+//! execution plan replays them from its tape like any other op.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::update::{self, Rule, UpdateAttrs};
+use super::update::{self, Rule};
 use super::{Kind, LearningRate, Optim};
-use crate::ops::{AttrMap, Attrs};
 use crate::static_::{OpRole, RunHook, VarKind, append_backward, create_persistable, current_programs, program_guard};
-use crate::{Error, Result, Tensor};
+use crate::{DType, Error, Result, Tensor};
 
-/// One appended update op: its index in block 0, and its parameter's factors.
-struct UpdateSite {
-    op: usize,
-    lr_mult: f64,
-    l2: f64,
-    decoupled_wd: Option<f64>,
-}
-
-/// Rewrites the update ops' attributes before each run.
+/// Writes the schedule tensors before each run.
 struct Schedule {
     first: Rule,
     lr: LearningRate,
     steps: AtomicU64,
-    sites: Vec<UpdateSite>,
+    /// The schedule variable of each parameter dtype.
+    vars: Vec<(String, DType)>,
 }
 
-/// `rule` (as built for step 1) at `step`: Adam's bias corrections move, the rest do not.
-fn at_step(rule: Rule, step: u64) -> Rule {
+/// Adam's β powers at `step` (`rule` as built for step 1); zeros for the other rules.
+fn beta_pows(rule: Rule, step: u64) -> (f64, f64) {
     match rule {
-        Rule::Adam { beta1, beta2, eps, decoupled_wd, .. } => Rule::Adam {
-            beta1,
-            beta2,
-            eps,
-            beta1_pow: beta1.powi(step as i32),
-            beta2_pow: beta2.powi(step as i32),
-            decoupled_wd,
-        },
-        other => other,
-    }
-}
-
-fn with_decoupled(rule: Rule, wd: Option<f64>) -> Rule {
-    match (rule, wd) {
-        (Rule::Adam { beta1, beta2, eps, beta1_pow, beta2_pow, .. }, Some(wd)) => {
-            Rule::Adam { beta1, beta2, eps, beta1_pow, beta2_pow, decoupled_wd: wd }
-        }
-        (r, _) => r,
+        Rule::Adam { beta1, beta2, .. } => (beta1.powi(step as i32), beta2.powi(step as i32)),
+        _ => (0.0, 0.0),
     }
 }
 
 impl RunHook for Schedule {
-    fn before_run(&self) -> Vec<(usize, usize, AttrMap)> {
+    fn before_run(&self) -> Result<Vec<(String, Tensor)>> {
         let step = self.steps.fetch_add(1, Ordering::Relaxed) + 1;
-        let rule = at_step(self.first, step);
+        let (b1, b2) = beta_pows(self.first, step);
         let lr = self.lr.value();
-        self.sites
+        update::validate(&self.first, lr, 0.0)?;
+        self.vars
             .iter()
-            .map(|s| {
-                let a = UpdateAttrs { rule: with_decoupled(rule, s.decoupled_wd), lr: lr * s.lr_mult, wd: s.l2 };
-                (0, s.op, a.to_map())
+            .map(|(name, dtype)| {
+                let t = match dtype {
+                    DType::Float64 => Tensor::from_vec(vec![lr, b1, b2], [3]),
+                    _ => Tensor::from_vec(vec![lr as f32, b1 as f32, b2 as f32], [3]),
+                }?;
+                Ok((name.clone(), t))
             })
             .collect()
     }
@@ -80,20 +63,23 @@ impl<K: Kind> Optim<K> {
         let first = self.kind.rule(1);
         let (l2, rule) = self.with_weight_decay(first);
         update::validate(&rule, self.lr.value(), self.weight_decay)?;
-        let decoupled_wd = match rule {
-            Rule::Adam { decoupled_wd, .. } if self.kind.decoupled() => Some(decoupled_wd),
-            _ => None,
-        };
         let names = self.kind.state_names();
-        let sites = program_guard(&program, &startup, || {
-            program.with_role(OpRole::Optimize, || -> Result<Vec<UpdateSite>> {
+        let vars = program_guard(&program, &startup, || {
+            program.with_role(OpRole::Optimize, || -> Result<Vec<(String, DType)>> {
                 let grads: Vec<Tensor> = pairs.iter().map(|(_, g)| g.clone()).collect();
                 let grads = match &self.grad_clip {
                     Some(c) => c.apply(&grads)?,
                     None => grads,
                 };
-                let mut sites = Vec::with_capacity(pairs.len());
+                let mut schedules: Vec<(String, DType, Tensor)> = Vec::new();
                 for ((p, _), g) in pairs.iter().zip(&grads) {
+                    let dtype = p.dtype();
+                    if !schedules.iter().any(|s| s.1 == dtype) {
+                        let name = program.unique_name("optimizer_schedule");
+                        let t = create_persistable(&name, &[3], dtype, VarKind::Plain, || crate::zeros([3], dtype))?;
+                        schedules.push((name, dtype, t));
+                    }
+                    let schedule = schedules.iter().find(|s| s.1 == dtype).map(|s| &s.2);
                     let pname = p.name().unwrap_or_default();
                     let states: Vec<Tensor> = names
                         .iter()
@@ -103,15 +89,12 @@ impl<K: Kind> Optim<K> {
                             })
                         })
                         .collect::<Result<_>>()?;
-                    let op = program.data().blocks[0].ops.len();
-                    let mult = p.learning_rate_multiplier();
-                    update::apply_rule(&rule, p, g, &states, self.lr.value() * mult, l2)?;
-                    sites.push(UpdateSite { op, lr_mult: mult, l2, decoupled_wd });
+                    update::apply_rule(&rule, p, g, &states, schedule, p.learning_rate_multiplier(), l2)?;
                 }
-                Ok(sites)
+                Ok(schedules.into_iter().map(|(name, dtype, _)| (name, dtype)).collect())
             })
         })?;
-        program.add_hook(Arc::new(Schedule { first: rule, lr: self.lr.clone(), steps: AtomicU64::new(0), sites }));
+        program.add_hook(Arc::new(Schedule { first: rule, lr: self.lr.clone(), steps: AtomicU64::new(0), vars }));
         Ok(())
     }
 }

@@ -1,7 +1,14 @@
 //! The fused in-place parameter updates: one kernel dispatch per parameter on the GPU, one
 //! loop on the CPU, never through the host. Each rule is a registry entry (`sgd`,
-//! `momentum`, `adam`, `rmsprop`) with inputs `[param, grad, states...]`, updating the
-//! parameter and the states in place.
+//! `momentum`, `adam`, `rmsprop`) with inputs `[param, grad, states..., schedule?]`,
+//! updating the parameter and the states in place.
+//!
+//! The optional `schedule` input is a tensor `[lr, beta1_pow, beta2_pow]` (the parameter's
+//! dtype) holding the step-dependent factors, as Paddle's static `adam` op takes
+//! `LearningRate` and `Beta1Pow`/`Beta2Pow` tensors: with it, the `lr` attribute is the
+//! parameter's learning-rate multiplier and Adam's β powers come from the tensor. Static
+//! `minimize` uses it, so a program's update ops keep fixed attributes from step to step
+//! and an execution plan replays them like any other op.
 
 use crate::backend::cpu::CpuData;
 use crate::backend::gpu::{Bind, Kernel};
@@ -199,14 +206,29 @@ impl Op for UpdateOp {
         if a.rule.n_states() != self.states {
             return Err(Error::invalid(op, format!("the rule {:?} is not {op}'s", a.rule)));
         }
-        if xs.len() != 2 + self.states {
+        if xs.len() != 2 + self.states && xs.len() != 3 + self.states {
             return Err(Error::invalid(
                 op,
-                format!("takes the parameter, its gradient and {} states, got {} tensors", self.states, xs.len()),
+                format!(
+                    "takes the parameter, its gradient, {} states and an optional schedule, got {} tensors",
+                    self.states,
+                    xs.len()
+                ),
             ));
         }
         let p = xs[0];
-        for (i, t) in xs.iter().enumerate().skip(1) {
+        if let Some(s) = xs.get(2 + self.states) {
+            if s.dtype != p.dtype {
+                return Err(Error::DTypeMismatch { op, lhs: p.dtype, rhs: s.dtype });
+            }
+            if s.dims() != [3] {
+                return Err(Error::shape(
+                    op,
+                    format!("schedule {:?}, expected [3] (lr, beta1_pow, beta2_pow)", s.dims()),
+                ));
+            }
+        }
+        for (i, t) in xs.iter().enumerate().skip(1).take(1 + self.states) {
             if t.dtype != p.dtype {
                 return Err(Error::DTypeMismatch { op, lhs: p.dtype, rhs: t.dtype });
             }
@@ -227,12 +249,25 @@ impl Op for UpdateOp {
     }
 
     fn cpu(&self, k: &mut CpuCall<'_>, a: &UpdateAttrs, _: &()) -> Result<Vec<CpuData>> {
-        let (rule, lr, wd) = (&a.rule, a.lr, a.wd);
+        let (mut rule, mut lr, wd) = (a.rule, a.lr, a.wd);
+        let scheduled = k.ins.len() == 3 + self.states;
         let mut args = k.split();
         let grad = match args.remove(1) {
             Err(g) => g,
             Ok(_) => return Err(Error::invalid(self.name, "the gradient is not read-only")),
         };
+        if scheduled {
+            let s = match args.pop() {
+                Some(Err(CpuData::F32(s))) => s.iter().map(|&v| v as f64).collect::<Vec<_>>(),
+                Some(Err(CpuData::F64(s))) => s.clone(),
+                _ => return Err(Error::invalid(self.name, "the schedule must be a read-only float tensor")),
+            };
+            lr *= s[0];
+            if let Rule::Adam { beta1_pow, beta2_pow, .. } = &mut rule {
+                (*beta1_pow, *beta2_pow) = (s[1], s[2]);
+            }
+        }
+        let rule = &rule;
         let mut written: Vec<&mut CpuData> = args.into_iter().filter_map(|a| a.ok()).collect();
         if written.len() != 1 + self.states {
             return Err(Error::invalid(self.name, "the parameter and states must be writable"));
@@ -270,9 +305,11 @@ impl Op for UpdateOp {
     fn gpu(&self, k: &GpuCall<'_>, a: &UpdateAttrs, _: &()) -> Result<()> {
         let n = k.ins[0].numel();
         let (lr, wd) = (a.lr, a.wd);
+        let scheduled = k.ins.len() == 3 + self.states;
         let mut binds = vec![Bind::write(k.x(0)), Bind::read(k.x(1))];
         binds.extend((2..2 + self.states).map(|i| Bind::write(k.x(i))));
-        let params: Vec<u32> = match a.rule {
+        binds.push(if scheduled { Bind::read(k.x(2 + self.states)) } else { Bind::unused(k.ctx) });
+        let mut params: Vec<u32> = match a.rule {
             Rule::Sgd => vec![n as u32, f(lr), f(wd)],
             Rule::Momentum { mu, nesterov } => vec![n as u32, f(lr), f(wd), f(mu), nesterov as u32],
             Rule::Adam { beta1, beta2, eps, beta1_pow, beta2_pow, decoupled_wd } => {
@@ -282,6 +319,7 @@ impl Op for UpdateOp {
                 vec![n as u32, f(lr), f(wd), f(rho), f(eps), f(momentum), centered as u32]
             }
         };
+        params.push(scheduled as u32);
         k.ctx.dispatch(self.kernel, 0, "main", &binds, &params, n as u64)
     }
 
@@ -304,13 +342,14 @@ pub(crate) fn validate(rule: &Rule, lr: f64, wd: f64) -> Result<()> {
 }
 
 /// Applies `rule` to `param` in place with gradient `grad` and state tensors `states`
-/// (created by the caller as zeros like the parameter), learning rate `lr` and L2 weight
-/// decay `wd`.
+/// (created by the caller as zeros like the parameter), learning rate `lr` (a multiplier of
+/// the schedule's when there is one; see the module docs) and L2 weight decay `wd`.
 pub(crate) fn apply_rule(
     rule: &Rule,
     param: &Tensor,
     grad: &Tensor,
     states: &[Tensor],
+    schedule: Option<&Tensor>,
     lr: f64,
     wd: f64,
 ) -> Result<()> {
@@ -322,6 +361,7 @@ pub(crate) fn apply_rule(
     };
     let mut inputs = vec![param, grad];
     inputs.extend(states);
+    inputs.extend(schedule);
     apply(op, &inputs, UpdateAttrs { rule: *rule, lr, wd })?;
     Ok(())
 }

@@ -116,12 +116,10 @@ pub(super) struct Compiled {
     fused: Option<Fusion>,
 }
 
-/// A program's fused form: its compilation, the values fusion removes, and each original
-/// op's index in the fused block 0.
+/// A program's fused form: its compilation and the values fusion removes.
 struct Fusion {
     compiled: Arc<Compiled>,
     eliminated: HashSet<VarId>,
-    remap: Vec<Option<usize>>,
 }
 
 pub(super) struct Step {
@@ -237,20 +235,18 @@ impl Executor {
             .as_ref()
             .filter(|f| self.fusion.load(Ordering::Relaxed) && !fetch_ids.iter().any(|v| f.eliminated.contains(v)));
         // After every check: a hook counts optimizer steps.
-        let overrides: HashMap<(usize, usize), AttrMap> = {
-            let hooks = program.data().hooks.clone();
-            let at = |b: usize, i: usize| match fusion {
-                Some(f) if b == 0 => f.remap.get(i).copied().flatten(),
-                _ => Some(i),
-            };
-            hooks.iter().flat_map(|h| h.before_run()).filter_map(|(b, i, m)| Some(((b, at(b, i)?), m))).collect()
-        };
+        let hooks = program.data().hooks.clone();
+        for h in &hooks {
+            for (name, value) in h.before_run()? {
+                self.set_persistable(&name, value)?;
+            }
+        }
         let compiled = fusion.map_or(compiled.clone(), |f| f.compiled.clone());
         let mut keep = vec![false; compiled.vars.len()];
         for &id in &fetch_ids {
             keep[id] = true;
         }
-        let run = Run { exe: self, c: &compiled, overrides: &overrides, keep: &keep, tapes: Default::default() };
+        let run = Run { exe: self, c: &compiled, keep: &keep, tapes: Default::default() };
         *lock(&self.last_plan) = None;
         *lock(&self.last_interpreted) = None;
         if let Place::Gpu(_) = self.place
@@ -263,10 +259,7 @@ impl Executor {
             && self.planning.load(Ordering::Relaxed)
         {
             let feed_ids: Vec<VarId> = feed.iter().filter_map(|(n, _)| compiled.names.get(*n).copied()).collect();
-            let mut overridden: Vec<usize> = overrides.keys().filter(|(b, _)| *b == 0).map(|&(_, i)| i).collect();
-            overridden.sort_unstable();
-            let key =
-                PlanKey::new(&compiled, program.data().uid, &env, &feed_ids, &fetch_ids, &overridden, fusion.is_some());
+            let key = PlanKey::new(&compiled, program.data().uid, &env, &feed_ids, &fetch_ids, fusion.is_some());
             let cached = lock(&self.plans).get(&key).map(|s| match s {
                 PlanSlot::Ready(p) => Ok(p.clone()),
                 PlanSlot::Interpreted(why) => Err(why.clone()),
@@ -279,8 +272,7 @@ impl Executor {
                 }
                 None => {
                     let ctx = crate::backend::gpu::context(index)?;
-                    let captured =
-                        crate::no_grad(|| plan::capture(&run, &ctx, &mut env, &feed_ids, &fetch_ids, &overridden))?;
+                    let captured = crate::no_grad(|| plan::capture(&run, &ctx, &mut env, &feed_ids, &fetch_ids))?;
                     return match captured {
                         plan::Captured::Plan(p) => {
                             let out = p.fetch_copies()?;
@@ -315,6 +307,20 @@ impl Executor {
         }
         crate::no_grad(|| run.block(0, &mut env))?;
         run.fetch(&fetch_ids, &fetch, &env)
+    }
+}
+
+impl Executor {
+    /// Writes a hook's value into the scope: into the tensor there when it has the same
+    /// shape and dtype, else as a new value on this executor's place.
+    fn set_persistable(&self, name: &str, value: Tensor) -> Result<()> {
+        match self.scope.var(name) {
+            Some(cur) if cur.shape() == value.shape() && cur.dtype() == value.dtype() => cur.assign_from(&value),
+            _ => {
+                self.scope.set_var(name, value.to(self.place)?);
+                Ok(())
+            }
+        }
     }
 }
 
@@ -429,15 +435,7 @@ fn compile(d: &ProgramData, place: Place) -> Result<Compiled> {
                 .filter(|i| !skip.contains(i))
                 .map(|i| at.remove(&i).unwrap_or_else(|| d.blocks[0].ops[i].clone()))
                 .collect();
-            let mut remap = vec![None; d.blocks[0].ops.len()];
-            let mut n = 0;
-            for (i, r) in remap.iter_mut().enumerate() {
-                if !skip.contains(&i) {
-                    *r = Some(n);
-                    n += 1;
-                }
-            }
-            c.fused = Some(Fusion { compiled: Arc::new(compile_ops(d, &ops, place)?), eliminated, remap });
+            c.fused = Some(Fusion { compiled: Arc::new(compile_ops(d, &ops, place)?), eliminated });
         }
     }
     Ok(c)
@@ -498,7 +496,6 @@ pub(super) struct Run<'a> {
     exe: &'a Executor,
     c: &'a Compiled,
     /// Attributes replacing an op's for this run, by (block, op index).
-    overrides: &'a HashMap<(usize, usize), AttrMap>,
     keep: &'a [bool],
     /// Each taped `while` op's carried values per iteration (by its first output), for its
     /// `while_grad`.
@@ -551,8 +548,7 @@ impl Run<'_> {
         let step = &self.c.blocks[b][i];
         let op = step.op.ok_or_else(|| Error::invalid(RUN, format!("{} is not a registry op", step.desc.op_type)))?;
         let refs: Vec<&Tensor> = inputs.iter().collect();
-        let attrs = self.overrides.get(&(b, i)).unwrap_or(&step.attrs);
-        let outs = op.run(&refs, attrs)?;
+        let outs = op.run(&refs, &step.attrs)?;
         if outs.len() != step.desc.outputs.len() {
             return Err(Error::invalid(
                 op.name(),

@@ -1,17 +1,17 @@
 //! Execution plans: how the Executor runs a program on a GPU place after its first run.
 //!
-//! The first run for a feed signature (feed shapes and dtypes, fetch list, which ops this
-//! run's hooks override) is interpreted op by op as usual, under a capture of the device
+//! The first run for a feed signature (feed shapes and dtypes, fetch list, whether the
+//! program is fused) is interpreted op by op as usual, under a capture of the device
 //! (see `backend/gpu/capture.rs`): every command is logged and every buffer comes from a
 //! pool owned by the plan, so the pool's reuse during that run becomes the plan's buffer
 //! assignment by liveness. Later runs bind the caller's feed buffers, encode the prepared
 //! commands (pipelines, bind groups and parameters built once) into the pending batch, and
 //! write the fetched values into new buffers: no op's host code runs.
 //!
-//! Ops whose work changes from run to run stay live, run through the registry each time
-//! with their outputs copied into the plan's buffers: ops whose attributes a run hook
-//! overrides (the optimizer's learning rate and β powers) and ops that draw random numbers
-//! (dropout). Persistable values are updated in place: the run copies each new value into
+//! Ops that draw random numbers (dropout) stay live: they run through the registry each
+//! time, with their outputs copied into the plan's buffers. (What else changes from run to
+//! run, such as the optimizer's learning rate and β powers, is a persistable tensor the
+//! run hooks write, which the taped commands read.) Persistable values are updated in place: the run copies each new value into
 //! the buffer the scope held before the run, so the scope's tensors keep their memory.
 //! A program that reads data back while it runs (or has control flow) is interpreted.
 
@@ -38,7 +38,6 @@ pub(super) struct PlanKey {
     version: u64,
     feeds: Vec<(VarId, Vec<usize>, DType)>,
     fetch: Vec<VarId>,
-    overridden: Vec<usize>,
     fused: bool,
 }
 
@@ -122,12 +121,11 @@ impl PlanKey {
         env: &[Option<Tensor>],
         feed_ids: &[VarId],
         fetch: &[VarId],
-        overridden: &[usize],
         fused: bool,
     ) -> PlanKey {
         let feeds =
             feed_ids.iter().filter_map(|&id| env[id].as_ref().map(|t| (id, t.shape().to_vec(), t.dtype()))).collect();
-        PlanKey { uid, version: c.version, feeds, fetch: fetch.to_vec(), overridden: overridden.to_vec(), fused }
+        PlanKey { uid, version: c.version, feeds, fetch: fetch.to_vec(), fused }
     }
 }
 
@@ -159,7 +157,6 @@ pub(super) fn capture(
     env: &mut [Option<Tensor>],
     feed_ids: &[VarId],
     fetch: &[VarId],
-    overridden: &[usize],
 ) -> Result<Captured> {
     let pool = Arc::new(Mutex::new(PrivatePool::default()));
     if !ctx.begin_capture(pool.clone()) {
@@ -202,7 +199,7 @@ pub(super) fn capture(
         let inputs = run.inputs(0, i, env)?;
         let outs = run.call(0, i, &inputs)?;
         let cmds = ctx.take_captured();
-        let live = overridden.contains(&i) || crate::random::get_seed_offset() != offset;
+        let live = crate::random::get_seed_offset() != offset;
         if why.is_none() && !outs.iter().all(gpu_ok) {
             why = Some(format!("op {} returns a value off the GPU", c.blocks[0][i].desc.op_type));
         }

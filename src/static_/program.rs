@@ -13,7 +13,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::ops::AttrMap;
-use crate::{DType, Error, Result};
+use crate::{DType, Error, Result, Tensor};
 
 /// A variable's index in its program's table.
 pub type VarId = usize;
@@ -94,11 +94,13 @@ pub struct Block {
 }
 
 /// Something run before every [`Executor::run`](super::Executor::run) of a program, which
-/// may rewrite attributes of the program's ops for that run (an optimizer's step-dependent
-/// factors and scheduled learning rate).
+/// sets persistable values for that run (an optimizer's scheduled learning rate and
+/// step-dependent factors). Ops read what changes from run to run as tensors, never as
+/// attributes, so an execution plan replays them unchanged.
 pub trait RunHook: Send + Sync {
-    /// Attributes replacing those of op `(block, index)` for the coming run.
-    fn before_run(&self) -> Vec<(usize, usize, AttrMap)>;
+    /// Values for the scope's persistable variables of these names, written in place when
+    /// the scope holds one of the same shape and dtype (a plan keeps its buffers).
+    fn before_run(&self) -> Result<Vec<(String, Tensor)>>;
 }
 
 pub(crate) struct ProgramData {

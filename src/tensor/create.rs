@@ -675,4 +675,16 @@ impl Tensor {
         apply(&ASSIGN_INPLACE, &[self, src], ())?;
         Ok(())
     }
+
+    /// `assign_` from a tensor that may be on another place: a host value is written
+    /// straight into a device tensor's buffer (one command, ordered with the pending work).
+    pub(crate) fn assign_from(&self, src: &Tensor) -> Result<()> {
+        if let (crate::tensor::Storage::Gpu(b), Place::Cpu) = (self.storage(), src.place())
+            && self.shape() == src.shape()
+            && self.dtype() == src.dtype()
+        {
+            return b.ctx.write(b, &src.to_cpu_data("assign_")?.to_gpu_bytes());
+        }
+        self.assign_(&src.to(self.place())?)
+    }
 }

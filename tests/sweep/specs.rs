@@ -2428,11 +2428,12 @@ fn update_spec(
     attrs: fn() -> Vec<AttrMap>,
     step: fn(&AttrMap, f64, f64, &mut [f64]) -> f64,
 ) -> Spec {
+    // Each case runs plain, and with a schedule input `[lr, beta1_pow, beta2_pow]` (static
+    // `minimize`'s form: `lr` becomes a multiplier, the β powers come from the tensor).
     let samples = move |rng: &mut Rng| {
-        attrs()
-            .into_iter()
-            .enumerate()
-            .map(|(k, a)| {
+        let mut out = Vec::new();
+        for (k, a) in attrs().into_iter().enumerate() {
+            for scheduled in [false, true] {
                 let n = 7;
                 let mut inputs =
                     vec![data(vals(rng, n, -2.0, 2.0, 0.0), &[n]), data(vals(rng, n, -1.0, 1.0, 0.0), &[n])];
@@ -2440,14 +2441,27 @@ fn update_spec(
                     let lo = if name == "rmsprop" && s == 0 || name == "adam" && s == 1 { 0.5 } else { -0.5 };
                     inputs.push(data(vals(rng, n, lo, 1.0, 0.0), &[n]));
                 }
-                sample(format!("case {k} {a}"), inputs, a)
-            })
-            .collect()
+                if scheduled {
+                    inputs.push(data(vec![1.5, 0.9f64.powi(5), 0.999f64.powi(5)], &[3]));
+                }
+                let label = if scheduled { format!("case {k} scheduled {a}") } else { format!("case {k} {a}") };
+                out.push(sample(label, inputs, a.clone()));
+            }
+        }
+        out
     };
     let reference = move |x: &[Host], m: &AttrMap, _: DType| {
         let n = x[0].v.len();
         let mut p = x[0].v.clone();
-        let mut st: Vec<Vec<f64>> = x[2..].iter().map(|h| h.v.clone()).collect();
+        let scheduled = x.len() == 3 + states;
+        let m = &match scheduled {
+            true => {
+                let s = &x[2 + states].v;
+                m.clone().with("lr", attr_f(m, "lr") * s[0]).with("beta1_pow", s[1]).with("beta2_pow", s[2])
+            }
+            false => m.clone(),
+        };
+        let mut st: Vec<Vec<f64>> = x[2..2 + states].iter().map(|h| h.v.clone()).collect();
         for i in 0..n {
             let mut s: Vec<f64> = st.iter().map(|v| v[i]).collect();
             p[i] = step(m, p[i], x[1].v[i], &mut s);

@@ -53,9 +53,10 @@ pub(crate) struct CopyCmd {
 #[derive(Default)]
 pub(crate) struct PrivatePool {
     free: HashMap<u64, Vec<(u64, wgpu::Buffer)>>,
-    /// Every allocation the capture made, by id, with its size class. A buffer the capture
-    /// frees and hands out again gets a new id, so each id is one tensor's lifetime and the
-    /// packing sees lifetimes, not the pool's reuse.
+    /// Every allocation the capture made, by id, with the bytes it asked for (the buffer
+    /// behind it is a size class, up to 1/8 larger). A buffer the capture frees and hands
+    /// out again gets a new id, so each id is one tensor's lifetime and the packing sees
+    /// lifetimes, not the pool's reuse.
     owned: HashMap<u64, u64>,
     /// Size-class bytes of the distinct buffers the plan holds.
     buffers: u64,
@@ -82,10 +83,10 @@ impl PrivatePool {
         self.owned.contains_key(&id)
     }
 
-    /// Records allocation `id` (a new buffer for the plan when `fresh`, else one of its
-    /// free buffers handed out again under a new id).
-    pub fn adopt(&mut self, id: u64, class: u64, fresh: bool) {
-        self.owned.insert(id, class);
+    /// Records allocation `id` of `need` bytes (a new buffer of `class` bytes for the plan
+    /// when `fresh`, else one of its free buffers handed out again under a new id).
+    pub fn adopt(&mut self, id: u64, class: u64, need: u64, fresh: bool) {
+        self.owned.insert(id, need);
         if fresh {
             self.buffers += class;
         }
@@ -416,7 +417,7 @@ impl GpuContext {
             }
         }
         let mut items: Vec<(u64, u64, usize, usize)> =
-            range.iter().filter(|(_, r)| r.2).map(|(&id, r)| (id, owned[&id], r.0, r.1)).collect();
+            range.iter().filter(|(_, r)| r.2).map(|(&id, r)| (id, owned[&id].max(4), r.0, r.1)).collect();
         if items.len() < 2 {
             return Ok(None);
         }

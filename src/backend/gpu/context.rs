@@ -357,13 +357,13 @@ impl GpuContext {
             let mut h = lock(home);
             if let Some((_, buffer)) = h.take(class) {
                 let id = next_buffer_id();
-                h.adopt(id, class, false);
+                h.adopt(id, class, need, false);
                 return Ok(GpuBuffer { ctx: self.clone(), buffer: Some(buffer), class, id, home: Some(home.clone()) });
             }
         }
         let pooled = lock(&self.pool).take(class);
         if let Some((id, buffer)) = pooled {
-            home.iter().for_each(|h| lock(h).adopt(id, class, true));
+            home.iter().for_each(|h| lock(h).adopt(id, class, need, true));
             return Ok(GpuBuffer { ctx: self.clone(), buffer: Some(buffer), class, id, home });
         }
         if let Some(msg) = lock(&self.lost).clone() {
@@ -372,7 +372,7 @@ impl GpuContext {
         let buffer = self.create_buffer(op, class)?;
         lock(&self.pool).note_created(class);
         let id = next_buffer_id();
-        home.iter().for_each(|h| lock(h).adopt(id, class, true));
+        home.iter().for_each(|h| lock(h).adopt(id, class, need, true));
         Ok(GpuBuffer { ctx: self.clone(), buffer: Some(buffer), class, id, home })
     }
 
