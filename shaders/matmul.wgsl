@@ -1,13 +1,20 @@
 // Batched matrix multiply C[z] = A[z] · B[z] with a 64×64 output tile per workgroup of
 // 16×16 invocations (4×4 outputs each, strided by 16 so loads and stores coalesce) and
 // 16-deep K tiles staged in workgroup memory. Transposes are strides; broadcast batch dims
-// have batch stride 0.
+// have batch stride 0. Every value stored passes through `epilogue(value, index)`: the
+// identity, or in a variant a chain of elementwise ops fused after the product (bias add,
+// activation, scale), with its extra inputs bound after `c` (src/ops/fused.rs).
 // params: [M, N, K, a_rs, a_cs, b_rs, b_cs, z_base, batch_nd,
-//          batch_shape[nd], a_batch_stride[nd], b_batch_stride[nd]]
+//          batch_shape[nd], a_batch_stride[nd], b_batch_stride[nd]], an epilogue's at word 64
+#include "lib/int64.wgsl"
+#include "lib/math.wgsl"
+
 @group(0) @binding(0) var<storage, read> a: array<f32>;
 @group(0) @binding(1) var<storage, read> b: array<f32>;
 @group(0) @binding(2) var<storage, read_write> c: array<f32>;
-@group(0) @binding(3) var<storage, read> params: array<u32>;
+@group(0) @binding({{PARAMS}}) var<storage, read> params: array<u32>;
+
+{{EPILOGUE}}
 
 var<workgroup> tile_a: array<f32, 1024>;
 var<workgroup> tile_b: array<f32, 1024>;
@@ -85,7 +92,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
         for (var j = 0u; j < 4u; j = j + 1u) {
             let n = col0 + lid.x + 16u * j;
             if (m < m_len && n < n_len) {
-                c[c_off + m * n_len + n] = acc[i * 4u + j];
+                c[c_off + m * n_len + n] = epilogue(acc[i * 4u + j], c_off + m * n_len + n);
             }
         }
     }
@@ -144,7 +151,7 @@ fn direct(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) l
         for (var j = 0u; j < 4u; j = j + 1u) {
             let n = n0 + 16u * j;
             if (m < m_len && n < n_len) {
-                c[c_off + m * n_len + n] = rows[i][j];
+                c[c_off + m * n_len + n] = epilogue(rows[i][j], c_off + m * n_len + n);
             }
         }
     }

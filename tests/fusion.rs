@@ -1,7 +1,8 @@
 //! The fusion pass: chains of elementwise ops in a program become generated kernels, and a
 //! fused program computes what the unfused one does — forward chains with broadcasting,
-//! and the gradient chains of a training step — on every place; every generated kernel
-//! validates with naga; a fetched intermediate keeps the chain unfused.
+//! and the gradient chains of a training step, with `matmul` epilogues (bias, activation,
+//! scale) — on every place; every generated kernel validates with naga; a fetched
+//! intermediate keeps the chain unfused.
 
 mod common;
 
@@ -11,11 +12,12 @@ use dygraph::optimizer::{Optimizer, SGD};
 use dygraph::static_::{self as st, Executor, Program, Scope};
 use dygraph::{self as paddle, DType, Place, Tensor};
 
-fn fused_programs(exe: &Executor, p: &Program) -> Vec<String> {
+/// The programs of the ops of type `op_type` a run executes.
+fn programs_of(exe: &Executor, p: &Program, op_type: &str) -> Vec<String> {
     exe.ops_to_run(p)
         .unwrap()
         .into_iter()
-        .filter(|o| o.op_type == "fused_elementwise")
+        .filter(|o| o.op_type == op_type)
         .map(|o| match o.attrs.get("program") {
             Some(dygraph::ops::AttrValue::Str(s)) => s.clone(),
             other => panic!("fused op without a program: {other:?}"),
@@ -23,15 +25,22 @@ fn fused_programs(exe: &Executor, p: &Program) -> Vec<String> {
         .collect()
 }
 
+fn fused_programs(exe: &Executor, p: &Program) -> Vec<String> {
+    programs_of(exe, p, "fused_elementwise")
+}
+
 fn validate(program: &str) {
-    let src = dygraph::ops::fused_kernel_source(program).unwrap();
-    let module = naga::front::wgsl::parse_str(&src).unwrap_or_else(|e| panic!("{program}: {}", e.emit_to_string(&src)));
+    validate_source(program, &dygraph::ops::fused_kernel_source(program).unwrap());
+}
+
+fn validate_source(program: &str, src: &str) {
+    let module = naga::front::wgsl::parse_str(src).unwrap_or_else(|e| panic!("{program}: {}", e.emit_to_string(src)));
     naga::valid::Validator::new(
         naga::valid::ValidationFlags::all(),
         naga::valid::Capabilities::SHADER_FLOAT16_IN_FLOAT32,
     )
     .validate(&module)
-    .unwrap_or_else(|e| panic!("{program}: {}", e.emit_to_string(&src)));
+    .unwrap_or_else(|e| panic!("{program}: {}", e.emit_to_string(src)));
 }
 
 #[test]
@@ -106,17 +115,79 @@ fn training_with_fused_gradient_chains_matches_unfused() {
             let exe = Executor::with_scope(place, Scope::new());
             exe.set_fusion(fusion);
             exe.run(&startup, &[], &[] as &[&str]).unwrap();
-            let n = fused_programs(&exe, &main).len();
+            let n = fused_programs(&exe, &main).len() + programs_of(&exe, &main, "matmul_epilogue").len();
             let mut rng = common::Rng::new(seed ^ 7);
             let x = common::tensor(&rng.vec(5 * 8, -1.0, 1.0), &[5, 8], DType::Float32, Place::Cpu);
             let losses = (0..6).flat_map(|_| values(&exe.run(&main, &[("x", &x)], &[&loss]).unwrap()[0])).collect();
             (losses, n)
         };
         let ((fused, chains), (plain, _)) = (run(true), run(false));
-        eprintln!("{place}: {chains} fused chains in the training program");
+        eprintln!("{place}: {chains} fused chains and epilogues in the training program");
         assert!(chains >= 2, "forward and gradient chains fuse: {chains}");
         assert_close(&format!("losses on {place} (seed {seed})"), &fused, &plain, 1e-5);
         assert!(fused[5] < fused[0], "training makes progress: {fused:?}");
+    }
+}
+
+#[test]
+fn matmul_epilogues_match_unfused_forward_and_backward() {
+    let _g = common::generator_lock();
+    let seed = common::run_seed();
+    for place in places() {
+        let build = || {
+            paddle::seed(seed);
+            let (main, startup) = (Program::new(), Program::new());
+            let (loss, pre) = st::program_guard(&main, &startup, || {
+                let x = st::data("x", &[-1, 8], DType::Float32).unwrap();
+                let fc1 = nn::Linear::new(8, 16).unwrap();
+                let fc2 = nn::Linear::new(16, 16).unwrap();
+                let fc3 = nn::Linear::new(16, 3).unwrap();
+                // bias + relu; bias, scale and a second bias-like row; plain bias
+                let h = fc1.forward(&x).unwrap().relu().unwrap();
+                let pre = fc2.forward(&h).unwrap();
+                let h = pre.scale(0.5, 0.25).unwrap().tanh().unwrap();
+                let out = fc3.forward(&h).unwrap();
+                let loss = out.square().unwrap().mean(&[], false).unwrap();
+                let mut params = fc1.parameters();
+                params.extend(fc2.parameters());
+                params.extend(fc3.parameters());
+                SGD::new(0.1, params).minimize(&loss).unwrap();
+                (loss, pre)
+            });
+            (main, startup, loss, pre)
+        };
+        let run = |fusion: bool, fetch_pre: bool| -> (Vec<f64>, Vec<String>) {
+            let (main, startup, loss, pre) = build();
+            let exe = Executor::with_scope(place, Scope::new());
+            exe.set_fusion(fusion);
+            exe.run(&startup, &[], &[] as &[&str]).unwrap();
+            let epilogues = programs_of(&exe, &main, "matmul_epilogue");
+            let mut rng = common::Rng::new(seed ^ 11);
+            let mut losses = Vec::new();
+            for rows in [5usize, 1, 5, 3] {
+                let x = common::tensor(&rng.vec(rows * 8, -1.0, 1.0), &[rows, 8], DType::Float32, Place::Cpu);
+                let out = if fetch_pre {
+                    exe.run(&main, &[("x", &x)], &[&loss, &pre]).unwrap()
+                } else {
+                    exe.run(&main, &[("x", &x)], &[&loss]).unwrap()
+                };
+                losses.extend(values(&out[0]));
+            }
+            (losses, epilogues)
+        };
+        let ((fused, epilogues), (plain, none)) = (run(true, false), run(false, false));
+        eprintln!("{place}: epilogues {epilogues:?}");
+        assert!(none.is_empty(), "fusion off: {none:?}");
+        assert_eq!(epilogues.len(), 3, "each Linear's product takes its bias (and what follows) as an epilogue");
+        assert!(epilogues.iter().any(|p| p.contains("u.relu")), "{epilogues:?}");
+        assert!(epilogues.iter().any(|p| p.contains("u.scale") && p.contains("u.tanh")), "{epilogues:?}");
+        for p in &epilogues {
+            validate_source(p, &dygraph::ops::matmul_epilogue_source(p).unwrap());
+        }
+        assert_close(&format!("losses on {place} (seed {seed})"), &fused, &plain, 1e-5);
+        // Fetching a product's chain value runs unfused, with the same losses.
+        let (fetched, _) = run(true, true);
+        assert_close(&format!("losses fetching the product on {place} (seed {seed})"), &fetched, &plain, 1e-5);
     }
 }
 
@@ -130,5 +201,23 @@ fn bad_fused_programs_are_typed_errors() {
             m
         });
         assert!(err.is_err(), "{program:?} was accepted");
+    }
+    // An epilogue input that would broadcast the product, or too few inputs: typed errors.
+    let a = Tensor::from_vec(vec![1.0f32; 6], [2, 3]).unwrap();
+    let b = Tensor::from_vec(vec![1.0f32; 12], [3, 4]).unwrap();
+    let big = Tensor::from_vec(vec![1.0f32; 12], [3, 4]).unwrap();
+    let attrs = |program: &str| {
+        let mut m = dygraph::ops::AttrMap::new();
+        m.set("transpose_x", dygraph::ops::AttrValue::Bool(false));
+        m.set("transpose_y", dygraph::ops::AttrValue::Bool(false));
+        m.set("program", dygraph::ops::AttrValue::Str(program.into()));
+        m
+    };
+    for (inputs, program) in
+        [(vec![&a, &b, &big], "x0 x1 b.add"), (vec![&a, &b], "x0 x1 b.add"), (vec![&a], "x0 u.relu")]
+    {
+        let err = dygraph::ops::run_op("matmul_epilogue", &inputs, &attrs(program));
+        let msg = err.expect_err(&format!("{program:?} on {} inputs was accepted", inputs.len())).to_string();
+        assert!(msg.contains("matmul"), "{msg}");
     }
 }

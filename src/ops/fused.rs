@@ -188,6 +188,163 @@ fn flat(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     }
 }
 
+/// Words of a kernel's params window where an epilogue's parameters start (the product's
+/// own parameters come first and stay below it).
+pub(crate) const EPILOGUE_BASE: usize = 64;
+/// Nodes and extra inputs an epilogue may hold (its parameters fit the window's second half).
+pub(crate) const EPILOGUE_NODES: usize = 10;
+pub(crate) const EPILOGUE_EXTRAS: usize = 3;
+pub(crate) const EPILOGUE_RANK: usize = 6;
+
+impl Chain {
+    /// The WGSL of an epilogue applying this chain to a product's value: input 0 is the
+    /// value, inputs 1.. are read from bindings `first_binding..` at offsets of the output
+    /// index (`fn epilogue(v: f32, i: u32) -> f32`). Its parameters start at word
+    /// `EPILOGUE_BASE`: `[nd, shape[nd], strides of each extra input[nd], two f32 words per
+    /// node]`.
+    pub(crate) fn epilogue_wgsl(&self, first_binding: usize) -> String {
+        let extras = self.inputs.saturating_sub(1);
+        let mut s = String::new();
+        for j in 1..=extras {
+            s += &format!("@group(0) @binding({}) var<storage, read> x{j}: array<f32>;\n", first_binding + j - 1);
+        }
+        for (i, n) in self.nodes.iter().enumerate() {
+            match n {
+                Node::Unary(d, ..) => {
+                    s += &format!("fn ep{i}(x: f32, p0: f32, p1: f32) -> f32 {{\n    return {};\n}}\n\n", d.gpu.f32)
+                }
+                Node::Binary(d, ..) => {
+                    s += &format!("fn ep{i}(a: f32, b: f32) -> f32 {{\n    return {};\n}}\n\n", d.gpu.f32)
+                }
+                Node::Input(_) => {}
+            }
+        }
+        let mut eval = String::new();
+        for (i, n) in self.nodes.iter().enumerate() {
+            eval += &match n {
+                Node::Input(0) => format!("    let v{i} = v;\n"),
+                Node::Input(j) => format!("    let v{i} = x{j}[o{j}];\n"),
+                Node::Unary(_, _, a) => format!(
+                    "    let v{i} = ep{i}(v{a}, bitcast<f32>(params[pb + {}u]), bitcast<f32>(params[pb + {}u]));\n",
+                    2 * i,
+                    2 * i + 1
+                ),
+                Node::Binary(_, a, b) => format!("    let v{i} = ep{i}(v{a}, v{b});\n"),
+            };
+        }
+        let decl: String = (1..=extras).map(|j| format!("    var o{j} = 0u;\n")).collect();
+        let step: String =
+            (1..=extras).map(|j| format!("        o{j} = o{j} + c * params[e + 1u + {j}u * nd + d];\n")).collect();
+        s += &format!(
+            "fn epilogue(v: f32, i: u32) -> f32 {{
+    let e = {EPILOGUE_BASE}u;
+    let nd = params[e];
+    let pb = e + 1u + {k1}u * nd;
+    var rem = i;
+{decl}    for (var kk = nd; kk > 0u; kk = kk - 1u) {{
+        let d = kk - 1u;
+        let size = params[e + 1u + d];
+        let c = rem % size;
+        rem = rem / size;
+{step}    }}
+{eval}    return v{last};
+}}
+",
+            k1 = extras + 1,
+            last = self.nodes.len() - 1,
+        );
+        s
+    }
+
+    /// The epilogue's parameter words (placed at `EPILOGUE_BASE`) for an output of `shape`
+    /// and each extra input's `strides` into it.
+    pub(crate) fn epilogue_params(&self, shape: &[usize], strides: &[Vec<isize>]) -> Result<Vec<u32>> {
+        let (mut cs, mut st) = collapse(shape, strides);
+        if cs.is_empty() {
+            cs.push(1);
+            st.iter_mut().for_each(|s| s.push(0));
+        }
+        let mut w = vec![cs.len() as u32];
+        w.extend(cs.iter().map(|&d| d as u32));
+        for s in &st {
+            w.extend(s.iter().map(|&d| d as u32));
+        }
+        for node in &self.nodes {
+            let q = if let Node::Unary(_, q, _) = node { *q } else { [0.0; 2] };
+            w.extend([(q[0] as f32).to_bits(), (q[1] as f32).to_bits()]);
+        }
+        if EPILOGUE_BASE + w.len() > crate::backend::gpu::PARAMS_WORDS {
+            return Err(bad(format!("an epilogue of {} parameter words does not fit the params window", w.len())));
+        }
+        Ok(w)
+    }
+
+    /// The chain on the CPU over `inputs` broadcast to `shape` by `strides`, rounding to the
+    /// dtype after every node as the unfused ops do.
+    pub(crate) fn eval_cpu(&self, inputs: &[&CpuData], shape: &[usize], strides: &[Vec<isize>]) -> Result<CpuData> {
+        let n: usize = shape.iter().product();
+        let f32s = matches!(inputs.first(), Some(CpuData::F32(_)));
+        let read: Vec<Box<dyn Fn(usize) -> f64 + Sync + '_>> = inputs
+            .iter()
+            .map(|x| -> Result<Box<dyn Fn(usize) -> f64 + Sync + '_>> {
+                Ok(match x {
+                    CpuData::F32(v) => Box::new(move |i| v[i] as f64),
+                    CpuData::F64(v) => Box::new(move |i| v[i]),
+                    other => return Err(Error::unsupported(OP, other.dtype(), "(float32 and float64 only)")),
+                })
+            })
+            .collect::<Result<_>>()?;
+        let round = |v: f64| if f32s { v as f32 as f64 } else { v };
+        let eval = |offs: &[usize], vals: &mut [f64]| -> f64 {
+            for (i, node) in self.nodes.iter().enumerate() {
+                vals[i] = match *node {
+                    Node::Input(j) => read[j](offs[j]),
+                    Node::Unary(d, q, a) => {
+                        round((d.float.expect("fusable rows have float closures"))(vals[a], q[0], q[1]))
+                    }
+                    Node::Binary(d, a, b) => {
+                        round((d.float.expect("fusable rows have float closures"))(vals[a], vals[b]))
+                    }
+                };
+            }
+            vals[self.nodes.len() - 1]
+        };
+        let mut out = vec![0f64; n];
+        let (shape, strides) = collapse(shape, strides);
+        par_chunks_mut(&mut out, PAR_MIN / 4, |start, chunk| {
+            let nd = shape.len();
+            let mut coord = vec![0usize; nd];
+            let mut rem = start;
+            for d in (0..nd).rev() {
+                coord[d] = rem % shape[d];
+                rem /= shape[d];
+            }
+            let mut offs: Vec<usize> = strides
+                .iter()
+                .map(|s| coord.iter().zip(s).map(|(&c, &st)| c as isize * st).sum::<isize>() as usize)
+                .collect();
+            let mut vals = vec![0f64; self.nodes.len()];
+            for o in chunk.iter_mut() {
+                *o = eval(&offs, &mut vals);
+                for d in (0..nd).rev() {
+                    coord[d] += 1;
+                    for (off, s) in offs.iter_mut().zip(&strides) {
+                        *off = (*off as isize + s[d]) as usize;
+                    }
+                    if coord[d] < shape[d] {
+                        break;
+                    }
+                    for (off, s) in offs.iter_mut().zip(&strides) {
+                        *off = (*off as isize - s[d] * shape[d] as isize) as usize;
+                    }
+                    coord[d] = 0;
+                }
+            }
+        });
+        Ok(if f32s { CpuData::F32(out.into_iter().map(|v| v as f32).collect()) } else { CpuData::F64(out) })
+    }
+}
+
 /// Interned kernel bodies: a variant key is a position here.
 static BODIES: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
@@ -259,65 +416,8 @@ impl Op for FusedOp {
     }
 
     fn cpu(&self, k: &mut CpuCall<'_>, _: &FusedAttrs, p: &FusedPlan) -> Result<Vec<CpuData>> {
-        let n: usize = p.shape.iter().product();
-        let f32s = matches!(k.x(0), CpuData::F32(_));
-        let read: Vec<Box<dyn Fn(usize) -> f64 + Sync + '_>> = (0..p.chain.inputs)
-            .map(|j| -> Result<Box<dyn Fn(usize) -> f64 + Sync + '_>> {
-                Ok(match k.x(j) {
-                    CpuData::F32(v) => Box::new(move |i| v[i] as f64),
-                    CpuData::F64(v) => Box::new(move |i| v[i]),
-                    other => return Err(Error::unsupported(OP, other.dtype(), "(float32 and float64 only)")),
-                })
-            })
-            .collect::<Result<_>>()?;
-        let round = |v: f64| if f32s { v as f32 as f64 } else { v };
-        let eval = |offs: &[usize], vals: &mut [f64]| -> f64 {
-            for (i, node) in p.chain.nodes.iter().enumerate() {
-                vals[i] = match *node {
-                    Node::Input(j) => read[j](offs[j]),
-                    Node::Unary(d, q, a) => {
-                        round((d.float.expect("fusable rows have float closures"))(vals[a], q[0], q[1]))
-                    }
-                    Node::Binary(d, a, b) => {
-                        round((d.float.expect("fusable rows have float closures"))(vals[a], vals[b]))
-                    }
-                };
-            }
-            vals[p.chain.nodes.len() - 1]
-        };
-        let mut out = vec![0f64; n];
-        let (shape, strides) = collapse(&p.shape, &p.strides);
-        par_chunks_mut(&mut out, PAR_MIN / 4, |start, chunk| {
-            let nd = shape.len();
-            let mut coord = vec![0usize; nd];
-            let mut rem = start;
-            for d in (0..nd).rev() {
-                coord[d] = rem % shape[d];
-                rem /= shape[d];
-            }
-            let mut offs: Vec<usize> = strides
-                .iter()
-                .map(|s| coord.iter().zip(s).map(|(&c, &st)| c as isize * st).sum::<isize>() as usize)
-                .collect();
-            let mut vals = vec![0f64; p.chain.nodes.len()];
-            for o in chunk.iter_mut() {
-                *o = eval(&offs, &mut vals);
-                for d in (0..nd).rev() {
-                    coord[d] += 1;
-                    for (off, s) in offs.iter_mut().zip(&strides) {
-                        *off = (*off as isize + s[d]) as usize;
-                    }
-                    if coord[d] < shape[d] {
-                        break;
-                    }
-                    for (off, s) in offs.iter_mut().zip(&strides) {
-                        *off = (*off as isize - s[d] * shape[d] as isize) as usize;
-                    }
-                    coord[d] = 0;
-                }
-            }
-        });
-        Ok(vec![if f32s { CpuData::F32(out.into_iter().map(|v| v as f32).collect()) } else { CpuData::F64(out) }])
+        let inputs: Vec<&CpuData> = (0..p.chain.inputs).map(|j| k.x(j)).collect();
+        Ok(vec![p.chain.eval_cpu(&inputs, &p.shape, &p.strides)?])
     }
 
     fn gpu(&self, k: &GpuCall<'_>, _: &FusedAttrs, p: &FusedPlan) -> Result<()> {

@@ -5,7 +5,10 @@
 use crate::backend::cpu::CpuData;
 use crate::backend::cpu::float_kernel;
 use crate::backend::cpu::matmul::{MatView, batched_matmul};
-use crate::backend::gpu::{Bind, Kernel};
+use std::sync::Arc;
+
+use crate::backend::gpu::{Bind, GpuBuffer, GpuContext, Kernel};
+use crate::ops::fused::EPILOGUE_BASE;
 use crate::ops::registry::apply::apply1;
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
 use crate::ops::registry::registry_entry;
@@ -13,7 +16,10 @@ use crate::shape::{broadcast_shapes, broadcast_strides, collapse};
 use crate::tensor::TensorMeta;
 use crate::{Error, Result, Tensor};
 
-pub(crate) static MATMUL: Kernel = Kernel::single("matmul.wgsl");
+/// Variant 0 stores the product; the others apply an interned epilogue
+/// (`ops/matmul_epilogue.rs`).
+pub(crate) static MATMUL: Kernel =
+    Kernel { file: "matmul.wgsl", keys: super::matmul_epilogue::keys, variant: super::matmul_epilogue::variant };
 
 /// `matmul`'s attributes.
 #[derive(Clone, Debug, PartialEq, dygraph_derive::Attrs)]
@@ -99,67 +105,11 @@ impl Op for MatmulOp {
     }
 
     fn cpu(&self, c: &mut CpuCall<'_>, _: &MatmulAttrs, p: &MatmulPlan) -> Result<Vec<CpuData>> {
-        let batches: usize = p.batch.iter().product();
-        let offsets = |s: &[isize]| -> Vec<usize> {
-            (0..batches)
-                .map(|z| {
-                    let (mut rem, mut off) = (z, 0isize);
-                    for d in (0..p.batch.len()).rev() {
-                        off += (rem % p.batch[d]) as isize * s[d];
-                        rem /= p.batch[d];
-                    }
-                    off as usize
-                })
-                .collect()
-        };
-        let (oa, ob) = (offsets(&p.sa), offsets(&p.sb));
-        let mnk = (p.m, p.n, p.k);
-        Ok(vec![float_kernel!("matmul"; a = c.x(0), b = c.x(1) => batched_matmul(
-            a,
-            p.av,
-            &oa,
-            b,
-            p.bv,
-            &ob,
-            mnk,
-            1.0,
-            0.0
-        ))?])
+        Ok(vec![product_cpu(c.x(0), c.x(1), p)?])
     }
 
     fn gpu(&self, c: &GpuCall<'_>, _: &MatmulAttrs, p: &MatmulPlan) -> Result<()> {
-        let ctx = c.ctx;
-        let (m, n, k) = (p.m, p.n, p.k);
-        let batches: usize = p.batch.iter().product();
-        let (cs, st) = collapse(&p.batch, &[p.sa.clone(), p.sb.clone()]);
-        let max_z = ctx.limits.max_compute_workgroups_per_dimension.max(1) as usize;
-        let mut z0 = 0;
-        while z0 < batches {
-            let zn = (batches - z0).min(max_z);
-            let mut params = vec![
-                m as u32,
-                n as u32,
-                k as u32,
-                p.av.rs as u32,
-                p.av.cs as u32,
-                p.bv.rs as u32,
-                p.bv.cs as u32,
-                z0 as u32,
-                cs.len() as u32,
-            ];
-            params.extend(cs.iter().map(|&d| d as u32));
-            for s in &st {
-                params.extend(s.iter().map(|&d| d as u32));
-            }
-            let groups = [n.div_ceil(64).max(1) as u32, m.div_ceil(64).max(1) as u32, zn as u32];
-            // Software adapters emulate workgroup barriers slowly: 4.8× faster there without
-            // them (lavapipe, 64×256·256×256: 1.8 ms vs 8.5 ms).
-            let entry = if ctx.is_software() { "direct" } else { "main" };
-            let binds = [Bind::read(c.x(0)), Bind::read(c.x(1)), Bind::write(c.y(0))];
-            ctx.dispatch(&MATMUL, 0, entry, &binds, &params, groups)?;
-            z0 += zn;
-        }
-        Ok(())
+        product_gpu(c.ctx, c.x(0), c.x(1), c.y(0), p, Epilogue::default())
     }
 
     fn differentiable(&self) -> bool {
@@ -193,6 +143,88 @@ impl Op for MatmulOp {
         };
         Ok(vec![g.grad_if(0, gx)?, g.grad_if(1, gy)?])
     }
+}
+
+/// An epilogue a product's kernel applies to every value it stores: the variant key, its
+/// extra inputs and its parameter words (placed at `fused::EPILOGUE_BASE`).
+#[derive(Default)]
+pub(crate) struct Epilogue<'a> {
+    pub key: u32,
+    pub extras: Vec<&'a GpuBuffer>,
+    pub params: Vec<u32>,
+}
+
+/// The product on the CPU.
+pub(crate) fn product_cpu(a: &CpuData, b: &CpuData, p: &MatmulPlan) -> Result<CpuData> {
+    let batches: usize = p.batch.iter().product();
+    let offsets = |s: &[isize]| -> Vec<usize> {
+        (0..batches)
+            .map(|z| {
+                let (mut rem, mut off) = (z, 0isize);
+                for d in (0..p.batch.len()).rev() {
+                    off += (rem % p.batch[d]) as isize * s[d];
+                    rem /= p.batch[d];
+                }
+                off as usize
+            })
+            .collect()
+    };
+    let (oa, ob) = (offsets(&p.sa), offsets(&p.sb));
+    let mnk = (p.m, p.n, p.k);
+    float_kernel!("matmul"; a = a, b = b => batched_matmul(a, p.av, &oa, b, p.bv, &ob, mnk, 1.0, 0.0))
+}
+
+/// The product on the GPU into `out`, through `epi`.
+pub(crate) fn product_gpu(
+    ctx: &Arc<GpuContext>,
+    a: &GpuBuffer,
+    b: &GpuBuffer,
+    out: &GpuBuffer,
+    p: &MatmulPlan,
+    epi: Epilogue<'_>,
+) -> Result<()> {
+    let (m, n, k) = (p.m, p.n, p.k);
+    let batches: usize = p.batch.iter().product();
+    let (cs, st) = collapse(&p.batch, &[p.sa.clone(), p.sb.clone()]);
+    let max_z = ctx.limits.max_compute_workgroups_per_dimension.max(1) as usize;
+    let mut z0 = 0;
+    while z0 < batches {
+        let zn = (batches - z0).min(max_z);
+        let mut params = vec![
+            m as u32,
+            n as u32,
+            k as u32,
+            p.av.rs as u32,
+            p.av.cs as u32,
+            p.bv.rs as u32,
+            p.bv.cs as u32,
+            z0 as u32,
+            cs.len() as u32,
+        ];
+        params.extend(cs.iter().map(|&d| d as u32));
+        for s in &st {
+            params.extend(s.iter().map(|&d| d as u32));
+        }
+        if !epi.params.is_empty() {
+            if params.len() > EPILOGUE_BASE {
+                return Err(Error::invalid(
+                    "matmul",
+                    format!("{} batch dimensions leave no room for an epilogue", cs.len()),
+                ));
+            }
+            params.resize(EPILOGUE_BASE, 0);
+            params.extend(&epi.params);
+        }
+        let groups = [n.div_ceil(64).max(1) as u32, m.div_ceil(64).max(1) as u32, zn as u32];
+        // Software adapters emulate workgroup barriers slowly: 4.8× faster there without
+        // them (lavapipe, 64×256·256×256: 1.8 ms vs 8.5 ms).
+        let entry = if ctx.is_software() { "direct" } else { "main" };
+        let mut binds = vec![Bind::read(a), Bind::read(b), Bind::write(out)];
+        binds.extend(epi.extras.iter().map(|x| Bind::read(x)));
+        ctx.dispatch(&MATMUL, epi.key, entry, &binds, &params, groups)?;
+        z0 += zn;
+    }
+    Ok(())
 }
 
 /// Matrix product with numpy/Paddle broadcasting. 1-D operands are promoted to matrices

@@ -19,11 +19,13 @@ pub(crate) use opt;
 pub(crate) mod copy;
 pub(crate) mod index;
 pub(crate) mod matmul;
+pub(crate) mod matmul_epilogue;
 pub(crate) mod nn;
 pub(crate) mod reduce;
 pub mod registry;
 
 pub use fused::fused_kernel_source;
+pub use matmul_epilogue::matmul_epilogue_source;
 pub use registry::{
     AttrField, AttrMap, AttrValue, Attrs, OpInfo, RegisteredOp, apply_elementwise, elementwise_ops, find_op, registry,
     run_op,

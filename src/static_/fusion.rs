@@ -7,6 +7,10 @@
 //! commutes with elementwise ops). The pass runs on the whole program after the backward
 //! and optimizer ops were appended, so it fuses gradient chains too; the values it removes
 //! are listed, and a run fetching one of them runs the unfused program instead.
+//!
+//! A `matmul` whose product only such a chain (or a single fusable op) reads, with every
+//! other input of the chain broadcasting into the product's shape (a bias, a scale), joins
+//! it as a `matmul_epilogue` op: the chain runs in the product kernel's store.
 
 use std::collections::{HashMap, HashSet};
 
@@ -98,27 +102,102 @@ pub(super) fn fuse(ops: &[OpDesc], vars: &[VarDesc]) -> Vec<Fused> {
         }
         groups.push(members);
     }
-    groups
-        .into_iter()
-        .filter(|g| g.len() >= 2 && !overwritten_between(g, ops))
-        .map(|g| {
-            let root = *g.last().expect("groups are not empty");
-            let member_outputs: HashSet<VarId> = g.iter().flat_map(|&m| ops[m].outputs.clone()).collect();
-            let mut inputs: Vec<VarId> = Vec::new();
+    let mut fused = Vec::new();
+    for g in groups.into_iter().filter(|g| !g.is_empty()) {
+        let root = *g.last().expect("groups are not empty");
+        let member_outputs: HashSet<VarId> = g.iter().flat_map(|&m| ops[m].outputs.clone()).collect();
+        if let Some((j, product)) = epilogue_product(&g, ops, vars, &readers, &producer, &member_outputs) {
+            let mut inputs = vec![product];
             let program = postfix(root, ops, &tokens, &member_outputs, &producer, &mut inputs);
+            let flag = |name: &str| ops[j].attrs.get(name).and_then(bool::from_attr).unwrap_or(false);
             let mut attrs = AttrMap::new();
+            attrs.set("transpose_x", AttrValue::Bool(flag("transpose_x")));
+            attrs.set("transpose_y", AttrValue::Bool(flag("transpose_y")));
             attrs.set("program", AttrValue::Str(program));
+            let mut desc_inputs = ops[j].inputs.clone();
+            desc_inputs.extend(&inputs[1..]);
             let desc = OpDesc {
-                op_type: "fused_elementwise".into(),
-                inputs,
+                op_type: "matmul_epilogue".into(),
+                inputs: desc_inputs,
                 outputs: ops[root].outputs.clone(),
                 attrs,
                 sub_blocks: Vec::new(),
                 role: ops[root].role,
             };
-            Fused { root, desc, members: g[..g.len() - 1].to_vec() }
-        })
-        .collect()
+            let mut members = vec![j];
+            members.extend(&g[..g.len() - 1]);
+            fused.push(Fused { root, desc, members });
+            continue;
+        }
+        if g.len() < 2 || overwritten_between(&g, ops) {
+            continue;
+        }
+        let mut inputs: Vec<VarId> = Vec::new();
+        let program = postfix(root, ops, &tokens, &member_outputs, &producer, &mut inputs);
+        let mut attrs = AttrMap::new();
+        attrs.set("program", AttrValue::Str(program));
+        let desc = OpDesc {
+            op_type: "fused_elementwise".into(),
+            inputs,
+            outputs: ops[root].outputs.clone(),
+            attrs,
+            sub_blocks: Vec::new(),
+            role: ops[root].role,
+        };
+        fused.push(Fused { root, desc, members: g[..g.len() - 1].to_vec() });
+    }
+    fused
+}
+
+/// The `matmul` (its index and product) a chain `g` can take as its epilogue's producer:
+/// the product is read by the chain only, once, is not persistable, and every other input
+/// of the chain broadcasts into it whatever the batch size (each dimension 1 or a known
+/// size equal to the product's); the chain fits an epilogue and nothing between the
+/// `matmul` and the chain's root writes what they read.
+fn epilogue_product(
+    g: &[usize],
+    ops: &[OpDesc],
+    vars: &[VarDesc],
+    readers: &[usize],
+    producer: &HashMap<VarId, usize>,
+    member_outputs: &HashSet<VarId>,
+) -> Option<(usize, VarId)> {
+    let mut ext: Vec<VarId> = Vec::new();
+    let mut leaves = 0;
+    for &m in g {
+        for &v in &ops[m].inputs {
+            if !member_outputs.contains(&v) {
+                leaves += 1;
+                if !ext.contains(&v) {
+                    ext.push(v);
+                }
+            }
+        }
+    }
+    let (j, product) = ext.iter().find_map(|&v| {
+        let j = *producer.get(&v)?;
+        let op = &ops[j];
+        (op.op_type == "matmul"
+            && op.inputs.len() == 2
+            && op.outputs == [v]
+            && readers[v] == 1
+            && !vars[v].persistable
+            && vars[v].dtype == vars[op.inputs[0]].dtype)
+            .then_some((j, v))
+    })?;
+    let out = &vars[product].shape;
+    let fits_into = |s: &[i64]| {
+        s.len() <= out.len() && s.iter().rev().zip(out.iter().rev()).all(|(&d, &o)| d == 1 || (d == o && o >= 0))
+    };
+    let others = ext.iter().filter(|&&v| v != product);
+    if !others.clone().all(|&v| fits_into(&vars[v].shape))
+        || !crate::ops::matmul_epilogue::fits(g.len() + leaves, ext.len() - 1, out.len())
+    {
+        return None;
+    }
+    let mut members = vec![j];
+    members.extend(g);
+    (!overwritten_between(&members, ops)).then_some((j, product))
 }
 
 /// True when an op between a chain's first op and its root writes a value the chain reads

@@ -737,6 +737,49 @@ fn reduce_specs() -> Vec<Spec> {
     v
 }
 
+/// `matmul(x[0], x[1])` in float64, with the transposes of `m`.
+fn matmul_ref(x: &[Host], m: &AttrMap) -> Host {
+    let (tx, ty) = (attr_b(m, "transpose_x"), attr_b(m, "transpose_y"));
+    let (a, b) = (&x[0], &x[1]);
+    let (av, bv) = (a.shape.len() == 1, b.shape.len() == 1);
+    let a2: Vec<usize> = if av { vec![1, a.shape[0]] } else { a.shape.clone() };
+    let b2: Vec<usize> = if bv { vec![b.shape[0], 1] } else { b.shape.clone() };
+    let (tx, ty) = (tx && !av, ty && !bv);
+    let (ar, ac) = (a2[a2.len() - 2], a2[a2.len() - 1]);
+    let (br, bc) = (b2[b2.len() - 2], b2[b2.len() - 1]);
+    let (mm, k) = if tx { (ac, ar) } else { (ar, ac) };
+    let nn = if ty { br } else { bc };
+    let batch = refs::broadcast(&a2[..a2.len() - 2], &b2[..b2.len() - 2]);
+    let mut shape = batch.clone();
+    shape.extend([mm, nn]);
+    let mut v = vec![0.0; numel(&shape)];
+    for (o, out) in v.iter_mut().enumerate() {
+        let idx = unravel(o, &shape);
+        let (bi, i, j) = (&idx[..batch.len()], idx[batch.len()], idx[batch.len() + 1]);
+        let pick = |h: &[usize], bi: &[usize]| -> Vec<usize> {
+            let lead = bi.len() - (h.len() - 2);
+            h[..h.len() - 2].iter().enumerate().map(|(d, &s)| if s == 1 { 0 } else { bi[lead + d] }).collect()
+        };
+        let (ba, bb) = (pick(&a2, bi), pick(&b2, bi));
+        for kk in 0..k {
+            let (ai, aj) = if tx { (kk, i) } else { (i, kk) };
+            let (bi2, bj) = if ty { (j, kk) } else { (kk, j) };
+            let mut ia = ba.clone();
+            ia.extend([ai, aj]);
+            let mut ib = bb.clone();
+            ib.extend([bi2, bj]);
+            *out += a.v[ravel(&ia, &a2)] * b.v[ravel(&ib, &b2)];
+        }
+    }
+    if av {
+        shape.remove(shape.len() - 2);
+    }
+    if bv {
+        shape.pop();
+    }
+    Host { v, shape }
+}
+
 fn matmul_specs() -> Vec<Spec> {
     let samples = |rng: &mut Rng| {
         let cases: [(&[usize], &[usize], bool, bool); 9] = [
@@ -780,48 +823,47 @@ fn matmul_specs() -> Vec<Spec> {
         );
         out
     };
-    let reference = |x: &[Host], m: &AttrMap, _: DType| {
-        let (tx, ty) = (attr_b(m, "transpose_x"), attr_b(m, "transpose_y"));
-        let (a, b) = (&x[0], &x[1]);
-        let (av, bv) = (a.shape.len() == 1, b.shape.len() == 1);
-        let a2: Vec<usize> = if av { vec![1, a.shape[0]] } else { a.shape.clone() };
-        let b2: Vec<usize> = if bv { vec![b.shape[0], 1] } else { b.shape.clone() };
-        let (tx, ty) = (tx && !av, ty && !bv);
-        let (ar, ac) = (a2[a2.len() - 2], a2[a2.len() - 1]);
-        let (br, bc) = (b2[b2.len() - 2], b2[b2.len() - 1]);
-        let (mm, k) = if tx { (ac, ar) } else { (ar, ac) };
-        let nn = if ty { br } else { bc };
-        let batch = refs::broadcast(&a2[..a2.len() - 2], &b2[..b2.len() - 2]);
-        let mut shape = batch.clone();
-        shape.extend([mm, nn]);
-        let mut v = vec![0.0; numel(&shape)];
-        for (o, out) in v.iter_mut().enumerate() {
-            let idx = unravel(o, &shape);
-            let (bi, i, j) = (&idx[..batch.len()], idx[batch.len()], idx[batch.len() + 1]);
-            let pick = |h: &[usize], bi: &[usize]| -> Vec<usize> {
-                let lead = bi.len() - (h.len() - 2);
-                h[..h.len() - 2].iter().enumerate().map(|(d, &s)| if s == 1 { 0 } else { bi[lead + d] }).collect()
-            };
-            let (ba, bb) = (pick(&a2, bi), pick(&b2, bi));
-            for kk in 0..k {
-                let (ai, aj) = if tx { (kk, i) } else { (i, kk) };
-                let (bi2, bj) = if ty { (j, kk) } else { (kk, j) };
-                let mut ia = ba.clone();
-                ia.extend([ai, aj]);
-                let mut ib = bb.clone();
-                ib.extend([bi2, bj]);
-                *out += a.v[ravel(&ia, &a2)] * b.v[ravel(&ib, &b2)];
-            }
-        }
-        if av {
-            shape.remove(shape.len() - 2);
-        }
-        if bv {
-            shape.pop();
-        }
-        vec![Host { v, shape }]
+    let reference = |x: &[Host], m: &AttrMap, _: DType| vec![matmul_ref(x, m)];
+    vec![spec("matmul", floats(), samples, reference).tol(10.0).grad().second(), matmul_epilogue_spec()]
+}
+
+/// `matmul_epilogue`: the product followed by a bias add, relu and scale, against the
+/// float64 product and the chain rounded to the dtype after every op.
+fn matmul_epilogue_spec() -> Spec {
+    const PROGRAM: &str = "x0 x1 b.add u.relu:0.0:0.0 u.scale:0.5:1.0";
+    let samples = |rng: &mut Rng| {
+        // (x, y, bias shapes; transpose_x)
+        type Case<'a> = (&'a [usize], &'a [usize], &'a [usize], bool);
+        let cases: [Case; 5] = [
+            (&[3, 4], &[4, 5], &[5], false),
+            (&[4, 3], &[4, 5], &[1, 5], true),
+            (&[2, 3, 4], &[4, 2], &[3, 1], false),
+            (&[0, 3], &[3, 2], &[2], false),
+            (&[70, 9], &[9, 66], &[66], false),
+        ];
+        cases
+            .iter()
+            .map(|(a, b, c, tx)| {
+                let attrs = AttrMap::new()
+                    .with("transpose_x", *tx)
+                    .with("transpose_y", false)
+                    .with("program", PROGRAM.to_string());
+                let inputs = [a, b, c].iter().map(|s| data(vals(rng, numel(s), -2.0, 2.0, 0.0), s)).collect();
+                sample(format!("{a:?}·{b:?} + {c:?} tx={tx}"), inputs, attrs)
+            })
+            .collect()
     };
-    vec![spec("matmul", floats(), samples, reference).tol(10.0).grad().second()]
+    let reference = |x: &[Host], m: &AttrMap, d: DType| {
+        let r = |v: f64| refs::held_as(v, d);
+        let p = matmul_ref(x, m);
+        let p = Host { v: p.v.iter().map(|&v| r(v)).collect(), shape: p.shape };
+        vec![zip_n(&[&p, &x[2]], |v| {
+            let s = r(v[0] + v[1]);
+            let h = if s > 0.0 || s.is_nan() { s } else { 0.0 };
+            r(0.5 * h + 1.0)
+        })]
+    };
+    spec("matmul_epilogue", vec![F32, F64], samples, reference).tol(10.0)
 }
 
 // ---------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ pub use context::{
     GpuInfo, dispatch_count, empty_cache, gpu_count, gpu_info, init_gpu, memory_stats, reset_peak_memory, sync,
 };
 pub use pool::MemoryStats;
-pub(crate) use recorder::{Bind, grid};
+pub(crate) use recorder::{Bind, PARAMS_WORDS, grid};
 pub(crate) use shader::{Kernel, Variant};
 pub use shader::{all_shader_variants, kernel_files, shader_files};
 

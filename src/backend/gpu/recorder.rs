@@ -26,6 +26,8 @@ const SMALL_UPLOAD: usize = 1 << 18;
 /// The window of the arena a dispatch's params binding covers (at a dynamic offset): the
 /// longest params vector any kernel takes, with room to spare (128 words).
 pub(crate) const PARAMS_WINDOW: usize = 512;
+/// The params window in 32-bit words.
+pub(crate) const PARAMS_WORDS: usize = PARAMS_WINDOW / 4;
 /// Bind groups kept for reuse before the cache is dropped and refilled.
 const MAX_BIND_GROUPS: usize = 4096;
 /// The id of the index-error flag buffer in bind-group keys (see `next_buffer_id`).
