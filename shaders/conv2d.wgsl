@@ -12,12 +12,21 @@
 //
 // params: [0 n, 1 c, 2 h, 3 w, 4 oc, 5 oh, 6 ow, 7 kh, 8 kw, 9 sh, 10 sw, 11 pt, 12 pl,
 //          13 dh, 14 dw, 15 cin_g, 16 cout_g, 17 M, 18 NC, 19 K, 20 tiles_m, 21 k_chunk,
-//          22 splits, 23 has_bias, 24 z_base, 25 row_blocks, 26 col_blocks (direct only)]
+//          22 splits, 23 has_bias, 24 z_base, 25 row_blocks, 26 col_blocks (direct only)],
+//          an epilogue's from word 64.
+// fwd stores every value through `epilogue(value, index)`: the identity, or in a variant a
+// chain of elementwise ops fused after the convolution, its extra inputs bound after `dst`
+// (src/ops/fused.rs).
+#include "lib/int64.wgsl"
+#include "lib/math.wgsl"
+
 @group(0) @binding(0) var<storage, read> a_src: array<f32>;
 @group(0) @binding(1) var<storage, read> b_src: array<f32>;
 @group(0) @binding(2) var<storage, read> bias: array<f32>;
 @group(0) @binding(3) var<storage, read_write> dst: array<f32>;
-@group(0) @binding(4) var<storage, read> params: array<u32>;
+@group(0) @binding({{PARAMS}}) var<storage, read> params: array<u32>;
+
+{{EPILOGUE}}
 
 const RM: u32 = {{RM}}u;
 const BM: u32 = {{BM}}u;
@@ -97,7 +106,8 @@ fn fwd_store(m: u32, col: u32, grp: u32, split: u32, v: f32) {
     if (P[23] != 0u) {
         y = y + bias[oc];
     }
-    dst[((col / l) * P[4] + oc) * l + col % l] = y;
+    let i = ((col / l) * P[4] + oc) * l + col % l;
+    dst[i] = epilogue(y, i);
 }
 
 // ---- bwd_data: A = Wᵀ per group, B = dy through the transposed window, C = dx;

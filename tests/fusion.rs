@@ -192,6 +192,57 @@ fn matmul_epilogues_match_unfused_forward_and_backward() {
 }
 
 #[test]
+fn conv_epilogues_match_unfused_in_training() {
+    let _g = common::generator_lock();
+    let seed = common::run_seed();
+    for place in places() {
+        let build = || {
+            paddle::seed(seed);
+            let (main, startup) = (Program::new(), Program::new());
+            let loss = st::program_guard(&main, &startup, || {
+                let x = st::data("x", &[-1, 2, 6, 6], DType::Float32).unwrap();
+                let c1 = nn::Conv2D::new(2, 3, 3).unwrap();
+                let c2 = nn::Conv2D::new(3, 3, 3).unwrap();
+                let fc = nn::Linear::new(3 * 2 * 2, 2).unwrap();
+                // conv + bias + relu; conv + bias + scale + sigmoid
+                let h = c1.forward(&x).unwrap().relu().unwrap();
+                let h = c2.forward(&h).unwrap().scale(0.5, 0.0).unwrap().sigmoid().unwrap();
+                let out = fc.forward(&h.flatten(1, -1).unwrap()).unwrap();
+                let loss = out.square().unwrap().mean(&[], false).unwrap();
+                let mut params = c1.parameters();
+                params.extend(c2.parameters());
+                params.extend(fc.parameters());
+                SGD::new(0.2, params).minimize(&loss).unwrap();
+                loss
+            });
+            (main, startup, loss)
+        };
+        let run = |fusion: bool| -> (Vec<f64>, Vec<String>) {
+            let (main, startup, loss) = build();
+            let exe = Executor::with_scope(place, Scope::new());
+            exe.set_fusion(fusion);
+            exe.run(&startup, &[], &[] as &[&str]).unwrap();
+            let epilogues = programs_of(&exe, &main, "conv2d_epilogue");
+            let mut rng = common::Rng::new(seed ^ 13);
+            let mut losses = Vec::new();
+            for rows in [3usize, 2, 3] {
+                let x = common::tensor(&rng.vec(rows * 72, -1.0, 1.0), &[rows, 2, 6, 6], DType::Float32, Place::Cpu);
+                losses.extend(values(&exe.run(&main, &[("x", &x)], &[&loss]).unwrap()[0]));
+            }
+            (losses, epilogues)
+        };
+        let ((fused, epilogues), (plain, _)) = (run(true), run(false));
+        eprintln!("{place}: conv epilogues {epilogues:?}");
+        assert_eq!(epilogues.len(), 2, "{epilogues:?}");
+        assert!(epilogues.iter().any(|p| p.contains("u.relu")) && epilogues.iter().any(|p| p.contains("u.sigmoid")));
+        for p in &epilogues {
+            validate_source(p, &dygraph::ops::conv2d_epilogue_source(p).unwrap());
+        }
+        assert_close(&format!("losses on {place} (seed {seed})"), &fused, &plain, 1e-5);
+    }
+}
+
+#[test]
 fn bad_fused_programs_are_typed_errors() {
     let x = Tensor::from_vec(vec![1.0f32, 2.0], [2]).unwrap();
     for program in ["", "x0 b.add", "x0 u.nosuch", "x0 x1", "x0 u.relu x1", "q"] {

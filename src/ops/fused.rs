@@ -345,6 +345,79 @@ impl Chain {
     }
 }
 
+/// The epilogues a product kernel has run: interned bodies (with their extra-input
+/// count) for a template whose extra inputs bind from `first_binding`; entry `k − 1` is the
+/// kernel's epilogue number `k` (0 is the identity).
+pub(crate) struct EpilogueTable {
+    first_binding: usize,
+    entries: Mutex<Vec<(String, usize)>>,
+}
+
+impl EpilogueTable {
+    pub(crate) const fn new(first_binding: usize) -> Self {
+        EpilogueTable { first_binding, entries: Mutex::new(Vec::new()) }
+    }
+
+    /// The number of `chain`'s epilogue (≥ 1).
+    pub(crate) fn intern(&self, chain: &Chain) -> u32 {
+        let body = (chain.epilogue_wgsl(self.first_binding), chain.inputs - 1);
+        let mut e = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let i = e.iter().position(|x| *x == body).unwrap_or_else(|| {
+            e.push(body);
+            e.len() - 1
+        });
+        i as u32 + 1
+    }
+
+    /// Every epilogue number: two canonical chains (so the validation test sees the
+    /// template with extra bindings) and every one interned so far.
+    pub(crate) fn numbers(&self) -> Vec<u32> {
+        for program in ["x0 x1 b.add u.relu:0.0:0.0", "x0 u.scale:0.5:1.0 x1 b.multiply x2 b.add u.tanh:0.0:0.0"] {
+            if let Ok(c) = Chain::parse(program) {
+                self.intern(&c);
+            }
+        }
+        let n = self.entries.lock().unwrap_or_else(|e| e.into_inner()).len() as u32;
+        (0..=n).collect()
+    }
+
+    /// The template's substitutions for epilogue `number`: the params binding and the
+    /// epilogue's bindings and functions.
+    pub(crate) fn variant(&self, number: u32) -> crate::backend::gpu::Variant {
+        let (body, extras) = match number {
+            0 => ("fn epilogue(v: f32, i: u32) -> f32 {\n    return v;\n}".to_string(), 0),
+            k => {
+                self.entries.lock().unwrap_or_else(|e| e.into_inner()).get(k as usize - 1).cloned().unwrap_or_default()
+            }
+        };
+        vec![("PARAMS", (self.first_binding + extras).to_string()), ("EPILOGUE", body)]
+    }
+}
+
+/// An epilogue a product kernel applies to every value it stores: its number in the
+/// kernel's table, its extra inputs and its parameter words (placed at `EPILOGUE_BASE`).
+#[derive(Default)]
+pub(crate) struct Epilogue<'a> {
+    pub number: u32,
+    pub extras: Vec<&'a crate::backend::gpu::GpuBuffer>,
+    pub params: Vec<u32>,
+}
+
+impl Epilogue<'_> {
+    /// `params` (the product's own, shorter than `EPILOGUE_BASE`) with the epilogue's after.
+    pub(crate) fn append_params(&self, op: &'static str, params: &mut Vec<u32>) -> Result<()> {
+        if self.params.is_empty() {
+            return Ok(());
+        }
+        if params.len() > EPILOGUE_BASE {
+            return Err(Error::invalid(op, format!("{} parameter words leave no room for an epilogue", params.len())));
+        }
+        params.resize(EPILOGUE_BASE, 0);
+        params.extend(&self.params);
+        Ok(())
+    }
+}
+
 /// Interned kernel bodies: a variant key is a position here.
 static BODIES: Mutex<Vec<String>> = Mutex::new(Vec::new());
 

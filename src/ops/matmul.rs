@@ -8,7 +8,7 @@ use crate::backend::cpu::matmul::{MatView, batched_matmul};
 use std::sync::Arc;
 
 use crate::backend::gpu::{Bind, GpuBuffer, GpuContext, Kernel};
-use crate::ops::fused::EPILOGUE_BASE;
+use crate::ops::fused::Epilogue;
 use crate::ops::registry::apply::apply1;
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
 use crate::ops::registry::registry_entry;
@@ -145,15 +145,6 @@ impl Op for MatmulOp {
     }
 }
 
-/// An epilogue a product's kernel applies to every value it stores: the variant key, its
-/// extra inputs and its parameter words (placed at `fused::EPILOGUE_BASE`).
-#[derive(Default)]
-pub(crate) struct Epilogue<'a> {
-    pub key: u32,
-    pub extras: Vec<&'a GpuBuffer>,
-    pub params: Vec<u32>,
-}
-
 /// The product on the CPU.
 pub(crate) fn product_cpu(a: &CpuData, b: &CpuData, p: &MatmulPlan) -> Result<CpuData> {
     let batches: usize = p.batch.iter().product();
@@ -205,23 +196,14 @@ pub(crate) fn product_gpu(
         for s in &st {
             params.extend(s.iter().map(|&d| d as u32));
         }
-        if !epi.params.is_empty() {
-            if params.len() > EPILOGUE_BASE {
-                return Err(Error::invalid(
-                    "matmul",
-                    format!("{} batch dimensions leave no room for an epilogue", cs.len()),
-                ));
-            }
-            params.resize(EPILOGUE_BASE, 0);
-            params.extend(&epi.params);
-        }
+        epi.append_params("matmul", &mut params)?;
         let groups = [n.div_ceil(64).max(1) as u32, m.div_ceil(64).max(1) as u32, zn as u32];
         // Software adapters emulate workgroup barriers slowly: 4.8× faster there without
         // them (lavapipe, 64×256·256×256: 1.8 ms vs 8.5 ms).
         let entry = if ctx.is_software() { "direct" } else { "main" };
         let mut binds = vec![Bind::read(a), Bind::read(b), Bind::write(out)];
         binds.extend(epi.extras.iter().map(|x| Bind::read(x)));
-        ctx.dispatch(&MATMUL, epi.key, entry, &binds, &params, groups)?;
+        ctx.dispatch(&MATMUL, epi.number, entry, &binds, &params, groups)?;
         z0 += zn;
     }
     Ok(())

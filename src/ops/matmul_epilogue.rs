@@ -6,10 +6,8 @@
 //! extra inputs broadcast to the product's shape. On the CPU the product and the chain run
 //! one after the other, exactly as unfused.
 
-use std::sync::Mutex;
-
-use super::fused::{Chain, EPILOGUE_EXTRAS, EPILOGUE_NODES, EPILOGUE_RANK};
-use super::matmul::{Epilogue, MATMUL_OP, MatmulAttrs, MatmulPlan, product_cpu, product_gpu};
+use super::fused::{Chain, EPILOGUE_EXTRAS, EPILOGUE_NODES, EPILOGUE_RANK, Epilogue, EpilogueTable};
+use super::matmul::{MATMUL_OP, MatmulAttrs, MatmulPlan, product_cpu, product_gpu};
 use crate::backend::cpu::CpuData;
 use crate::backend::gpu::Variant;
 use crate::ops::registry::op::{CpuCall, GpuCall, Op};
@@ -42,45 +40,15 @@ pub(crate) struct EpiloguePlan {
     strides: Vec<Vec<isize>>,
 }
 
-/// Interned epilogue bodies with their extra-input count: variant key `k > 0` is entry `k − 1`.
-static EPILOGUES: Mutex<Vec<(String, usize)>> = Mutex::new(Vec::new());
+/// The epilogues `matmul.wgsl` has run (extra inputs bind after `a`, `b` and `c`).
+pub(crate) static EPILOGUES: EpilogueTable = EpilogueTable::new(3);
 
-fn intern(chain: &Chain) -> u32 {
-    let body = (chain.epilogue_wgsl(3), chain.inputs - 1);
-    let mut e = EPILOGUES.lock().unwrap_or_else(|e| e.into_inner());
-    let i = e.iter().position(|x| *x == body).unwrap_or_else(|| {
-        e.push(body);
-        e.len() - 1
-    });
-    i as u32 + 1
-}
-
-/// The plain product (key 0), one epilogue per canonical chain (so the validation test
-/// sees the template with extra bindings), and every epilogue interned so far.
 pub(crate) fn keys() -> Vec<u32> {
-    let mut keys = vec![0];
-    for program in ["x0 x1 b.add u.relu:0.0:0.0", "x0 u.scale:0.5:1.0 x1 b.multiply x2 b.add u.tanh:0.0:0.0"] {
-        if let Ok(c) = Chain::parse(program) {
-            keys.push(intern(&c));
-        }
-    }
-    let n = EPILOGUES.lock().unwrap_or_else(|e| e.into_inner()).len() as u32;
-    keys.extend(1..=n);
-    keys.sort_unstable();
-    keys.dedup();
-    keys
+    EPILOGUES.numbers()
 }
 
 pub(crate) fn variant(key: u32) -> Variant {
-    if key == 0 {
-        return vec![
-            ("PARAMS", "3".into()),
-            ("EPILOGUE", "fn epilogue(v: f32, i: u32) -> f32 {\n    return v;\n}".into()),
-        ];
-    }
-    let e = EPILOGUES.lock().unwrap_or_else(|e| e.into_inner());
-    let (body, extras) = e.get(key as usize - 1).cloned().unwrap_or_default();
-    vec![("PARAMS", (3 + extras).to_string()), ("EPILOGUE", body)]
+    EPILOGUES.variant(key)
 }
 
 /// True when a chain fits an epilogue: its nodes, extra inputs and output rank.
@@ -154,7 +122,7 @@ impl Op for MatmulEpilogueOp {
             return Err(Error::unsupported(OP, k.ins[0].dtype, "on the GPU (float32 only)"));
         }
         let epi = Epilogue {
-            key: intern(&p.chain),
+            number: EPILOGUES.intern(&p.chain),
             extras: (2..k.ins.len()).map(|j| k.x(j)).collect(),
             params: p.chain.epilogue_params(&p.shape, &p.strides)?,
         };
@@ -165,5 +133,5 @@ impl Op for MatmulEpilogueOp {
 /// The expanded WGSL of the kernel a `matmul_epilogue` op with this `program` attribute
 /// runs (for validation and tools).
 pub fn matmul_epilogue_source(program: &str) -> Result<String> {
-    super::matmul::MATMUL.source(intern(&Chain::parse(program)?))
+    super::matmul::MATMUL.source(EPILOGUES.intern(&Chain::parse(program)?))
 }

@@ -26,6 +26,7 @@ pub mod registry;
 
 pub use fused::fused_kernel_source;
 pub use matmul_epilogue::matmul_epilogue_source;
+pub use nn::conv_epilogue::conv2d_epilogue_source;
 pub use registry::{
     AttrField, AttrMap, AttrValue, Attrs, OpInfo, RegisteredOp, apply_elementwise, elementwise_ops, find_op, registry,
     run_op,

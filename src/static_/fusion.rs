@@ -8,9 +8,10 @@
 //! and optimizer ops were appended, so it fuses gradient chains too; the values it removes
 //! are listed, and a run fetching one of them runs the unfused program instead.
 //!
-//! A `matmul` whose product only such a chain (or a single fusable op) reads, with every
-//! other input of the chain broadcasting into the product's shape (a bias, a scale), joins
-//! it as a `matmul_epilogue` op: the chain runs in the product kernel's store.
+//! A `matmul` or `conv2d` whose output only such a chain (or a single fusable op) reads,
+//! with every other input of the chain broadcasting into that output's shape (a bias, a
+//! scale), joins it as a `matmul_epilogue` / `conv2d_epilogue` op: the chain runs in the
+//! product kernel's store.
 
 use std::collections::{HashMap, HashSet};
 
@@ -109,15 +110,12 @@ pub(super) fn fuse(ops: &[OpDesc], vars: &[VarDesc]) -> Vec<Fused> {
         if let Some((j, product)) = epilogue_product(&g, ops, vars, &readers, &producer, &member_outputs) {
             let mut inputs = vec![product];
             let program = postfix(root, ops, &tokens, &member_outputs, &producer, &mut inputs);
-            let flag = |name: &str| ops[j].attrs.get(name).and_then(bool::from_attr).unwrap_or(false);
-            let mut attrs = AttrMap::new();
-            attrs.set("transpose_x", AttrValue::Bool(flag("transpose_x")));
-            attrs.set("transpose_y", AttrValue::Bool(flag("transpose_y")));
+            let mut attrs = ops[j].attrs.clone();
             attrs.set("program", AttrValue::Str(program));
             let mut desc_inputs = ops[j].inputs.clone();
             desc_inputs.extend(&inputs[1..]);
             let desc = OpDesc {
-                op_type: "matmul_epilogue".into(),
+                op_type: format!("{}_epilogue", ops[j].op_type),
                 inputs: desc_inputs,
                 outputs: ops[root].outputs.clone(),
                 attrs,
@@ -149,11 +147,11 @@ pub(super) fn fuse(ops: &[OpDesc], vars: &[VarDesc]) -> Vec<Fused> {
     fused
 }
 
-/// The `matmul` (its index and product) a chain `g` can take as its epilogue's producer:
-/// the product is read by the chain only, once, is not persistable, and every other input
-/// of the chain broadcasts into it whatever the batch size (each dimension 1 or a known
-/// size equal to the product's); the chain fits an epilogue and nothing between the
-/// `matmul` and the chain's root writes what they read.
+/// The `matmul` or `conv2d` (its index and output) a chain `g` can take as its epilogue's
+/// producer: the output is read by the chain only, once, is not persistable, and every
+/// other input of the chain broadcasts into it whatever the batch size (each dimension 1 or
+/// a known size equal to the output's); the chain fits an epilogue and nothing between the
+/// producer and the chain's root writes what they read.
 fn epilogue_product(
     g: &[usize],
     ops: &[OpDesc],
@@ -177,8 +175,12 @@ fn epilogue_product(
     let (j, product) = ext.iter().find_map(|&v| {
         let j = *producer.get(&v)?;
         let op = &ops[j];
-        (op.op_type == "matmul"
-            && op.inputs.len() == 2
+        let product = match op.op_type.as_str() {
+            "matmul" => op.inputs.len() == 2,
+            "conv2d" => (2..=3).contains(&op.inputs.len()),
+            _ => false,
+        };
+        (product
             && op.outputs == [v]
             && readers[v] == 1
             && !vars[v].persistable

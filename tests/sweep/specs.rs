@@ -1926,7 +1926,80 @@ fn conv_specs() -> Vec<Spec> {
         product("conv2d_product"),
         product("conv2d_grad_input"),
         product("conv2d_grad_weight"),
+        conv_epilogue_spec(),
     ]
+}
+
+/// `conv2d_epilogue`: the convolution (bias optional) followed by a chain — relu; a residual
+/// add and relu; a per-channel scale and tanh — against the float64 convolution and the
+/// chain rounded to the dtype after every op.
+fn conv_epilogue_spec() -> Spec {
+    // (label, x, w, bias, extra input's shape, program)
+    type Case = (&'static str, [usize; 4], [usize; 4], bool, Option<Vec<usize>>, &'static str);
+    let samples = |rng: &mut Rng| {
+        let cases: Vec<Case> = vec![
+            ("bias, relu", [2, 3, 6, 5], [4, 3, 3, 3], true, None, "x0 u.relu:0.0:0.0"),
+            (
+                "bias, residual add, relu",
+                [1, 2, 5, 5],
+                [3, 2, 3, 3],
+                true,
+                Some(vec![1, 3, 3, 3]),
+                "x0 x1 b.add u.relu:0.0:0.0",
+            ),
+            (
+                "channel scale, tanh",
+                [2, 2, 4, 6],
+                [5, 2, 1, 3],
+                false,
+                Some(vec![5, 1, 1]),
+                "x0 x1 b.multiply u.tanh:0.0:0.0",
+            ),
+            ("empty batch", [0, 2, 4, 4], [3, 2, 3, 3], true, None, "x0 u.relu:0.0:0.0"),
+        ];
+        cases
+            .into_iter()
+            .map(|(label, xs, ws, bias, extra, program)| {
+                let mut inputs = vec![
+                    data(vals(rng, numel(&xs), -1.0, 1.0, 0.0), &xs),
+                    data(vals(rng, numel(&ws), -1.0, 1.0, 0.0), &ws),
+                ];
+                if bias {
+                    inputs.push(data(vals(rng, ws[0], -1.0, 1.0, 0.0), &[ws[0]]));
+                }
+                if let Some(e) = extra {
+                    inputs.push(data(vals(rng, numel(&e), -1.0, 1.0, 0.0), &e));
+                }
+                let attrs = conv_options([1, 1], pads([0; 4]), [1, 1], 1).with("program", program.to_string());
+                sample(label, inputs, attrs)
+            })
+            .collect()
+    };
+    let reference = |x: &[Host], m: &AttrMap, d: DType| {
+        let r = |v: f64| refs::held_as(v, d);
+        let program = match m.get("program") {
+            Some(AttrValue::Str(s)) => s.clone(),
+            _ => String::new(),
+        };
+        let extras = usize::from(program.contains("x1"));
+        let bias = x.len() == 3 + extras;
+        let c = conv_geometry(&x[0].shape, &x[1].shape, m);
+        let mut y = c.forward(&x[0], &x[1]);
+        if bias {
+            let plane = c.oh * c.ow;
+            for (i, v) in y.v.iter_mut().enumerate() {
+                *v += x[2].v[(i / plane) % c.oc];
+            }
+        }
+        let y = Host { v: y.v.iter().map(|&v| r(v)).collect(), shape: y.shape };
+        let relu = |s: f64| if s > 0.0 || s.is_nan() { s } else { 0.0 };
+        vec![match program.as_str() {
+            "x0 u.relu:0.0:0.0" => Host { v: y.v.iter().map(|&v| relu(v)).collect(), shape: y.shape.clone() },
+            "x0 x1 b.add u.relu:0.0:0.0" => zip_n(&[&y, &x[x.len() - 1]], |v| relu(r(v[0] + v[1]))),
+            _ => zip_n(&[&y, &x[x.len() - 1]], |v| r(r(v[0] * v[1]).tanh())),
+        }]
+    };
+    spec("conv2d_epilogue", vec![F32, F64], samples, reference).tol(20.0)
 }
 
 /// Pooling geometry worked out here: `(out, [pt, pb, pl, pr], kernel, stride)` for a window op.

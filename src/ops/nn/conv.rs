@@ -19,6 +19,7 @@ use crate::backend::cpu::CpuData;
 use crate::backend::cpu::conv::{self as cpu, ConvGeom};
 use crate::backend::cpu::float_kernel;
 use crate::backend::gpu::{Bind, GpuBuffer, GpuContext, Kernel, Variant, grid};
+use crate::ops::fused::Epilogue;
 use crate::ops::registry::apply::apply1;
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
 use crate::ops::registry::{op_header, registry_entry};
@@ -27,6 +28,7 @@ use crate::{DType, Error, Result, Scalar, Tensor};
 
 use super::window::{Padding, Pair, check_nchw, check_positive};
 
+/// Variant keys: `mode·8 + rm`, plus 32 × the number of an epilogue (forward only).
 pub(crate) static CONV2D: Kernel = Kernel {
     file: "conv2d.wgsl",
     keys: || {
@@ -36,9 +38,17 @@ pub(crate) static CONV2D: Kernel = Kernel {
                 v.push(conv_key(mode, rm));
             }
         }
+        for number in super::conv_epilogue::EPILOGUES.numbers().into_iter().skip(1) {
+            v.extend([1, 2, 4].map(|rm| conv_key(Mode::Fwd, rm) + 32 * number));
+        }
         v
     },
-    variant: |key| variant([Mode::Fwd, Mode::BwdData, Mode::BwdFilter][(key / 8) as usize % 3], key % 8),
+    variant: |key| {
+        let base = key % 32;
+        let mut v = variant([Mode::Fwd, Mode::BwdData, Mode::BwdFilter][(base / 8) as usize % 3], base % 8);
+        v.extend(super::conv_epilogue::EPILOGUES.variant(key / 32));
+        v
+    },
 };
 
 fn conv_key(mode: Mode, rm: u32) -> u32 {
@@ -117,18 +127,12 @@ impl Op for Conv2dOp {
 
     fn cpu(&self, k: &mut CpuCall<'_>, _: &Conv2dOptions, g: &ConvGeom) -> Result<Vec<CpuData>> {
         let bias = (k.ins.len() == 3).then(|| k.x(2));
-        Ok(vec![float_kernel!(OP; x = k.x(0), w = k.x(1) => {
-            let b = match bias {
-                Some(b) => Some(crate::backend::cpu::typed_ref(b)?.as_slice()),
-                None => None,
-            };
-            cpu::conv2d_forward(x, w, b, g)
-        })?])
+        Ok(vec![forward_cpu(k.x(0), k.x(1), bias, g)?])
     }
 
     fn gpu(&self, k: &GpuCall<'_>, _: &Conv2dOptions, g: &ConvGeom) -> Result<()> {
         let bias = (k.ins.len() == 3).then(|| k.x(2));
-        gpu_conv(Mode::Fwd, k.ctx, k.x(1), k.x(0), bias, g, k.y(0))
+        gpu_conv(Mode::Fwd, k.ctx, k.x(1), k.x(0), bias, g, k.y(0), Epilogue::default())
     }
 
     fn differentiable(&self) -> bool {
@@ -207,7 +211,7 @@ impl Op for ConvProductOp {
     }
 
     fn gpu(&self, k: &GpuCall<'_>, _: &ConvGeom, g: &ConvGeom) -> Result<()> {
-        gpu_conv(self.mode, k.ctx, k.x(1), k.x(0), None, g, k.y(0))
+        gpu_conv(self.mode, k.ctx, k.x(1), k.x(0), None, g, k.y(0), Epilogue::default())
     }
 
     fn differentiable(&self) -> bool {
@@ -231,6 +235,30 @@ impl Op for ConvProductOp {
             }
         })
     }
+}
+
+/// The convolution's output `F(x, w) + b` on the CPU.
+pub(crate) fn forward_cpu(x: &CpuData, w: &CpuData, bias: Option<&CpuData>, g: &ConvGeom) -> Result<CpuData> {
+    float_kernel!(OP; x = x, w = w => {
+        let b = match bias {
+            Some(b) => Some(crate::backend::cpu::typed_ref(b)?.as_slice()),
+            None => None,
+        };
+        cpu::conv2d_forward(x, w, b, g)
+    })
+}
+
+/// The forward product on the GPU into `out`, through `epi`.
+pub(crate) fn forward_gpu(
+    ctx: &std::sync::Arc<GpuContext>,
+    x: &GpuBuffer,
+    w: &GpuBuffer,
+    bias: Option<&GpuBuffer>,
+    g: &ConvGeom,
+    out: &GpuBuffer,
+    epi: Epilogue<'_>,
+) -> Result<()> {
+    gpu_conv(Mode::Fwd, ctx, w, x, bias, g, out, epi)
 }
 
 // The products are called with the batch left to the operands (`n = 0`).
@@ -392,6 +420,7 @@ const BK: usize = 16;
 
 /// Runs one product on the GPU into `out`. `a` is the GEMM's left operand (weight, or `dy`
 /// for the filter gradient) and `b` the image-side one (`x`, or `dy` for the input gradient).
+#[allow(clippy::too_many_arguments)]
 fn gpu_conv(
     mode: Mode,
     ctx: &std::sync::Arc<GpuContext>,
@@ -400,6 +429,7 @@ fn gpu_conv(
     bias: Option<&GpuBuffer>,
     g: &ConvGeom,
     out: &GpuBuffer,
+    epi: Epilogue<'_>,
 ) -> Result<()> {
     let (khw, l) = (g.kh * g.kw, g.out_hw());
     let (m, ncols, k, shape) = match mode {
@@ -447,13 +477,16 @@ fn gpu_conv(
     .iter()
     .map(|&v| v as u32)
     .collect();
+    epi.append_params(OP, &mut params)?;
+    let key = conv_key(mode, rm as u32) + 32 * epi.number;
     let mut z0 = 0;
     while z0 < total_z {
         let zn = (total_z - z0).min(max_z);
         params[24] = z0 as u32;
         let bias = bias.map_or_else(|| Bind::unused(ctx), Bind::read);
-        let binds = [Bind::read(a), Bind::read(b), bias, Bind::write(dst)];
-        ctx.dispatch(&CONV2D, conv_key(mode, rm as u32), entry, &binds, &params, [gx, gy, zn as u32])?;
+        let mut binds = vec![Bind::read(a), Bind::read(b), bias, Bind::write(dst)];
+        binds.extend(epi.extras.iter().map(|x| Bind::read(x)));
+        ctx.dispatch(&CONV2D, key, entry, &binds, &params, [gx, gy, zn as u32])?;
         z0 += zn;
     }
     match &partial {

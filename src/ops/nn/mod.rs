@@ -1,6 +1,7 @@
 //! Neural-network kernels: convolution, pooling, softmax, normalisation, dropout.
 
 pub(crate) mod conv;
+pub(crate) mod conv_epilogue;
 pub(crate) mod dropout;
 pub(crate) mod norm;
 pub(crate) mod pool;
