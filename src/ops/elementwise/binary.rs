@@ -1,7 +1,9 @@
 //! Binary elementwise ops with numpy broadcasting: arithmetic, comparisons and logic. Each
 //! table row is one registry entry.
 
-use super::{GpuExprs, TableRow, family_dtypes, row_fields, table_keys, table_variant};
+use super::{
+    GpuExprs, TableRow, family_dtypes, row_fields, table_keys, table_variant, vec4_keys, vec4_row, vec4_variant,
+};
 use crate::backend::cpu::CpuData;
 use crate::backend::cpu::elementwise::{RunFn, zip_run, zip_strided, zip_strided_runs};
 use crate::backend::gpu::{Bind, Kernel, Variant, WORKGROUP};
@@ -78,6 +80,11 @@ impl TableRow for BinaryDef {
 
 pub(crate) static BINARY: Kernel =
     Kernel { file: "binary.wgsl", keys: || table_keys(BINARY_OPS), variant: |key| table_variant(BINARY_OPS, key) };
+
+/// Float32 rows over vec4s (same-shape operands, element counts that are multiples of 4),
+/// keyed by row id.
+pub(crate) static BINARY_VEC4: Kernel =
+    Kernel { file: "binary_vec4.wgsl", keys: || vec4_keys(BINARY_OPS), variant: |key| vec4_variant(BINARY_OPS, key) };
 
 fn cpu_binary(
     def: &BinaryDef,
@@ -174,6 +181,10 @@ impl Op for BinaryDef {
         if cs.len() <= 1 {
             if cs.is_empty() {
                 params.extend([1, 0, 0]);
+            }
+            if dtype == DType::Float32 && vec4_row(self) && n.is_multiple_of(4) && params[3] == 1 && params[4] == 1 {
+                let groups = (n / 4) as u64;
+                return k.ctx.dispatch(&BINARY_VEC4, self.id, "main", &binds, &[groups as u32], groups);
             }
             k.ctx.dispatch(&BINARY, self.key(dtype), "flat", &binds, &params, n as u64)
         } else if rows {

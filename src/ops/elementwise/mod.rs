@@ -133,6 +133,22 @@ fn table_variant<R: TableRow>(rows: &[&R], key: u32) -> Variant {
     rows[(key / 8) as usize].variant(DType::from_code(key % 8))
 }
 
+/// Variant keys of a vec4 kernel: the ids of the rows with a float32 expression returning
+/// float32.
+fn vec4_keys<R: TableRow>(rows: &[&R]) -> Vec<u32> {
+    rows.iter().filter(|r| vec4_row(**r)).map(|r| r.id()).collect()
+}
+
+/// The substitution of a vec4 kernel's variant `key` (a row id).
+fn vec4_variant<R: TableRow>(rows: &[&R], key: u32) -> Variant {
+    vec![("EXPR", rows[key as usize].gpu_expr(DType::Float32).unwrap_or_default().into())]
+}
+
+/// True when a row has a vec4 variant.
+fn vec4_row<R: TableRow>(r: &R) -> bool {
+    r.gpu_expr(DType::Float32).is_some() && r.out_dtype(DType::Float32) == DType::Float32
+}
+
 /// Pads an op's parameter list to the two slots the kernels have.
 pub(crate) fn pad2(p: &[f64]) -> [f64; 2] {
     [p.first().copied().unwrap_or(0.0), p.get(1).copied().unwrap_or(0.0)]

@@ -1,6 +1,8 @@
 //! Unary elementwise ops: the table (one row per op) and the registry entry every row is.
 
-use super::{GpuExprs, TableRow, family_dtypes, pad2, row_fields, table_keys, table_variant};
+use super::{
+    GpuExprs, TableRow, family_dtypes, pad2, row_fields, table_keys, table_variant, vec4_keys, vec4_row, vec4_variant,
+};
 use crate::backend::cpu::CpuData;
 use crate::backend::cpu::elementwise::{PAR_MIN, par_map};
 use crate::backend::cpu::par_chunks_mut;
@@ -60,6 +62,10 @@ impl TableRow for UnaryDef {
 
 pub(crate) static UNARY: Kernel =
     Kernel { file: "unary.wgsl", keys: || table_keys(UNARY_OPS), variant: |key| table_variant(UNARY_OPS, key) };
+
+/// Float32 rows over vec4s (element counts that are multiples of 4), keyed by row id.
+pub(crate) static UNARY_VEC4: Kernel =
+    Kernel { file: "unary_vec4.wgsl", keys: || vec4_keys(UNARY_OPS), variant: |key| vec4_variant(UNARY_OPS, key) };
 
 fn cpu_unary(def: &UnaryDef, data: &CpuData, p: [f64; 2]) -> Option<CpuData> {
     let (p0, p1) = (p[0], p[1]);
@@ -131,6 +137,11 @@ impl Op for UnaryDef {
             return Err(self.unsupported(dtype));
         }
         let n = k.outs[0].numel();
+        if dtype == DType::Float32 && vec4_row(self) && n.is_multiple_of(4) {
+            let params = [(n / 4) as u32, (p[0] as f32).to_bits(), (p[1] as f32).to_bits()];
+            let binds = [Bind::read(k.x(0)), Bind::write(k.y(0))];
+            return k.ctx.dispatch(&UNARY_VEC4, self.id, "main", &binds, &params, (n / 4) as u64);
+        }
         let mut params = vec![n as u32];
         for &v in p {
             params.extend(wgsl::scalar_words(dtype, v.into()));
