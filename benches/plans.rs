@@ -3,7 +3,9 @@
 //! kernel dispatch (what a plan removes; recording and submitting included, the device
 //! waits excluded), dispatches per step, and the device memory a step
 //! needs above the parameters (`cargo bench --bench plans`; `-- --quick` for fewer steps).
+//! The CPU modes run interleaved, one step of each per round.
 
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use dygraph::nn::{Forward, Layer};
@@ -89,12 +91,16 @@ fn measure(place: Place, mode: &'static str, warm: usize, steps: usize, f: &mut 
     }
 }
 
-fn eager(place: Place, warm: usize, steps: usize) -> Row {
+/// One measured step.
+type Step = Box<dyn FnMut()>;
+
+/// An eager training step on `place`.
+fn eager_step(place: Place) -> Step {
     paddle::seed(1);
     let (x, y) = batch(place);
     let net = paddle::guard(place, MnistNet::new).unwrap();
     let mut opt = Adam::new(1e-3, net.parameters());
-    measure(place, "eager", warm, steps, &mut || {
+    Box::new(move || {
         let loss = mnist_loss(&net.forward(&x).unwrap(), &y).unwrap();
         loss.backward().unwrap();
         opt.step().unwrap();
@@ -102,7 +108,8 @@ fn eager(place: Place, warm: usize, steps: usize) -> Row {
     })
 }
 
-fn static_(place: Place, plans: bool, warm: usize, steps: usize) -> (Row, Option<st::PlanInfo>) {
+/// The same step as a static program on `place`, with its executor (plans on or off).
+fn static_step(place: Place, plans: bool) -> (Step, Rc<Executor>) {
     paddle::seed(1);
     let (main, startup) = (Program::new(), Program::new());
     let loss = st::program_guard(&main, &startup, || {
@@ -113,17 +120,48 @@ fn static_(place: Place, plans: bool, warm: usize, steps: usize) -> (Row, Option
         Adam::new(1e-3, net.parameters()).minimize(&loss).unwrap();
         loss
     });
-    let exe = Executor::with_scope(place, Scope::new());
+    let exe = Rc::new(Executor::with_scope(place, Scope::new()));
     exe.set_plans(plans);
     exe.run(&startup, &[], &[] as &[&str]).unwrap();
     let (x, y) = batch(place);
-    let mode = if plans { "static, plan" } else { "static, interpreted" };
-    let row = measure(place, mode, warm, steps, &mut || {
-        exe.run(&main, &[("pixel", &x), ("label", &y)], &[&loss]).unwrap();
+    let e = exe.clone();
+    let step = Box::new(move || {
+        e.run(&main, &[("pixel", &x), ("label", &y)], &[&loss]).unwrap();
     });
-    let info = exe.last_plan();
-    let row = Row { step_bytes: row.step_bytes.map(|b| b + info.as_ref().map_or(0, |i| i.buffer_bytes)), ..row };
-    (row, info)
+    (step, exe)
+}
+
+/// The CPU modes measured step by step in turn (one step of each per round), so the drift
+/// of a shared machine falls on every mode alike: wall and host CPU time per step.
+fn interleaved(modes: Vec<(&'static str, Step)>, warm: usize, steps: usize) -> Vec<Row> {
+    let mut modes = modes;
+    for (_, f) in modes.iter_mut() {
+        for _ in 0..warm {
+            f();
+        }
+    }
+    let mut wall = vec![Duration::ZERO; modes.len()];
+    let mut host = vec![Duration::ZERO; modes.len()];
+    for _ in 0..steps {
+        for (i, (_, f)) in modes.iter_mut().enumerate() {
+            let (t, c) = (Instant::now(), thread_cpu());
+            f();
+            host[i] += thread_cpu() - c;
+            wall[i] += t.elapsed();
+        }
+    }
+    let per = |d: Duration| d.as_secs_f64() * 1e3 / steps as f64;
+    modes
+        .iter()
+        .enumerate()
+        .map(|(i, (mode, _))| Row {
+            mode,
+            wall_ms: per(wall[i]),
+            host_ms: per(host[i]),
+            dispatches: None,
+            step_bytes: None,
+        })
+        .collect()
 }
 
 /// The host cost per dispatch of wgpu itself on the first adapter, with no framework code:
@@ -219,16 +257,28 @@ fn main() {
             (_, true, _) => (3, 10),
             _ => (10, 60),
         };
-        let e = eager(place, warm, steps);
-        let (i, _) = static_(place, false, warm, steps);
-        let mut rows = vec![e, i];
-        if let Place::Gpu(_) = place {
-            let (p, info) = static_(place, true, warm, steps);
-            if let Some(info) = info {
-                println!("<!-- plan: {info:?} -->");
+        let rows = match place {
+            Place::Gpu(_) => {
+                let mut rows = vec![measure(place, "eager", warm, steps, &mut eager_step(place))];
+                for (mode, plans) in [("static, interpreted", false), ("static, plan", true)] {
+                    let (mut step, exe) = static_step(place, plans);
+                    let row = measure(place, mode, warm, steps, &mut step);
+                    let info = exe.last_plan();
+                    if let Some(info) = &info {
+                        println!("<!-- plan: {info:?} -->");
+                    }
+                    // The plan's own buffers and arena are held between steps.
+                    let held = info.as_ref().map_or(0, |i| i.buffer_bytes);
+                    rows.push(Row { step_bytes: row.step_bytes.map(|b| b + held), ..row });
+                }
+                rows
             }
-            rows.push(p);
-        }
+            _ => interleaved(
+                vec![("eager", eager_step(place)), ("static, interpreted", static_step(place, false).0)],
+                warm,
+                steps,
+            ),
+        };
         let eager_ms = rows[0].wall_ms;
         for r in &rows {
             let per = r.dispatches.map_or("–".into(), |d| format!("{:.2}", r.host_ms * 1e3 / d));

@@ -2,13 +2,19 @@
 // `rows` (inner == 1): one workgroup per (row, chunk of R), tree reduction in workgroup
 // memory; with several chunks it writes partial results that a second pass combines.
 // `strided`: one invocation per output, looping over R (inner > 1 or short rows).
-// params: [outer, R, inner, chunks, chunk_len, scale (f32 bits, used by mean)]
+// Elements are read through `load(i)`: `src[i]`, or in a float32 variant a chain of
+// elementwise ops fused before the reduction over inputs of src's shape, bound after `dst`
+// (src/ops/fused.rs).
+// params: [outer, R, inner, chunks, chunk_len, scale (f32 bits, used by mean)], a
+// prologue's from word 64
 #include "lib/int64.wgsl"
 #include "lib/math.wgsl"
 
 @group(0) @binding(0) var<storage, read> src: array<{{S}}>;
 @group(0) @binding(1) var<storage, read_write> dst: array<{{S}}>;
-@group(0) @binding(2) var<storage, read> params: array<u32>;
+@group(0) @binding({{PARAMS}}) var<storage, read> params: array<u32>;
+
+{{LOAD}}
 
 var<workgroup> partial: array<{{T}}, {{WG}}>;
 
@@ -40,7 +46,7 @@ fn rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     var acc = identity();
     if (in_range) {
         for (var r = start + lid; r < end; r = r + {{WG}}u) {
-            acc = combine(acc, src[o * len + r]);
+            acc = combine(acc, load(o * len + r));
         }
     }
     partial[lid] = acc;
@@ -69,7 +75,7 @@ fn strided(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroup
     let i = idx % inner;
     var acc = identity();
     for (var r = 0u; r < len; r = r + 1u) {
-        acc = combine(acc, src[(o * len + r) * inner + i]);
+        acc = combine(acc, load((o * len + r) * inner + i));
     }
     dst[idx] = finalize(acc);
 }

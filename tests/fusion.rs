@@ -243,6 +243,46 @@ fn conv_epilogues_match_unfused_in_training() {
 }
 
 #[test]
+fn reduction_prologues_match_unfused() {
+    let seed = common::run_seed();
+    let mut rng = common::Rng::new(seed);
+    for place in places() {
+        let (main, startup) = (Program::new(), Program::new());
+        let (mse, dot, peak) = st::program_guard(&main, &startup, || {
+            let a = st::data("a", &[-1, 6], DType::Float32).unwrap();
+            let b = st::data("b", &[-1, 6], DType::Float32).unwrap();
+            let mse = a.sub(&b).unwrap().square().unwrap().mean(&[], false).unwrap();
+            let dot = a.mul(&b).unwrap().scale(2.0, 0.0).unwrap().sum(&[1], true).unwrap();
+            let peak = a.abs().unwrap().max(&[0], false).unwrap();
+            (mse, dot, peak)
+        });
+        let fused = Executor::with_scope(place, Scope::new());
+        let plain = Executor::with_scope(place, Scope::new());
+        plain.set_fusion(false);
+        let programs = programs_of(&fused, &main, "reduce_prologue");
+        eprintln!("{place}: prologues {programs:?}");
+        assert_eq!(programs.len(), 3, "{programs:?}");
+        for p in &programs {
+            validate_source(p, &dygraph::ops::reduce_prologue_source(p).unwrap());
+        }
+        // Equal batches take the prologue kernels; a batch of 1 against 3 broadcasts, which
+        // the op computes through a temporary; 5000 rows reduce in several chunks.
+        for (ra, rb) in [(3usize, 3usize), (1, 3), (5000, 5000)] {
+            let a = common::tensor(&rng.vec(ra * 6, -2.0, 2.0), &[ra, 6], DType::Float32, Place::Cpu);
+            let b = common::tensor(&rng.vec(rb * 6, -2.0, 2.0), &[rb, 6], DType::Float32, Place::Cpu);
+            let feed = [("a", &a), ("b", &b)];
+            let fetch = [&mse, &dot, &peak];
+            let x = fused.run(&main, &feed, &fetch).unwrap_or_else(|e| panic!("{place} {ra}×{rb}: {e}"));
+            let y = plain.run(&main, &feed, &fetch).unwrap();
+            for (i, (p, q)) in x.iter().zip(&y).enumerate() {
+                let what = format!("output {i} on {place}, batches {ra} and {rb} (seed {seed})");
+                assert_close(&what, &values(p), &values(q), 1e-5);
+            }
+        }
+    }
+}
+
+#[test]
 fn bad_fused_programs_are_typed_errors() {
     let x = Tensor::from_vec(vec![1.0f32, 2.0], [2]).unwrap();
     for program in ["", "x0 b.add", "x0 u.nosuch", "x0 x1", "x0 u.relu x1", "q"] {

@@ -12,7 +12,9 @@ use std::sync::Mutex;
 use crate::backend::cpu::CpuData;
 use crate::backend::cpu::elementwise::PAR_MIN;
 use crate::backend::cpu::par_chunks_mut;
-use crate::backend::gpu::{Bind, Kernel};
+use std::sync::Arc;
+
+use crate::backend::gpu::{Bind, GpuBuffer, GpuContext, Kernel};
 use crate::ops::elementwise::binary::BinaryDef;
 use crate::ops::elementwise::unary::UnaryDef;
 use crate::ops::elementwise::{BINARY_OPS, UNARY_OPS};
@@ -256,6 +258,49 @@ impl Chain {
         s
     }
 
+    /// The WGSL of a reduction prologue computing this chain for element `i` of inputs of one
+    /// shape: input 0 is the reduction's `src`, inputs 1.. are read from bindings
+    /// `first_binding..` (`fn load(i: u32) -> f32`). Its parameters start at word
+    /// `EPILOGUE_BASE`: two f32 words per node.
+    pub(crate) fn prologue_wgsl(&self, first_binding: usize) -> String {
+        let mut s = String::new();
+        for j in 1..self.inputs {
+            s += &format!("@group(0) @binding({}) var<storage, read> x{j}: array<f32>;\n", first_binding + j - 1);
+        }
+        let mut eval = String::new();
+        for (i, n) in self.nodes.iter().enumerate() {
+            match n {
+                Node::Unary(d, _, a) => {
+                    s += &format!("fn pr{i}(x: f32, p0: f32, p1: f32) -> f32 {{\n    return {};\n}}\n\n", d.gpu.f32);
+                    eval += &format!(
+                        "    let v{i} = pr{i}(v{a}, bitcast<f32>(params[{}u]), bitcast<f32>(params[{}u]));\n",
+                        EPILOGUE_BASE + 2 * i,
+                        EPILOGUE_BASE + 2 * i + 1
+                    );
+                }
+                Node::Binary(d, a, b) => {
+                    s += &format!("fn pr{i}(a: f32, b: f32) -> f32 {{\n    return {};\n}}\n\n", d.gpu.f32);
+                    eval += &format!("    let v{i} = pr{i}(v{a}, v{b});\n");
+                }
+                Node::Input(0) => eval += &format!("    let v{i} = src[i];\n"),
+                Node::Input(j) => eval += &format!("    let v{i} = x{j}[i];\n"),
+            }
+        }
+        s += &format!("fn load(i: u32) -> f32 {{\n{eval}    return v{};\n}}\n", self.nodes.len() - 1);
+        s
+    }
+
+    /// A prologue's parameter words (placed at `EPILOGUE_BASE`): two per node.
+    pub(crate) fn prologue_params(&self) -> Vec<u32> {
+        self.nodes
+            .iter()
+            .flat_map(|node| {
+                let q = if let Node::Unary(_, q, _) = node { *q } else { [0.0; 2] };
+                [(q[0] as f32).to_bits(), (q[1] as f32).to_bits()]
+            })
+            .collect()
+    }
+
     /// The epilogue's parameter words (placed at `EPILOGUE_BASE`) for an output of `shape`
     /// and each extra input's `strides` into it.
     pub(crate) fn epilogue_params(&self, shape: &[usize], strides: &[Vec<isize>]) -> Result<Vec<u32>> {
@@ -311,6 +356,9 @@ impl Chain {
         };
         let mut out = vec![0f64; n];
         let (shape, strides) = collapse(shape, strides);
+        if n == 0 {
+            return Ok(if f32s { CpuData::F32(Vec::new()) } else { CpuData::F64(Vec::new()) });
+        }
         par_chunks_mut(&mut out, PAR_MIN / 4, |start, chunk| {
             let nd = shape.len();
             let mut coord = vec![0usize; nd];
@@ -345,22 +393,41 @@ impl Chain {
     }
 }
 
-/// The epilogues a product kernel has run: interned bodies (with their extra-input
+/// Where a table's chains run in their kernel.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Site {
+    /// After a product, on each value stored (`fn epilogue(v, i)`).
+    Epilogue,
+    /// Before a reduction, on each element read (`fn load(i)`, every input at `i`).
+    Prologue,
+}
+
+/// The epilogues (or prologues) a kernel has run: interned bodies (with their extra-input
 /// count) for a template whose extra inputs bind from `first_binding`; entry `k − 1` is the
-/// kernel's epilogue number `k` (0 is the identity).
+/// kernel's chain number `k` (0 is the identity).
 pub(crate) struct EpilogueTable {
     first_binding: usize,
+    site: Site,
     entries: Mutex<Vec<(String, usize)>>,
 }
 
 impl EpilogueTable {
     pub(crate) const fn new(first_binding: usize) -> Self {
-        EpilogueTable { first_binding, entries: Mutex::new(Vec::new()) }
+        EpilogueTable { first_binding, site: Site::Epilogue, entries: Mutex::new(Vec::new()) }
+    }
+
+    /// A table of reduction prologues (the template's `LOAD` placeholder).
+    pub(crate) const fn prologues(first_binding: usize) -> Self {
+        EpilogueTable { first_binding, site: Site::Prologue, entries: Mutex::new(Vec::new()) }
     }
 
     /// The number of `chain`'s epilogue (≥ 1).
     pub(crate) fn intern(&self, chain: &Chain) -> u32 {
-        let body = (chain.epilogue_wgsl(self.first_binding), chain.inputs - 1);
+        let wgsl = match self.site {
+            Site::Epilogue => chain.epilogue_wgsl(self.first_binding),
+            Site::Prologue => chain.prologue_wgsl(self.first_binding),
+        };
+        let body = (wgsl, chain.inputs - 1);
         let mut e = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         let i = e.iter().position(|x| *x == body).unwrap_or_else(|| {
             e.push(body);
@@ -384,13 +451,15 @@ impl EpilogueTable {
     /// The template's substitutions for epilogue `number`: the params binding and the
     /// epilogue's bindings and functions.
     pub(crate) fn variant(&self, number: u32) -> crate::backend::gpu::Variant {
-        let (body, extras) = match number {
-            0 => ("fn epilogue(v: f32, i: u32) -> f32 {\n    return v;\n}".to_string(), 0),
-            k => {
+        let (body, extras) = match (number, self.site) {
+            (0, Site::Epilogue) => ("fn epilogue(v: f32, i: u32) -> f32 {\n    return v;\n}".to_string(), 0),
+            (0, Site::Prologue) => ("fn load(i: u32) -> {{S}} {\n    return src[i];\n}".to_string(), 0),
+            (k, _) => {
                 self.entries.lock().unwrap_or_else(|e| e.into_inner()).get(k as usize - 1).cloned().unwrap_or_default()
             }
         };
-        vec![("PARAMS", (self.first_binding + extras).to_string()), ("EPILOGUE", body)]
+        let name = if self.site == Site::Epilogue { "EPILOGUE" } else { "LOAD" };
+        vec![("PARAMS", (self.first_binding + extras).to_string()), (name, body)]
     }
 }
 
@@ -497,23 +566,38 @@ impl Op for FusedOp {
         if k.ins[0].dtype != DType::Float32 {
             return Err(Error::unsupported(OP, k.ins[0].dtype, "on the GPU (float32 only)"));
         }
-        let n = k.outs[0].numel();
-        let (mut params, cs) = strided_params(n, &p.shape, &p.strides);
+        let inputs: Vec<&GpuBuffer> = (0..p.chain.inputs).map(|j| k.x(j)).collect();
+        p.chain.run_gpu(k.ctx, &inputs, k.y(0), &p.shape, &p.strides)
+    }
+}
+
+impl Chain {
+    /// The chain as one float32 kernel over `inputs` broadcast to `shape` by `strides`.
+    pub(crate) fn run_gpu(
+        &self,
+        ctx: &Arc<GpuContext>,
+        inputs: &[&GpuBuffer],
+        out: &GpuBuffer,
+        shape: &[usize],
+        strides: &[Vec<isize>],
+    ) -> Result<()> {
+        let n: usize = shape.iter().product();
+        let (mut params, cs) = strided_params(n, shape, strides);
         let flat = cs.len() <= 1;
         if cs.is_empty() {
             params.truncate(2);
             params.push(1);
-            params.extend(std::iter::repeat_n(0, p.chain.inputs));
+            params.extend(std::iter::repeat_n(0, self.inputs));
         }
-        for node in &p.chain.nodes {
+        for node in &self.nodes {
             let q = if let Node::Unary(_, q, _) = node { *q } else { [0.0; 2] };
             params.extend([(q[0] as f32).to_bits(), (q[1] as f32).to_bits()]);
         }
-        let key = intern(p.chain.wgsl());
-        let mut binds: Vec<Bind<'_>> = (0..p.chain.inputs).map(|j| Bind::read(k.x(j))).collect();
-        binds.push(Bind::write(k.y(0)));
+        let key = intern(self.wgsl());
+        let mut binds: Vec<Bind<'_>> = inputs.iter().map(|x| Bind::read(x)).collect();
+        binds.push(Bind::write(out));
         let entry = if flat { "flat" } else { "main" };
-        k.ctx.dispatch(&FUSED_KERNEL, key, entry, &binds, &params, n as u64)
+        ctx.dispatch(&FUSED_KERNEL, key, entry, &binds, &params, n as u64)
     }
 }
 

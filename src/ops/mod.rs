@@ -22,11 +22,13 @@ pub(crate) mod matmul;
 pub(crate) mod matmul_epilogue;
 pub(crate) mod nn;
 pub(crate) mod reduce;
+pub(crate) mod reduce_prologue;
 pub mod registry;
 
 pub use fused::fused_kernel_source;
 pub use matmul_epilogue::matmul_epilogue_source;
 pub use nn::conv_epilogue::conv2d_epilogue_source;
+pub use reduce_prologue::reduce_prologue_source;
 pub use registry::{
     AttrField, AttrMap, AttrValue, Attrs, OpInfo, RegisteredOp, apply_elementwise, elementwise_ops, find_op, registry,
     run_op,

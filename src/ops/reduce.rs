@@ -5,6 +5,7 @@ use crate::backend::cpu::CpuData;
 use crate::backend::cpu::reduce::reduce;
 use crate::backend::gpu::{Bind, GpuBuffer, GpuContext, Kernel, Variant};
 use crate::ops::elementwise::cast::gpu_cast;
+use crate::ops::fused::{Epilogue, EpilogueTable};
 use crate::ops::registry::apply::apply1;
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
 use crate::ops::registry::op_header;
@@ -72,6 +73,7 @@ impl Reduce {
     }
 }
 
+/// Variant keys: `kind·8 + dtype`, plus 64 × the number of a float32 prologue.
 pub(crate) static REDUCE: Kernel = Kernel {
     file: "reduce.wgsl",
     keys: || {
@@ -84,10 +86,21 @@ pub(crate) static REDUCE: Kernel = Kernel {
                 v.push(k.key(d));
             }
         }
+        for number in PROLOGUES.numbers().into_iter().skip(1) {
+            v.extend(Reduce::ALL.map(|k| k.key(DType::Float32) + 64 * number));
+        }
         v
     },
-    variant: |key| Reduce::from_key(key).variant(DType::from_code(key % 8)),
+    variant: |key| {
+        let base = key % 64;
+        let mut v = PROLOGUES.variant(key / 64);
+        v.extend(Reduce::from_key(base).variant(DType::from_code(base % 8)));
+        v
+    },
 };
+
+/// The prologues `reduce.wgsl` has run (extra inputs bind after `dst`).
+pub(crate) static PROLOGUES: EpilogueTable = EpilogueTable::prologues(2);
 
 /// `sum`/`mean`/`prod`/`max`/`min`'s attributes.
 #[derive(Clone, Debug, PartialEq, dygraph_derive::Attrs)]
@@ -175,35 +188,11 @@ impl Op for ReduceOp {
     }
 
     fn cpu(&self, k: &mut CpuCall<'_>, _: &ReduceAttrs, p: &ReducePlan) -> Result<Vec<CpuData>> {
-        let mut data: Option<CpuData> = None;
-        for &geom in &p.passes {
-            let src = data.as_ref().unwrap_or(k.x(0));
-            let next = cpu_reduce(self.0, src, geom, p.compute)
-                .ok_or_else(|| Error::unsupported(self.0.name(), src.dtype(), "on the CPU"))?;
-            data = Some(next);
-        }
-        data.map(|d| vec![d]).ok_or_else(|| Error::invalid(self.0.name(), "no reduction pass"))
+        Ok(vec![self.run_cpu(k.x(0), p)?])
     }
 
     fn gpu(&self, k: &GpuCall<'_>, _: &ReduceAttrs, p: &ReducePlan) -> Result<()> {
-        let (kind, ctx) = (self.0, k.ctx);
-        let cast;
-        let mut src: &GpuBuffer = k.x(0);
-        if k.ins[0].dtype != p.compute {
-            cast = gpu_cast(ctx, src, k.ins[0].dtype, p.compute, k.ins[0].numel())?;
-            src = &cast;
-        }
-        let mut temp: Option<GpuBuffer> = None;
-        for (i, &geom) in p.passes.iter().enumerate() {
-            let input = temp.as_ref().unwrap_or(src);
-            if i + 1 == p.passes.len() {
-                return gpu_reduce(kind, ctx, input, p.compute, geom, k.y(0));
-            }
-            let next = ctx.alloc(kind.name(), crate::backend::cpu::gpu_bytes(p.compute, geom.0 * geom.2))?;
-            gpu_reduce(kind, ctx, input, p.compute, geom, &next)?;
-            temp = Some(next);
-        }
-        Ok(())
+        self.run_gpu(k.ctx, k.x(0), &k.ins[0], p, k.y(0), Epilogue::default())
     }
 
     fn differentiable(&self) -> bool {
@@ -243,6 +232,58 @@ impl Op for ReduceOp {
         };
         Ok(vec![g.grad_if(0, gx)?])
     }
+}
+
+impl ReduceOp {
+    /// The reduction of `x` on the CPU, pass by pass.
+    pub(crate) fn run_cpu(&self, x: &CpuData, p: &ReducePlan) -> Result<CpuData> {
+        let mut data: Option<CpuData> = None;
+        for &geom in &p.passes {
+            let src = data.as_ref().unwrap_or(x);
+            let next = cpu_reduce(self.0, src, geom, p.compute)
+                .ok_or_else(|| Error::unsupported(self.0.name(), src.dtype(), "on the CPU"))?;
+            data = Some(next);
+        }
+        data.ok_or_else(|| Error::invalid(self.0.name(), "no reduction pass"))
+    }
+
+    /// The reduction of `src` (described by `meta`) into `out` on the GPU, the first pass
+    /// reading its elements through the prologue `pro` (float32 only).
+    pub(crate) fn run_gpu(
+        &self,
+        ctx: &std::sync::Arc<GpuContext>,
+        src: &GpuBuffer,
+        meta: &TensorMeta,
+        p: &ReducePlan,
+        out: &GpuBuffer,
+        pro: Epilogue<'_>,
+    ) -> Result<()> {
+        let kind = self.0;
+        let cast;
+        let mut src: &GpuBuffer = src;
+        if meta.dtype != p.compute {
+            cast = gpu_cast(ctx, src, meta.dtype, p.compute, meta.numel())?;
+            src = &cast;
+        }
+        let mut temp: Option<GpuBuffer> = None;
+        let mut pro = Some(pro);
+        for (i, &geom) in p.passes.iter().enumerate() {
+            let input = temp.as_ref().unwrap_or(src);
+            let first = pro.take().unwrap_or_default();
+            if i + 1 == p.passes.len() {
+                return gpu_reduce(kind, ctx, input, p.compute, geom, out, first);
+            }
+            let next = ctx.alloc(kind.name(), crate::backend::cpu::gpu_bytes(p.compute, geom.0 * geom.2))?;
+            gpu_reduce(kind, ctx, input, p.compute, geom, &next, first)?;
+            temp = Some(next);
+        }
+        Ok(())
+    }
+}
+
+/// The reduction registry entry called `name`, if it is one.
+pub(crate) fn reduce_entry(name: &str) -> Option<&'static ReduceOp> {
+    [&SUM, &MEAN, &PROD, &MAX, &MIN].into_iter().find(|op| op.0.name() == name)
 }
 
 /// The gradient of a product over `axes` with `dy` broadcast to `x`'s shape: the product of
@@ -308,10 +349,11 @@ pub(crate) fn gpu_sum_rows(
     geom: (usize, usize, usize),
     dst: &GpuBuffer,
 ) -> Result<()> {
-    gpu_reduce(Reduce::Sum, ctx, src, dtype, geom, dst)
+    gpu_reduce(Reduce::Sum, ctx, src, dtype, geom, dst, Epilogue::default())
 }
 
-/// One pass on the GPU: `dst[o, i] = reduce(src[o, :, i])`.
+/// One pass on the GPU: `dst[o, i] = reduce(load(o, :, i))`, reading `buf`'s elements
+/// through the prologue `pro` (the identity by default).
 fn gpu_reduce(
     kind: Reduce,
     ctx: &std::sync::Arc<GpuContext>,
@@ -319,6 +361,7 @@ fn gpu_reduce(
     dtype: DType,
     (outer, len, inner): (usize, usize, usize),
     dst: &GpuBuffer,
+    pro: Epilogue<'_>,
 ) -> Result<()> {
     if outer * inner == 0 {
         return Ok(());
@@ -333,24 +376,29 @@ fn gpu_reduce(
     }
     let scale = (1.0f32 / len.max(1) as f32).to_bits();
     let bytes = |n: usize| crate::backend::cpu::gpu_bytes(dtype, n);
+    // The dispatch reading `buf`: its key, bindings and parameters carry the prologue.
+    let with_prologue = |params: &[u32]| -> Result<Vec<u32>> {
+        let mut params = params.to_vec();
+        pro.append_params(kind.name(), &mut params)?;
+        Ok(params)
+    };
+    fn reading<'a>(buf: &'a GpuBuffer, out: &'a GpuBuffer, pro: &'a Epilogue<'_>) -> Vec<Bind<'a>> {
+        let mut binds = vec![Bind::read(buf), Bind::write(out)];
+        binds.extend(pro.extras.iter().map(|x| Bind::read(x)));
+        binds
+    }
     if inner == 1 && len >= 32 {
         let chunks = if outer < 64 && len > 8192 { len.div_ceil(4096).min(1024) } else { 1 };
         let chunk_len = len.div_ceil(chunks);
         let pass1 = if chunks > 1 && kind == Reduce::Mean { Reduce::Sum } else { kind };
         let params = [outer as u32, len as u32, 1, chunks as u32, chunk_len as u32, scale];
         let groups = crate::backend::gpu::grid(ctx, (outer * chunks) as u64)?;
+        let (key, params) = (pass1.key(dtype) + 64 * pro.number, with_prologue(&params)?);
         if chunks == 1 {
-            return ctx.dispatch(
-                &REDUCE,
-                pass1.key(dtype),
-                "rows",
-                &[Bind::read(buf), Bind::write(dst)],
-                &params,
-                groups,
-            );
+            return ctx.dispatch(&REDUCE, key, "rows", &reading(buf, dst, &pro), &params, groups);
         }
         let partial = ctx.alloc(kind.name(), bytes(outer * chunks))?;
-        ctx.dispatch(&REDUCE, pass1.key(dtype), "rows", &[Bind::read(buf), Bind::write(&partial)], &params, groups)?;
+        ctx.dispatch(&REDUCE, key, "rows", &reading(buf, &partial, &pro), &params, groups)?;
         let params = [outer as u32, chunks as u32, 1, 1, chunks as u32, scale];
         let groups = crate::backend::gpu::grid(ctx, outer as u64)?;
         return ctx.dispatch(
@@ -363,14 +411,8 @@ fn gpu_reduce(
         );
     }
     let params = [outer as u32, len as u32, inner as u32, 1, len as u32, scale];
-    ctx.dispatch(
-        &REDUCE,
-        kind.key(dtype),
-        "strided",
-        &[Bind::read(buf), Bind::write(dst)],
-        &params,
-        (outer * inner) as u64,
-    )
+    let (key, params) = (kind.key(dtype) + 64 * pro.number, with_prologue(&params)?);
+    ctx.dispatch(&REDUCE, key, "strided", &reading(buf, dst, &pro), &params, (outer * inner) as u64)
 }
 
 fn reduce_op(op: &'static ReduceOp, x: &Tensor, axis: &[isize], keepdim: bool) -> Result<Tensor> {

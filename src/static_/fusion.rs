@@ -11,7 +11,9 @@
 //! A `matmul` or `conv2d` whose output only such a chain (or a single fusable op) reads,
 //! with every other input of the chain broadcasting into that output's shape (a bias, a
 //! scale), joins it as a `matmul_epilogue` / `conv2d_epilogue` op: the chain runs in the
-//! product kernel's store.
+//! product kernel's store. A reduction (`sum`, `mean`, `prod`, `max`, `min`) whose input only
+//! a chain produces and reads, every input of the chain having the chain's own shape, becomes
+//! a `reduce_prologue` op: the reduction computes the chain as it reads each element.
 
 use std::collections::{HashMap, HashSet};
 
@@ -103,6 +105,15 @@ pub(super) fn fuse(ops: &[OpDesc], vars: &[VarDesc]) -> Vec<Fused> {
         }
         groups.push(members);
     }
+    // The one op reading each value read once.
+    let mut reader: HashMap<VarId, usize> = HashMap::new();
+    for (i, op) in ops.iter().enumerate() {
+        for &v in &op.inputs {
+            if readers[v] == 1 {
+                reader.insert(v, i);
+            }
+        }
+    }
     let mut fused = Vec::new();
     for g in groups.into_iter().filter(|g| !g.is_empty()) {
         let root = *g.last().expect("groups are not empty");
@@ -127,6 +138,23 @@ pub(super) fn fuse(ops: &[OpDesc], vars: &[VarDesc]) -> Vec<Fused> {
             fused.push(Fused { root, desc, members });
             continue;
         }
+        if let Some(r) = prologue_reduction(&g, ops, vars, &reader, &member_outputs) {
+            let mut inputs: Vec<VarId> = Vec::new();
+            let program = postfix(root, ops, &tokens, &member_outputs, &producer, &mut inputs);
+            let mut attrs = ops[r].attrs.clone();
+            attrs.set("reduce", AttrValue::Str(ops[r].op_type.clone()));
+            attrs.set("program", AttrValue::Str(program));
+            let desc = OpDesc {
+                op_type: "reduce_prologue".into(),
+                inputs,
+                outputs: ops[r].outputs.clone(),
+                attrs,
+                sub_blocks: Vec::new(),
+                role: ops[r].role,
+            };
+            fused.push(Fused { root: r, desc, members: g.clone() });
+            continue;
+        }
         if g.len() < 2 || overwritten_between(&g, ops) {
             continue;
         }
@@ -145,6 +173,51 @@ pub(super) fn fuse(ops: &[OpDesc], vars: &[VarDesc]) -> Vec<Fused> {
         fused.push(Fused { root, desc, members: g[..g.len() - 1].to_vec() });
     }
     fused
+}
+
+/// The reduction (its index) that can take chain `g` as its prologue: it is the only reader
+/// of the chain's result (not persistable), every input of the chain has the result's
+/// shape, the chain fits a prologue, and nothing between the chain and the reduction writes
+/// what the chain reads.
+fn prologue_reduction(
+    g: &[usize],
+    ops: &[OpDesc],
+    vars: &[VarDesc],
+    reader: &HashMap<VarId, usize>,
+    member_outputs: &HashSet<VarId>,
+) -> Option<usize> {
+    let root = *g.last()?;
+    let v = *ops[root].outputs.first()?;
+    let r = *reader.get(&v)?;
+    let op = &ops[r];
+    if !matches!(op.op_type.as_str(), "sum" | "mean" | "prod" | "max" | "min")
+        || op.inputs != [v]
+        || op.outputs.len() != 1
+        || vars[v].persistable
+    {
+        return None;
+    }
+    let mut ext: Vec<VarId> = Vec::new();
+    let mut leaves = 0;
+    for &m in g {
+        for &u in &ops[m].inputs {
+            if !member_outputs.contains(&u) {
+                leaves += 1;
+                if !ext.contains(&u) {
+                    ext.push(u);
+                }
+            }
+        }
+    }
+    if ext.iter().any(|&u| vars[u].shape != vars[v].shape)
+        || g.len() + leaves > crate::ops::fused::EPILOGUE_NODES
+        || ext.len() > crate::ops::fused::EPILOGUE_EXTRAS + 1
+    {
+        return None;
+    }
+    let mut members = g.to_vec();
+    members.push(r);
+    (!overwritten_between(&members, ops)).then_some(r)
 }
 
 /// The `matmul` or `conv2d` (its index and output) a chain `g` can take as its epilogue's

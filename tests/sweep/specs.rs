@@ -734,7 +734,70 @@ fn reduce_specs() -> Vec<Spec> {
     };
     v.push(arg("argmax", true));
     v.push(arg("argmin", false));
+    v.push(reduce_prologue_spec());
     v
+}
+
+/// `reduce_prologue`: `(x0 − x1)²` (and `|x0|`) reduced by each kind, over same-shape
+/// inputs (the prologue kernel) and broadcasting ones (the chain through a temporary),
+/// against the chain rounded to the dtype after every op, then reduced in float64.
+fn reduce_prologue_spec() -> Spec {
+    const SQUARED: &str = "x0 x1 b.subtract u.square:0.0:0.0";
+    let samples = |rng: &mut Rng| {
+        type Case = (&'static str, &'static [usize], &'static [usize], &'static [i64], bool);
+        let cases: [Case; 8] = [
+            ("sum", &[3, 4, 5], &[3, 4, 5], &[], false),
+            ("mean", &[3, 4, 5], &[3, 4, 5], &[1], true),
+            ("max", &[3, 4, 5], &[3, 4, 5], &[0, 2], false),
+            ("min", &[2, 9000], &[2, 9000], &[1], false),
+            ("prod", &[4, 3], &[4, 3], &[-1], false),
+            ("mean", &[2, 9000], &[2, 9000], &[], false),
+            ("sum", &[3, 4], &[4], &[0], true),
+            ("sum", &[0, 3], &[0, 3], &[1], false),
+        ];
+        let mut out: Vec<Sample> = cases
+            .iter()
+            .map(|(kind, a, b, axes, keepdim)| {
+                let m = AttrMap::new()
+                    .with("reduce", kind.to_string())
+                    .with("axis", axes.to_vec())
+                    .with("keepdim", *keepdim)
+                    .with("program", SQUARED.to_string());
+                let hi = if *kind == "prod" { 0.6 } else { 2.0 };
+                let inputs =
+                    vec![data(vals(rng, numel(a), -hi, hi, 0.0), a), data(vals(rng, numel(b), -hi, hi, 0.0), b)];
+                sample(format!("{kind} {a:?} {b:?} axes {axes:?}"), inputs, m)
+            })
+            .collect();
+        let m = AttrMap::new()
+            .with("reduce", "max".to_string())
+            .with("axis", vec![1i64])
+            .with("keepdim", false)
+            .with("program", "x0 u.abs:0.0:0.0".to_string());
+        out.push(sample("max |x|", vec![data(vals(rng, 12, -2.0, 2.0, 0.0), &[3, 4])], m));
+        out
+    };
+    let reference = |x: &[Host], m: &AttrMap, d: DType| {
+        let r = |v: f64| refs::held_as(v, d);
+        let chain = match x.len() {
+            1 => Host { v: x[0].v.iter().map(|v| v.abs()).collect(), shape: x[0].shape.clone() },
+            _ => zip_n(&[&x[0], &x[1]], |v| r(r(v[0] - v[1]).powi(2))),
+        };
+        let axes: Vec<usize> = attr_is(m, "axis").iter().map(|&a| axis(a, chain.shape.len())).collect();
+        let kind = match m.get("reduce") {
+            Some(AttrValue::Str(s)) => s.clone(),
+            _ => String::new(),
+        };
+        let f = |g: &[f64]| match kind.as_str() {
+            "sum" => g.iter().sum(),
+            "mean" => g.iter().sum::<f64>() / g.len() as f64,
+            "prod" => g.iter().product(),
+            "max" => nan_fold(g, f64::NEG_INFINITY, f64::max),
+            _ => nan_fold(g, f64::INFINITY, f64::min),
+        };
+        vec![reduce(&chain, &axes, attr_b(m, "keepdim"), f)]
+    };
+    spec("reduce_prologue", vec![F32, F64], samples, reference).tol(4.0)
 }
 
 /// `matmul(x[0], x[1])` in float64, with the transposes of `m`.
