@@ -14,6 +14,7 @@
 //! product kernel's store. A reduction (`sum`, `mean`, `prod`, `max`, `min`) whose input only
 //! a chain produces and reads, every input of the chain having the chain's own shape, becomes
 //! a `reduce_prologue` op: the reduction computes the chain as it reads each element.
+//! Epilogues and prologues are made for GPU places only.
 
 use std::collections::{HashMap, HashSet};
 
@@ -61,8 +62,9 @@ fn token(op: &OpDesc, vars: &[VarDesc]) -> Option<String> {
     None
 }
 
-/// Finds the chains of block 0's `ops` worth fusing (two ops or more).
-pub(super) fn fuse(ops: &[OpDesc], vars: &[VarDesc]) -> Vec<Fused> {
+/// Finds the chains of block 0's `ops` worth fusing (two ops or more), and with `products`
+/// the epilogues of products and prologues of reductions.
+pub(super) fn fuse(ops: &[OpDesc], vars: &[VarDesc], products: bool) -> Vec<Fused> {
     let mut readers = vec![0usize; vars.len()];
     for op in ops {
         for &v in &op.inputs {
@@ -118,7 +120,8 @@ pub(super) fn fuse(ops: &[OpDesc], vars: &[VarDesc]) -> Vec<Fused> {
     for g in groups.into_iter().filter(|g| !g.is_empty()) {
         let root = *g.last().expect("groups are not empty");
         let member_outputs: HashSet<VarId> = g.iter().flat_map(|&m| ops[m].outputs.clone()).collect();
-        if let Some((j, product)) = epilogue_product(&g, ops, vars, &readers, &producer, &member_outputs) {
+        let epilogue = products.then(|| epilogue_product(&g, ops, vars, &readers, &producer, &member_outputs));
+        if let Some((j, product)) = epilogue.flatten() {
             let mut inputs = vec![product];
             let program = postfix(root, ops, &tokens, &member_outputs, &producer, &mut inputs);
             let mut attrs = ops[j].attrs.clone();
@@ -138,7 +141,7 @@ pub(super) fn fuse(ops: &[OpDesc], vars: &[VarDesc]) -> Vec<Fused> {
             fused.push(Fused { root, desc, members });
             continue;
         }
-        if let Some(r) = prologue_reduction(&g, ops, vars, &reader, &member_outputs) {
+        if let Some(r) = products.then(|| prologue_reduction(&g, ops, vars, &reader, &member_outputs)).flatten() {
             let mut inputs: Vec<VarId> = Vec::new();
             let program = postfix(root, ops, &tokens, &member_outputs, &producer, &mut inputs);
             let mut attrs = ops[r].attrs.clone();
