@@ -3,6 +3,7 @@
 
 pub(crate) mod conv;
 pub(crate) mod elementwise;
+pub(crate) mod heap;
 pub(crate) mod matmul;
 pub(crate) mod pool;
 pub(crate) mod reduce;
