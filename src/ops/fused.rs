@@ -124,30 +124,9 @@ impl Chain {
         }
         s += &format!("@group(0) @binding({k}) var<storage, read_write> dst: array<f32>;\n");
         s += &format!("@group(0) @binding({}) var<storage, read> params: array<u32>;\n\n", k + 1);
-        for (i, n) in self.nodes.iter().enumerate() {
-            match n {
-                Node::Unary(d, ..) => {
-                    s += &format!("fn n{i}(x: f32, p0: f32, p1: f32) -> f32 {{\n    return {};\n}}\n\n", d.gpu.f32)
-                }
-                Node::Binary(d, ..) => {
-                    s += &format!("fn n{i}(a: f32, b: f32) -> f32 {{\n    return {};\n}}\n\n", d.gpu.f32)
-                }
-                Node::Input(_) => {}
-            }
-        }
         // params: [n, nd, shape[nd], strides of each input[nd], then two f32 words per node]
-        let mut eval = String::new();
-        for (i, n) in self.nodes.iter().enumerate() {
-            eval += &match n {
-                Node::Input(j) => format!("    let v{i} = x{j}[o{j}];\n"),
-                Node::Unary(_, _, a) => format!(
-                    "    let v{i} = n{i}(v{a}, bitcast<f32>(params[pb + {}u]), bitcast<f32>(params[pb + {}u]));\n",
-                    2 * i,
-                    2 * i + 1
-                ),
-                Node::Binary(_, a, b) => format!("    let v{i} = n{i}(v{a}, v{b});\n"),
-            };
-        }
+        let (fns, eval) = self.wgsl_nodes("n", |j| format!("x{j}[o{j}]"), |w| format!("params[pb + {w}u]"));
+        s += &fns;
         let last = self.nodes.len() - 1;
         let decl: String = (0..k).map(|j| format!("    var o{j} = 0u;\n")).collect();
         let step: String =
@@ -210,30 +189,9 @@ impl Chain {
         for j in 1..=extras {
             s += &format!("@group(0) @binding({}) var<storage, read> x{j}: array<f32>;\n", first_binding + j - 1);
         }
-        for (i, n) in self.nodes.iter().enumerate() {
-            match n {
-                Node::Unary(d, ..) => {
-                    s += &format!("fn ep{i}(x: f32, p0: f32, p1: f32) -> f32 {{\n    return {};\n}}\n\n", d.gpu.f32)
-                }
-                Node::Binary(d, ..) => {
-                    s += &format!("fn ep{i}(a: f32, b: f32) -> f32 {{\n    return {};\n}}\n\n", d.gpu.f32)
-                }
-                Node::Input(_) => {}
-            }
-        }
-        let mut eval = String::new();
-        for (i, n) in self.nodes.iter().enumerate() {
-            eval += &match n {
-                Node::Input(0) => format!("    let v{i} = v;\n"),
-                Node::Input(j) => format!("    let v{i} = x{j}[o{j}];\n"),
-                Node::Unary(_, _, a) => format!(
-                    "    let v{i} = ep{i}(v{a}, bitcast<f32>(params[pb + {}u]), bitcast<f32>(params[pb + {}u]));\n",
-                    2 * i,
-                    2 * i + 1
-                ),
-                Node::Binary(_, a, b) => format!("    let v{i} = ep{i}(v{a}, v{b});\n"),
-            };
-        }
+        let input = |j: usize| if j == 0 { "v".to_string() } else { format!("x{j}[o{j}]") };
+        let (fns, eval) = self.wgsl_nodes("ep", input, |w| format!("params[pb + {w}u]"));
+        s += &fns;
         let decl: String = (1..=extras).map(|j| format!("    var o{j} = 0u;\n")).collect();
         let step: String =
             (1..=extras).map(|j| format!("        o{j} = o{j} + c * params[e + 1u + {j}u * nd + d];\n")).collect();
@@ -267,31 +225,15 @@ impl Chain {
         for j in 1..self.inputs {
             s += &format!("@group(0) @binding({}) var<storage, read> x{j}: array<f32>;\n", first_binding + j - 1);
         }
-        let mut eval = String::new();
-        for (i, n) in self.nodes.iter().enumerate() {
-            match n {
-                Node::Unary(d, _, a) => {
-                    s += &format!("fn pr{i}(x: f32, p0: f32, p1: f32) -> f32 {{\n    return {};\n}}\n\n", d.gpu.f32);
-                    eval += &format!(
-                        "    let v{i} = pr{i}(v{a}, bitcast<f32>(params[{}u]), bitcast<f32>(params[{}u]));\n",
-                        EPILOGUE_BASE + 2 * i,
-                        EPILOGUE_BASE + 2 * i + 1
-                    );
-                }
-                Node::Binary(d, a, b) => {
-                    s += &format!("fn pr{i}(a: f32, b: f32) -> f32 {{\n    return {};\n}}\n\n", d.gpu.f32);
-                    eval += &format!("    let v{i} = pr{i}(v{a}, v{b});\n");
-                }
-                Node::Input(0) => eval += &format!("    let v{i} = src[i];\n"),
-                Node::Input(j) => eval += &format!("    let v{i} = x{j}[i];\n"),
-            }
-        }
+        let input = |j: usize| if j == 0 { "src[i]".to_string() } else { format!("x{j}[i]") };
+        let (fns, eval) = self.wgsl_nodes("pr", input, |w| format!("params[{}u]", EPILOGUE_BASE + w));
+        s += &fns;
         s += &format!("fn load(i: u32) -> f32 {{\n{eval}    return v{};\n}}\n", self.nodes.len() - 1);
         s
     }
 
-    /// A prologue's parameter words (placed at `EPILOGUE_BASE`): two per node.
-    pub(crate) fn prologue_params(&self) -> Vec<u32> {
+    /// The nodes' parameter words: two f32 per node (a prologue's, at `EPILOGUE_BASE`).
+    pub(crate) fn node_words(&self) -> Vec<u32> {
         self.nodes
             .iter()
             .flat_map(|node| {
@@ -299,6 +241,36 @@ impl Chain {
                 [(q[0] as f32).to_bits(), (q[1] as f32).to_bits()]
             })
             .collect()
+    }
+
+    /// The chain's node functions (`{prefix}{i}`, the rows' WGSL expressions) and the
+    /// statements computing `v0..`, where `input(j)` reads input `j` and `word(w)` is the
+    /// chain's parameter word `w`.
+    fn wgsl_nodes(
+        &self,
+        prefix: &str,
+        input: impl Fn(usize) -> String,
+        word: impl Fn(usize) -> String,
+    ) -> (String, String) {
+        let (mut fns, mut eval) = (String::new(), String::new());
+        for (i, n) in self.nodes.iter().enumerate() {
+            match n {
+                Node::Unary(d, _, a) => {
+                    fns += &format!(
+                        "fn {prefix}{i}(x: f32, p0: f32, p1: f32) -> f32 {{\n    return {};\n}}\n\n",
+                        d.gpu.f32
+                    );
+                    let (p0, p1) = (word(2 * i), word(2 * i + 1));
+                    eval += &format!("    let v{i} = {prefix}{i}(v{a}, bitcast<f32>({p0}), bitcast<f32>({p1}));\n");
+                }
+                Node::Binary(d, a, b) => {
+                    fns += &format!("fn {prefix}{i}(a: f32, b: f32) -> f32 {{\n    return {};\n}}\n\n", d.gpu.f32);
+                    eval += &format!("    let v{i} = {prefix}{i}(v{a}, v{b});\n");
+                }
+                Node::Input(j) => eval += &format!("    let v{i} = {};\n", input(*j)),
+            }
+        }
+        (fns, eval)
     }
 
     /// The epilogue's parameter words (placed at `EPILOGUE_BASE`) for an output of `shape`
@@ -314,10 +286,7 @@ impl Chain {
         for s in &st {
             w.extend(s.iter().map(|&d| d as u32));
         }
-        for node in &self.nodes {
-            let q = if let Node::Unary(_, q, _) = node { *q } else { [0.0; 2] };
-            w.extend([(q[0] as f32).to_bits(), (q[1] as f32).to_bits()]);
-        }
+        w.extend(self.node_words());
         if EPILOGUE_BASE + w.len() > crate::backend::gpu::PARAMS_WORDS {
             return Err(bad(format!("an epilogue of {} parameter words does not fit the params window", w.len())));
         }
@@ -463,6 +432,26 @@ impl EpilogueTable {
     }
 }
 
+/// Each extra input's strides into `out`'s shape, after checking that it has `out`'s dtype
+/// and broadcasts into that shape without growing it (an epilogue writes `out` only).
+pub(crate) fn epilogue_strides(op: &'static str, out: &TensorMeta, extras: &[&TensorMeta]) -> Result<Vec<Vec<isize>>> {
+    extras
+        .iter()
+        .map(|e| {
+            if e.dtype != out.dtype {
+                return Err(Error::DTypeMismatch { op, lhs: out.dtype, rhs: e.dtype });
+            }
+            if broadcast_shapes(op, out.dims(), e.dims())? != out.dims() {
+                return Err(Error::shape(
+                    op,
+                    format!("epilogue input {:?} would broadcast the output {:?}", e.dims(), out.dims()),
+                ));
+            }
+            Ok(broadcast_strides(e.dims(), out.dims()).into_iter().map(|v| v as isize).collect())
+        })
+        .collect()
+}
+
 /// An epilogue a product kernel applies to every value it stores: its number in the
 /// kernel's table, its extra inputs and its parameter words (placed at `EPILOGUE_BASE`).
 #[derive(Default)]
@@ -589,10 +578,7 @@ impl Chain {
             params.push(1);
             params.extend(std::iter::repeat_n(0, self.inputs));
         }
-        for node in &self.nodes {
-            let q = if let Node::Unary(_, q, _) = node { *q } else { [0.0; 2] };
-            params.extend([(q[0] as f32).to_bits(), (q[1] as f32).to_bits()]);
-        }
+        params.extend(self.node_words());
         let key = intern(self.wgsl());
         let mut binds: Vec<Bind<'_>> = inputs.iter().map(|x| Bind::read(x)).collect();
         binds.push(Bind::write(out));

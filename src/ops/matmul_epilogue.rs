@@ -6,13 +6,12 @@
 //! extra inputs broadcast to the product's shape. On the CPU the product and the chain run
 //! one after the other, exactly as unfused.
 
-use super::fused::{Chain, EPILOGUE_EXTRAS, EPILOGUE_NODES, EPILOGUE_RANK, Epilogue, EpilogueTable};
+use super::fused::{Chain, EPILOGUE_EXTRAS, EPILOGUE_NODES, EPILOGUE_RANK, Epilogue, EpilogueTable, epilogue_strides};
 use super::matmul::{MATMUL_OP, MatmulAttrs, MatmulPlan, product_cpu, product_gpu};
 use crate::backend::cpu::CpuData;
 use crate::backend::gpu::Variant;
 use crate::ops::registry::op::{CpuCall, GpuCall, Op};
 use crate::ops::registry::registry_entry;
-use crate::shape::{broadcast_shapes, broadcast_strides};
 use crate::tensor::TensorMeta;
 use crate::{DType, Error, Result};
 
@@ -88,22 +87,8 @@ impl Op for MatmulEpilogueOp {
                 ),
             ));
         }
-        for e in extras {
-            if e.dtype != out.dtype {
-                return Err(Error::DTypeMismatch { op: OP, lhs: out.dtype, rhs: e.dtype });
-            }
-            if broadcast_shapes(OP, out.dims(), e.dims())? != out.dims() {
-                return Err(Error::shape(
-                    OP,
-                    format!("epilogue input {:?} would broadcast the product {:?}", e.dims(), out.dims()),
-                ));
-            }
-        }
+        let strides = epilogue_strides(OP, &out, extras)?;
         let shape = out.dims().to_vec();
-        let strides = extras
-            .iter()
-            .map(|e| broadcast_strides(e.dims(), &shape).into_iter().map(|v| v as isize).collect())
-            .collect();
         Ok((vec![out], EpiloguePlan { product, chain, shape, strides }))
     }
 

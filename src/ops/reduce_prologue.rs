@@ -102,7 +102,7 @@ impl Op for ReducePrologueOp {
         let pro = Epilogue {
             number: PROLOGUES.intern(&p.chain),
             extras: (1..p.chain.inputs).map(|j| k.x(j)).collect(),
-            params: p.chain.prologue_params(),
+            params: p.chain.node_words(),
         };
         p.reduce.run_gpu(k.ctx, k.x(0), &p.chain_meta, &p.plan, k.y(0), pro)
     }

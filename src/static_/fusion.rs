@@ -128,14 +128,7 @@ pub(super) fn fuse(ops: &[OpDesc], vars: &[VarDesc], products: bool) -> Vec<Fuse
             attrs.set("program", AttrValue::Str(program));
             let mut desc_inputs = ops[j].inputs.clone();
             desc_inputs.extend(&inputs[1..]);
-            let desc = OpDesc {
-                op_type: format!("{}_epilogue", ops[j].op_type),
-                inputs: desc_inputs,
-                outputs: ops[root].outputs.clone(),
-                attrs,
-                sub_blocks: Vec::new(),
-                role: ops[root].role,
-            };
+            let desc = replacing(&ops[root], format!("{}_epilogue", ops[j].op_type), desc_inputs, attrs);
             let mut members = vec![j];
             members.extend(&g[..g.len() - 1]);
             fused.push(Fused { root, desc, members });
@@ -147,14 +140,7 @@ pub(super) fn fuse(ops: &[OpDesc], vars: &[VarDesc], products: bool) -> Vec<Fuse
             let mut attrs = ops[r].attrs.clone();
             attrs.set("reduce", AttrValue::Str(ops[r].op_type.clone()));
             attrs.set("program", AttrValue::Str(program));
-            let desc = OpDesc {
-                op_type: "reduce_prologue".into(),
-                inputs,
-                outputs: ops[r].outputs.clone(),
-                attrs,
-                sub_blocks: Vec::new(),
-                role: ops[r].role,
-            };
+            let desc = replacing(&ops[r], "reduce_prologue".into(), inputs, attrs);
             fused.push(Fused { root: r, desc, members: g.clone() });
             continue;
         }
@@ -165,17 +151,33 @@ pub(super) fn fuse(ops: &[OpDesc], vars: &[VarDesc], products: bool) -> Vec<Fuse
         let program = postfix(root, ops, &tokens, &member_outputs, &producer, &mut inputs);
         let mut attrs = AttrMap::new();
         attrs.set("program", AttrValue::Str(program));
-        let desc = OpDesc {
-            op_type: "fused_elementwise".into(),
-            inputs,
-            outputs: ops[root].outputs.clone(),
-            attrs,
-            sub_blocks: Vec::new(),
-            role: ops[root].role,
-        };
+        let desc = replacing(&ops[root], "fused_elementwise".into(), inputs, attrs);
         fused.push(Fused { root, desc, members: g[..g.len() - 1].to_vec() });
     }
     fused
+}
+
+/// The distinct values chain `g` reads from outside, in order, and how many reads of them
+/// it makes (its postfix program's input nodes).
+fn external_inputs(g: &[usize], ops: &[OpDesc], member_outputs: &HashSet<VarId>) -> (Vec<VarId>, usize) {
+    let mut ext: Vec<VarId> = Vec::new();
+    let mut leaves = 0;
+    for &m in g {
+        for &v in &ops[m].inputs {
+            if !member_outputs.contains(&v) {
+                leaves += 1;
+                if !ext.contains(&v) {
+                    ext.push(v);
+                }
+            }
+        }
+    }
+    (ext, leaves)
+}
+
+/// The op of `op_type` replacing a chain at `last`, its last op: `last`'s outputs and role.
+fn replacing(last: &OpDesc, op_type: String, inputs: Vec<VarId>, attrs: AttrMap) -> OpDesc {
+    OpDesc { op_type, inputs, outputs: last.outputs.clone(), attrs, sub_blocks: Vec::new(), role: last.role }
 }
 
 /// The reduction (its index) that can take chain `g` as its prologue: it is the only reader
@@ -200,18 +202,7 @@ fn prologue_reduction(
     {
         return None;
     }
-    let mut ext: Vec<VarId> = Vec::new();
-    let mut leaves = 0;
-    for &m in g {
-        for &u in &ops[m].inputs {
-            if !member_outputs.contains(&u) {
-                leaves += 1;
-                if !ext.contains(&u) {
-                    ext.push(u);
-                }
-            }
-        }
-    }
+    let (ext, leaves) = external_inputs(g, ops, member_outputs);
     if ext.iter().any(|&u| vars[u].shape != vars[v].shape)
         || g.len() + leaves > crate::ops::fused::EPILOGUE_NODES
         || ext.len() > crate::ops::fused::EPILOGUE_EXTRAS + 1
@@ -236,18 +227,7 @@ fn epilogue_product(
     producer: &HashMap<VarId, usize>,
     member_outputs: &HashSet<VarId>,
 ) -> Option<(usize, VarId)> {
-    let mut ext: Vec<VarId> = Vec::new();
-    let mut leaves = 0;
-    for &m in g {
-        for &v in &ops[m].inputs {
-            if !member_outputs.contains(&v) {
-                leaves += 1;
-                if !ext.contains(&v) {
-                    ext.push(v);
-                }
-            }
-        }
-    }
+    let (ext, leaves) = external_inputs(g, ops, member_outputs);
     let (j, product) = ext.iter().find_map(|&v| {
         let j = *producer.get(&v)?;
         let op = &ops[j];

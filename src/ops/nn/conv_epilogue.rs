@@ -10,10 +10,10 @@ use super::conv::{CONV2D_OP, Conv2dOptions, forward_cpu, forward_gpu};
 use super::window::{Padding, Pair};
 use crate::backend::cpu::CpuData;
 use crate::backend::cpu::conv::ConvGeom;
-use crate::ops::fused::{Chain, EPILOGUE_EXTRAS, EPILOGUE_NODES, Epilogue, EpilogueTable};
+use crate::ops::fused::{Chain, EPILOGUE_EXTRAS, EPILOGUE_NODES, Epilogue, EpilogueTable, epilogue_strides};
 use crate::ops::registry::op::{CpuCall, GpuCall, Op};
 use crate::ops::registry::registry_entry;
-use crate::shape::{broadcast_shapes, broadcast_strides, contiguous_strides};
+use crate::shape::contiguous_strides;
 use crate::tensor::TensorMeta;
 use crate::{DType, Error, Result};
 
@@ -84,22 +84,8 @@ impl Op for Conv2dEpilogueOp {
                 format!("an epilogue holds at most {EPILOGUE_NODES} nodes and {EPILOGUE_EXTRAS} extra inputs"),
             ));
         }
-        for e in &xs[conv..] {
-            if e.dtype != out.dtype {
-                return Err(Error::DTypeMismatch { op: OP, lhs: out.dtype, rhs: e.dtype });
-            }
-            if broadcast_shapes(OP, out.dims(), e.dims())? != out.dims() {
-                return Err(Error::shape(
-                    OP,
-                    format!("epilogue input {:?} would broadcast the convolution's output {:?}", e.dims(), out.dims()),
-                ));
-            }
-        }
+        let strides = epilogue_strides(OP, &out, &xs[conv..])?;
         let shape = out.dims().to_vec();
-        let strides = xs[conv..]
-            .iter()
-            .map(|e| broadcast_strides(e.dims(), &shape).into_iter().map(|v| v as isize).collect())
-            .collect();
         Ok((vec![out], EpiloguePlan { geom, bias, chain, shape, strides }))
     }
 
