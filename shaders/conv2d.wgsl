@@ -16,7 +16,7 @@
 //          an epilogue's from word 64.
 // fwd stores every value through `epilogue(value, index)`: the identity, or in a variant a
 // chain of elementwise ops fused after the convolution, its extra inputs bound after `dst`
-// (src/ops/fused.rs).
+// (src/ops/epilogue.rs).
 #include "lib/int64.wgsl"
 #include "lib/math.wgsl"
 

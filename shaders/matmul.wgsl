@@ -3,7 +3,7 @@
 // 16-deep K tiles staged in workgroup memory. Transposes are strides; broadcast batch dims
 // have batch stride 0. Every value stored passes through `epilogue(value, index)`: the
 // identity, or in a variant a chain of elementwise ops fused after the product (bias add,
-// activation, scale), with its extra inputs bound after `c` (src/ops/fused.rs).
+// activation, scale), with its extra inputs bound after `c` (src/ops/epilogue.rs).
 // params: [M, N, K, a_rs, a_cs, b_rs, b_cs, z_base, batch_nd,
 //          batch_shape[nd], a_batch_stride[nd], b_batch_stride[nd]], an epilogue's at word 64
 #include "lib/int64.wgsl"

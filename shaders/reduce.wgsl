@@ -4,7 +4,7 @@
 // `strided`: one invocation per output, looping over R (inner > 1 or short rows).
 // Elements are read through `load(i)`: `src[i]`, or in a float32 variant a chain of
 // elementwise ops fused before the reduction over inputs of src's shape, bound after `dst`
-// (src/ops/fused.rs).
+// (src/ops/epilogue.rs).
 // params: [outer, R, inner, chunks, chunk_len, scale (f32 bits, used by mean)], a
 // prologue's from word 64
 #include "lib/int64.wgsl"

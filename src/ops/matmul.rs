@@ -8,7 +8,7 @@ use crate::backend::cpu::matmul::{MatView, batched_matmul};
 use std::sync::Arc;
 
 use crate::backend::gpu::{Bind, GpuBuffer, GpuContext, Kernel};
-use crate::ops::fused::Epilogue;
+use crate::ops::epilogue::Epilogue;
 use crate::ops::registry::apply::apply1;
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
 use crate::ops::registry::registry_entry;

@@ -6,7 +6,8 @@
 //! extra inputs broadcast to the product's shape. On the CPU the product and the chain run
 //! one after the other, exactly as unfused.
 
-use super::fused::{Chain, EPILOGUE_EXTRAS, EPILOGUE_NODES, EPILOGUE_RANK, Epilogue, EpilogueTable, epilogue_strides};
+use super::epilogue::{EPILOGUE_EXTRAS, EPILOGUE_NODES, EPILOGUE_RANK, Epilogue, EpilogueTable, epilogue_strides};
+use super::fused::Chain;
 use super::matmul::{MATMUL_OP, MatmulAttrs, MatmulPlan, product_cpu, product_gpu};
 use crate::backend::cpu::CpuData;
 use crate::backend::gpu::Variant;

@@ -3,6 +3,7 @@
 //! thin calls into the one generic entry point.
 
 pub(crate) mod elementwise;
+pub(crate) mod epilogue;
 pub(crate) mod fused;
 pub(crate) mod wgsl;
 

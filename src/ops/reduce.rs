@@ -5,7 +5,7 @@ use crate::backend::cpu::CpuData;
 use crate::backend::cpu::reduce::reduce;
 use crate::backend::gpu::{Bind, GpuBuffer, GpuContext, Kernel, Variant};
 use crate::ops::elementwise::cast::gpu_cast;
-use crate::ops::fused::{Epilogue, EpilogueTable};
+use crate::ops::epilogue::{Epilogue, EpilogueTable};
 use crate::ops::registry::apply::apply1;
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
 use crate::ops::registry::op_header;

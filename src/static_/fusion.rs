@@ -204,8 +204,8 @@ fn prologue_reduction(
     }
     let (ext, leaves) = external_inputs(g, ops, member_outputs);
     if ext.iter().any(|&u| vars[u].shape != vars[v].shape)
-        || g.len() + leaves > crate::ops::fused::EPILOGUE_NODES
-        || ext.len() > crate::ops::fused::EPILOGUE_EXTRAS + 1
+        || g.len() + leaves > crate::ops::epilogue::EPILOGUE_NODES
+        || ext.len() > crate::ops::epilogue::EPILOGUE_EXTRAS + 1
     {
         return None;
     }

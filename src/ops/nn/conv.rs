@@ -19,7 +19,7 @@ use crate::backend::cpu::CpuData;
 use crate::backend::cpu::conv::{self as cpu, ConvGeom};
 use crate::backend::cpu::float_kernel;
 use crate::backend::gpu::{Bind, GpuBuffer, GpuContext, Kernel, Variant, grid};
-use crate::ops::fused::Epilogue;
+use crate::ops::epilogue::Epilogue;
 use crate::ops::registry::apply::apply1;
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
 use crate::ops::registry::{op_header, registry_entry};
