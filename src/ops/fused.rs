@@ -328,23 +328,8 @@ pub(crate) struct FusedPlan {
 impl Op for FusedOp {
     fn infer(&self, x: &[&TensorMeta], a: &FusedAttrs) -> Result<(Vec<TensorMeta>, FusedPlan)> {
         let chain = Chain::parse(&a.program)?;
-        if x.len() != chain.inputs || x.is_empty() {
-            return Err(bad(format!("program {:?} takes {} inputs, got {}", a.program, chain.inputs, x.len())));
-        }
-        let dtype = x[0].dtype;
-        if let Some(m) = x.iter().find(|m| m.dtype != dtype) {
-            return Err(Error::DTypeMismatch { op: OP, lhs: dtype, rhs: m.dtype });
-        }
-        if !matches!(dtype, DType::Float32 | DType::Float64) {
-            return Err(Error::unsupported(OP, dtype, "(float32 and float64)"));
-        }
-        let mut shape: Vec<usize> = x[0].dims().to_vec();
-        for m in &x[1..] {
-            shape = broadcast_shapes(OP, &shape, m.dims())?;
-        }
-        let strides =
-            x.iter().map(|m| broadcast_strides(m.dims(), &shape).into_iter().map(|v| v as isize).collect()).collect();
-        let out = TensorMeta::new(shape.clone(), dtype, x[0].place);
+        let (out, strides) = chain.operands(OP, &a.program, x)?;
+        let shape = out.dims().to_vec();
         Ok((vec![out], FusedPlan { chain, shape, strides }))
     }
 
@@ -363,6 +348,36 @@ impl Op for FusedOp {
 }
 
 impl Chain {
+    /// Checks `x` as the chain's operands (their count, one float dtype) for op `op` running
+    /// `program`: the chain's result (their broadcast shape) and each one's strides into it.
+    pub(crate) fn operands(
+        &self,
+        op: &'static str,
+        program: &str,
+        x: &[&TensorMeta],
+    ) -> Result<(TensorMeta, Vec<Vec<isize>>)> {
+        if x.len() != self.inputs || x.is_empty() {
+            return Err(Error::invalid(
+                op,
+                format!("program {program:?} takes {} inputs, got {}", self.inputs, x.len()),
+            ));
+        }
+        let dtype = x[0].dtype;
+        if let Some(m) = x.iter().find(|m| m.dtype != dtype) {
+            return Err(Error::DTypeMismatch { op, lhs: dtype, rhs: m.dtype });
+        }
+        if !matches!(dtype, DType::Float32 | DType::Float64) {
+            return Err(Error::unsupported(op, dtype, "(float32 and float64)"));
+        }
+        let mut shape: Vec<usize> = x[0].dims().to_vec();
+        for m in &x[1..] {
+            shape = broadcast_shapes(op, &shape, m.dims())?;
+        }
+        let strides =
+            x.iter().map(|m| broadcast_strides(m.dims(), &shape).into_iter().map(|v| v as isize).collect()).collect();
+        Ok((TensorMeta::new(shape, dtype, x[0].place), strides))
+    }
+
     /// The chain as one float32 kernel over `inputs` broadcast to `shape` by `strides`.
     pub(crate) fn run_gpu(
         &self,

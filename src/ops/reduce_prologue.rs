@@ -12,7 +12,6 @@ use super::reduce::{PROLOGUES, ReduceAttrs, ReduceOp, ReducePlan, reduce_entry};
 use crate::backend::cpu::CpuData;
 use crate::ops::registry::op::{CpuCall, GpuCall, Op};
 use crate::ops::registry::registry_entry;
-use crate::shape::{broadcast_shapes, broadcast_strides};
 use crate::tensor::TensorMeta;
 use crate::{DType, Error, Result};
 
@@ -51,33 +50,14 @@ impl Op for ReducePrologueOp {
             Error::invalid(OP, format!("{:?} is not a reduction (sum, mean, prod, max, min)", a.reduce))
         })?;
         let chain = Chain::parse(&a.program)?;
-        if xs.len() != chain.inputs || xs.is_empty() {
-            return Err(Error::invalid(
-                OP,
-                format!("program {:?} takes {} inputs, got {}", a.program, chain.inputs, xs.len()),
-            ));
-        }
-        if chain.nodes.len() > EPILOGUE_NODES || chain.inputs - 1 > EPILOGUE_EXTRAS {
+        if chain.nodes.len() > EPILOGUE_NODES || chain.inputs > EPILOGUE_EXTRAS + 1 {
             return Err(Error::invalid(
                 OP,
                 format!("a prologue holds at most {EPILOGUE_NODES} nodes and {} inputs", EPILOGUE_EXTRAS + 1),
             ));
         }
-        let dtype = xs[0].dtype;
-        if let Some(m) = xs.iter().find(|m| m.dtype != dtype) {
-            return Err(Error::DTypeMismatch { op: OP, lhs: dtype, rhs: m.dtype });
-        }
-        if !matches!(dtype, DType::Float32 | DType::Float64) {
-            return Err(Error::unsupported(OP, dtype, "(float32 and float64)"));
-        }
-        let mut shape: Vec<usize> = xs[0].dims().to_vec();
-        for m in &xs[1..] {
-            shape = broadcast_shapes(OP, &shape, m.dims())?;
-        }
-        let same_shape = xs.iter().all(|m| m.dims() == shape.as_slice());
-        let strides =
-            xs.iter().map(|m| broadcast_strides(m.dims(), &shape).into_iter().map(|v| v as isize).collect()).collect();
-        let chain_meta = TensorMeta::new(shape, dtype, xs[0].place);
+        let (chain_meta, strides) = chain.operands(OP, &a.program, xs)?;
+        let same_shape = xs.iter().all(|m| m.dims() == chain_meta.dims());
         let ra = ReduceAttrs { axis: a.axis.clone(), keepdim: a.keepdim };
         let (outs, plan) = reduce.infer(&[&chain_meta], &ra)?;
         Ok((outs, ProloguePlan { reduce, plan, chain, chain_meta, strides, same_shape }))
