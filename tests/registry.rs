@@ -9,10 +9,6 @@ use dygraph::ops::{AttrMap, AttrValue, registry, run_op};
 use dygraph::vision::models::MnistNet;
 use dygraph::{DType, Error, Place, Tensor};
 
-/// Every registered op, as of this commit: a new op changes this count and its OpInfo sweep
-/// entry (`tests/sweep/specs.rs`) in the same change.
-const REGISTERED: usize = 127;
-
 #[test]
 fn every_op_is_registered_once() {
     let names: Vec<&str> = registry().iter().map(|o| o.name()).collect();
@@ -20,7 +16,8 @@ fn every_op_is_registered_once() {
     sorted.sort_unstable();
     sorted.dedup();
     assert_eq!(sorted.len(), names.len(), "duplicate names in {names:?}");
-    assert_eq!(names.len(), REGISTERED, "registered ops: {names:?}");
+    // That no op went missing is checked against the sweep's specs, one per op
+    // (`every_registered_op_has_a_spec_or_an_exemption`).
     for expected in ["add", "matmul", "conv2d", "softmax", "sum", "reshape", "gather", "dropout", "adam", "uniform"] {
         assert!(names.contains(&expected), "{expected} is not registered");
     }
