@@ -114,20 +114,36 @@ pub(crate) struct EpilogueTable {
     first_binding: usize,
     site: Site,
     entries: Mutex<Vec<(String, usize)>>,
+    /// Numbers by program text, so that a dispatch does not generate the WGSL again.
+    known: Mutex<Vec<(String, u32)>>,
 }
 
 impl EpilogueTable {
     pub(crate) const fn new(first_binding: usize) -> Self {
-        EpilogueTable { first_binding, site: Site::Epilogue, entries: Mutex::new(Vec::new()) }
+        EpilogueTable {
+            first_binding,
+            site: Site::Epilogue,
+            entries: Mutex::new(Vec::new()),
+            known: Mutex::new(Vec::new()),
+        }
     }
 
     /// A table of reduction prologues (the template's `LOAD` placeholder).
     pub(crate) const fn prologues(first_binding: usize) -> Self {
-        EpilogueTable { first_binding, site: Site::Prologue, entries: Mutex::new(Vec::new()) }
+        EpilogueTable {
+            first_binding,
+            site: Site::Prologue,
+            entries: Mutex::new(Vec::new()),
+            known: Mutex::new(Vec::new()),
+        }
     }
 
     /// The number of `chain`'s epilogue (≥ 1).
     pub(crate) fn intern(&self, chain: &Chain) -> u32 {
+        let mut known = self.known.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, n)) = known.iter().find(|(p, _)| *p == chain.program) {
+            return *n;
+        }
         let wgsl = match self.site {
             Site::Epilogue => chain.epilogue_wgsl(self.first_binding),
             Site::Prologue => chain.prologue_wgsl(self.first_binding),
@@ -138,7 +154,9 @@ impl EpilogueTable {
             e.push(body);
             e.len() - 1
         });
-        i as u32 + 1
+        let n = i as u32 + 1;
+        known.push((chain.program.clone(), n));
+        n
     }
 
     /// Every epilogue number: two canonical chains (so the validation test sees the

@@ -52,6 +52,8 @@ pub(crate) enum Node {
 pub(crate) struct Chain {
     pub nodes: Vec<Node>,
     pub inputs: usize,
+    /// The postfix text it was parsed from (what kernel caches look it up by).
+    pub program: String,
 }
 
 /// The row a fusable unary op runs on: float, not returning bool, with a WGSL expression.
@@ -109,7 +111,7 @@ impl Chain {
         if stack[0] != nodes.len() - 1 {
             return Err(bad(format!("program {program:?} must end with its result")));
         }
-        Ok(Chain { nodes, inputs })
+        Ok(Chain { nodes, inputs, program: program.to_string() })
     }
 
     /// The kernel body (bindings, one function per node, entry points), which depends on
@@ -281,6 +283,19 @@ impl Chain {
 /// Interned kernel bodies: a variant key is a position here.
 static BODIES: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
+/// The variant key of `chain`'s kernel, looked up by its program text so that a dispatch
+/// does not generate the WGSL again.
+fn kernel_key(chain: &Chain) -> u32 {
+    static KEYS: Mutex<Vec<(String, u32)>> = Mutex::new(Vec::new());
+    let mut keys = KEYS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, k)) = keys.iter().find(|(p, _)| *p == chain.program) {
+        return *k;
+    }
+    let k = intern(chain.wgsl());
+    keys.push((chain.program.clone(), k));
+    k
+}
+
 fn intern(body: String) -> u32 {
     let mut b = BODIES.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(i) = b.iter().position(|x| *x == body) {
@@ -396,7 +411,7 @@ impl Chain {
             params.extend(std::iter::repeat_n(0, self.inputs));
         }
         params.extend(self.node_words());
-        let key = intern(self.wgsl());
+        let key = kernel_key(self);
         let mut binds: Vec<Bind<'_>> = inputs.iter().map(|x| Bind::read(x)).collect();
         binds.push(Bind::write(out));
         let entry = if flat { "flat" } else { "main" };
@@ -407,5 +422,5 @@ impl Chain {
 /// The expanded WGSL of the kernel a `fused_elementwise` op with this `program` attribute
 /// runs (for validation and tools).
 pub fn fused_kernel_source(program: &str) -> Result<String> {
-    FUSED_KERNEL.source(intern(Chain::parse(program)?.wgsl()))
+    FUSED_KERNEL.source(kernel_key(&Chain::parse(program)?))
 }
