@@ -44,4 +44,7 @@ fi
 # Mesa warns on every device open when this is unset.
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}"
 cargo test --release --locked
+# Where there is a hardware GPU it is the default place; software adapters are not. The
+# tests that leave the place to the default run again as they would there.
+DYGRAPH_DEVICE=gpu cargo test --release --locked --test static_mode
 bash web/test.sh

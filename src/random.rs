@@ -28,8 +28,11 @@
 //!   `2j + 1` the sine. These use `ceil(n / 2)` blocks.
 //! - float16 outputs are float32 results cast to float16.
 //!
-//! Uniform floats and integers are bit-identical on every place; normal values agree up to
-//! the rounding of the platform's `ln`, `sin` and `cos`.
+//! Integers and the uniform draws themselves are bit-identical on every place. A uniform
+//! float is `u·(max − min) + min`, which a GPU compiler may fuse into one multiply-add (one
+//! rounding instead of two): the NVIDIA driver does, Mesa's lavapipe does not, so the two
+//! places agree to one unit in the last place. Normal values agree up to the rounding of the
+//! platform's `ln`, `sin` and `cos`; dropout masks (`u >= p`, no arithmetic) are identical.
 //!
 //! Registry entries: `uniform`, `gaussian`, `randint`, `randperm` and `dropout`. Each call
 //! (eager, or each run of a program) reserves fresh counter blocks.

@@ -95,7 +95,8 @@ fn python_or_skip() -> Option<PathBuf> {
         Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python")),
     ];
     let found = candidates.into_iter().flatten().find(|p| {
-        p.exists() && Command::new(p).args(["-c", "import safetensors, numpy"]).status().is_ok_and(|s| s.success())
+        // A path, or a command name found on PATH (`DYGRAPH_PYTHON=python3`).
+        Command::new(p).args(["-c", "import safetensors, numpy"]).status().is_ok_and(|s| s.success())
     });
     if found.is_none() {
         let why = "no Python with safetensors and numpy (.venv, made by the README's test command, or DYGRAPH_PYTHON)";

@@ -583,6 +583,12 @@ fn case_and_switch_case_pick_branches_in_both_modes() {
 
 #[test]
 fn clone_for_test_switches_dropout_and_batch_norm_to_evaluation() {
+    // A CPU executor, compared with eager layers on the CPU too, whatever the default place
+    // (a hardware GPU where there is one).
+    paddle::guard(Place::Cpu, clone_for_test_case);
+}
+
+fn clone_for_test_case() {
     use dygraph::{DropoutMode, DropoutOptions};
     let exe = Executor::with_scope(Place::Cpu, Scope::new());
     let x = Tensor::from_vec((1..=8).map(|v| v as f32).collect::<Vec<_>>(), [2, 4]).unwrap();

@@ -25,14 +25,18 @@ def batches(images, labels, batch, rng):
         yield images[idx], labels[idx].reshape(-1, 1)
 
 
-def timed_steps(steps, train_step, x_train, y_train, batch=64, warmup=10):
+def timed_steps(steps, train_step, x_train, y_train, batch=64, warmup=10, finish=None):
     """Runs `train_step(images, labels)` on `warmup + steps` shuffled batches and returns the
-    seconds the last `steps` took."""
+    seconds the last `steps` took, `finish()` (waiting for queued device work) included."""
     it = batches(x_train, y_train, batch, np.random.default_rng(0))
     for step in range(steps + warmup):
         if step == warmup:
+            if finish:
+                finish()
             start = time.perf_counter()
         train_step(*next(it))
+    if finish:
+        finish()
     return time.perf_counter() - start
 
 

@@ -1,5 +1,5 @@
-"""The seed's MNIST network, batch and optimizer in PyTorch (CPU), timed like dygraph's
-examples/mnist: training steps only, first 10 steps as warm-up."""
+"""The seed's MNIST network, batch and optimizer in PyTorch (CPU, or CUDA with --device cuda),
+timed like dygraph's examples/mnist: training steps only, first 10 steps as warm-up."""
 import argparse
 
 import torch
@@ -27,24 +27,29 @@ class Net(nn.Module):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=300)
+    p.add_argument("--device", default="cpu", help="cpu or cuda")
     args = p.parse_args()
+    device = torch.device(args.device)
     torch.manual_seed(0)
     x_train, y_train = common.load("train")
     x_test, y_test = common.load("t10k")
-    model = Net()
+    model = Net().to(device)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
 
     def train_step(xb, yb):
-        probs = model(torch.from_numpy(xb))
-        loss = F.nll_loss(torch.log(probs), torch.from_numpy(yb).flatten())
+        probs = model(torch.from_numpy(xb).to(device))
+        loss = F.nll_loss(torch.log(probs), torch.from_numpy(yb).to(device).flatten())
         opt.zero_grad()
         loss.backward()
         opt.step()
 
-    seconds = common.timed_steps(args.steps, train_step, x_train, y_train)
+    # The clock stops once the GPU has finished, not when the last step was launched.
+    finish = torch.cuda.synchronize if device.type == "cuda" else None
+    seconds = common.timed_steps(args.steps, train_step, x_train, y_train, finish=finish)
     with torch.no_grad():
-        acc = (model(torch.from_numpy(x_test)).argmax(1).numpy() == y_test).mean()
-    common.report(f"PyTorch {torch.__version__} (CPU, {torch.get_num_threads()} threads)", args.steps, 64, seconds, acc)
+        acc = (model(torch.from_numpy(x_test).to(device)).argmax(1).cpu().numpy() == y_test).mean()
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {torch.get_num_threads()} threads"
+    common.report(f"PyTorch {torch.__version__} ({where})", args.steps, 64, seconds, acc)
 
 
 main()

@@ -10,6 +10,8 @@
 #   bash benches/gpu/run.sh --full     # full sizes, even on a software adapter (slow)
 #   bash benches/gpu/run.sh --repeats 9
 #   DYGRAPH_PEAK_TFLOPS=51 bash benches/gpu/run.sh   # the card's float32 peak, if not in the table
+#   DYGRAPH_BENCH_BIN=path/to/gpu bash benches/gpu/run.sh   # a bench executable built elsewhere
+#                                  # (`cargo bench --bench gpu --no-run`), for machines without Rust
 #
 # Vulkan on a bare Debian/Ubuntu machine with an NVIDIA GPU (dygraph reaches the GPU through
 # wgpu's Vulkan backend; the CUDA driver alone is not enough). Run as root or with sudo:
@@ -69,10 +71,15 @@ if [ "$(uname -s)" = Linux ]; then
   fi
 fi
 
-echo "building: cargo bench --bench gpu --locked --no-run" >&2
-cargo bench --bench gpu --locked --no-run 2>&1 | tee "$TMP/build.log" >&2 || die "the build failed"
-BIN="$(sed -n 's/^ *Executable .*(\(.*\))$/\1/p' "$TMP/build.log" | tail -1)"
-[ -x "$BIN" ] || die "cannot find the bench executable in cargo's output"
+if [ -n "${DYGRAPH_BENCH_BIN:-}" ]; then
+  BIN="$DYGRAPH_BENCH_BIN"
+  [ -x "$BIN" ] || die "DYGRAPH_BENCH_BIN=$BIN is not an executable"
+else
+  echo "building: cargo bench --bench gpu --locked --no-run" >&2
+  cargo bench --bench gpu --locked --no-run 2>&1 | tee "$TMP/build.log" >&2 || die "the build failed"
+  BIN="$(sed -n 's/^ *Executable .*(\(.*\))$/\1/p' "$TMP/build.log" | tail -1)"
+  [ -x "$BIN" ] || die "cannot find the bench executable in cargo's output"
+fi
 
 INFO="$("$BIN" --info "$@" 2>"$TMP/info.err")"
 rc=$?

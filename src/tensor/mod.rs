@@ -107,10 +107,11 @@ impl Tensor {
         self.numel() == 0
     }
 
-    /// Errors unless `other` is on the same place.
+    /// Errors unless `other` is on the same place. A program variable has no place until an
+    /// Executor runs it (and moves what it reads to its own place), so it matches any.
     pub(crate) fn same_place(&self, op: &'static str, other: &Tensor) -> Result<()> {
         let (a, b) = (self.place(), other.place());
-        if a != b {
+        if a != b && !self.is_static_var() && !other.is_static_var() {
             return Err(Error::PlaceMismatch { op, lhs: a, rhs: b });
         }
         Ok(())
