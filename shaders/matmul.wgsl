@@ -156,3 +156,124 @@ fn direct(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) l
         }
     }
 }
+
+// The same product for large problems on hardware GPUs: a 128×128 output tile per workgroup
+// of 16×16 invocations, each accumulating an 8×8 block (rows 4·ty.. and 64 + 4·ty..,
+// columns 4·tx.. and 64 + 4·tx..) in sixteen vec4 registers from vec4 reads of workgroup
+// memory. K advances 8 deep through two staging buffers: the next tile is read from the
+// buffers into registers while the current one is multiplied, so one barrier per tile.
+var<workgroup> wide_a: array<vec4<f32>, 512>;
+var<workgroup> wide_b: array<vec4<f32>, 512>;
+
+fn wide_load(off: u32, rs: u32, cs: u32, r: u32, r_len: u32, k: u32, k_len: u32, from_a: bool) -> f32 {
+    if (r < r_len && k < k_len) {
+        if (from_a) {
+            return a[off + r * rs + k * cs];
+        }
+        return b[off + k * rs + r * cs];
+    }
+    return 0.0;
+}
+
+@compute @workgroup_size(16, 16)
+fn wide(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let m_len = params[0];
+    let n_len = params[1];
+    let k_len = params[2];
+    let a_rs = params[3];
+    let a_cs = params[4];
+    let b_rs = params[5];
+    let b_cs = params[6];
+    let z = wid.z + params[7];
+    let nd = params[8];
+    var rem = z;
+    var a_off = 0u;
+    var b_off = 0u;
+    for (var k = nd; k > 0u; k = k - 1u) {
+        let d = k - 1u;
+        let size = params[9u + d];
+        let coord = rem % size;
+        rem = rem / size;
+        a_off = a_off + coord * params[9u + nd + d];
+        b_off = b_off + coord * params[9u + 2u * nd + d];
+    }
+    let row0 = wid.y * 128u;
+    let col0 = wid.x * 128u;
+    let tid = lid.y * 16u + lid.x;
+    // This invocation's share of each staged tile: 4 consecutive k of A row `la_r`, and 4
+    // consecutive columns of B row `lb_k`.
+    let la_r = tid / 2u;
+    let la_k = (tid % 2u) * 4u;
+    let lb_k = tid / 32u;
+    let lb_c = (tid % 32u) * 4u;
+    var acc: array<vec4<f32>, 16>;
+    for (var i = 0u; i < 16u; i = i + 1u) {
+        acc[i] = vec4<f32>(0.0);
+    }
+    var pa = vec4<f32>(0.0);
+    var pb = vec4<f32>(0.0);
+    for (var j = 0u; j < 4u; j = j + 1u) {
+        pa[j] = wide_load(a_off, a_rs, a_cs, row0 + la_r, m_len, la_k + j, k_len, true);
+        pb[j] = wide_load(b_off, b_rs, b_cs, col0 + lb_c + j, n_len, lb_k, k_len, false);
+    }
+    for (var j = 0u; j < 4u; j = j + 1u) {
+        wide_a[(la_k + j) * 32u + la_r / 4u][la_r % 4u] = pa[j];
+    }
+    wide_b[lb_k * 32u + lb_c / 4u] = pb;
+    workgroupBarrier();
+    let k_tiles = (k_len + 7u) / 8u;
+    for (var t = 0u; t < k_tiles; t = t + 1u) {
+        let cur = (t % 2u) * 256u;
+        let more = t + 1u < k_tiles;
+        if (more) {
+            let k0 = (t + 1u) * 8u;
+            for (var j = 0u; j < 4u; j = j + 1u) {
+                pa[j] = wide_load(a_off, a_rs, a_cs, row0 + la_r, m_len, k0 + la_k + j, k_len, true);
+                pb[j] = wide_load(b_off, b_rs, b_cs, col0 + lb_c + j, n_len, k0 + lb_k, k_len, false);
+            }
+        }
+        for (var kk = 0u; kk < 8u; kk = kk + 1u) {
+            let a_lo = wide_a[cur + kk * 32u + lid.y];
+            let a_hi = wide_a[cur + kk * 32u + 16u + lid.y];
+            let b_lo = wide_b[cur + kk * 32u + lid.x];
+            let b_hi = wide_b[cur + kk * 32u + 16u + lid.x];
+            acc[0] = acc[0] + a_lo.x * b_lo;
+            acc[1] = acc[1] + a_lo.x * b_hi;
+            acc[2] = acc[2] + a_lo.y * b_lo;
+            acc[3] = acc[3] + a_lo.y * b_hi;
+            acc[4] = acc[4] + a_lo.z * b_lo;
+            acc[5] = acc[5] + a_lo.z * b_hi;
+            acc[6] = acc[6] + a_lo.w * b_lo;
+            acc[7] = acc[7] + a_lo.w * b_hi;
+            acc[8] = acc[8] + a_hi.x * b_lo;
+            acc[9] = acc[9] + a_hi.x * b_hi;
+            acc[10] = acc[10] + a_hi.y * b_lo;
+            acc[11] = acc[11] + a_hi.y * b_hi;
+            acc[12] = acc[12] + a_hi.z * b_lo;
+            acc[13] = acc[13] + a_hi.z * b_hi;
+            acc[14] = acc[14] + a_hi.w * b_lo;
+            acc[15] = acc[15] + a_hi.w * b_hi;
+        }
+        if (more) {
+            let nxt = 256u - cur;
+            for (var j = 0u; j < 4u; j = j + 1u) {
+                wide_a[nxt + (la_k + j) * 32u + la_r / 4u][la_r % 4u] = pa[j];
+            }
+            wide_b[nxt + lb_k * 32u + lb_c / 4u] = pb;
+        }
+        workgroupBarrier();
+    }
+    let c_off = z * m_len * n_len;
+    for (var i = 0u; i < 8u; i = i + 1u) {
+        let m = row0 + (i / 4u) * 64u + lid.y * 4u + i % 4u;
+        for (var h = 0u; h < 2u; h = h + 1u) {
+            let v = acc[i * 2u + h];
+            for (var j = 0u; j < 4u; j = j + 1u) {
+                let n = col0 + h * 64u + lid.x * 4u + j;
+                if (m < m_len && n < n_len) {
+                    c[c_off + m * n_len + n] = epilogue(v[j], c_off + m * n_len + n);
+                }
+            }
+        }
+    }
+}

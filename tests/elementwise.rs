@@ -5,7 +5,8 @@
 mod common;
 
 use common::{
-    Rng, catch, check_close, check_exact, gpu_matches_cpu, gpu_or_skip, gradcheck, places, report, tensor, values,
+    Rng, catch, check_allclose, check_close, check_exact, gpu_matches_cpu, gpu_or_skip, gradcheck, places, report,
+    tensor, values,
 };
 use dygraph::{DType, OpInfo, Place, Tensor, apply_elementwise, elementwise_ops};
 
@@ -430,6 +431,27 @@ fn known_values_on_every_place() {
             .unwrap();
         check_exact(&at("float remainder"), &values(&af.remainder(&bf).unwrap()), &[1.0, 1.0, -1.0, -1.0, 1.5])
             .unwrap();
+        // Quotients at and near integers: k·b rounded to float32 over several divisors, whose
+        // rounded quotients land on either side of an integer (a GPU's division need not
+        // round correctly). The reference: the float32 values' exact quotient floored in
+        // float64 (exact for float32 operands), and the remainder a − q·b in float64, which
+        // float32 arithmetic meets within a unit of a's last place.
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        for d in [3.0f32, 0.1, 0.3, 7.0, 1.1, -0.1, -3.0] {
+            for k in -40..=40 {
+                a.push((k as f32 * d) as f64);
+                b.push(d as f64);
+            }
+        }
+        a.extend([1.0, -273.0, 1.0]);
+        b.extend([0.1f32 as f64, 3.0, -0.1f32 as f64]);
+        let q: Vec<f64> = a.iter().zip(&b).map(|(x, y)| (x / y).floor()).collect();
+        let r: Vec<f64> = a.iter().zip(&b).zip(&q).map(|((x, y), q)| ((x - q * y) as f32) as f64).collect();
+        assert_eq!(&q[q.len() - 3..], [9.0, -91.0, -10.0], "Python's 1.0 // 0.1, -273 // 3, 1.0 // -0.1");
+        let (at_, bt) = (f32s(&a, place), f32s(&b, place));
+        check_exact(&at("floor_divide near integers"), &values(&at_.floor_divide(&bt).unwrap()), &q).unwrap();
+        let ulp = a.iter().fold(0.0f64, |m, x| m.max(x.abs())) * f32::EPSILON as f64;
+        check_allclose(&at("remainder near integers"), &values(&at_.remainder(&bt).unwrap()), &r, ulp, 0.0).unwrap();
         let q = f32s(&[1.0, -1.0, 0.0], place).divide(&f32s(&[0.0, 0.0, 0.0], place)).unwrap();
         let qv = values(&q);
         assert!(qv[0] == f64::INFINITY && qv[1] == f64::NEG_INFINITY && qv[2].is_nan(), "{}: {qv:?}", at("x / 0.0"));

@@ -27,18 +27,8 @@ fn check(key: &str, source: &str) -> Result<(), String> {
 
     let mut layouter = naga::proc::Layouter::default();
     layouter.update(module.to_ctx()).map_err(|e| format!("{key}: layout: {e}"))?;
-    let mut workgroup_bytes = 0;
-    let mut storage_buffers = 0;
-    for (_, var) in module.global_variables.iter() {
-        match var.space {
-            naga::AddressSpace::WorkGroup => workgroup_bytes += layouter[var.ty].size,
-            naga::AddressSpace::Storage { .. } => storage_buffers += 1,
-            _ => {}
-        }
-    }
-    if workgroup_bytes > MAX_WORKGROUP_BYTES {
-        return Err(format!("{key}: {workgroup_bytes} bytes of workgroup memory > {MAX_WORKGROUP_BYTES}"));
-    }
+    let storage_buffers =
+        module.global_variables.iter().filter(|(_, v)| matches!(v.space, naga::AddressSpace::Storage { .. })).count();
     if storage_buffers > MAX_STORAGE_BUFFERS {
         return Err(format!("{key}: {storage_buffers} storage buffers > {MAX_STORAGE_BUFFERS}"));
     }
@@ -51,8 +41,60 @@ fn check(key: &str, source: &str) -> Result<(), String> {
         if x * y * z > MAX_INVOCATIONS || x > MAX_SIZE[0] || y > MAX_SIZE[1] || z > MAX_SIZE[2] {
             return Err(format!("{key}: entry {} has workgroup size {:?}", e.name, e.workgroup_size));
         }
+        // WebGPU counts the workgroup variables an entry point uses, itself or through the
+        // functions it calls.
+        let workgroup_bytes: u32 = globals_used(&module, &e.function)
+            .into_iter()
+            .map(|h| &module.global_variables[h])
+            .filter(|v| v.space == naga::AddressSpace::WorkGroup)
+            .map(|v| layouter[v.ty].size)
+            .sum();
+        if workgroup_bytes > MAX_WORKGROUP_BYTES {
+            return Err(format!(
+                "{key}: entry {} uses {workgroup_bytes} bytes of workgroup memory > {MAX_WORKGROUP_BYTES}",
+                e.name
+            ));
+        }
     }
     Ok(())
+}
+
+/// The global variables `f` reads or writes, directly or through the functions it calls.
+fn globals_used(
+    module: &naga::Module,
+    f: &naga::Function,
+) -> std::collections::BTreeSet<naga::Handle<naga::GlobalVariable>> {
+    fn calls(block: &naga::Block, out: &mut Vec<naga::Handle<naga::Function>>) {
+        for s in block.iter() {
+            match s {
+                naga::Statement::Call { function, .. } => out.push(*function),
+                naga::Statement::Block(b) => calls(b, out),
+                naga::Statement::If { accept, reject, .. } => {
+                    calls(accept, out);
+                    calls(reject, out);
+                }
+                naga::Statement::Loop { body, continuing, .. } => {
+                    calls(body, out);
+                    calls(continuing, out);
+                }
+                naga::Statement::Switch { cases, .. } => cases.iter().for_each(|c| calls(&c.body, out)),
+                _ => {}
+            }
+        }
+    }
+    let mut used = std::collections::BTreeSet::new();
+    let mut seen = std::collections::BTreeSet::new();
+    let mut todo = vec![f];
+    while let Some(f) = todo.pop() {
+        used.extend(f.expressions.iter().filter_map(|(_, e)| match e {
+            naga::Expression::GlobalVariable(g) => Some(*g),
+            _ => None,
+        }));
+        let mut callees = Vec::new();
+        calls(&f.body, &mut callees);
+        todo.extend(callees.into_iter().filter(|h| seen.insert(*h)).map(|h| &module.functions[h]));
+    }
+    used
 }
 
 #[test]
@@ -90,6 +132,18 @@ fn the_validator_rejects_what_browsers_reject() {
     check("pack2x16float", packed).unwrap();
     let big = "var<workgroup> t: array<f32, 8192>;\n@compute @workgroup_size(64) fn main(@builtin(local_invocation_index) i: u32) { t[i] = 1.0; }";
     assert!(check("workgroup memory", big).unwrap_err().contains("workgroup memory"));
+    // 12 KiB for each of two entries is within the limit; an entry reaching both arrays, one
+    // through a function it calls, is not.
+    let arrays =
+        "var<workgroup> t: array<f32, 3072>;\nvar<workgroup> u: array<f32, 3072>;\nfn touch(i: u32) { u[i] = 2.0; }\n";
+    let apart = format!(
+        "{arrays}@compute @workgroup_size(64) fn a(@builtin(local_invocation_index) i: u32) {{ t[i] = 1.0; }}\n@compute @workgroup_size(64) fn b(@builtin(local_invocation_index) i: u32) {{ touch(i); }}"
+    );
+    check("workgroup memory per entry", &apart).unwrap();
+    let both = format!(
+        "{arrays}@compute @workgroup_size(64) fn a(@builtin(local_invocation_index) i: u32) {{ t[i] = 1.0; touch(i); }}"
+    );
+    assert!(check("workgroup memory through a call", &both).unwrap_err().contains("workgroup memory"));
     let wide = "@compute @workgroup_size(512) fn main() {}";
     assert!(check("workgroup size", wide).unwrap_err().contains("workgroup size"));
     let reserved = "@compute @workgroup_size(1) fn main() { let filter = 1; }";

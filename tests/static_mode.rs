@@ -1,6 +1,10 @@
 //! Static graph mode: programs built by the same model code as eager mode, run by an
 //! Executor, agree with eager execution (forward, gradients, training steps) on every place;
 //! control flow; the printed program; typed errors for bad feeds and mixed tensors.
+//!
+//! Every test holds the random generator (`common::generator_lock`) while it runs: a layer
+//! created or a dropout run beside a test that seeds would take numbers between its seed and
+//! its draws.
 
 mod common;
 
@@ -40,6 +44,7 @@ fn share(scope: &Scope, statics: &[&Tensor], eager: &[&Tensor], place: Place) {
 
 #[test]
 fn mlp_forward_and_gradients_match_eager() {
+    let _g = common::generator_lock();
     for place in places() {
         paddle::guard(place, || mlp_case(place));
     }
@@ -136,6 +141,7 @@ fn mnist_eager_vs_static(place: Place, adam: bool, steps: usize) {
 
 #[test]
 fn mnist_training_steps_match_eager_sgd_and_adam() {
+    let _g = common::generator_lock();
     for place in places() {
         paddle::guard(place, || {
             mnist_eager_vs_static(place, false, 50);
@@ -146,6 +152,7 @@ fn mnist_training_steps_match_eager_sgd_and_adam() {
 
 #[test]
 fn cond_picks_a_branch_and_differentiates_both() {
+    let _g = common::generator_lock();
     for place in places() {
         let (main, startup) = (Program::new(), Program::new());
         let (z, gx) = st::program_guard(&main, &startup, || {
@@ -174,6 +181,7 @@ fn cond_picks_a_branch_and_differentiates_both() {
 
 #[test]
 fn while_loop_counts_like_the_seed() {
+    let _g = common::generator_lock();
     for place in places() {
         let (main, startup) = (Program::new(), Program::new());
         let out = st::program_guard(&main, &startup, || {
@@ -198,6 +206,7 @@ fn while_loop_counts_like_the_seed() {
 
 #[test]
 fn program_prints_like_paddle() {
+    let _g = common::generator_lock();
     use dygraph::nn::{Initializer, ParamAttr};
     let (main, startup) = (Program::new(), Program::new());
     st::program_guard(&main, &startup, || {
@@ -230,6 +239,7 @@ fn program_prints_like_paddle() {
 
 #[test]
 fn bad_feeds_and_mixed_tensors_are_typed_errors() {
+    let _g = common::generator_lock();
     let (main, startup) = (Program::new(), Program::new());
     let (y, eager_mix) = st::program_guard(&main, &startup, || {
         let x = st::data("x", &[-1, 3], DType::Float32).unwrap();
@@ -272,6 +282,7 @@ fn bad_feeds_and_mixed_tensors_are_typed_errors() {
 
 #[test]
 fn eager_minimize_applies_existing_gradients_only() {
+    let _g = common::generator_lock();
     use dygraph::optimizer::{Optimizer, SGD};
     let w = Tensor::from_vec(vec![1.0f32, 2.0], [2]).unwrap();
     w.set_stop_gradient(false);
@@ -303,6 +314,7 @@ fn read_values(path: &std::path::Path) -> Vec<f32> {
 
 #[test]
 fn inference_model_predicts_identically_in_a_fresh_process() {
+    let _g = common::generator_lock();
     let dir = model_dir("mlp");
     let prefix = dir.join("mlp");
     let (main, startup) = (Program::new(), Program::new());
@@ -388,6 +400,7 @@ fn corrupt_files_are_typed_errors(dir: &std::path::Path, prefix: &std::path::Pat
 
 #[test]
 fn to_static_runs_trains_and_saves_like_eager() {
+    let _g = common::generator_lock();
     use dygraph::jit::{self, InputSpec};
     use dygraph::nn::Layer;
     use dygraph::vision::models::MnistNet;
@@ -462,6 +475,7 @@ impl Forward for BnNet {
 
 #[test]
 fn schedulers_clipping_decay_multipliers_and_batch_norm_match_eager() {
+    let _g = common::generator_lock();
     use dygraph::nn::Layer;
     use dygraph::optimizer::{GradClip, Momentum, Optimizer, lr::StepDecay};
     for place in places() {
@@ -514,6 +528,7 @@ fn schedulers_clipping_decay_multipliers_and_batch_norm_match_eager() {
 
 #[test]
 fn accuracy_topk_and_two_output_layers_in_both_modes() {
+    let _g = common::generator_lock();
     use dygraph::metric::accuracy;
     let scores = [0.1f32, 0.7, 0.2, 0.5, 0.3, 0.2, 0.2, 0.2, 0.6];
     let labels = [1i64, 2, 0];
@@ -548,6 +563,7 @@ fn accuracy_topk_and_two_output_layers_in_both_modes() {
 
 #[test]
 fn case_and_switch_case_pick_branches_in_both_modes() {
+    let _g = common::generator_lock();
     use dygraph::static_::Branch;
     let pick = |i: &Tensor, x: &Tensor| -> paddle::Result<(Tensor, Tensor)> {
         let s: Tensor = st::switch_case(
@@ -583,6 +599,7 @@ fn case_and_switch_case_pick_branches_in_both_modes() {
 
 #[test]
 fn clone_for_test_switches_dropout_and_batch_norm_to_evaluation() {
+    let _g = common::generator_lock();
     // A CPU executor, compared with eager layers on the CPU too, whatever the default place
     // (a hardware GPU where there is one).
     paddle::guard(Place::Cpu, clone_for_test_case);
@@ -641,6 +658,7 @@ fn clone_for_test_case() {
 
 #[test]
 fn enable_static_builds_the_default_programs() {
+    let _g = common::generator_lock();
     st::enable_static();
     assert!(st::in_static_mode());
     let x = st::data("x", &[-1, 2], DType::Float32).unwrap();
@@ -662,6 +680,7 @@ fn enable_static_builds_the_default_programs() {
 
 #[test]
 fn control_flow_survives_an_inference_model_round_trip() {
+    let _g = common::generator_lock();
     let (main, startup) = (Program::new(), Program::new());
     let (x, z) = st::program_guard(&main, &startup, || {
         let x = st::data("x", &[1], DType::Float32).unwrap();
@@ -693,6 +712,7 @@ fn control_flow_survives_an_inference_model_round_trip() {
 
 #[test]
 fn while_loop_gradients_match_hand_values_in_both_modes() {
+    let _g = common::generator_lock();
     // h ← h · w three times from h = x: h = x·w³, dh/dx = w³, dh/dw = 3·x·w².
     let run = |x: &Tensor, w: &Tensor| -> paddle::Result<Tensor> {
         let i = paddle::full([1], 0, DType::Int64)?;
@@ -801,6 +821,7 @@ impl Forward for Branchy {
 
 #[test]
 fn to_static_differentiates_parameters_read_inside_cond() {
+    let _g = common::generator_lock();
     use dygraph::jit::{self, InputSpec};
     use dygraph::nn::Layer;
     let w = Tensor::from_vec(vec![0.5f32, -1.5, 2.0], [3]).unwrap();

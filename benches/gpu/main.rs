@@ -5,11 +5,12 @@
 //!
 //! ```text
 //! cargo bench --bench gpu --locked -- [--quick | --full] [--repeats N] [--torch FILE]
-//!     [--torch-missing WHY] [--spec] [--info]
+//!     [--torch-missing WHY] [--spec] [--info] [--only ID-PART]
 //! ```
 //!
 //! `--spec` prints the workload list as JSON lines (what `torch_bench.py` reads) and `--info`
-//! the adapter; a software adapter (device type `Cpu`, e.g. Mesa lavapipe) gets reduced sizes
+//! the adapter; `--only matmul` keeps the workloads whose id contains `matmul` (ids as in
+//! `--spec`); a software adapter (device type `Cpu`, e.g. Mesa lavapipe) gets reduced sizes
 //! unless `--full`. Without arguments (`cargo test --benches`) every workload runs once at the
 //! reduced sizes, as a smoke test.
 //!
@@ -60,6 +61,7 @@ struct Args {
     spec: bool,
     info: bool,
     smoke: bool,
+    only: Option<String>,
 }
 
 fn parse_args() -> std::result::Result<Args, String> {
@@ -80,6 +82,7 @@ fn parse_args() -> std::result::Result<Args, String> {
             }
             "--torch" => a.torch = Some(value("--torch")?),
             "--torch-missing" => a.torch_missing = Some(value("--torch-missing")?),
+            "--only" => a.only = Some(value("--only")?),
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
@@ -384,7 +387,10 @@ fn main() -> ExitCode {
         (false, false) => Settings { repeats: 5, target_s: 0.25, max_iters: 1000, host_calls: 20, smoke: false },
     };
     let settings = Settings { repeats: args.repeats.unwrap_or(settings.repeats).max(1), ..settings };
-    let list = workloads::workloads(quick, (info.max_binding_bytes / 4) as usize);
+    let mut list = workloads::workloads(quick, (info.max_binding_bytes / 4) as usize);
+    if let Some(part) = &args.only {
+        list.retain(|w| w.id.contains(part.as_str()));
+    }
     if args.info {
         println!(
             "adapter: {} | backend: {} | device type: {} | driver: {}",

@@ -1,5 +1,7 @@
 // Float helpers WGSL lacks: NaN/Inf tests by bit pattern (robust against compilers that
-// assume finite math), erf, and a real-valued pow that handles negative bases.
+// assume finite math), erf, exact floor division, and a real-valued pow that handles
+// negative bases.
+#include "lib/int64.wgsl"
 
 // The bits go through a `var`: a constant expression may not evaluate to Inf or NaN, and
 // browsers' WGSL compilers (Tint) reject `bitcast<f32>(0x7f800000u)` for that reason.
@@ -43,6 +45,49 @@ fn erf_f(x: f32) -> f32 {
     let poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))));
     let y = 1.0 - poly * exp(-ax * ax);
     return select(y, -y, x < 0.0);
+}
+
+// The sign of a − q·b, exactly, for |b| ≤ |a| < 2^24·|b| and integral |q| < 2^24: a and b
+// as 24-bit integers times powers of two, both sides in 64-bit integers over b's power.
+fn rem_sign(a: f32, b: f32, q: f32) -> i32 {
+    let fa = frexp(a);
+    let fb = frexp(b);
+    var lhs = i64_from_i32(i32(fa.fract * 16777216.0));
+    let rhs = i64_mul(i64_from_i32(i32(q)), i64_from_i32(i32(fb.fract * 16777216.0)));
+    // |a| ≥ |b|: a's exponent is b's or up to 25 more.
+    var d = fa.exp - fb.exp;
+    while (d > 0) {
+        let k = min(d, 24);
+        lhs = i64_mul(lhs, i64_from_i32(1 << u32(k)));
+        d = d - k;
+    }
+    let r = i64_sub(lhs, rhs);
+    if (i64_is_zero(r)) {
+        return 0;
+    }
+    return select(1, -1, i64_is_neg(r));
+}
+
+// floor(a / b) of the exact quotient (Python's //). A GPU's division need not round
+// correctly (the NVIDIA driver's does not) and a rounded quotient can land on an integer the
+// exact one falls short of (1 / 0.1 rounds to 10): where the quotient is an integer below
+// 2^24, the exact sign of the remainder a − q·b says whether q is one off. (WGSL's fma may
+// round twice, so it cannot give that remainder.) Infinite or NaN operands give floor(a / b).
+fn floor_div_f(a: f32, b: f32) -> f32 {
+    var q = floor(a / b);
+    if (a == 0.0 || b == 0.0 || is_nan_f(a) || is_inf_f(a) || is_nan_f(b) || is_inf_f(b) || !(abs(q) < 16777216.0)) {
+        return q;
+    }
+    if (abs(a) < abs(b)) {
+        return select(-1.0, 0.0, (a > 0.0) == (b > 0.0));
+    }
+    let s = rem_sign(a, b, q) * select(-1, 1, b > 0.0);
+    if (s < 0) {
+        q = q - 1.0;
+    } else if (rem_sign(a, b, q + 1.0) * select(-1, 1, b > 0.0) >= 0) {
+        q = q + 1.0;
+    }
+    return q;
 }
 
 // x^y for real x and y, as numpy: exact repeated multiplication for small integral y, a

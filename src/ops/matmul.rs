@@ -5,7 +5,7 @@
 use crate::backend::cpu::CpuData;
 use crate::backend::cpu::float_kernel;
 use crate::backend::cpu::matmul::{MatView, batched_matmul};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::backend::gpu::{Bind, GpuBuffer, GpuContext, Kernel};
 use crate::ops::epilogue::Epilogue;
@@ -197,10 +197,9 @@ pub(crate) fn product_gpu(
             params.extend(s.iter().map(|&d| d as u32));
         }
         epi.append_params("matmul", &mut params)?;
-        let groups = [n.div_ceil(64).max(1) as u32, m.div_ceil(64).max(1) as u32, zn as u32];
-        // Software adapters emulate workgroup barriers slowly: 4.8× faster there without
-        // them (lavapipe, 64×256·256×256: 1.8 ms vs 8.5 ms).
-        let entry = if ctx.is_software() { "direct" } else { "main" };
+        let entry = entry(ctx, m, n, batches);
+        let tile = if entry == "wide" { 128 } else { 64 };
+        let groups = [n.div_ceil(tile).max(1) as u32, m.div_ceil(tile).max(1) as u32, zn as u32];
         let mut binds = vec![Bind::read(a), Bind::read(b), Bind::write(out)];
         binds.extend(epi.extras.iter().map(|x| Bind::read(x)));
         ctx.dispatch(&MATMUL, epi.number, entry, &binds, &params, groups)?;
@@ -208,6 +207,37 @@ pub(crate) fn product_gpu(
     }
     Ok(())
 }
+
+/// The kernel entry for an `m × n` product over `batches` matrices:
+/// - `direct` on software adapters, which emulate workgroup barriers slowly (4.8× faster
+///   there without them: lavapipe, 64×256·256×256, 1.8 ms vs 8.5 ms);
+/// - `wide` (128×128 tiles, 8×8 per invocation) where there are enough such tiles to fill a
+///   large GPU;
+/// - `main` (64×64 tiles, 4×4 per invocation) otherwise.
+///
+/// `DYGRAPH_MATMUL_KERNEL=main|wide|direct` forces one (to exercise and time each anywhere).
+fn entry(ctx: &GpuContext, m: usize, n: usize, batches: usize) -> &'static str {
+    static FORCED: OnceLock<Option<&'static str>> = OnceLock::new();
+    let forced = FORCED.get_or_init(|| match std::env::var("DYGRAPH_MATMUL_KERNEL").as_deref() {
+        Ok("main") => Some("main"),
+        Ok("wide") => Some("wide"),
+        Ok("direct") => Some("direct"),
+        _ => None,
+    });
+    if let Some(e) = forced {
+        return e;
+    }
+    if ctx.is_software() {
+        "direct"
+    } else if m.div_ceil(128) * n.div_ceil(128) * batches >= WIDE_MIN_TILES {
+        "wide"
+    } else {
+        "main"
+    }
+}
+
+/// The fewest 128×128 tiles for which `wide` beats `main`'s four times as many 64×64 ones.
+const WIDE_MIN_TILES: usize = 256;
 
 /// Matrix product with numpy/Paddle broadcasting. 1-D operands are promoted to matrices
 /// (a row for `x`, a column for `y`) and the added axis is removed from the result.

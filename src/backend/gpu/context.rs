@@ -3,7 +3,7 @@
 //! SwiftShader) after them, so `gpu:0` is the best adapter present.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use super::capture::PrivatePool;
 use super::pool::{BufferPool, MemoryStats, size_class};
@@ -459,10 +459,12 @@ impl GpuContext {
         });
         #[cfg(not(target_arch = "wasm32"))]
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some(kernel.file),
-            source: wgpu::ShaderSource::Wgsl(source.into()),
-        });
+        let descriptor =
+            wgpu::ShaderModuleDescriptor { label: Some(kernel.file), source: wgpu::ShaderSource::Wgsl(source.into()) };
+        // SAFETY: the kernels are the crate's own (and fused chains generated from its own
+        // expression table); with `runtime_checks()`'s default only the loop bounding is
+        // dropped, and every loop in them counts to a bound taken from the parameters.
+        let module = unsafe { self.device.create_shader_module_trusted(descriptor, runtime_checks()) };
         let layout =
             self.device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: None, entries: &entries });
         let pipeline_layout = self.device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
@@ -565,4 +567,26 @@ impl Drop for GpuBuffer {
             }
         }
     }
+}
+
+/// What wgpu adds to every kernel (`DYGRAPH_SHADER_CHECKS`):
+/// - `bounds` (default): every buffer and array access clamped to its binding, as
+///   `create_shader_module` does; no loop bounding. The bounding counter wgpu otherwise puts
+///   in every loop keeps drivers from unrolling the kernels' fixed-trip inner loops, which
+///   then index their accumulator arrays from local memory instead of registers.
+/// - `full`: wgpu's defaults (bounds and loop bounding), for comparison.
+/// - `none`: neither (a kernel's own bugs would then go unchecked): for measurement only.
+///
+/// The browser's WebGPU applies its own checks whatever this says.
+fn runtime_checks() -> wgpu::ShaderRuntimeChecks {
+    static CHECKS: OnceLock<wgpu::ShaderRuntimeChecks> = OnceLock::new();
+    *CHECKS.get_or_init(|| {
+        let mut c = wgpu::ShaderRuntimeChecks::checked();
+        match std::env::var("DYGRAPH_SHADER_CHECKS").as_deref() {
+            Ok("full") => {}
+            Ok("none") => c = wgpu::ShaderRuntimeChecks::unchecked(),
+            _ => c.force_loop_bounding = false,
+        }
+        c
+    })
 }

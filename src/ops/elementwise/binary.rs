@@ -329,6 +329,32 @@ fn i_rem(a: i64, b: i64) -> i64 {
     if b == 0 { 0 } else { a.wrapping_rem(b) }
 }
 
+/// `⌊a / b⌋` of the exact quotient (Python's `//`): the rounded quotient can land on an
+/// integer the true one falls short of (`1.0 // 0.1` is 9, not 10); the remainder, exact
+/// through a fused multiply-add, says when. Infinite or NaN operands give `floor(a / b)`.
+/// `floor_div_f` in `lib/math.wgsl` is the same.
+fn floor_div(a: f64, b: f64) -> f64 {
+    let mut q = (a / b).floor();
+    if !a.is_finite() || !b.is_finite() {
+        return q;
+    }
+    let r = (-q).mul_add(b, a);
+    if b > 0.0 {
+        if r < 0.0 {
+            q -= 1.0;
+        } else if r >= b {
+            q += 1.0;
+        }
+    } else if b < 0.0 {
+        if r > 0.0 {
+            q -= 1.0;
+        } else if r <= b {
+            q += 1.0;
+        }
+    }
+    q
+}
+
 fn i_floordiv(a: i64, b: i64) -> i64 {
     let (q, r) = (i_div(a, b), i_rem(a, b));
     if r != 0 && ((r < 0) != (b < 0)) { q - 1 } else { q }
@@ -402,10 +428,10 @@ binary_ops! {
     }
     /// Floor division (Python's `//`); `x // 0 = 0` for integers.
     floor_divide {
-        float: |a, b| (a / b).floor(),
+        float: |a, b| floor_div(a, b),
         int: |a, b| i_floordiv(a, b),
         boolean:,
-        wgsl: "floor(a / b)",
+        wgsl: "floor_div_f(a, b)",
         wgsl_i32: "i32_floordiv(a, b)",
         wgsl_i64: "i64_floordiv(a, b)",
         grad_a:,
@@ -413,10 +439,10 @@ binary_ops! {
     }
     /// Modulo with the sign of the divisor (Python's `%`, Paddle's `remainder`).
     remainder {
-        float: |a, b| a - (a / b).floor() * b,
+        float: |a, b| a - floor_div(a, b) * b,
         int: |a, b| i_mod(a, b),
         boolean:,
-        wgsl: "a - floor(a / b) * b",
+        wgsl: "a - floor_div_f(a, b) * b",
         wgsl_i32: "i32_mod(a, b)",
         wgsl_i64: "i64_mod(a, b)",
         grad_a: |a, b, y, g| Ok(g.clone()),
