@@ -419,9 +419,7 @@ fn compile(d: &ProgramData, place: Place) -> Result<Compiled> {
     }
     let mut c = compile_ops(d, &d.blocks[0].ops, place)?;
     if c.plannable {
-        // Epilogues and prologues save a GPU kernel and a buffer round trip; on the CPU the
-        // separate, vectorised kernels are faster than one loop evaluating the chain.
-        let chains = super::fusion::fuse(&d.blocks[0].ops, &d.vars, place.is_gpu());
+        let chains = super::fusion::fuse(&d.blocks[0].ops, &d.vars, super::fusion::Kinds::for_place(place.is_gpu()));
         if !chains.is_empty() {
             let mut skip = HashSet::new();
             let mut at = HashMap::new();

@@ -62,9 +62,45 @@ fn token(op: &OpDesc, vars: &[VarDesc]) -> Option<String> {
     None
 }
 
-/// Finds the chains of block 0's `ops` worth fusing (two ops or more), and with `products`
+/// Which fusions the pass makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Kinds {
+    /// Elementwise chains into one `fused_elementwise`.
+    pub chains: bool,
+    /// A chain after a `matmul` / `conv2d` into its store.
+    pub epilogues: bool,
+    /// A chain before a reduction into its loads.
+    pub prologues: bool,
+}
+
+impl Kinds {
+    /// What a place fuses: epilogues and prologues only on a GPU (on the CPU the separate,
+    /// vectorised kernels are faster than one loop evaluating the chain). `DYGRAPH_FUSION`
+    /// narrows it, for measurement: a comma-separated list of `chains`, `epilogues`,
+    /// `prologues` (`0` for none is handled by the Executor).
+    pub(super) fn for_place(gpu: bool) -> Kinds {
+        Kinds::from_setting(gpu, std::env::var("DYGRAPH_FUSION").ok().as_deref())
+    }
+
+    fn from_setting(gpu: bool, setting: Option<&str>) -> Kinds {
+        let all = Kinds { chains: true, epilogues: gpu, prologues: gpu };
+        match setting {
+            Some(list) if list.contains(|c: char| c.is_ascii_alphabetic()) => {
+                let has = |k: &str| list.split(',').any(|s| s.trim() == k);
+                Kinds {
+                    chains: has("chains"),
+                    epilogues: all.epilogues && has("epilogues"),
+                    prologues: all.prologues && has("prologues"),
+                }
+            }
+            _ => all,
+        }
+    }
+}
+
+/// Finds the chains of block 0's `ops` worth fusing (two ops or more), and as `kinds` allows
 /// the epilogues of products and prologues of reductions.
-pub(super) fn fuse(ops: &[OpDesc], vars: &[VarDesc], products: bool) -> Vec<Fused> {
+pub(super) fn fuse(ops: &[OpDesc], vars: &[VarDesc], kinds: Kinds) -> Vec<Fused> {
     let mut readers = vec![0usize; vars.len()];
     for op in ops {
         for &v in &op.inputs {
@@ -120,7 +156,7 @@ pub(super) fn fuse(ops: &[OpDesc], vars: &[VarDesc], products: bool) -> Vec<Fuse
     for g in groups.into_iter().filter(|g| !g.is_empty()) {
         let root = *g.last().expect("groups are not empty");
         let member_outputs: HashSet<VarId> = g.iter().flat_map(|&m| ops[m].outputs.clone()).collect();
-        let epilogue = products.then(|| epilogue_product(&g, ops, vars, &readers, &producer, &member_outputs));
+        let epilogue = kinds.epilogues.then(|| epilogue_product(&g, ops, vars, &readers, &producer, &member_outputs));
         if let Some((j, product)) = epilogue.flatten() {
             let mut inputs = vec![product];
             let program = postfix(root, ops, &tokens, &member_outputs, &producer, &mut inputs);
@@ -134,7 +170,8 @@ pub(super) fn fuse(ops: &[OpDesc], vars: &[VarDesc], products: bool) -> Vec<Fuse
             fused.push(Fused { root, desc, members });
             continue;
         }
-        if let Some(r) = products.then(|| prologue_reduction(&g, ops, vars, &reader, &member_outputs)).flatten() {
+        if let Some(r) = kinds.prologues.then(|| prologue_reduction(&g, ops, vars, &reader, &member_outputs)).flatten()
+        {
             let mut inputs: Vec<VarId> = Vec::new();
             let program = postfix(root, ops, &tokens, &member_outputs, &producer, &mut inputs);
             let mut attrs = ops[r].attrs.clone();
@@ -144,7 +181,7 @@ pub(super) fn fuse(ops: &[OpDesc], vars: &[VarDesc], products: bool) -> Vec<Fuse
             fused.push(Fused { root: r, desc, members: g.clone() });
             continue;
         }
-        if g.len() < 2 || overwritten_between(&g, ops) {
+        if !kinds.chains || g.len() < 2 || overwritten_between(&g, ops) {
             continue;
         }
         let mut inputs: Vec<VarId> = Vec::new();
@@ -304,4 +341,21 @@ fn postfix(
     }
     parts.push(tokens[i].clone().unwrap_or_default());
     parts.join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Kinds;
+
+    #[test]
+    fn fusion_setting_narrows_the_kinds() {
+        let k = |chains, epilogues, prologues| Kinds { chains, epilogues, prologues };
+        assert_eq!(Kinds::from_setting(true, None), k(true, true, true));
+        assert_eq!(Kinds::from_setting(false, None), k(true, false, false));
+        assert_eq!(Kinds::from_setting(true, Some("1")), k(true, true, true));
+        assert_eq!(Kinds::from_setting(true, Some("chains, prologues")), k(true, false, true));
+        assert_eq!(Kinds::from_setting(true, Some("epilogues")), k(false, true, false));
+        // The CPU never fuses products, whatever is asked.
+        assert_eq!(Kinds::from_setting(false, Some("epilogues,chains")), k(true, false, false));
+    }
 }
