@@ -16,6 +16,21 @@
 
 {{EPILOGUE}}
 
+// Where matrix z of A and of B starts: z decomposed over the broadcast batch shape.
+fn batch_offsets(z: u32) -> vec2<u32> {
+    let nd = params[8];
+    var rem = z;
+    var off = vec2<u32>(0u);
+    for (var k = nd; k > 0u; k = k - 1u) {
+        let d = k - 1u;
+        let size = params[9u + d];
+        let coord = rem % size;
+        rem = rem / size;
+        off = off + coord * vec2<u32>(params[9u + nd + d], params[9u + 2u * nd + d]);
+    }
+    return off;
+}
+
 var<workgroup> tile_a: array<f32, 1024>;
 var<workgroup> tile_b: array<f32, 1024>;
 
@@ -29,18 +44,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     let b_rs = params[5];
     let b_cs = params[6];
     let z = wid.z + params[7];
-    let nd = params[8];
-    var rem = z;
-    var a_off = 0u;
-    var b_off = 0u;
-    for (var k = nd; k > 0u; k = k - 1u) {
-        let d = k - 1u;
-        let size = params[9u + d];
-        let coord = rem % size;
-        rem = rem / size;
-        a_off = a_off + coord * params[9u + nd + d];
-        b_off = b_off + coord * params[9u + 2u * nd + d];
-    }
+    let offsets = batch_offsets(z);
+    let a_off = offsets.x;
+    let b_off = offsets.y;
     let row0 = wid.y * 64u;
     let col0 = wid.x * 64u;
     let tid = lid.y * 16u + lid.x;
@@ -111,18 +117,9 @@ fn direct(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) l
     let b_rs = params[5];
     let b_cs = params[6];
     let z = wid.z + params[7];
-    let nd = params[8];
-    var rem = z;
-    var a_off = 0u;
-    var b_off = 0u;
-    for (var k = nd; k > 0u; k = k - 1u) {
-        let d = k - 1u;
-        let size = params[9u + d];
-        let coord = rem % size;
-        rem = rem / size;
-        a_off = a_off + coord * params[9u + nd + d];
-        b_off = b_off + coord * params[9u + 2u * nd + d];
-    }
+    let offsets = batch_offsets(z);
+    let a_off = offsets.x;
+    let b_off = offsets.y;
     let last_m = max(m_len, 1u) - 1u;
     let last_n = max(n_len, 1u) - 1u;
     // Rows 4·lid.y.., columns lid.x + 16·j: neighbouring invocations read neighbouring
@@ -185,18 +182,9 @@ fn wide(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     let b_rs = params[5];
     let b_cs = params[6];
     let z = wid.z + params[7];
-    let nd = params[8];
-    var rem = z;
-    var a_off = 0u;
-    var b_off = 0u;
-    for (var k = nd; k > 0u; k = k - 1u) {
-        let d = k - 1u;
-        let size = params[9u + d];
-        let coord = rem % size;
-        rem = rem / size;
-        a_off = a_off + coord * params[9u + nd + d];
-        b_off = b_off + coord * params[9u + 2u * nd + d];
-    }
+    let offsets = batch_offsets(z);
+    let a_off = offsets.x;
+    let b_off = offsets.y;
     let row0 = wid.y * 128u;
     let col0 = wid.x * 128u;
     let tid = lid.y * 16u + lid.x;

@@ -304,15 +304,7 @@ fn gpu_matches_cpu_with_each_kernel_forced() {
         return;
     }
     for kernel in ["tiled", "direct"] {
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["gpu_matches_cpu_forward_and_gradients", "--exact", "--test-threads=1"])
-            .env("DYGRAPH_CONV_KERNEL", kernel)
-            .env("DYGRAPH_TEST_SEED", common::run_seed().to_string())
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "GPU grid with DYGRAPH_CONV_KERNEL={kernel} failed:\n{text}");
-        assert!(text.contains("1 passed"), "the child ran no test:\n{text}");
+        common::rerun_with("gpu_matches_cpu_forward_and_gradients", "DYGRAPH_CONV_KERNEL", kernel);
     }
 }
 

@@ -107,14 +107,6 @@ fn gpu_matches_float64_reference_with_each_kernel_forced() {
         return;
     }
     for kernel in ["main", "wide", "direct"] {
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["gpu_matches_float64_reference", "--exact", "--test-threads=1"])
-            .env("DYGRAPH_MATMUL_KERNEL", kernel)
-            .env("DYGRAPH_TEST_SEED", common::run_seed().to_string())
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "GPU matmul with DYGRAPH_MATMUL_KERNEL={kernel} failed:\n{text}");
-        assert!(text.contains("1 passed"), "the child ran no test:\n{text}");
+        common::rerun_with("gpu_matches_float64_reference", "DYGRAPH_MATMUL_KERNEL", kernel);
     }
 }

@@ -325,3 +325,18 @@ pub fn gpu_matches_cpu(
         }
     }
 }
+
+/// Runs test `name` of this test binary again in a child process with `var=value` set (for a
+/// choice the library reads once per process) and this run's seed; fails with the child's
+/// output unless it ran that one test and it passed.
+pub fn rerun_with(name: &str, var: &str, value: &str) {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([name, "--exact", "--test-threads=1"])
+        .env(var, value)
+        .env("DYGRAPH_TEST_SEED", run_seed().to_string())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{name} with {var}={value} failed:\n{text}");
+    assert!(text.contains("1 passed"), "the child ran no test:\n{text}");
+}
