@@ -443,6 +443,10 @@ fn known_values_on_every_place() {
                 b.push(d as f64);
             }
         }
+        // A dividend far smaller than the divisor: the remainder 3 − 1e-30 is not
+        // representable, so only the quotient's sign can decide (−1, or 0).
+        a.extend([-1e-30f32 as f64, 1e-30f32 as f64, 1e-30f32 as f64]);
+        b.extend([3.0, 3.0, -3.0]);
         a.extend([1.0, -273.0, 1.0]);
         b.extend([0.1f32 as f64, 3.0, -0.1f32 as f64]);
         let q: Vec<f64> = a.iter().zip(&b).map(|(x, y)| (x / y).floor()).collect();

@@ -331,12 +331,16 @@ fn i_rem(a: i64, b: i64) -> i64 {
 
 /// `⌊a / b⌋` of the exact quotient (Python's `//`): the rounded quotient can land on an
 /// integer the true one falls short of (`1.0 // 0.1` is 9, not 10); the remainder, exact
-/// through a fused multiply-add, says when. Infinite or NaN operands give `floor(a / b)`.
-/// `floor_div_f` in `lib/math.wgsl` is the same.
+/// through a fused multiply-add where `|a| ≥ |b|`, says when (below that the quotient's sign
+/// decides: 0 or −1). Infinite or NaN operands give `floor(a / b)`. `floor_div_f` in
+/// `lib/math.wgsl` is the same.
 fn floor_div(a: f64, b: f64) -> f64 {
     let mut q = (a / b).floor();
-    if !a.is_finite() || !b.is_finite() {
+    if !a.is_finite() || !b.is_finite() || a == 0.0 || b == 0.0 {
         return q;
+    }
+    if a.abs() < b.abs() {
+        return if (a > 0.0) == (b > 0.0) { 0.0 } else { -1.0 };
     }
     let r = (-q).mul_add(b, a);
     if b > 0.0 {
