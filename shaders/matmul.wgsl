@@ -16,8 +16,23 @@
 
 {{EPILOGUE}}
 
-// Where matrix z of A and of B starts: z decomposed over the broadcast batch shape.
-fn batch_offsets(z: u32) -> vec2<u32> {
+// One product's sizes, strides and where matrix z (this workgroup's, offset by the
+// dispatch's first) of A and of B starts: z decomposed over the broadcast batch shape.
+struct Problem {
+    m: u32,
+    n: u32,
+    k: u32,
+    a_rs: u32,
+    a_cs: u32,
+    b_rs: u32,
+    b_cs: u32,
+    z: u32,
+    a_off: u32,
+    b_off: u32,
+}
+
+fn problem(wid_z: u32) -> Problem {
+    let z = wid_z + params[7];
     let nd = params[8];
     var rem = z;
     var off = vec2<u32>(0u);
@@ -28,7 +43,7 @@ fn batch_offsets(z: u32) -> vec2<u32> {
         rem = rem / size;
         off = off + coord * vec2<u32>(params[9u + nd + d], params[9u + 2u * nd + d]);
     }
-    return off;
+    return Problem(params[0], params[1], params[2], params[3], params[4], params[5], params[6], z, off.x, off.y);
 }
 
 var<workgroup> tile_a: array<f32, 1024>;
@@ -36,17 +51,7 @@ var<workgroup> tile_b: array<f32, 1024>;
 
 @compute @workgroup_size(16, 16)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
-    let m_len = params[0];
-    let n_len = params[1];
-    let k_len = params[2];
-    let a_rs = params[3];
-    let a_cs = params[4];
-    let b_rs = params[5];
-    let b_cs = params[6];
-    let z = wid.z + params[7];
-    let offsets = batch_offsets(z);
-    let a_off = offsets.x;
-    let b_off = offsets.y;
+    let p = problem(wid.z);
     let row0 = wid.y * 64u;
     let col0 = wid.x * 64u;
     let tid = lid.y * 16u + lid.x;
@@ -54,7 +59,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     for (var i = 0u; i < 16u; i = i + 1u) {
         acc[i] = 0.0;
     }
-    let k_tiles = (k_len + 15u) / 16u;
+    let k_tiles = (p.k + 15u) / 16u;
     for (var t = 0u; t < k_tiles; t = t + 1u) {
         let k0 = t * 16u;
         for (var i = 0u; i < 4u; i = i + 1u) {
@@ -63,16 +68,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
             let am = e / 16u;
             let ak = e % 16u;
             var av = 0.0;
-            if (row0 + am < m_len && k0 + ak < k_len) {
-                av = a[a_off + (row0 + am) * a_rs + (k0 + ak) * a_cs];
+            if (row0 + am < p.m && k0 + ak < p.k) {
+                av = a[p.a_off + (row0 + am) * p.a_rs + (k0 + ak) * p.a_cs];
             }
             tile_a[ak * 64u + am] = av;
             // B tile: 16 k × 64 cols, cols fastest (contiguous for a row-major B).
             let bk = e / 64u;
             let bn = e % 64u;
             var bv = 0.0;
-            if (k0 + bk < k_len && col0 + bn < n_len) {
-                bv = b[b_off + (k0 + bk) * b_rs + (col0 + bn) * b_cs];
+            if (k0 + bk < p.k && col0 + bn < p.n) {
+                bv = b[p.b_off + (k0 + bk) * p.b_rs + (col0 + bn) * p.b_cs];
             }
             tile_b[bk * 64u + bn] = bv;
         }
@@ -92,13 +97,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
         }
         workgroupBarrier();
     }
-    let c_off = z * m_len * n_len;
+    let c_off = p.z * p.m * p.n;
     for (var i = 0u; i < 4u; i = i + 1u) {
         let m = row0 + lid.y + 16u * i;
         for (var j = 0u; j < 4u; j = j + 1u) {
             let n = col0 + lid.x + 16u * j;
-            if (m < m_len && n < n_len) {
-                c[c_off + m * n_len + n] = epilogue(acc[i * 4u + j], c_off + m * n_len + n);
+            if (m < p.m && n < p.n) {
+                c[c_off + m * p.n + n] = epilogue(acc[i * 4u + j], c_off + m * p.n + n);
             }
         }
     }
@@ -109,46 +114,36 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
 // SwiftShader) run this faster than the tiled form, whose barriers they emulate.
 @compute @workgroup_size(16, 16)
 fn direct(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
-    let m_len = params[0];
-    let n_len = params[1];
-    let k_len = params[2];
-    let a_rs = params[3];
-    let a_cs = params[4];
-    let b_rs = params[5];
-    let b_cs = params[6];
-    let z = wid.z + params[7];
-    let offsets = batch_offsets(z);
-    let a_off = offsets.x;
-    let b_off = offsets.y;
-    let last_m = max(m_len, 1u) - 1u;
-    let last_n = max(n_len, 1u) - 1u;
+    let p = problem(wid.z);
+    let last_m = max(p.m, 1u) - 1u;
+    let last_n = max(p.n, 1u) - 1u;
     // Rows 4·lid.y.., columns lid.x + 16·j: neighbouring invocations read neighbouring
     // columns of B, and share their rows of A.
     let m0 = wid.y * 64u + lid.y * 4u;
     let n0 = wid.x * 64u + lid.x;
-    let ra = vec4<u32>(min(m0, last_m), min(m0 + 1u, last_m), min(m0 + 2u, last_m), min(m0 + 3u, last_m)) * a_rs + a_off;
-    let cb = vec4<u32>(min(n0, last_n), min(n0 + 16u, last_n), min(n0 + 32u, last_n), min(n0 + 48u, last_n)) * b_cs + b_off;
+    let ra = vec4<u32>(min(m0, last_m), min(m0 + 1u, last_m), min(m0 + 2u, last_m), min(m0 + 3u, last_m)) * p.a_rs + p.a_off;
+    let cb = vec4<u32>(min(n0, last_n), min(n0 + 16u, last_n), min(n0 + 32u, last_n), min(n0 + 48u, last_n)) * p.b_cs + p.b_off;
     var c0 = vec4<f32>(0.0);
     var c1 = vec4<f32>(0.0);
     var c2 = vec4<f32>(0.0);
     var c3 = vec4<f32>(0.0);
-    for (var k = 0u; k < k_len; k = k + 1u) {
-        let ak = k * a_cs;
-        let bk = k * b_rs;
+    for (var k = 0u; k < p.k; k = k + 1u) {
+        let ak = k * p.a_cs;
+        let bk = k * p.b_rs;
         let bv = vec4<f32>(b[cb.x + bk], b[cb.y + bk], b[cb.z + bk], b[cb.w + bk]);
         c0 = c0 + a[ra.x + ak] * bv;
         c1 = c1 + a[ra.y + ak] * bv;
         c2 = c2 + a[ra.z + ak] * bv;
         c3 = c3 + a[ra.w + ak] * bv;
     }
-    let c_off = z * m_len * n_len;
+    let c_off = p.z * p.m * p.n;
     let rows = array<vec4<f32>, 4>(c0, c1, c2, c3);
     for (var i = 0u; i < 4u; i = i + 1u) {
         let m = m0 + i;
         for (var j = 0u; j < 4u; j = j + 1u) {
             let n = n0 + 16u * j;
-            if (m < m_len && n < n_len) {
-                c[c_off + m * n_len + n] = epilogue(rows[i][j], c_off + m * n_len + n);
+            if (m < p.m && n < p.n) {
+                c[c_off + m * p.n + n] = epilogue(rows[i][j], c_off + m * p.n + n);
             }
         }
     }
@@ -174,17 +169,7 @@ fn wide_load(off: u32, rs: u32, cs: u32, r: u32, r_len: u32, k: u32, k_len: u32,
 
 @compute @workgroup_size(16, 16)
 fn wide(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
-    let m_len = params[0];
-    let n_len = params[1];
-    let k_len = params[2];
-    let a_rs = params[3];
-    let a_cs = params[4];
-    let b_rs = params[5];
-    let b_cs = params[6];
-    let z = wid.z + params[7];
-    let offsets = batch_offsets(z);
-    let a_off = offsets.x;
-    let b_off = offsets.y;
+    let p = problem(wid.z);
     let row0 = wid.y * 128u;
     let col0 = wid.x * 128u;
     let tid = lid.y * 16u + lid.x;
@@ -201,23 +186,23 @@ fn wide(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     var pa = vec4<f32>(0.0);
     var pb = vec4<f32>(0.0);
     for (var j = 0u; j < 4u; j = j + 1u) {
-        pa[j] = wide_load(a_off, a_rs, a_cs, row0 + la_r, m_len, la_k + j, k_len, true);
-        pb[j] = wide_load(b_off, b_rs, b_cs, col0 + lb_c + j, n_len, lb_k, k_len, false);
+        pa[j] = wide_load(p.a_off, p.a_rs, p.a_cs, row0 + la_r, p.m, la_k + j, p.k, true);
+        pb[j] = wide_load(p.b_off, p.b_rs, p.b_cs, col0 + lb_c + j, p.n, lb_k, p.k, false);
     }
     for (var j = 0u; j < 4u; j = j + 1u) {
         wide_a[(la_k + j) * 32u + la_r / 4u][la_r % 4u] = pa[j];
     }
     wide_b[lb_k * 32u + lb_c / 4u] = pb;
     workgroupBarrier();
-    let k_tiles = (k_len + 7u) / 8u;
+    let k_tiles = (p.k + 7u) / 8u;
     for (var t = 0u; t < k_tiles; t = t + 1u) {
         let cur = (t % 2u) * 256u;
         let more = t + 1u < k_tiles;
         if (more) {
             let k0 = (t + 1u) * 8u;
             for (var j = 0u; j < 4u; j = j + 1u) {
-                pa[j] = wide_load(a_off, a_rs, a_cs, row0 + la_r, m_len, k0 + la_k + j, k_len, true);
-                pb[j] = wide_load(b_off, b_rs, b_cs, col0 + lb_c + j, n_len, k0 + lb_k, k_len, false);
+                pa[j] = wide_load(p.a_off, p.a_rs, p.a_cs, row0 + la_r, p.m, k0 + la_k + j, p.k, true);
+                pb[j] = wide_load(p.b_off, p.b_rs, p.b_cs, col0 + lb_c + j, p.n, k0 + lb_k, p.k, false);
             }
         }
         for (var kk = 0u; kk < 8u; kk = kk + 1u) {
@@ -251,15 +236,15 @@ fn wide(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
         }
         workgroupBarrier();
     }
-    let c_off = z * m_len * n_len;
+    let c_off = p.z * p.m * p.n;
     for (var i = 0u; i < 8u; i = i + 1u) {
         let m = row0 + (i / 4u) * 64u + lid.y * 4u + i % 4u;
         for (var h = 0u; h < 2u; h = h + 1u) {
             let v = acc[i * 2u + h];
             for (var j = 0u; j < 4u; j = j + 1u) {
                 let n = col0 + h * 64u + lid.x * 4u + j;
-                if (m < m_len && n < n_len) {
-                    c[c_off + m * n_len + n] = epilogue(v[j], c_off + m * n_len + n);
+                if (m < p.m && n < p.n) {
+                    c[c_off + m * p.n + n] = epilogue(v[j], c_off + m * p.n + n);
                 }
             }
         }

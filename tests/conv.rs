@@ -295,17 +295,7 @@ fn gpu_matches_cpu_forward_and_gradients() {
 /// (the choice is read once per process), so both are checked on any machine.
 #[test]
 fn gpu_matches_cpu_with_each_kernel_forced() {
-    if let Ok(k) = std::env::var("DYGRAPH_CONV_KERNEL") {
-        let why = format!("DYGRAPH_CONV_KERNEL={k} already forces one entry for this whole run");
-        common::skip("conv kernel", "conv2d with each GPU entry forced", &why);
-        return;
-    }
-    if common::gpu_or_skip().is_none() {
-        return;
-    }
-    for kernel in ["tiled", "direct"] {
-        common::rerun_with("gpu_matches_cpu_forward_and_gradients", "DYGRAPH_CONV_KERNEL", kernel);
-    }
+    common::rerun_with_each("gpu_matches_cpu_forward_and_gradients", "DYGRAPH_CONV_KERNEL", &["tiled", "direct"]);
 }
 
 #[test]

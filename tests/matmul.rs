@@ -98,15 +98,5 @@ fn gpu_matches_float64_reference() {
 /// once per process), so every entry is checked on any machine.
 #[test]
 fn gpu_matches_float64_reference_with_each_kernel_forced() {
-    if let Ok(k) = std::env::var("DYGRAPH_MATMUL_KERNEL") {
-        let why = format!("DYGRAPH_MATMUL_KERNEL={k} already forces one entry for this whole run");
-        common::skip("matmul kernel", "matmul with each GPU entry forced", &why);
-        return;
-    }
-    if common::gpu_or_skip().is_none() {
-        return;
-    }
-    for kernel in ["main", "wide", "direct"] {
-        common::rerun_with("gpu_matches_float64_reference", "DYGRAPH_MATMUL_KERNEL", kernel);
-    }
+    common::rerun_with_each("gpu_matches_float64_reference", "DYGRAPH_MATMUL_KERNEL", &["main", "wide", "direct"]);
 }

@@ -120,22 +120,16 @@ pub(crate) struct EpilogueTable {
 
 impl EpilogueTable {
     pub(crate) const fn new(first_binding: usize) -> Self {
-        EpilogueTable {
-            first_binding,
-            site: Site::Epilogue,
-            entries: Mutex::new(Vec::new()),
-            known: Mutex::new(Vec::new()),
-        }
+        EpilogueTable::at(first_binding, Site::Epilogue)
     }
 
     /// A table of reduction prologues (the template's `LOAD` placeholder).
     pub(crate) const fn prologues(first_binding: usize) -> Self {
-        EpilogueTable {
-            first_binding,
-            site: Site::Prologue,
-            entries: Mutex::new(Vec::new()),
-            known: Mutex::new(Vec::new()),
-        }
+        EpilogueTable::at(first_binding, Site::Prologue)
+    }
+
+    const fn at(first_binding: usize, site: Site) -> Self {
+        EpilogueTable { first_binding, site, entries: Mutex::new(Vec::new()), known: Mutex::new(Vec::new()) }
     }
 
     /// The number of `chain`'s epilogue (≥ 1).

@@ -326,6 +326,27 @@ pub fn gpu_matches_cpu(
     }
 }
 
+/// Runs test `name` again with `var` set to each of `values` in turn (see [`rerun_with`]), so
+/// every GPU entry a per-process choice selects is checked on any machine. Counted as a skip
+/// when `var` is already set (the whole run is then forced) or there is no adapter.
+#[track_caller]
+pub fn rerun_with_each(name: &str, var: &str, values: &[&str]) {
+    if let Ok(v) = std::env::var(var) {
+        skip(
+            var,
+            &format!("{name} with each {var} forced"),
+            &format!("{var}={v} already forces one for this whole run"),
+        );
+        return;
+    }
+    if gpu_or_skip().is_none() {
+        return;
+    }
+    for v in values {
+        rerun_with(name, var, v);
+    }
+}
+
 /// Runs test `name` of this test binary again in a child process with `var=value` set (for a
 /// choice the library reads once per process) and this run's seed; fails with the child's
 /// output unless it ran that one test and it passed.
