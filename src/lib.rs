@@ -48,20 +48,27 @@ pub use backend::gpu::{
 pub use dtype::{DType, Element, Scalar};
 pub use error::{Error, Result};
 pub use io::{load, save};
+pub use ops::combine::{
+    TensorOrScalar, diff, lerp, masked_fill, meshgrid, repeat_interleave, repeat_interleave_by, roll, unbind,
+};
 pub use ops::elementwise::*;
 pub use ops::index::*;
+pub use ops::linalg::{NormKind, kron, norm, outer};
+pub use ops::logic::{all, allclose, any, isclose};
 pub use ops::matmul::*;
 pub use ops::nn::*;
 pub use ops::reduce::*;
 pub use ops::registry::{OpInfo, apply_elementwise, elementwise_ops};
+pub use ops::scan::{cumprod, cumprod_with, cumsum, cumsum_with};
 pub use ops::shape::*;
 pub use ops::sort::{argsort, sort, topk};
+pub use ops::tri::{tril, triu};
 pub use place::{Place, current_place, get_device, guard, set_device, set_place};
 pub use random::*;
 pub use shape::{IntoShape, Shape, broadcast_shapes};
 pub use tensor::TensorMeta;
 pub use tensor::overload::{PowArg, pow};
 pub use tensor::{
-    NdArray, PrintOptions, Tensor, TensorData, arange, eye, full, full_like, full_on, linspace, ones, ones_like,
-    ones_on, set_printoptions, to_tensor, to_tensor_on, zeros, zeros_like, zeros_on,
+    NdArray, PrintOptions, Tensor, TensorData, arange, arange_on, eye, full, full_like, full_on, linspace, ones,
+    ones_like, ones_on, set_printoptions, to_tensor, to_tensor_on, zeros, zeros_like, zeros_on,
 };

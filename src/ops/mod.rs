@@ -17,14 +17,18 @@ macro_rules! opt {
     };
 }
 pub(crate) use opt;
+pub(crate) mod combine;
 pub(crate) mod copy;
 pub(crate) mod index;
+pub(crate) mod linalg;
+pub(crate) mod logic;
 pub(crate) mod matmul;
 pub(crate) mod matmul_epilogue;
 pub(crate) mod nn;
 pub(crate) mod reduce;
 pub(crate) mod reduce_prologue;
 pub mod registry;
+pub(crate) mod scan;
 
 pub use fused::fused_kernel_source;
 pub use matmul_epilogue::matmul_epilogue_source;
@@ -36,3 +40,4 @@ pub use registry::{
 };
 pub(crate) mod shape;
 pub(crate) mod sort;
+pub(crate) mod tri;

@@ -255,6 +255,18 @@ pub(crate) struct LinspaceAttrs {
     pub place: Place,
 }
 
+/// `arange` on an explicit place.
+pub fn arange_on(
+    start: impl Into<Scalar>,
+    end: impl Into<Scalar>,
+    step: impl Into<Scalar>,
+    dtype: DType,
+    place: Place,
+) -> Result<Tensor> {
+    let (start, end, step) = (start.into(), end.into(), step.into());
+    apply1(&ARANGE, &[], ArangeAttrs { start, end, step, dtype, place })
+}
+
 /// `num` evenly spaced values from `start` to `stop` inclusive (`paddle.linspace`).
 pub(crate) static LINSPACE: HostValuesOp<LinspaceAttrs> = HostValuesOp::new("linspace");
 
@@ -644,8 +656,7 @@ pub fn arange(
     step: impl Into<Scalar>,
     dtype: DType,
 ) -> Result<Tensor> {
-    let (start, end, step) = (start.into(), end.into(), step.into());
-    apply1(&ARANGE, &[], ArangeAttrs { start, end, step, dtype, place: current_place()? })
+    arange_on(start, end, step, dtype, current_place()?)
 }
 
 /// `num` evenly spaced values from `start` to `stop` inclusive (`paddle.linspace`).

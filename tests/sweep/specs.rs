@@ -3002,6 +3002,7 @@ pub fn all() -> Vec<Spec> {
     v.extend(update_specs());
     v.extend(creation_specs());
     v.extend(copy_specs());
+    v.extend(scan_tri_specs());
     v
 }
 
@@ -3048,4 +3049,182 @@ pub fn check_random(name: &str, outs: &[Tensor], inputs: &[Host], attrs: &AttrMa
         }
         other => panic!("{other}: not a random op"),
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Scans and triangles.
+
+/// The lines of `shape` around axis `ax` in scan order: each as the list of flat positions.
+fn scan_lines(shape: &[usize], ax: usize, reverse: bool) -> Vec<Vec<usize>> {
+    let (outer, len, inner) = (numel(&shape[..ax]), shape[ax], numel(&shape[ax + 1..]));
+    (0..outer * inner)
+        .map(|line| {
+            let base = (line / inner) * len * inner + line % inner;
+            (0..len).map(|s| base + (if reverse { len - 1 - s } else { s }) * inner).collect()
+        })
+        .collect()
+}
+
+/// The scanned axis of `x` (a 0-d tensor is one line of one element, as `[1]`).
+fn scan_geometry(x: &Host, m: &AttrMap) -> (Vec<usize>, usize) {
+    if x.shape.is_empty() { (vec![1], 0) } else { (x.shape.clone(), axis(attr_i(m, "axis"), x.shape.len())) }
+}
+
+fn scan_attrs(ax: i64, exclusive: bool, reverse: bool) -> AttrMap {
+    AttrMap::new().with("axis", ax).with("exclusive", exclusive).with("reverse", reverse)
+}
+
+/// `cumsum` and `cumprod`: every line summed (multiplied) in float64, inclusive or
+/// exclusive, forwards or reversed; small integers so that every dtype is exact.
+fn scan_spec(name: &'static str, product: bool) -> Spec {
+    let samples = move |rng: &mut Rng| {
+        let cases: [(&[usize], i64, bool, bool); 8] = [
+            (&[7], 0, false, false),
+            (&[3, 5], 1, true, false),
+            (&[4, 3], 0, false, true),
+            (&[2, 3, 4], -2, true, true),
+            (&[], -1, false, false),
+            (&[0, 3], 1, false, false),
+            (&[2, 1, 3, 2, 2], 3, false, true),
+            (&[2, 40], 1, false, false),
+        ];
+        let (lo, hi) = if product { (-2, 3) } else { (-9, 10) };
+        let mut out: Vec<Sample> = cases
+            .iter()
+            .map(|&(s, ax, ex, rev)| {
+                // Products of 40 factors would overflow float16: ±1 and 0 only there.
+                let (lo, hi) = if product && numel(s) > 30 { (-1, 2) } else { (lo, hi) };
+                let label = format!("{s:?} axis {ax} exclusive {ex} reverse {rev}");
+                sample(label, vec![data(ints(rng, numel(s), lo, hi), s)], scan_attrs(ax, ex, rev))
+            })
+            .collect();
+        let specials = vec![2.0, f64::INFINITY, -0.0, 3.0, f64::NAN, 1.0];
+        out.push(sample("special values", vec![data(specials, &[6])], scan_attrs(0, false, false)).floats_only());
+        for (ex, rev) in [(false, false), (true, true)] {
+            let x = data(vals(rng, 12, -1.5, 1.5, 0.0), &[3, 4]);
+            out.push(sample(format!("grad exclusive {ex} reverse {rev}"), vec![x], scan_attrs(1, ex, rev)).with_grad());
+        }
+        // An exact zero: cumprod's gradient divides by nothing.
+        let x = data(vec![0.5, 0.0, -1.25, 2.0, 0.0, 0.75], &[6]);
+        out.push(sample("grad with zeros", vec![x], scan_attrs(0, false, false)).with_grad());
+        out
+    };
+    let reference = move |x: &[Host], m: &AttrMap, dtype: DType| {
+        let (shape, ax) = scan_geometry(&x[0], m);
+        let (ex, rev) = (attr_b(m, "exclusive"), attr_b(m, "reverse"));
+        let mut v = vec![0.0; x[0].v.len()];
+        for line in scan_lines(&shape, ax, rev) {
+            let mut acc = if product { 1.0 } else { 0.0 };
+            for p in line {
+                let next = if product { acc * x[0].v[p] } else { acc + x[0].v[p] };
+                v[p] = if ex { acc } else { next };
+                acc = next;
+            }
+        }
+        let v = v.into_iter().map(|e| if dtype.is_float() { e } else { wrap_int(e as i64, dtype) }).collect();
+        vec![Host { v, shape: x[0].shape.clone() }]
+    };
+    spec(name, vec![I32, I64, F16, F32, F64], samples, reference).grad()
+}
+
+/// `cumprod_grad`: `Σ_j g_j · ∂y_j/∂x_i` with the partial products written out (every
+/// factor but `x_i`), not the recurrence the kernels use.
+fn cumprod_grad_spec() -> Spec {
+    let samples = |rng: &mut Rng| {
+        let cases: [(&[usize], i64, bool, bool); 6] = [
+            (&[6], 0, false, false),
+            (&[3, 5], 1, true, false),
+            (&[4, 3], 0, false, true),
+            (&[2, 3, 4], -1, true, true),
+            (&[], 0, false, false),
+            (&[0, 3], 1, false, false),
+        ];
+        cases
+            .iter()
+            .map(|&(s, ax, ex, rev)| {
+                let mut x = vals(rng, numel(s), -1.5, 1.5, 0.0);
+                if let Some(v) = x.get_mut(1) {
+                    *v = 0.0;
+                }
+                let inputs = vec![data(x, s), data(vals(rng, numel(s), -1.0, 1.0, 0.0), s)];
+                sample(format!("{s:?} axis {ax} exclusive {ex} reverse {rev}"), inputs, scan_attrs(ax, ex, rev))
+            })
+            .collect()
+    };
+    let reference = |x: &[Host], m: &AttrMap, _: DType| {
+        let (shape, ax) = scan_geometry(&x[0], m);
+        let (ex, rev) = (attr_b(m, "exclusive"), attr_b(m, "reverse"));
+        let mut v = vec![0.0; x[0].v.len()];
+        for line in scan_lines(&shape, ax, rev) {
+            for (i, &p) in line.iter().enumerate() {
+                // Output j multiplies the elements at scan positions 0..=j (0..j exclusive).
+                v[p] = (0..line.len())
+                    .map(|j| {
+                        let upto = if ex { j } else { j + 1 };
+                        if i >= upto {
+                            return 0.0;
+                        }
+                        let others: f64 = (0..upto).filter(|&k| k != i).map(|k| x[0].v[line[k]]).product();
+                        x[1].v[line[j]] * others
+                    })
+                    .sum();
+            }
+        }
+        vec![Host { v, shape: x[0].shape.clone() }]
+    };
+    spec("cumprod_grad", floats(), samples, reference)
+}
+
+/// `tril` / `triu`: element `(r, c)` of each matrix kept by `c − r` against the diagonal.
+fn tri_spec(name: &'static str, lower: bool) -> Spec {
+    let samples = |rng: &mut Rng| {
+        let cases: [(&[usize], i64); 8] = [
+            (&[3, 5], 0),
+            (&[4, 3], 1),
+            (&[2, 3, 4], -1),
+            (&[5, 2], 10),
+            (&[3, 3], -10),
+            (&[0, 3], 0),
+            (&[2, 1, 3, 2, 2], 0),
+            (&[1, 1], 0),
+        ];
+        let mut out: Vec<Sample> = cases
+            .iter()
+            .map(|&(s, d)| {
+                let attrs = AttrMap::new().with("diagonal", d);
+                sample(format!("{s:?} diagonal {d}"), vec![data(ints(rng, numel(s), -9, 10), s)], attrs)
+            })
+            .collect();
+        let specials = SPECIALS.to_vec();
+        out.push(
+            sample("special values", vec![data(specials, &[3, 3])], AttrMap::new().with("diagonal", 0i64))
+                .floats_only(),
+        );
+        let attrs = AttrMap::new().with("diagonal", 1i64);
+        out.push(sample("grad", vec![data(vals(rng, 12, -2.0, 2.0, 0.0), &[3, 4])], attrs).with_grad());
+        out
+    };
+    let reference = move |x: &[Host], m: &AttrMap, _: DType| {
+        let shape = x[0].shape.clone();
+        let (rows, cols) = (shape[shape.len() - 2], shape[shape.len() - 1]);
+        let d = attr_i(m, "diagonal");
+        let v = (0..x[0].v.len())
+            .map(|i| {
+                let off = (i % cols) as i64 - ((i / cols) % rows) as i64;
+                if (lower && off <= d) || (!lower && off >= d) { x[0].v[i] } else { 0.0 }
+            })
+            .collect();
+        vec![Host { v, shape }]
+    };
+    spec(name, ANY.to_vec(), samples, reference).grad()
+}
+
+fn scan_tri_specs() -> Vec<Spec> {
+    vec![
+        scan_spec("cumsum", false),
+        scan_spec("cumprod", true),
+        cumprod_grad_spec(),
+        tri_spec("tril", true),
+        tri_spec("triu", false),
+    ]
 }
