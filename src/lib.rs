@@ -60,6 +60,7 @@ pub use ops::nn::*;
 pub use ops::reduce::*;
 pub use ops::registry::{OpInfo, apply_elementwise, elementwise_ops};
 pub use ops::scan::{cumprod, cumprod_with, cumsum, cumsum_with};
+pub use ops::scatter::{index_add, put_along_axis, scatter, scatter_nd, scatter_nd_add};
 pub use ops::shape::*;
 pub use ops::sort::{argsort, sort, topk};
 pub use ops::tri::{tril, triu};

@@ -61,6 +61,33 @@ fn gpu_out_of_range_indices_are_errors_at_the_next_readback() {
         || paddle::one_hot(&idx_on(&[1, 3], &[2], DType::Int64, gpu), 3),
         &["index 3", "size 3"],
     );
+    // The scatters: a 1-D list, a full index tensor, and a multi-index coordinate (each
+    // coordinate is checked against its own dimension, so [0, 3] of a [3, 3] is an error
+    // even though its flat position 3 exists).
+    let rows = f32_on(&[1., 1., 1., 2., 2., 2.], &[2, 3], gpu);
+    gpu_index_error(
+        "scatter_axis",
+        || paddle::scatter(&x, &idx_on(&[0, 3], &[2], DType::Int64, gpu), &rows, true),
+        &["index 3", "size 3"],
+    );
+    gpu_index_error(
+        "scatter_axis",
+        || {
+            paddle::put_along_axis(
+                &x,
+                &idx_on(&[0, 1, -1], &[1, 3], DType::Int32, gpu),
+                &x.slice(&[0], &[0], &[1])?,
+                0,
+                "add",
+            )
+        },
+        &["index -1"],
+    );
+    gpu_index_error(
+        "scatter_axis",
+        || paddle::scatter_nd_add(&x, &idx_on(&[0, 3], &[1, 2], DType::Int64, gpu), &f32_on(&[5.], &[1], gpu)),
+        &["index -1"],
+    );
     // int64 indices past 32 bits are out of range, not wrapped.
     gpu_index_error(
         "index_select",

@@ -233,3 +233,68 @@ fn bad_input_is_a_typed_error() {
     let mask = Tensor::from_vec(vec![1.0f32, 0.0, 1.0], [3]).unwrap();
     assert!(matches!(err(x.masked_fill(&mask, 0.0)), Error::UnsupportedDType { op: "where", .. }));
 }
+
+#[test]
+fn scatters_match_hand_values() {
+    for place in places() {
+        let x = t(&[1., 2., 3., 4., 5., 6.], &[3, 2], place);
+        let i64s = |v: &[i64], shape: &[usize]| Tensor::from_vec_on(v.to_vec(), shape, place).unwrap();
+        let idx = i64s(&[2, 0, 2], &[3]);
+        let up = t(&[10., 11., 20., 21., 30., 31.], &[3, 2], place);
+        exact("scatter overwrite", &x.scatter(&idx, &up, true).unwrap(), &[3, 2], &[20., 21., 3., 4., 30., 31.]);
+        exact("scatter sum", &x.scatter(&idx, &up, false).unwrap(), &[3, 2], &[20., 21., 3., 4., 40., 42.]);
+        let cols = t(&[1., 1., 1., 2., 2., 2.], &[3, 2], place);
+        let ia = x.index_add(&i64s(&[1, 1], &[2]), 1, &cols).unwrap();
+        exact("index_add along axis 1", &ia, &[3, 2], &[1., 4., 3., 7., 5., 10.]);
+
+        let along = i64s(&[0, 2], &[1, 2]);
+        let p = x.put_along_axis(&along, &t(&[9.], &[1], place), 0, "assign").unwrap();
+        exact("put_along_axis assign, broadcast value", &p, &[3, 2], &[9., 2., 3., 4., 5., 9.]);
+        let p = x.put_along_axis(&along, &t(&[9., 7.], &[1, 2], place), 0, "add").unwrap();
+        exact("put_along_axis add", &p, &[3, 2], &[10., 2., 3., 4., 5., 13.]);
+
+        let nd = i64s(&[0, 1, 2, 0, 0, 1], &[3, 2]);
+        let r = paddle::scatter_nd_add(&x, &nd, &t(&[1., 2., 3.], &[3], place)).unwrap();
+        exact("scatter_nd_add, full coordinates, a duplicate", &r, &[3, 2], &[1., 6., 3., 4., 7., 6.]);
+        let r = paddle::scatter_nd_add(&x, &i64s(&[2, 2], &[2, 1]), &t(&[1., 1., 2., 2.], &[2, 2], place)).unwrap();
+        exact("scatter_nd_add, row coordinates", &r, &[3, 2], &[1., 2., 3., 4., 8., 9.]);
+        let r = paddle::scatter_nd(&i64s(&[1, 3], &[2, 1]), &t(&[5., 6.], &[2], place), &[4]).unwrap();
+        exact("scatter_nd", &r, &[4], &[0., 5., 0., 6.]);
+        let ints = Tensor::from_vec_on(vec![1i64, 2, 3], [3], place).unwrap();
+        let r = ints.scatter(&i64s(&[1], &[1]), &i64s(&[-5], &[1]), true).unwrap();
+        exact("scatter int64", &r, &[3], &[1., -5., 3.]);
+    }
+}
+
+#[test]
+fn scatters_gradcheck_and_reject_bad_indices() {
+    let mut rng = Rng::new(common::run_seed() ^ 9);
+    let mut failures = Vec::new();
+    let mut check = |name: &str, f: &dyn Fn(&[Tensor]) -> paddle::Result<Tensor>, shapes: &[&[usize]]| {
+        let inputs: Vec<(Vec<f64>, Vec<usize>)> =
+            shapes.iter().map(|s| (rng.vec(s.iter().product(), -2.0, 2.0), s.to_vec())).collect();
+        failures.extend(gradcheck(name, f, &inputs).err());
+    };
+    let ix = |v: &[i64], s: &[usize]| Tensor::from_vec_on(v.to_vec(), s, Place::Cpu).unwrap();
+    check("scatter overwrite", &|x| x[0].scatter(&ix(&[2, 0], &[2]), &x[1], true), &[&[3, 2], &[2, 2]]);
+    check("scatter sum", &|x| x[0].scatter(&ix(&[2, 0], &[2]), &x[1], false), &[&[3, 2], &[2, 2]]);
+    check("index_add", &|x| x[0].index_add(&ix(&[1, 1], &[2]), 1, &x[1]), &[&[3, 2], &[3, 2]]);
+    check("put_along_axis", &|x| x[0].put_along_axis(&ix(&[1, 0], &[1, 2]), &x[1], 0, "assign"), &[&[3, 2], &[1, 2]]);
+    check("scatter_nd_add", &|x| paddle::scatter_nd_add(&x[0], &ix(&[0, 1, 2, 0], &[2, 2]), &x[1]), &[&[3, 2], &[2]]);
+    common::report("scatter gradchecks", &failures);
+
+    let x = Tensor::from_vec(vec![1.0f32; 6], [3, 2]).unwrap();
+    let up = Tensor::from_vec(vec![1.0f32; 4], [2, 2]).unwrap();
+    let bad = Tensor::from_vec(vec![0i64, 3], [2]).unwrap();
+    let e = x.to(Place::Cpu).unwrap().scatter(&bad, &up, true).unwrap_err();
+    assert!(
+        matches!(&e, Error::InvalidArgument { op: "scatter_axis", .. }) && e.to_string().contains("index 3"),
+        "{e}"
+    );
+    let wrong = Tensor::from_vec(vec![1.0f32; 6], [2, 3]).unwrap();
+    assert!(matches!(x.scatter(&ix(&[0, 1], &[2]), &wrong, true).unwrap_err(), Error::Shape { .. }));
+    assert!(matches!(x.put_along_axis(&ix(&[0], &[1]), &up, 0, "mul").unwrap_err(), Error::InvalidArgument { .. }));
+    let nd = ix(&[0, 2], &[1, 2]);
+    let e = paddle::scatter_nd_add(&x.to(Place::Cpu).unwrap(), &nd, &Tensor::from_vec(vec![1.0f32], [1]).unwrap());
+    assert!(matches!(e, Err(Error::InvalidArgument { op: "scatter_axis", .. })), "{e:?}");
+}

@@ -28,7 +28,7 @@ use crate::ops::wgsl;
 use crate::tensor::TensorMeta;
 use crate::{DType, Error, Result, Tensor};
 
-const INDEX_DTYPES: [DType; 2] = [DType::Int32, DType::Int64];
+pub(crate) const INDEX_DTYPES: [DType; 2] = [DType::Int32, DType::Int64];
 
 pub(crate) static GATHER: Kernel = Kernel {
     file: "gather.wgsl",
@@ -59,7 +59,7 @@ fn index_keys() -> Vec<u32> {
 }
 
 /// `I` (the index storage type) and `INDEX_AT` (its bounds-safe read) for an index dtype.
-fn index_variant(index: DType) -> Variant {
+pub(crate) fn index_variant(index: DType) -> Variant {
     let at = if index == DType::Int64 {
         "let v = index[k];\n    return select(0xffffffffu, v.x, v.y == 0u);"
     } else {
@@ -101,7 +101,7 @@ pub(crate) struct Geom {
 
 impl Geom {
     /// One index list of `m` entries shared by every `(o, i)`.
-    fn shared(
+    pub(crate) fn shared(
         axis: usize,
         (outer, n, inner): (usize, usize, usize),
         m: usize,
@@ -154,13 +154,13 @@ impl Geom {
         }
     }
 
-    fn params(&self, total: usize) -> Vec<u32> {
+    pub(crate) fn params(&self, total: usize) -> Vec<u32> {
         let pad = self.pad.map_or(u32::MAX, |p| p as u32);
         [total, self.m, self.inner, self.n, self.so, self.sj, self.si].iter().map(|&v| v as u32).chain([pad]).collect()
     }
 
     /// Position of the index of output `(o, j, i)`.
-    fn at(&self, o: usize, j: usize, i: usize) -> usize {
+    pub(crate) fn at(&self, o: usize, j: usize, i: usize) -> usize {
         o * self.so + j * self.sj + i * self.si
     }
 
@@ -174,14 +174,14 @@ impl Geom {
 }
 
 /// Errors unless `index` holds int32/int64 indices.
-fn check_index(op: &'static str, index: &TensorMeta) -> Result<()> {
+pub(crate) fn check_index(op: &'static str, index: &TensorMeta) -> Result<()> {
     index.expect_int(op, "indices")?;
     Ok(())
 }
 
 /// The index values as `usize`, `usize::MAX` marking out-of-range ones (the forward pass
 /// rejects them first; the kernels skip them).
-fn host_indices(index: &CpuData, n: usize) -> Vec<usize> {
+pub(crate) fn host_indices(index: &CpuData, n: usize) -> Vec<usize> {
     (0..index.len())
         .map(|k| {
             let v = index.get_i64(k);
@@ -191,7 +191,7 @@ fn host_indices(index: &CpuData, n: usize) -> Vec<usize> {
 }
 
 /// The first index outside `[0, n)`, if any.
-fn out_of_range(index: &CpuData, n: usize) -> Option<i64> {
+pub(crate) fn out_of_range(index: &CpuData, n: usize) -> Option<i64> {
     (0..index.len()).map(|k| index.get_i64(k)).find(|&v| v < 0 || v as u64 >= n as u64)
 }
 

@@ -29,6 +29,7 @@ pub(crate) mod reduce;
 pub(crate) mod reduce_prologue;
 pub mod registry;
 pub(crate) mod scan;
+pub(crate) mod scatter;
 
 pub use fused::fused_kernel_source;
 pub use matmul_epilogue::matmul_epilogue_source;

@@ -3003,6 +3003,7 @@ pub fn all() -> Vec<Spec> {
     v.extend(creation_specs());
     v.extend(copy_specs());
     v.extend(scan_tri_specs());
+    v.push(scatter_axis_spec());
     v
 }
 
@@ -3227,4 +3228,73 @@ fn scan_tri_specs() -> Vec<Spec> {
         tri_spec("tril", true),
         tri_spec("triu", false),
     ]
+}
+
+// ---------------------------------------------------------------------------------------
+// Scatter.
+
+fn scatter_attrs(ax: i64, reduce: &str, along: bool) -> AttrMap {
+    AttrMap::new().with("axis", ax).with("reduce", reduce.to_string()).with("along", along)
+}
+
+/// `scatter_axis`: every index entry written in order into a copy of `x` (assign: the last
+/// one wins; add: added to `x`; sum: written elements restart from zero), with both index
+/// layouts, duplicates, both index dtypes and an empty index.
+fn scatter_axis_spec() -> Spec {
+    let samples = |rng: &mut Rng| {
+        let mut out = Vec::new();
+        for reduce in ["assign", "add", "sum"] {
+            for it in [I32, I64] {
+                // A shared list along axis 1 of [2, 4, 3], with duplicates.
+                let inputs = vec![
+                    data(ints(rng, 24, -9, 10), &[2, 4, 3]),
+                    fixed(vec![3.0, 0.0, 3.0, 1.0, 3.0], &[5], it),
+                    data(ints(rng, 30, -9, 10), &[2, 5, 3]),
+                ];
+                out.push(sample(format!("shared {reduce} {it}"), inputs, scatter_attrs(1, reduce, false)));
+            }
+            // A full index tensor along axis 0 of [3, 4] (put_along_axis), with duplicates.
+            let inputs = vec![
+                data(ints(rng, 12, -9, 10), &[3, 4]),
+                fixed(vec![2.0, 0.0, 1.0, 2.0, 2.0, 0.0, 1.0, 2.0], &[2, 4], I64),
+                data(ints(rng, 8, -9, 10), &[2, 4]),
+            ];
+            out.push(sample(format!("along {reduce}"), inputs, scatter_attrs(0, reduce, true)));
+            let inputs = vec![data(ints(rng, 6, -9, 10), &[2, 3]), fixed(vec![], &[0], I64), data(vec![], &[0, 3])];
+            out.push(sample(format!("empty index {reduce}"), inputs, scatter_attrs(0, reduce, false)));
+            // Unique indices: finite differences see every value.
+            let inputs = vec![
+                data(vals(rng, 12, -2.0, 2.0, 0.0), &[4, 3]),
+                fixed(vec![3.0, 1.0], &[2], I64),
+                data(vals(rng, 6, -2.0, 2.0, 0.0), &[2, 3]),
+            ];
+            out.push(sample(format!("grad {reduce}"), inputs, scatter_attrs(-2, reduce, false)).with_grad());
+        }
+        out
+    };
+    let reference = |x: &[Host], m: &AttrMap, _: DType| {
+        let (shape, idx, vals) = (&x[0].shape, &x[1], &x[2]);
+        let reduce = match m.get("reduce") {
+            Some(AttrValue::Str(s)) => s.clone(),
+            other => panic!("reduce attribute {other:?}"),
+        };
+        let ax = axis(attr_i(m, "axis"), shape.len());
+        let mut out = x[0].v.clone();
+        let mut written = vec![false; out.len()];
+        for (k, &val) in vals.v.iter().enumerate() {
+            let mut at = unravel(k, &vals.shape);
+            let entry = if attr_b(m, "along") { idx.v[k] } else { idx.v[at[ax]] };
+            at[ax] = entry as usize;
+            let t = ravel(&at, shape);
+            out[t] = match reduce.as_str() {
+                "assign" => val,
+                "add" => out[t] + val,
+                _ if !written[t] => val,
+                _ => out[t] + val,
+            };
+            written[t] = true;
+        }
+        vec![Host { v: out, shape: shape.clone() }]
+    };
+    spec("scatter_axis", vec![I32, I64, F16, F32, F64], samples, reference).grad()
 }
