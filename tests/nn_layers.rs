@@ -307,3 +307,44 @@ fn conv_and_pool_layers_match_their_functional_forms() {
     assert_eq!(g.shape(), &[2, 4, 1, 1]);
     assert_eq!(nn::AdaptiveMaxPool2D::new([3, 2]).forward(&y).unwrap().shape(), &[2, 4, 3, 2]);
 }
+
+#[test]
+fn prelu_and_the_newer_activation_layers_match_hand_values() {
+    use dygraph::nn::{Hardsigmoid, Hardswish, Identity, LogSoftmax, Mish, PReLU, SELU, Softplus};
+    for place in common::places() {
+        paddle::guard(place, || {
+            let x = Tensor::from_vec(vec![-2.0f32, 1.0, -4.0, 3.0], [1, 2, 2, 1]).unwrap();
+            let prelu = PReLU::new(2, 0.25).unwrap();
+            prelu.weight.assign_(&Tensor::from_vec(vec![0.5f32, 0.1], [2]).unwrap()).unwrap();
+            let y = prelu.forward(&x).unwrap();
+            common::assert_close("prelu per channel", &common::values(&y), &[-1.0, 1.0, -0.4, 3.0], 1e-6);
+            y.sum(&[], false).unwrap().backward().unwrap();
+            // d/d slope_c = Σ min(0, x) over channel c.
+            common::assert_close(
+                "prelu slope gradient",
+                &common::values(&prelu.weight.grad().unwrap()),
+                &[-2.0, -4.0],
+                1e-6,
+            );
+            assert_eq!(prelu.named_parameters()[0].0, "_weight");
+
+            let v = Tensor::from_vec(vec![-4.0f32, -1.0, 0.0, 2.0, 6.0], [5]).unwrap();
+            let check = |what: &str, got: Tensor, f: fn(f64) -> f64| {
+                let want: Vec<f64> = [-4.0, -1.0, 0.0, 2.0, 6.0].iter().map(|&x| f(x)).collect();
+                common::assert_close(what, &common::values(&got), &want, 1e-5);
+            };
+            check("hardswish", Hardswish.forward(&v).unwrap(), |x| x * (x + 3.0).clamp(0.0, 6.0) / 6.0);
+            check("hardsigmoid", Hardsigmoid::default().forward(&v).unwrap(), |x| (x / 6.0 + 0.5).clamp(0.0, 1.0));
+            check("mish", Mish.forward(&v).unwrap(), |x| x * x.exp().ln_1p().tanh());
+            check("selu", SELU.forward(&v).unwrap(), |x| {
+                1.0507009873554805 * if x > 0.0 { x } else { 1.6732632423543772 * x.exp_m1() }
+            });
+            check("softplus", Softplus::default().forward(&v).unwrap(), |x| x.exp().ln_1p());
+            check("identity", Identity.forward(&v).unwrap(), |x| x);
+            let ls = LogSoftmax::default().forward(&v).unwrap();
+            let lse = [-4.0f64, -1.0, 0.0, 2.0, 6.0].iter().map(|x| x.exp()).sum::<f64>().ln();
+            let want: Vec<f64> = [-4.0, -1.0, 0.0, 2.0, 6.0].iter().map(|x| x - lse).collect();
+            common::assert_close("log_softmax", &common::values(&ls), &want, 1e-5);
+        });
+    }
+}

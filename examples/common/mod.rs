@@ -1,6 +1,8 @@
 //! Shared by the examples: `--place cpu|gpu|gpu:N` on the command line.
 #![allow(dead_code)]
 
+pub mod classifier;
+
 use dygraph::{Place, Result};
 
 /// The place named by `--place`, else the default place (a hardware GPU if present, else the

@@ -3,7 +3,10 @@
 pub use crate::nn::loss::{
     binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy, l1_loss, mse_loss, nll_loss, smooth_l1_loss,
 };
-pub use crate::ops::elementwise::{elu, gelu, leaky_relu, relu, relu6, sigmoid, silu, softplus, tanh};
+pub use crate::ops::combine::prelu;
+pub use crate::ops::elementwise::{
+    elu, gelu, hardsigmoid, hardswish, leaky_relu, mish, relu, relu6, selu, sigmoid, silu, softplus, tanh,
+};
 pub use crate::ops::index::*;
 pub use crate::ops::matmul::linear;
 pub use crate::ops::nn::*;

@@ -161,6 +161,27 @@ fn interleave_axis(x: &Tensor, axis: Option<isize>) -> Result<(Tensor, usize)> {
     }
 }
 
+/// `max(0, x) + weight · min(0, x)` (`paddle.nn.functional.prelu`): `weight` holds one slope,
+/// or one per channel (axis 1, NCHW).
+pub fn prelu(x: &Tensor, weight: &Tensor) -> Result<Tensor> {
+    let w = match weight.numel() {
+        1 => weight.reshape([1usize])?,
+        n if x.ndim() >= 2 && x.shape()[1] == n => {
+            let mut shape = vec![1usize; x.ndim() - 1];
+            shape[0] = n;
+            weight.reshape(shape)?
+        }
+        n => {
+            return Err(Error::shape(
+                "prelu",
+                format!("weight of {n} slopes needs 1 or one per channel of input {:?}", x.shape()),
+            ));
+        }
+    };
+    let pos = x.relu()?;
+    pos.add(&w.mul(&x.subtract(&pos)?)?)
+}
+
 impl Tensor {
     /// `masked_fill` as a method.
     pub fn masked_fill(&self, mask: &Tensor, value: impl TensorOrScalar) -> Result<Tensor> {

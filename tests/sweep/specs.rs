@@ -238,6 +238,21 @@ fn unary_specs() -> Vec<Spec> {
             ..u("softplus", |x, p| if x * p[0] > p[1] { x } else { libm::log1p(libm::exp(p[0] * x)) / p[0] })
         }),
         unary(Unary { tol: 2.0, ..u("silu", |x, _| x * sigmoid(x)) }),
+        unary(Unary { tol: 2.0, ..u("hardswish", |x, _| x * (x + 3.0).clamp(0.0, 6.0) / 6.0) }),
+        unary(Unary {
+            params: &[("slope", 0.2), ("offset", 0.4)],
+            ..u("hardsigmoid", |x, p| (p[0] * x + p[1]).clamp(0.0, 1.0))
+        }),
+        unary(Unary {
+            tol: 2.0,
+            ..u("mish", |x, _| x * libm::tanh(if x > 20.0 { x } else { libm::log1p(libm::exp(x)) }))
+        }),
+        unary(Unary {
+            params: &[("scale", 1.0507009873554805), ("alpha", 1.6732632423543772)],
+            tol: 2.0,
+            domain: (-4.0, 4.0, 0.05),
+            ..u("selu", |x, p| if x > 0.0 { p[0] * x } else { p[0] * p[1] * libm::expm1(x) })
+        }),
         unary(Unary {
             params: &[("min", -2.0), ("max", 3.0)],
             int: Some(|a, p| a.clamp(p[0], p[1].max(p[0]))),

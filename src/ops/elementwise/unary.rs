@@ -524,6 +524,50 @@ unary_ops! {
             g.mul(&s.add(&x.mul(&s.mul(&s.scale(-1.0, 1.0)?)?)?)?)
         },
     }
+    /// `x · relu6(x + 3) / 6` (Paddle's hardswish).
+    hardswish() {
+        float: |x| x * (x + 3.0).clamp(0.0, 6.0) / 6.0,
+        int:,
+        wgsl: "select(x * clamp(x + 3.0, 0.0, 6.0) / 6.0, x, is_nan_f(x))",
+        backward: |x, y, g| {
+            let above = mask(x, x.greater_than_scalar(3.0))?;
+            let inside = mask(x, x.greater_equal_scalar(-3.0)?.logical_and(&x.less_equal_scalar(3.0)?))?;
+            g.mul(&above.add(&inside.mul(&x.scale(1.0 / 3.0, 0.5)?)?)?)
+        },
+    }
+    /// `clamp(slope · x + offset, 0, 1)` (Paddle's hardsigmoid: slope 1/6, offset 0.5).
+    hardsigmoid(slope, offset) {
+        float: |x| (slope * x + offset).clamp(0.0, 1.0),
+        int:,
+        wgsl: "select(clamp(p0 * x + p1, 0.0, 1.0), x, is_nan_f(x))",
+        backward: |x, y, g| {
+            let z = x.scale(slope, offset)?;
+            let inside = mask(x, z.greater_than_scalar(0.0)?.logical_and(&z.less_than_scalar(1.0)?))?;
+            g.mul(&inside.scale(slope, 0.0)?)
+        },
+    }
+    /// `x · tanh(softplus(x))` (Mish; softplus linear above 20, as Paddle's).
+    mish() {
+        float: |x| x * (if x > 20.0 { x } else { x.exp().ln_1p() }).tanh(),
+        int:,
+        wgsl: "select(x * tanh(min(select(log1p_f(exp(x)), x, x > 20.0), 15.0)), x, is_nan_f(x))",
+        backward: |x, y, g| {
+            let t = x.softplus(1.0, 20.0)?.tanh()?;
+            let sech2 = t.square()?.scale(-1.0, 1.0)?;
+            g.mul(&t.add(&x.mul(&sech2)?.mul(&x.sigmoid()?)?)?)
+        },
+    }
+    /// `scale · x` if positive, else `scale · alpha · (e^x − 1)` (SELU).
+    selu(scale, alpha) {
+        float: |x| if x > 0.0 { scale * x } else { scale * alpha * x.exp_m1() },
+        int:,
+        wgsl: "select(p0 * p1 * (exp(x) - 1.0), p0 * x, x > 0.0)",
+        backward: |x, y, g| {
+            let pos = mask(x, x.greater_than_scalar(0.0))?;
+            let neg = y.scale(1.0, scale * alpha)?;
+            g.mul(&pos.scale(scale, 0.0)?.add(&pos.scale(-1.0, 1.0)?.mul(&neg)?)?)
+        },
+    }
     /// Clamps to `[min, max]`; the gradient flows where `min < x < max` (as Paddle).
     clip(min, max) {
         float: |x| if x < min { min } else if x > max { max } else { x },

@@ -1,0 +1,159 @@
+//! One training loop for the MNIST sequence examples (`vit_mnist`, `lstm_mnist`): Adam on
+//! shuffled batches, eagerly or through `jit::to_static`, then accuracy on the test set.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use dygraph::io::DataLoader;
+use dygraph::jit::{self, InputSpec};
+use dygraph::nn::{CrossEntropyOptions, Forward, Layer};
+use dygraph::optimizer::{Adam, Optimizer};
+use dygraph::vision::datasets::{Mnist, Mode};
+use dygraph::{self as paddle, DType, Place, Result, Tensor};
+
+/// What a run does.
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    pub place: Place,
+    pub epochs: usize,
+    pub batch_size: usize,
+    pub learning_rate: f64,
+    /// Stop each epoch after this many steps (quick runs).
+    pub max_steps: Option<usize>,
+    /// Evaluate on the test set after training.
+    pub evaluate: bool,
+    pub data_dir: Option<PathBuf>,
+    /// Train the `jit::to_static` program of the model instead of the eager model.
+    pub to_static: bool,
+    pub verbose: bool,
+    pub seed: u64,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        RunConfig {
+            place: Place::Cpu,
+            epochs: 1,
+            batch_size: 64,
+            learning_rate: 1e-3,
+            max_steps: None,
+            evaluate: true,
+            data_dir: None,
+            to_static: false,
+            verbose: true,
+            seed: 2020,
+        }
+    }
+}
+
+impl RunConfig {
+    /// `defaults` with `--place`, `--epochs`, `--steps`, `--batch`, `--lr` and `--static`
+    /// from the command line.
+    pub fn from_args(defaults: RunConfig) -> Result<Self> {
+        let mut c = RunConfig { place: super::place_from_args()?, ..defaults };
+        if let Some(e) = super::arg("epochs") {
+            c.epochs = e.parse().map_err(|_| dygraph::Error::invalid("args", format!("--epochs {e}")))?;
+        }
+        if let Some(s) = super::arg("steps") {
+            c.max_steps = Some(s.parse().map_err(|_| dygraph::Error::invalid("args", format!("--steps {s}")))?);
+        }
+        if let Some(b) = super::arg("batch") {
+            c.batch_size = b.parse().map_err(|_| dygraph::Error::invalid("args", format!("--batch {b}")))?;
+        }
+        if let Some(s) = super::arg("lr") {
+            c.learning_rate = s.parse().map_err(|_| dygraph::Error::invalid("args", format!("--lr {s}")))?;
+        }
+        c.to_static = std::env::args().any(|a| a == "--static");
+        Ok(c)
+    }
+}
+
+/// What a run measured.
+#[derive(Clone, Debug, Default)]
+pub struct RunReport {
+    /// Every step's loss, in order.
+    pub losses: Vec<f32>,
+    pub test_accuracy: f64,
+    pub train_seconds: f64,
+    pub images_per_second: f64,
+}
+
+/// Trains the model `build` makes (on the config's place, after seeding) with softmax
+/// cross-entropy on its logits, and evaluates it.
+pub fn train_classifier<M, F>(config: &RunConfig, build: F) -> Result<RunReport>
+where
+    M: Forward + Layer + 'static,
+    F: FnOnce() -> Result<M>,
+{
+    paddle::seed(config.seed);
+    paddle::guard(config.place, || {
+        let dir = config.data_dir.as_deref();
+        let train_set = Mnist::new(dir, Mode::Train)?.with_transform(super::mnist_normalize()?);
+        let loader = DataLoader::new(train_set, config.batch_size).shuffle(true).drop_last(true).place(config.place);
+        let model = build()?;
+        let mut opt = Adam::new(config.learning_rate, model.parameters());
+        let spec = InputSpec::new(&[-1, 1, 28, 28], DType::Float32, "pixel");
+        let mut net: Box<dyn Classifier> =
+            if config.to_static { Box::new(jit::to_static(model, Some(spec))) } else { Box::new(model) };
+        let steps = config.max_steps.unwrap_or(usize::MAX).min(loader.len());
+        let mut report = RunReport::default();
+        let mut log = super::LossLog::default();
+        let start = Instant::now();
+        for epoch in 0..config.epochs {
+            net.set_mode(true);
+            for (step, batch) in loader.iter()?.take(steps).enumerate() {
+                let (img, label) = batch?;
+                let loss =
+                    paddle::nn::functional::cross_entropy(&net.logits(&img)?, &label, &CrossEntropyOptions::default())?;
+                loss.backward()?;
+                opt.step()?;
+                opt.clear_grad();
+                if let Some(v) = log.push(loss.detach(), step, step + 1 == steps)?
+                    && config.verbose
+                {
+                    println!("epoch {epoch} step {step}: loss {v:.5}");
+                }
+            }
+        }
+        paddle::sync()?;
+        report.train_seconds = start.elapsed().as_secs_f64();
+        report.images_per_second = (config.epochs * steps * config.batch_size) as f64 / report.train_seconds;
+        report.losses = log.losses;
+        if config.evaluate {
+            net.set_mode(false);
+            report.test_accuracy = accuracy(net.as_ref(), dir, config.place)?;
+        }
+        Ok(report)
+    })
+}
+
+/// The test-set accuracy of `net`.
+fn accuracy(net: &dyn Classifier, dir: Option<&std::path::Path>, place: Place) -> Result<f64> {
+    let _g = paddle::no_grad_guard();
+    let test_set = Mnist::new(dir, Mode::Test)?.with_transform(super::mnist_normalize()?);
+    let loader = DataLoader::new(test_set, 500).place(place);
+    let (mut correct, mut seen) = (0usize, 0usize);
+    for batch in loader.iter()? {
+        let (img, label) = batch?;
+        let p = net.logits(&img)?.argmax(Some(1), false)?.to_vec::<i64>()?;
+        let l = label.to_vec::<i64>()?;
+        correct += p.iter().zip(&l).filter(|(a, b)| a == b).count();
+        seen += l.len();
+    }
+    Ok(correct as f64 / seen.max(1) as f64)
+}
+
+/// An eager model or its static program, as the loop sees it.
+trait Classifier {
+    fn logits(&self, x: &Tensor) -> Result<Tensor>;
+    fn set_mode(&mut self, training: bool);
+}
+
+impl<M: Forward + Layer> Classifier for M {
+    fn logits(&self, x: &Tensor) -> Result<Tensor> {
+        self.forward(x)
+    }
+    fn set_mode(&mut self, training: bool) {
+        self.set_training(training);
+    }
+}

@@ -1,0 +1,78 @@
+//! The ViT and LSTM MNIST examples: one eager epoch on the CPU reaches 97% test accuracy,
+//! and the first steps through `jit::to_static`, and on the GPU, follow the CPU's eager
+//! losses. Each test holds the generator lock (training seeds the process-wide generator).
+#![allow(clippy::duplicate_mod)]
+
+mod common;
+
+#[path = "../examples/lstm_mnist.rs"]
+#[allow(dead_code)]
+mod lstm_mnist;
+
+#[path = "../examples/vit_mnist.rs"]
+#[allow(dead_code)]
+mod vit_mnist;
+
+/// The two tests of one example (each example file carries its own copy of the shared
+/// training loop, so the config types differ).
+macro_rules! example_tests {
+    ($example:ident, $tests:ident, $epoch_test:ident, $follow_test:ident) => {
+        mod $tests {
+            use std::path::PathBuf;
+
+            use super::$example::common::classifier::RunConfig;
+            use super::$example::{defaults, run};
+            use dygraph::Place;
+
+            fn config(place: Place) -> RunConfig {
+                RunConfig {
+                    place,
+                    data_dir: Some(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/mnist")),
+                    verbose: false,
+                    ..defaults()
+                }
+            }
+
+            #[test]
+            fn $epoch_test() {
+                let _g = crate::common::generator_lock();
+                let name = stringify!($example);
+                let c = config(Place::Cpu);
+                let r = run(&c).unwrap();
+                eprintln!(
+                    "{name}: one CPU epoch, {:.1} s ({:.0} images/s), test accuracy {:.4}",
+                    r.train_seconds, r.images_per_second, r.test_accuracy
+                );
+                assert_eq!(r.losses.len(), 60_000 / c.batch_size);
+                assert!(r.test_accuracy >= 0.97, "{name}: test accuracy {} after one epoch", r.test_accuracy);
+            }
+
+            /// Five steps through `jit::to_static`, and eagerly and statically on the GPU,
+            /// give the CPU eager run's losses.
+            #[test]
+            fn $follow_test() {
+                let _g = crate::common::generator_lock();
+                let quick = |place, to_static| {
+                    let c = RunConfig { max_steps: Some(5), evaluate: false, to_static, ..config(place) };
+                    run(&c).unwrap().losses
+                };
+                let reference = quick(Place::Cpu, false);
+                assert_eq!(reference.len(), 5);
+                let as_f64 = |v: &[f32]| v.iter().map(|&x| x as f64).collect::<Vec<_>>();
+                for place in crate::common::places() {
+                    for to_static in [false, true] {
+                        if place == Place::Cpu && !to_static {
+                            continue;
+                        }
+                        let got = quick(place, to_static);
+                        let what = format!("{} losses on {place}, to_static {to_static}", stringify!($example));
+                        crate::common::assert_close(&what, &as_f64(&got), &as_f64(&reference), 2e-3);
+                    }
+                }
+            }
+        }
+    };
+}
+
+example_tests!(lstm_mnist, lstm, one_epoch_reaches_97_percent, to_static_and_gpu_follow_eager);
+example_tests!(vit_mnist, vit, one_epoch_reaches_97_percent, to_static_and_gpu_follow_eager);
