@@ -204,3 +204,92 @@ fn losses_gradcheck_and_gpu_matches_cpu() {
         common::gpu_matches_cpu(name, f.as_ref(), inputs, true, 1e-5);
     }
 }
+
+#[test]
+fn pair_triplet_and_divergence_losses_match_hand_values() {
+    use dygraph::nn::TripletOptions;
+    for place in common::places() {
+        let f = |v: &[f64], s: &[usize]| common::tensor(v, s, DType::Float32, place);
+        let close = |what: &str, got: Tensor, want: &[f64]| {
+            common::assert_close(&format!("{what} on {place}"), &common::values(&got), want, 1e-5)
+        };
+        let (a, b) = (f(&[1.0, 2.0, 0.5], &[3]), f(&[0.5, 3.0, 0.5], &[3]));
+        let y = f(&[1.0, -1.0, 1.0], &[3]);
+        // max(0, −y·(a − b) + 0.2): 0, 0, 0.2 → mean 0.2/3.
+        close("margin_ranking", F::margin_ranking_loss(&a, &b, &y, 0.2, Reduction::None).unwrap(), &[0.0, 0.0, 0.2]);
+        close("margin_ranking mean", F::margin_ranking_loss(&a, &b, &y, 0.2, Reduction::Mean).unwrap(), &[0.2 / 3.0]);
+        // label 1 → x; −1 → max(0, 1 − x).
+        close("hinge_embedding", F::hinge_embedding_loss(&a, &y, 1.0, Reduction::None).unwrap(), &[1.0, 0.0, 0.5]);
+        let x1 = f(&[1.0, 0.0, 1.0, 1.0], &[2, 2]);
+        let x2 = f(&[0.0, 1.0, 1.0, 1.0], &[2, 2]);
+        let lab = f(&[-1.0, 1.0], &[2]);
+        // cos = 0 and 1: label −1 → max(0, 0 − (−0.5)) = 0.5; label 1 → 1 − 1 = 0.
+        close(
+            "cosine_embedding",
+            F::cosine_embedding_loss(&x1, &x2, &lab, -0.5, Reduction::None).unwrap(),
+            &[0.5, 0.0],
+        );
+        let anchor = f(&[0.0, 0.0], &[1, 2]);
+        let pos = f(&[3.0, 4.0], &[1, 2]);
+        let neg = f(&[1.0, 0.0], &[1, 2]);
+        let o = TripletOptions { epsilon: 0.0, reduction: Reduction::None, ..Default::default() };
+        // d(a, p) = 5, d(a, n) = 1: max(5 − 1 + 1, 0) = 5; with swap, d(p, n) = √20 > 1 keeps 1.
+        close("triplet", F::triplet_margin_loss(&anchor, &pos, &neg, &o).unwrap(), &[5.0]);
+        close(
+            "triplet swap",
+            F::triplet_margin_loss(&anchor, &pos, &neg, &TripletOptions { swap: true, ..o }).unwrap(),
+            &[5.0],
+        );
+        let o1 = TripletOptions { p: 1.0, ..o };
+        close("triplet p=1", F::triplet_margin_loss(&anchor, &pos, &neg, &o1).unwrap(), &[7.0]);
+        let logp = f(&[(0.25f64).ln(), (0.75f64).ln()], &[1, 2]);
+        let target = f(&[0.5, 0.5], &[1, 2]);
+        let kl = 0.5 * (0.5f64.ln() - 0.25f64.ln()) + 0.5 * (0.5f64.ln() - 0.75f64.ln());
+        close("kl_div sum", F::kl_div(&logp, &target, Reduction::Sum, false).unwrap(), &[kl]);
+        close("kl_div batchmean", F::kl_div(&logp, &target, Reduction::BatchMean, false).unwrap(), &[kl]);
+        let zero_target = f(&[0.0, 1.0], &[1, 2]);
+        close(
+            "kl_div with a zero label",
+            F::kl_div(&logp, &zero_target, Reduction::None, false).unwrap(),
+            &[0.0, -(0.75f64).ln()],
+        );
+        let log_target = f(&[0.5f64.ln(), 0.5f64.ln()], &[1, 2]);
+        close("kl_div log_target", F::kl_div(&logp, &log_target, Reduction::Sum, true).unwrap(), &[kl]);
+        let logits = f(&[0.0, 2.0, -1.0, 0.5], &[2, 2]);
+        let targets = f(&[1.0, 0.0, 0.0, 1.0], &[2, 2]);
+        let ls = |x: f64| -(1.0 + (-x).exp()).ln();
+        let per = [-(ls(0.0) + ls(-2.0)) / 2.0, -(ls(1.0) + ls(0.5)) / 2.0];
+        close(
+            "multi_label_soft_margin",
+            F::multi_label_soft_margin_loss(&logits, &targets, None, Reduction::None).unwrap(),
+            &per,
+        );
+    }
+    // Gradients: float64 finite differences.
+    let mut failures = Vec::new();
+    let mut rng = common::Rng::new(common::run_seed() ^ 21);
+    let mut check = |name: &str, f: &dyn Fn(&[Tensor]) -> Result<Tensor>, shapes: &[&[usize]]| {
+        let inputs: Vec<(Vec<f64>, Vec<usize>)> =
+            shapes.iter().map(|s| (rng.vec_away_from_zero(s.iter().product(), -2.0, 2.0, 0.2), s.to_vec())).collect();
+        failures.extend(common::gradcheck(name, f, &inputs).err());
+    };
+    let pm = t(&[1.0, -1.0, 1.0, -1.0], &[4]);
+    check("margin_ranking", &|x| F::margin_ranking_loss(&x[0], &x[1], &pm, 0.1, Reduction::Sum), &[&[4], &[4]]);
+    check(
+        "cosine_embedding",
+        &|x| F::cosine_embedding_loss(&x[0], &x[1], &t(&[1.0, -1.0], &[2]), -2.0, Reduction::Sum),
+        &[&[2, 3], &[2, 3]],
+    );
+    check(
+        "triplet",
+        &|x| F::triplet_margin_loss(&x[0], &x[1], &x[2], &Default::default()),
+        &[&[2, 3], &[2, 3], &[2, 3]],
+    );
+    check("kl_div", &|x| F::kl_div(&x[0], &t(&[0.2, 0.8, 0.5, 0.5], &[2, 2]), Reduction::Mean, false), &[&[2, 2]]);
+    check(
+        "multi_label_soft_margin",
+        &|x| F::multi_label_soft_margin_loss(&x[0], &t(&[1.0, 0.0, 0.0, 1.0], &[2, 2]), None, Reduction::Mean),
+        &[&[2, 2]],
+    );
+    common::report("loss gradchecks", &failures);
+}

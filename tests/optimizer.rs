@@ -206,3 +206,55 @@ fn optimizer_state_round_trip() {
         assert!(b.set_state_dict(&bad).unwrap_err().to_string().contains("nonsense"));
     }
 }
+
+#[test]
+fn polynomial_noam_piecewise_lambda_one_cycle_and_cyclic_schedules_follow_paddle() {
+    use dygraph::optimizer::lr::{
+        CyclicLR, CyclicMode, LambdaDecay, NoamDecay, OneCycleLR, OneCycleOptions, PiecewiseDecay, PolynomialDecay,
+    };
+    let at = |s: &dygraph::optimizer::LrScheduler, epoch: i64| {
+        s.set_epoch(epoch);
+        s.get_lr()
+    };
+    let close = |what: &str, got: f64, want: f64| {
+        assert!((got - want).abs() <= 1e-12 + 1e-9 * want.abs(), "{what}: {got} vs {want}")
+    };
+
+    let p = PolynomialDecay::new(0.1, 10, 0.0, 2.0, false);
+    close("polynomial at 5", at(&p, 5), 0.1 * 0.25);
+    close("polynomial past the end", at(&p, 20), 0.0);
+    let p = PolynomialDecay::new(0.1, 10, 0.0, 2.0, true);
+    close("polynomial cycling at 15", at(&p, 15), 0.1 * (1.0 - 15.0 / 20.0f64).powi(2));
+
+    let n = NoamDecay::new(512, 4000, 1.0);
+    close("noam at 0", at(&n, 0), 0.0);
+    close("noam at 100", at(&n, 100), 512f64.powf(-0.5) * (4000f64.powf(-1.5) * 100.0));
+    close("noam at 10000", at(&n, 10000), 512f64.powf(-0.5) * 10000f64.powf(-0.5));
+
+    let pw = PiecewiseDecay::new(&[3, 6], &[1.0, 0.5, 0.1]).unwrap();
+    for (e, v) in [(0, 1.0), (2, 1.0), (3, 0.5), (5, 0.5), (6, 0.1), (60, 0.1)] {
+        close(&format!("piecewise at {e}"), at(&pw, e), v);
+    }
+    assert!(PiecewiseDecay::new(&[3], &[1.0]).is_err());
+
+    let l = LambdaDecay::new(0.5, |e| 0.9f64.powi(e as i32));
+    close("lambda at 2", at(&l, 2), 0.5 * 0.81);
+
+    let oc = OneCycleLR::new(0.1, 10, OneCycleOptions::default()).unwrap();
+    close("one-cycle start", at(&oc, 0), 0.1 / 25.0);
+    close("one-cycle peak", at(&oc, 2), 0.1);
+    let pct = 3.0 / 7.0;
+    close("one-cycle falling", at(&oc, 5), 1e-4 + (0.1 - 1e-4) / 2.0 * ((std::f64::consts::PI * pct).cos() + 1.0));
+    close("one-cycle end", at(&oc, 9), 1e-4);
+    let three = OneCycleLR::new(0.1, 10, OneCycleOptions { three_phase: true, ..Default::default() }).unwrap();
+    close("three-phase back at the initial rate", at(&three, 4), 0.1 / 25.0);
+
+    let c = CyclicLR::new(0.1, 1.0, 2, Some(4), CyclicMode::Triangular).unwrap();
+    for (e, v) in [(0, 0.1), (1, 0.55), (2, 1.0), (4, 0.55), (6, 0.1)] {
+        close(&format!("cyclic at {e}"), at(&c, e), v);
+    }
+    let c2 = CyclicLR::new(0.1, 1.0, 2, Some(4), CyclicMode::Triangular2).unwrap();
+    close("triangular2, second cycle's peak", at(&c2, 8), 0.1 + 0.9 * 0.5);
+    let ce = CyclicLR::new(0.1, 1.0, 2, None, CyclicMode::ExpRange { gamma: 0.9 }).unwrap();
+    close("exp_range at 2", at(&ce, 2), 0.1 + 0.9 * 0.81);
+}

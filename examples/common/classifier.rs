@@ -7,6 +7,7 @@ use std::time::Instant;
 use dygraph::io::DataLoader;
 use dygraph::jit::{self, InputSpec};
 use dygraph::nn::{CrossEntropyOptions, Forward, Layer};
+use dygraph::optimizer::lr::{OneCycleLR, OneCycleOptions};
 use dygraph::optimizer::{Adam, Optimizer};
 use dygraph::vision::datasets::{Mnist, Mode};
 use dygraph::{self as paddle, DType, Place, Result, Tensor};
@@ -17,7 +18,11 @@ pub struct RunConfig {
     pub place: Place,
     pub epochs: usize,
     pub batch_size: usize,
+    /// The learning rate: the peak of the one-cycle schedule when `one_cycle` is on.
     pub learning_rate: f64,
+    /// Follow `OneCycleLR` over the run (a warm-up to `learning_rate`, then a cosine decay),
+    /// stepped every batch.
+    pub one_cycle: bool,
     /// Stop each epoch after this many steps (quick runs).
     pub max_steps: Option<usize>,
     /// Evaluate on the test set after training.
@@ -36,6 +41,7 @@ impl Default for RunConfig {
             epochs: 1,
             batch_size: 64,
             learning_rate: 1e-3,
+            one_cycle: false,
             max_steps: None,
             evaluate: true,
             data_dir: None,
@@ -64,6 +70,9 @@ impl RunConfig {
             c.learning_rate = s.parse().map_err(|_| dygraph::Error::invalid("args", format!("--lr {s}")))?;
         }
         c.to_static = std::env::args().any(|a| a == "--static");
+        if std::env::args().any(|a| a == "--constant-lr") {
+            c.one_cycle = false;
+        }
         Ok(c)
     }
 }
@@ -91,11 +100,20 @@ where
         let train_set = Mnist::new(dir, Mode::Train)?.with_transform(super::mnist_normalize()?);
         let loader = DataLoader::new(train_set, config.batch_size).shuffle(true).drop_last(true).place(config.place);
         let model = build()?;
-        let mut opt = Adam::new(config.learning_rate, model.parameters());
+        let steps = config.max_steps.unwrap_or(usize::MAX).min(loader.len());
+        let schedule = if config.one_cycle {
+            let total = (config.epochs * steps).max(1) as i64;
+            Some(OneCycleLR::new(config.learning_rate, total, OneCycleOptions::default())?)
+        } else {
+            None
+        };
+        let mut opt = match &schedule {
+            Some(s) => Adam::new(s, model.parameters()),
+            None => Adam::new(config.learning_rate, model.parameters()),
+        };
         let spec = InputSpec::new(&[-1, 1, 28, 28], DType::Float32, "pixel");
         let mut net: Box<dyn Classifier> =
             if config.to_static { Box::new(jit::to_static(model, Some(spec))) } else { Box::new(model) };
-        let steps = config.max_steps.unwrap_or(usize::MAX).min(loader.len());
         let mut report = RunReport::default();
         let mut log = super::LossLog::default();
         let start = Instant::now();
@@ -108,6 +126,9 @@ where
                 loss.backward()?;
                 opt.step()?;
                 opt.clear_grad();
+                if let Some(s) = &schedule {
+                    s.step();
+                }
                 if let Some(v) = log.push(loss.detach(), step, step + 1 == steps)?
                     && config.verbose
                 {

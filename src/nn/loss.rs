@@ -13,17 +13,23 @@ pub enum Reduction {
     Mean,
     /// Sum.
     Sum,
+    /// Sum divided by the batch size, the first dimension (Paddle's `kl_div` `'batchmean'`).
+    BatchMean,
 }
 
-fn reduce(loss: Tensor, reduction: Reduction) -> Result<Tensor> {
+pub(crate) fn reduce(loss: Tensor, reduction: Reduction) -> Result<Tensor> {
     match reduction {
         Reduction::None => Ok(loss),
         Reduction::Mean => loss.mean(&[], false),
         Reduction::Sum => loss.sum(&[], false),
+        Reduction::BatchMean => {
+            let batch = loss.shape().first().copied().unwrap_or(1).max(1);
+            loss.sum(&[], false)?.scale(1.0 / batch as f64, 0.0)
+        }
     }
 }
 
-fn same_shape(op: &'static str, input: &Tensor, label: &Tensor) -> Result<()> {
+pub(crate) fn same_shape(op: &'static str, input: &Tensor, label: &Tensor) -> Result<()> {
     if input.shape() != label.shape() {
         return Err(Error::shape(
             op,

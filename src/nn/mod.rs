@@ -6,6 +6,7 @@ pub mod init;
 mod layer;
 mod layers;
 pub mod loss;
+mod pair_loss;
 mod summary;
 
 pub use crate::ops::nn::{Conv2dOptions, Padding, Pair, Pool2dOptions};
@@ -16,5 +17,9 @@ pub use layers::*;
 pub use loss::{
     BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, CrossEntropyOptions, L1Loss, MSELoss, NLLLoss, Reduction,
     SmoothL1Loss,
+};
+pub use pair_loss::{
+    CosineEmbeddingLoss, HingeEmbeddingLoss, KLDivLoss, MarginRankingLoss, MultiLabelSoftMarginLoss, TripletMarginLoss,
+    TripletOptions,
 };
 pub use summary::{Summary, SummaryRow, summarize, summarize_with, summary};

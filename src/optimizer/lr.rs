@@ -3,6 +3,10 @@
 
 use std::sync::{Arc, Mutex};
 
+pub use super::lr_schedules::{
+    Anneal, CyclicLR, CyclicMode, LambdaDecay, NoamDecay, OneCycleLR, OneCycleOptions, PiecewiseDecay, PolynomialDecay,
+};
+
 /// How a schedule computes the learning rate of an epoch.
 pub trait Schedule: Send {
     /// The learning rate at `epoch` (0 after construction).

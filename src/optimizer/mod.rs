@@ -14,12 +14,14 @@
 
 mod clip;
 pub mod lr;
+mod lr_schedules;
 mod static_minimize;
 #[doc(hidden)]
 pub mod update;
 
 pub use clip::GradClip;
 pub use lr::LrScheduler;
+
 use update::Rule;
 
 use crate::nn::StateDict;
