@@ -258,3 +258,101 @@ fn polynomial_noam_piecewise_lambda_one_cycle_and_cyclic_schedules_follow_paddle
     let ce = CyclicLR::new(0.1, 1.0, 2, None, CyclicMode::ExpRange { gamma: 0.9 }).unwrap();
     close("exp_range at 2", at(&ce, 2), 0.1 + 0.9 * 0.81);
 }
+
+/// Two steps of each newer optimizer against its update written out here, on every place.
+#[test]
+fn adagrad_adadelta_adamax_and_lamb_follow_their_formulas() {
+    use dygraph::optimizer::{Adadelta, Adagrad, Adamax, Lamb};
+    let p0 = [0.5f32, -1.0, 2.0];
+    let grads = [[0.1f32, -0.2, 0.3], [-0.4, 0.5, 0.05]];
+    for place in places() {
+        type Run = Box<dyn Fn(Vec<Tensor>) -> Box<dyn Optimizer>>;
+        type Formula = Box<dyn Fn(&[f64], &[[f64; 3]]) -> Vec<f64>>;
+        let cases: Vec<(&str, Run, Formula)> = vec![
+            (
+                "adagrad",
+                Box::new(|p| Box::new(Adagrad::new(0.1, p))),
+                Box::new(|p, gs| {
+                    let mut acc = [0.0; 3];
+                    let mut p = p.to_vec();
+                    for g in gs {
+                        for i in 0..3 {
+                            acc[i] += g[i] * g[i];
+                            p[i] -= 0.1 * g[i] / (acc[i].sqrt() + 1e-6);
+                        }
+                    }
+                    p
+                }),
+            ),
+            (
+                "adadelta",
+                Box::new(|p| Box::new(Adadelta::new(1.0, p).rho(0.9))),
+                Box::new(|p, gs| {
+                    let (mut eg, mut eu) = ([0.0; 3], [0.0; 3]);
+                    let mut p = p.to_vec();
+                    for g in gs {
+                        for i in 0..3 {
+                            eg[i] = 0.9 * eg[i] + 0.1 * g[i] * g[i];
+                            let u = -((eu[i] + 1e-6) / (eg[i] + 1e-6)).sqrt() * g[i];
+                            eu[i] = 0.9 * eu[i] + 0.1 * u * u;
+                            p[i] += u;
+                        }
+                    }
+                    p
+                }),
+            ),
+            (
+                "adamax",
+                Box::new(|p| Box::new(Adamax::new(0.01, p))),
+                Box::new(|p, gs| {
+                    let (mut m, mut u) = ([0.0; 3], [0.0f64; 3]);
+                    let mut p = p.to_vec();
+                    for (t, g) in gs.iter().enumerate() {
+                        for i in 0..3 {
+                            m[i] = 0.9 * m[i] + 0.1 * g[i];
+                            u[i] = (0.999 * u[i] + 1e-8).max(g[i].abs());
+                            p[i] -= 0.01 / (1.0 - 0.9f64.powi(t as i32 + 1)) * m[i] / u[i];
+                        }
+                    }
+                    p
+                }),
+            ),
+            (
+                "lamb",
+                Box::new(|p| Box::new(Lamb::new(0.01, p))),
+                Box::new(|p, gs| {
+                    let (mut m, mut v) = ([0.0; 3], [0.0; 3]);
+                    let mut p = p.to_vec();
+                    for (t, g) in gs.iter().enumerate() {
+                        let mut r = [0.0; 3];
+                        for i in 0..3 {
+                            m[i] = 0.9 * m[i] + 0.1 * g[i];
+                            v[i] = 0.999 * v[i] + 0.001 * g[i] * g[i];
+                            let mh = m[i] / (1.0 - 0.9f64.powi(t as i32 + 1));
+                            let vh = v[i] / (1.0 - 0.999f64.powi(t as i32 + 1));
+                            r[i] = mh / (vh.sqrt() + 1e-6) + 0.01 * p[i];
+                        }
+                        let norm = |x: &[f64]| x.iter().map(|a| a * a).sum::<f64>().sqrt();
+                        let trust = norm(&p) / norm(&r);
+                        for i in 0..3 {
+                            p[i] -= 0.01 * trust * r[i];
+                        }
+                    }
+                    p
+                }),
+            ),
+        ];
+        for (name, make, formula) in cases {
+            let p = param(&p0, place);
+            let mut opt = make(vec![p.clone()]);
+            for g in &grads {
+                set_grad(&p, g);
+                opt.step().unwrap();
+                opt.clear_grad();
+            }
+            let gs: Vec<[f64; 3]> = grads.iter().map(|g| g.map(|v| v as f64)).collect();
+            let want = formula(&p0.map(|v| v as f64), &gs);
+            common::assert_close(&format!("{name} after two steps on {place}"), &vals(&p), &want, 1e-5);
+        }
+    }
+}

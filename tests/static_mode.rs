@@ -842,3 +842,45 @@ fn to_static_differentiates_parameters_read_inside_cond() {
         traced.parameters()[0].clear_gradient();
     }
 }
+
+/// Lamb (whose trust-ratio step is appended as tensor ops after its fused kernel) and
+/// Adamax (β1ᵗ from the schedule tensor) train a static MLP exactly as eagerly.
+#[test]
+fn lamb_and_adamax_minimize_statically_like_eager() {
+    use dygraph::optimizer::{Adamax, Lamb, Optimizer};
+    let _g = common::generator_lock();
+    for place in places() {
+        paddle::guard(place, || {
+            for lamb in [true, false] {
+                let seed = common::run_seed();
+                paddle::seed(seed);
+                let make = |p: Vec<Tensor>| -> Box<dyn Optimizer> {
+                    if lamb { Box::new(Lamb::new(0.05, p)) } else { Box::new(Adamax::new(0.05, p)) }
+                };
+                let eager = Mlp::new().unwrap();
+                let mut opt = make(eager.params().into_iter().cloned().collect());
+                let (main, startup) = (Program::new(), Program::new());
+                let (model, sloss) = st::program_guard(&main, &startup, || {
+                    let xv = st::data("x", &[-1, 4], DType::Float32).unwrap();
+                    let model = Mlp::new().unwrap();
+                    let l = loss_of(&model.forward(&xv).unwrap()).unwrap();
+                    make(model.params().into_iter().cloned().collect()).minimize(&l).unwrap();
+                    (model, l)
+                });
+                let exe = Executor::with_scope(place, Scope::new());
+                exe.run(&startup, &[], &[] as &[&str]).unwrap();
+                share(exe.scope(), &model.params(), &eager.params(), place);
+                for step in 0..3 {
+                    let x = paddle::randn([5, 4]).unwrap();
+                    let loss = loss_of(&eager.forward(&x).unwrap()).unwrap();
+                    loss.backward().unwrap();
+                    opt.step().unwrap();
+                    opt.clear_grad();
+                    let out = exe.run(&main, &[("x", &x)], &[&sloss]).unwrap();
+                    let what = format!("{} step {step} on {place} (seed {seed})", if lamb { "Lamb" } else { "Adamax" });
+                    assert_close(&what, &values(&out[0]), &values(&loss), 1e-5);
+                }
+            }
+        });
+    }
+}

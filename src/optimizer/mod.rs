@@ -1,4 +1,5 @@
-//! Optimizers (`paddle.optimizer`): SGD, Momentum, Adam, AdamW, RMSProp, with weight decay,
+//! Optimizers (`paddle.optimizer`): SGD, Momentum, Adam, AdamW, RMSProp, Adagrad, Adadelta,
+//! Adamax, Lamb, with weight decay,
 //! gradient clipping, per-parameter learning-rate multipliers and learning-rate schedulers.
 //! Every update runs in place on the parameter's buffer as one fused kernel per parameter.
 //!
@@ -12,6 +13,7 @@
 //! # Ok(()) }
 //! ```
 
+mod adaptive;
 mod clip;
 pub mod lr;
 mod lr_schedules;
@@ -19,6 +21,7 @@ mod static_minimize;
 #[doc(hidden)]
 pub mod update;
 
+pub use adaptive::{Adadelta, Adagrad, Adamax, Lamb};
 pub use clip::GradClip;
 pub use lr::LrScheduler;
 
@@ -93,6 +96,14 @@ pub trait Kind: Send {
     /// True when weight decay is decoupled (AdamW) rather than L2 added to the gradient.
     fn decoupled(&self) -> bool {
         false
+    }
+    /// Work after the fused update on each parameter (Lamb's trust-ratio step), in tensor
+    /// ops so that it runs eagerly and appends to a static program alike; `lr` is this
+    /// parameter's learning rate as a tensor.
+    #[doc(hidden)]
+    fn finish(&self, param: &Tensor, states: &[Tensor], lr: &Tensor) -> Result<()> {
+        let _ = (param, states, lr);
+        Ok(())
     }
 }
 
@@ -178,7 +189,9 @@ impl<K: Kind> Optimizer for Optim<K> {
             if self.states[i].len() != n_states {
                 self.states[i] = (0..n_states).map(|_| crate::zeros_like(p)).collect::<Result<_>>()?;
             }
-            update::apply_rule(&rule, p, g, &self.states[i], None, lr * p.learning_rate_multiplier(), l2)?;
+            let lr = lr * p.learning_rate_multiplier();
+            update::apply_rule(&rule, p, g, &self.states[i], None, lr, l2)?;
+            self.kind.finish(p, &self.states[i], &crate::full_on(&[] as &[usize], lr, p.dtype(), p.place())?)?;
         }
         Ok(())
     }

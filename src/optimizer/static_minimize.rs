@@ -27,7 +27,10 @@ struct Schedule {
 /// Adam's β powers at `step` (`rule` as built for step 1); zeros for the other rules.
 fn beta_pows(rule: Rule, step: u64) -> (f64, f64) {
     match rule {
-        Rule::Adam { beta1, beta2, .. } => (beta1.powi(step as i32), beta2.powi(step as i32)),
+        Rule::Adam { beta1, beta2, .. } | Rule::Lamb { beta1, beta2, .. } => {
+            (beta1.powi(step as i32), beta2.powi(step as i32))
+        }
+        Rule::Adamax { beta1, .. } => (beta1.powi(step as i32), 0.0),
         _ => (0.0, 0.0),
     }
 }
@@ -90,6 +93,10 @@ impl<K: Kind> Optim<K> {
                         })
                         .collect::<Result<_>>()?;
                     update::apply_rule(&rule, p, g, &states, schedule, p.learning_rate_multiplier(), l2)?;
+                    if let Some(s) = schedule {
+                        let lr = s.slice(&[0], &[0], &[1])?.reshape(&[] as &[usize])?;
+                        self.kind.finish(p, &states, &lr.scale(p.learning_rate_multiplier(), 0.0)?)?;
+                    }
                 }
                 Ok(schedules.into_iter().map(|(name, dtype, _)| (name, dtype)).collect())
             })

@@ -1,6 +1,6 @@
 //! The fused in-place parameter updates: one kernel dispatch per parameter on the GPU, one
 //! loop on the CPU, never through the host. Each rule is a registry entry (`sgd`,
-//! `momentum`, `adam`, `rmsprop`) with inputs `[param, grad, states..., schedule?]`,
+//! `momentum`, `adam`, `rmsprop`, `adagrad`, `adadelta`, `adamax`, `lamb`) with inputs `[param, grad, states..., schedule?]`,
 //! updating the parameter and the states in place.
 //!
 //! The optional `schedule` input is a tensor `[lr, beta1_pow, beta2_pow]` (the parameter's
@@ -23,14 +23,56 @@ pub(crate) static SGD_KERNEL: Kernel = Kernel::single("optim/sgd.wgsl");
 pub(crate) static MOMENTUM_KERNEL: Kernel = Kernel::single("optim/momentum.wgsl");
 pub(crate) static ADAM_KERNEL: Kernel = Kernel::single("optim/adam.wgsl");
 pub(crate) static RMSPROP_KERNEL: Kernel = Kernel::single("optim/rmsprop.wgsl");
+pub(crate) static ADAGRAD_KERNEL: Kernel = Kernel::single("optim/adagrad.wgsl");
+pub(crate) static ADADELTA_KERNEL: Kernel = Kernel::single("optim/adadelta.wgsl");
+pub(crate) static ADAMAX_KERNEL: Kernel = Kernel::single("optim/adamax.wgsl");
+pub(crate) static LAMB_KERNEL: Kernel = Kernel::single("optim/lamb.wgsl");
 
 /// One update rule with its hyper-parameters for this step.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Rule {
     Sgd,
-    Momentum { mu: f64, nesterov: bool },
-    Adam { beta1: f64, beta2: f64, eps: f64, beta1_pow: f64, beta2_pow: f64, decoupled_wd: f64 },
-    RmsProp { rho: f64, eps: f64, momentum: f64, centered: bool },
+    Momentum {
+        mu: f64,
+        nesterov: bool,
+    },
+    Adam {
+        beta1: f64,
+        beta2: f64,
+        eps: f64,
+        beta1_pow: f64,
+        beta2_pow: f64,
+        decoupled_wd: f64,
+    },
+    RmsProp {
+        rho: f64,
+        eps: f64,
+        momentum: f64,
+        centered: bool,
+    },
+    Adagrad {
+        eps: f64,
+    },
+    Adadelta {
+        rho: f64,
+        eps: f64,
+    },
+    Adamax {
+        beta1: f64,
+        beta2: f64,
+        eps: f64,
+        beta1_pow: f64,
+    },
+    /// Lamb's moments and its update direction `r` (the third state); the trust-ratio step
+    /// on the parameter follows as tensor ops (it needs the norms of `p` and `r`).
+    Lamb {
+        beta1: f64,
+        beta2: f64,
+        eps: f64,
+        beta1_pow: f64,
+        beta2_pow: f64,
+        lamb_wd: f64,
+    },
 }
 
 impl Rule {
@@ -41,6 +83,23 @@ impl Rule {
             Rule::Momentum { .. } => 1,
             Rule::Adam { .. } => 2,
             Rule::RmsProp { .. } => 3,
+            Rule::Adagrad { .. } => 1,
+            Rule::Adadelta { .. } | Rule::Adamax { .. } => 2,
+            Rule::Lamb { .. } => 3,
+        }
+    }
+
+    /// The registry entry that applies this rule.
+    fn op(&self) -> &'static UpdateOp {
+        match self {
+            Rule::Sgd => &SGD,
+            Rule::Momentum { .. } => &MOMENTUM,
+            Rule::Adam { .. } => &ADAM,
+            Rule::RmsProp { .. } => &RMSPROP,
+            Rule::Adagrad { .. } => &ADAGRAD,
+            Rule::Adadelta { .. } => &ADADELTA,
+            Rule::Adamax { .. } => &ADAMAX,
+            Rule::Lamb { .. } => &LAMB,
         }
     }
 }
@@ -80,6 +139,32 @@ fn step_scalar(rule: &Rule, p: f64, g: f64, s: &mut [f64], lr: f64, wd: f64) -> 
             s[2] = mom;
             p - mom
         }
+        Rule::Adagrad { eps } => {
+            let g = g + wd * p;
+            s[0] += g * g;
+            p - lr * g / (s[0].sqrt() + eps)
+        }
+        Rule::Adadelta { rho, eps } => {
+            let g = g + wd * p;
+            s[0] = rho * s[0] + (1.0 - rho) * g * g;
+            let update = -((s[1] + eps) / (s[0] + eps)).sqrt() * g;
+            s[1] = rho * s[1] + (1.0 - rho) * update * update;
+            p + lr * update
+        }
+        Rule::Adamax { beta1, beta2, eps, beta1_pow } => {
+            let g = g + wd * p;
+            s[0] = beta1 * s[0] + (1.0 - beta1) * g;
+            s[1] = (beta2 * s[1] + eps).max(g.abs());
+            p - lr / (1.0 - beta1_pow) * s[0] / s[1]
+        }
+        Rule::Lamb { beta1, beta2, eps, beta1_pow, beta2_pow, lamb_wd } => {
+            let g = g + wd * p;
+            s[0] = beta1 * s[0] + (1.0 - beta1) * g;
+            s[1] = beta2 * s[1] + (1.0 - beta2) * g * g;
+            let (m_hat, v_hat) = (s[0] / (1.0 - beta1_pow), s[1] / (1.0 - beta2_pow));
+            s[2] = m_hat / (v_hat.sqrt() + eps) + lamb_wd * p;
+            p
+        }
     }
 }
 
@@ -112,6 +197,18 @@ impl Attrs for UpdateAttrs {
             Rule::RmsProp { rho, eps, momentum, centered } => {
                 m.with("rho", rho).with("epsilon", eps).with("momentum", momentum).with("centered", centered)
             }
+            Rule::Adagrad { eps } => m.with("epsilon", eps),
+            Rule::Adadelta { rho, eps } => m.with("rho", rho).with("epsilon", eps),
+            Rule::Adamax { beta1, beta2, eps, beta1_pow } => {
+                m.with("beta1", beta1).with("beta2", beta2).with("epsilon", eps).with("beta1_pow", beta1_pow)
+            }
+            Rule::Lamb { beta1, beta2, eps, beta1_pow, beta2_pow, lamb_wd } => m
+                .with("beta1", beta1)
+                .with("beta2", beta2)
+                .with("epsilon", eps)
+                .with("beta1_pow", beta1_pow)
+                .with("beta2_pow", beta2_pow)
+                .with("lamb_weight_decay", lamb_wd),
         }
     }
 
@@ -127,12 +224,29 @@ impl Attrs for UpdateAttrs {
                 beta2_pow: m.field(op, "beta2_pow")?,
                 decoupled_wd: m.field(op, "decoupled_weight_decay")?,
             },
-            _ => Rule::RmsProp {
+            "rmsprop" => Rule::RmsProp {
                 rho: m.field(op, "rho")?,
                 eps: m.field(op, "epsilon")?,
                 momentum: m.field(op, "momentum")?,
                 centered: m.field(op, "centered")?,
             },
+            "adagrad" => Rule::Adagrad { eps: m.field(op, "epsilon")? },
+            "adadelta" => Rule::Adadelta { rho: m.field(op, "rho")?, eps: m.field(op, "epsilon")? },
+            "adamax" => Rule::Adamax {
+                beta1: m.field(op, "beta1")?,
+                beta2: m.field(op, "beta2")?,
+                eps: m.field(op, "epsilon")?,
+                beta1_pow: m.field(op, "beta1_pow")?,
+            },
+            "lamb" => Rule::Lamb {
+                beta1: m.field(op, "beta1")?,
+                beta2: m.field(op, "beta2")?,
+                eps: m.field(op, "epsilon")?,
+                beta1_pow: m.field(op, "beta1_pow")?,
+                beta2_pow: m.field(op, "beta2_pow")?,
+                lamb_wd: m.field(op, "lamb_weight_decay")?,
+            },
+            other => return Err(Error::invalid(other, "not an update rule")),
         };
         let a = UpdateAttrs { rule, lr: m.field(op, "lr")?, wd: m.field(op, "weight_decay")? };
         let known: Vec<String> = a.to_map().iter().map(|(n, _)| n.to_string()).collect();
@@ -172,6 +286,25 @@ impl UpdateAttrs {
                 check("epsilon", eps, eps >= 0.0)?;
                 check("momentum", momentum, momentum >= 0.0)
             }
+            Rule::Adagrad { eps } => check("epsilon", eps, eps >= 0.0),
+            Rule::Adadelta { rho, eps } => {
+                check("rho", rho, unit(rho))?;
+                check("epsilon", eps, eps >= 0.0)
+            }
+            Rule::Adamax { beta1, beta2, eps, beta1_pow } => {
+                check("beta1", beta1, unit(beta1))?;
+                check("beta2", beta2, unit(beta2))?;
+                check("epsilon", eps, eps >= 0.0)?;
+                check("beta1_pow", beta1_pow, unit(beta1_pow))
+            }
+            Rule::Lamb { beta1, beta2, eps, beta1_pow, beta2_pow, lamb_wd } => {
+                check("beta1", beta1, unit(beta1))?;
+                check("beta2", beta2, unit(beta2))?;
+                check("epsilon", eps, eps >= 0.0)?;
+                check("beta1_pow", beta1_pow, unit(beta1_pow))?;
+                check("beta2_pow", beta2_pow, unit(beta2_pow))?;
+                check("lamb_weight_decay", lamb_wd, lamb_wd >= 0.0)
+            }
         }
     }
 }
@@ -194,6 +327,10 @@ pub(crate) static SGD: UpdateOp = UpdateOp { name: "sgd", kernel: &SGD_KERNEL, s
 pub(crate) static MOMENTUM: UpdateOp = UpdateOp { name: "momentum", kernel: &MOMENTUM_KERNEL, states: 1 };
 pub(crate) static ADAM: UpdateOp = UpdateOp { name: "adam", kernel: &ADAM_KERNEL, states: 2 };
 pub(crate) static RMSPROP: UpdateOp = UpdateOp { name: "rmsprop", kernel: &RMSPROP_KERNEL, states: 3 };
+pub(crate) static ADAGRAD: UpdateOp = UpdateOp { name: "adagrad", kernel: &ADAGRAD_KERNEL, states: 1 };
+pub(crate) static ADADELTA: UpdateOp = UpdateOp { name: "adadelta", kernel: &ADADELTA_KERNEL, states: 2 };
+pub(crate) static ADAMAX: UpdateOp = UpdateOp { name: "adamax", kernel: &ADAMAX_KERNEL, states: 2 };
+pub(crate) static LAMB: UpdateOp = UpdateOp { name: "lamb", kernel: &LAMB_KERNEL, states: 3 };
 
 /// Which input positions the update writes: the parameter and every state.
 static INPLACE: [usize; 4] = [0, 2, 3, 4];
@@ -263,8 +400,12 @@ impl Op for UpdateOp {
                 _ => return Err(Error::invalid(self.name, "the schedule must be a read-only float tensor")),
             };
             lr *= s[0];
-            if let Rule::Adam { beta1_pow, beta2_pow, .. } = &mut rule {
-                (*beta1_pow, *beta2_pow) = (s[1], s[2]);
+            match &mut rule {
+                Rule::Adam { beta1_pow, beta2_pow, .. } | Rule::Lamb { beta1_pow, beta2_pow, .. } => {
+                    (*beta1_pow, *beta2_pow) = (s[1], s[2]);
+                }
+                Rule::Adamax { beta1_pow, .. } => *beta1_pow = s[1],
+                _ => {}
             }
         }
         let rule = &rule;
@@ -318,6 +459,14 @@ impl Op for UpdateOp {
             Rule::RmsProp { rho, eps, momentum, centered } => {
                 vec![n as u32, f(lr), f(wd), f(rho), f(eps), f(momentum), centered as u32]
             }
+            Rule::Adagrad { eps } => vec![n as u32, f(lr), f(wd), f(eps)],
+            Rule::Adadelta { rho, eps } => vec![n as u32, f(lr), f(wd), f(rho), f(eps)],
+            Rule::Adamax { beta1, beta2, eps, beta1_pow } => {
+                vec![n as u32, f(lr), f(wd), f(beta1), f(beta2), f(eps), f(beta1_pow)]
+            }
+            Rule::Lamb { beta1, beta2, eps, beta1_pow, beta2_pow, lamb_wd } => {
+                vec![n as u32, f(lr), f(wd), f(beta1), f(beta2), f(eps), f(beta1_pow), f(beta2_pow), f(lamb_wd)]
+            }
         };
         params.push(scheduled as u32);
         k.ctx.dispatch(self.kernel, 0, "main", &binds, &params, n as u64)
@@ -332,13 +481,7 @@ impl Op for UpdateOp {
 /// Errors for settings of `rule`, learning rate `lr` or weight decay `wd` that would turn
 /// parameters into NaN or move them uphill (the optimizer's name in the error).
 pub(crate) fn validate(rule: &Rule, lr: f64, wd: f64) -> Result<()> {
-    let op = match rule {
-        Rule::Sgd => "sgd",
-        Rule::Momentum { .. } => "momentum",
-        Rule::Adam { .. } => "adam",
-        Rule::RmsProp { .. } => "rmsprop",
-    };
-    UpdateAttrs { rule: *rule, lr, wd }.validate(op)
+    UpdateAttrs { rule: *rule, lr, wd }.validate(rule.op().name)
 }
 
 /// Applies `rule` to `param` in place with gradient `grad` and state tensors `states`
@@ -353,12 +496,7 @@ pub(crate) fn apply_rule(
     lr: f64,
     wd: f64,
 ) -> Result<()> {
-    let op = match rule {
-        Rule::Sgd => &SGD,
-        Rule::Momentum { .. } => &MOMENTUM,
-        Rule::Adam { .. } => &ADAM,
-        Rule::RmsProp { .. } => &RMSPROP,
-    };
+    let op = rule.op();
     let mut inputs = vec![param, grad];
     inputs.extend(states);
     inputs.extend(schedule);

@@ -2631,7 +2631,10 @@ fn update_spec(
                 let mut inputs =
                     vec![data(vals(rng, n, -2.0, 2.0, 0.0), &[n]), data(vals(rng, n, -1.0, 1.0, 0.0), &[n])];
                 for s in 0..states {
-                    let lo = if name == "rmsprop" && s == 0 || name == "adam" && s == 1 { 0.5 } else { -0.5 };
+                    // Squared averages, accumulators and norms are non-negative.
+                    let non_negative = matches!((name, s), ("rmsprop", 0) | ("adam" | "adamax" | "lamb", 1))
+                        || matches!(name, "adagrad" | "adadelta");
+                    let lo = if non_negative { 0.5 } else { -0.5 };
                     inputs.push(data(vals(rng, n, lo, 1.0, 0.0), &[n]));
                 }
                 if scheduled {
@@ -2753,6 +2756,76 @@ fn update_specs() -> Vec<Spec> {
                 }
                 s[2] = mom * s[2] + lr * g / (denom + eps).sqrt();
                 p - s[2]
+            },
+        ),
+        update_spec(
+            "adagrad",
+            1,
+            || vec![AttrMap::new().with("lr", 0.1).with("weight_decay", 0.01).with("epsilon", 1e-6)],
+            |m, p, g, s| {
+                let g = g + attr_f(m, "weight_decay") * p;
+                s[0] += g * g;
+                p - attr_f(m, "lr") * g / (s[0].sqrt() + attr_f(m, "epsilon"))
+            },
+        ),
+        update_spec(
+            "adadelta",
+            2,
+            || vec![AttrMap::new().with("lr", 0.5).with("weight_decay", 0.0).with("rho", 0.9).with("epsilon", 1e-6)],
+            |m, p, g, s| {
+                let (rho, eps) = (attr_f(m, "rho"), attr_f(m, "epsilon"));
+                s[0] = rho * s[0] + (1.0 - rho) * g * g;
+                let u = -((s[1] + eps) / (s[0] + eps)).sqrt() * g;
+                s[1] = rho * s[1] + (1.0 - rho) * u * u;
+                p + attr_f(m, "lr") * u
+            },
+        ),
+        update_spec(
+            "adamax",
+            2,
+            || {
+                vec![
+                    AttrMap::new()
+                        .with("lr", 0.01)
+                        .with("weight_decay", 0.0)
+                        .with("beta1", 0.9)
+                        .with("beta2", 0.999)
+                        .with("epsilon", 1e-8)
+                        .with("beta1_pow", 0.9f64.powi(3)),
+                ]
+            },
+            |m, p, g, s| {
+                let (b1, b2) = (attr_f(m, "beta1"), attr_f(m, "beta2"));
+                s[0] = b1 * s[0] + (1.0 - b1) * g;
+                s[1] = (b2 * s[1] + attr_f(m, "epsilon")).max(g.abs());
+                p - attr_f(m, "lr") / (1.0 - attr_f(m, "beta1_pow")) * s[0] / s[1]
+            },
+        ),
+        update_spec(
+            "lamb",
+            3,
+            || {
+                vec![
+                    AttrMap::new()
+                        .with("lr", 0.01)
+                        .with("weight_decay", 0.0)
+                        .with("beta1", 0.9)
+                        .with("beta2", 0.999)
+                        .with("epsilon", 1e-6)
+                        .with("beta1_pow", 0.9f64.powi(3))
+                        .with("beta2_pow", 0.999f64.powi(3))
+                        .with("lamb_weight_decay", 0.01),
+                ]
+            },
+            // The kernel moves the moments and writes the direction r; the parameter stays.
+            |m, p, g, s| {
+                let (b1, b2) = (attr_f(m, "beta1"), attr_f(m, "beta2"));
+                s[0] = b1 * s[0] + (1.0 - b1) * g;
+                s[1] = b2 * s[1] + (1.0 - b2) * g * g;
+                let m_hat = s[0] / (1.0 - attr_f(m, "beta1_pow"));
+                let v_hat = s[1] / (1.0 - attr_f(m, "beta2_pow"));
+                s[2] = m_hat / (v_hat.sqrt() + attr_f(m, "epsilon")) + attr_f(m, "lamb_weight_decay") * p;
+                p
             },
         ),
     ]
