@@ -14,7 +14,7 @@ pub mod common;
 
 use common::classifier::{RunConfig, RunReport, train_classifier};
 use dygraph::nn::{
-    Conv2D, Conv2dOptions, Forward, Initializer, LayerNorm, Linear, ParamAttr, TransformerActivation,
+    BatchNorm, Conv2D, Conv2dOptions, Forward, Initializer, LayerNorm, Linear, ParamAttr, TransformerActivation,
     TransformerConfig, TransformerEncoder, TransformerEncoderLayer, create_parameter,
 };
 use dygraph::{DType, Result, Tensor};
@@ -37,6 +37,7 @@ impl Default for VitConfig {
 #[derive(dygraph::nn::Layer)]
 pub struct Vit {
     pub stem: Conv2D,
+    pub stem_norm: BatchNorm,
     pub patch_embed: Conv2D,
     #[layer(param)]
     pub cls_token: Tensor,
@@ -60,6 +61,7 @@ impl Vit {
         )?;
         Ok(Vit {
             stem: Conv2D::with_options(1, c.width / 2, 3, options.clone(), ParamAttr::default(), true)?,
+            stem_norm: BatchNorm::new(c.width / 2)?,
             patch_embed: Conv2D::with_options(c.width / 2, c.width, 3, options, ParamAttr::default(), true)?,
             cls_token: create_parameter(&[1, 1, c.width], DType::Float32, &small, &Initializer::Constant(0.0))?,
             pos_embed: create_parameter(&[1, tokens, c.width], DType::Float32, &small, &Initializer::Constant(0.0))?,
@@ -73,7 +75,7 @@ impl Vit {
 impl Forward for Vit {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         // [b, 1, 28, 28] → [b, width, 7, 7] → [b, 49, width]
-        let stem = self.stem.forward(x)?.relu()?;
+        let stem = self.stem_norm.forward(&self.stem.forward(x)?)?.relu()?;
         let patches = self.patch_embed.forward(&stem)?.flatten(2, -1)?.transpose(&[0, 2, 1])?;
         // The class token for every image, shaped from the data (any batch size).
         let cls = dygraph::expand_as(&self.cls_token, &patches.slice(&[1], &[0], &[1])?)?;

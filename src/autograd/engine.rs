@@ -84,11 +84,9 @@ pub(crate) fn run(
         }
     }
     while let Some(n) = stack.pop() {
-        for inp in n.inputs.iter().flatten() {
-            if let Some(e) = inp.grad_fn()
-                && nodes.insert(id(&e.node), e.node.clone()).is_none()
-            {
-                stack.push(e.node);
+        for e in n.input_edges.iter().flatten() {
+            if nodes.insert(id(&e.node), e.node.clone()).is_none() {
+                stack.push(e.node.clone());
             }
         }
     }
@@ -104,10 +102,11 @@ pub(crate) fn run(
         let l: Vec<bool> = n
             .inputs
             .iter()
-            .map(|inp| match inp {
+            .zip(&n.input_edges)
+            .map(|(inp, edge)| match inp {
                 None => false,
                 Some(_) if accumulate_leaves => true,
-                Some(t) => match t.grad_fn() {
+                Some(t) => match edge {
                     None => targets.iter().any(|target| target.same_tensor(t)),
                     Some(e) => {
                         let pid = id(&e.node);
@@ -127,10 +126,8 @@ pub(crate) fn run(
         if !relevant[&id(n)] {
             continue;
         }
-        for (inp, &l) in n.inputs.iter().zip(&leads[&id(n)]) {
-            if let (Some(t), true) = (inp, l)
-                && let Some(e) = t.grad_fn()
-            {
+        for (edge, &l) in n.input_edges.iter().zip(&leads[&id(n)]) {
+            if let (Some(e), true) = (edge, l) {
                 *deps.entry(id(&e.node)).or_insert(0) += 1;
             }
         }
@@ -233,7 +230,7 @@ pub(crate) fn run(
                     inp.place()
                 )));
             }
-            match inp.grad_fn() {
+            match &node.input_edges[i] {
                 Some(e) => {
                     let pid = id(&e.node);
                     if let Some(g) = g {

@@ -42,11 +42,23 @@ pub(crate) struct GradMeta {
     /// Learning-rate multiplier optimizers apply to this parameter (Paddle's
     /// `ParamAttr(learning_rate=...)`).
     pub lr_mult: f64,
+    /// After in-place ops: each op's output, which this tensor stood for in the graph in
+    /// turn (kept alive here because an op's node holds its outputs weakly, and its
+    /// backward rule may read them).
+    pub inplace_results: Vec<Tensor>,
 }
 
 impl Default for GradMeta {
     fn default() -> Self {
-        GradMeta { stop_gradient: true, grad: None, grad_fn: None, hooks: Vec::new(), name: None, lr_mult: 1.0 }
+        GradMeta {
+            stop_gradient: true,
+            grad: None,
+            grad_fn: None,
+            hooks: Vec::new(),
+            name: None,
+            lr_mult: 1.0,
+            inplace_results: Vec::new(),
+        }
     }
 }
 
@@ -70,6 +82,10 @@ pub(crate) struct Node {
     pub seq: u64,
     /// The op's inputs that require a gradient (None where one does not).
     pub inputs: Vec<Option<Tensor>>,
+    /// Where each input's gradient goes: its producer as it was when this op ran (an
+    /// in-place op later gives the tensor a new producer; this op's gradient still belongs
+    /// to the old one). None for leaves and inputs without a gradient.
+    pub input_edges: Vec<Option<Edge>>,
     pub outputs: Vec<OutputInfo>,
     /// Freed after use unless the graph is retained.
     pub backward: Mutex<Option<Box<BackwardFn>>>,
@@ -117,6 +133,7 @@ pub(crate) fn record(
         name,
         seq: SEQ.fetch_add(1, Ordering::Relaxed),
         inputs: inputs.iter().zip(&needs).map(|(t, &n)| n.then(|| (*t).clone())).collect(),
+        input_edges: inputs.iter().zip(&needs).map(|(t, &n)| if n { t.grad_fn() } else { None }).collect(),
         outputs: outputs
             .iter()
             .map(|o| OutputInfo { shape: o.shape_ref().clone(), dtype: o.dtype(), place: o.place() })
@@ -130,4 +147,59 @@ pub(crate) fn record(
         m.stop_gradient = false;
     }
     true
+}
+
+/// The versions of the tensors one backward rule may read, as they were when its op ran.
+struct SavedVersions {
+    node: &'static str,
+    /// `(version counter identity, version)`.
+    entries: Vec<(usize, u64)>,
+}
+
+thread_local! {
+    static SAVED: std::cell::RefCell<Vec<SavedVersions>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The version of each of `tensors` now, to check when `node`'s backward rule runs.
+pub(crate) fn versions_of(tensors: &[&Tensor]) -> Vec<(usize, u64)> {
+    tensors.iter().map(|t| (t.version_id(), t.inplace_version())).collect()
+}
+
+/// Runs `node`'s backward rule `f` with `entries` as the versions its saved tensors must
+/// still have when the rule reads them.
+pub(crate) fn with_saved_versions<R>(node: &'static str, entries: Vec<(usize, u64)>, f: impl FnOnce() -> R) -> R {
+    SAVED.with(|s| s.borrow_mut().push(SavedVersions { node, entries }));
+    let out = f();
+    SAVED.with(|s| s.borrow_mut().pop());
+    out
+}
+
+/// Inside a backward rule: an error when an op is about to read (`reads(i)`) an input whose
+/// memory was written in place since the forward op saved it (PyTorch's "modified by an
+/// inplace operation"), instead of computing a wrong gradient from the new values.
+pub(crate) fn check_saved_versions(op: &'static str, inputs: &[&Tensor], reads: impl Fn(usize) -> bool) -> Result<()> {
+    SAVED.with(|s| {
+        let s = s.borrow();
+        let Some(saved) = s.last() else { return Ok(()) };
+        for (i, t) in inputs.iter().enumerate() {
+            if !reads(i) {
+                continue;
+            }
+            let id = t.version_id();
+            if let Some(&(_, was)) = saved.entries.iter().find(|(v, _)| *v == id) {
+                let now = t.inplace_version();
+                if now != was {
+                    return Err(crate::Error::Autograd(format!(
+                        "the gradient of {} needs a tensor of shape {:?} that was modified by an in-place \
+                         operation after {} used it (version {was} then, {now} now; {op} would read the new \
+                         values); compute the modified value out of place, or modify a copy (`clone_data`)",
+                        saved.node,
+                        t.shape(),
+                        saved.node
+                    )));
+                }
+            }
+        }
+        Ok(())
+    })
 }

@@ -475,6 +475,11 @@ impl Op for IndexScatterAddOp {
         v.resize(g.num_inputs(), None);
         Ok(v)
     }
+
+    /// A third operand gives the gathered tensor's shape only.
+    fn reads_data(&self, i: usize) -> bool {
+        i < 2
+    }
 }
 
 /// `one_hot`'s attribute.

@@ -293,6 +293,11 @@ impl Op for ExpandAsOp {
     fn backward(&self, g: &GradCall<'_>, _: &(), _: &View) -> Result<Vec<Option<Tensor>>> {
         Ok(vec![g.grad_if(0, || super::reduce::sum_to_shape(g.g(), g.x(0).shape()))?, None])
     }
+
+    /// The second operand gives the shape only.
+    fn reads_data(&self, i: usize) -> bool {
+        i == 0
+    }
 }
 
 /// Broadcasts `x` to `y`'s shape (`paddle.expand_as`); `x` itself when the shapes agree.

@@ -3,12 +3,14 @@
 
 pub(crate) mod create;
 mod display;
+mod inplace;
 mod meta;
 pub use meta::TensorMeta;
 pub(crate) mod overload;
 mod readback;
 pub use readback::NdArray;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 pub use create::*;
@@ -31,13 +33,34 @@ pub(crate) struct TensorInner {
     pub shape: Shape,
     pub dtype: DType,
     pub meta: Mutex<GradMeta>,
+    /// Counts in-place writes to the memory; shared by every tensor viewing the same memory
+    /// (reshapes, `detach`), so autograd can tell when a saved tensor was modified.
+    pub version: Arc<AtomicU64>,
 }
 
 impl Tensor {
     pub(crate) fn from_storage(storage: Storage, shape: impl Into<Shape>, dtype: DType) -> Tensor {
-        Tensor {
-            inner: Arc::new(TensorInner { storage, shape: shape.into(), dtype, meta: Mutex::new(GradMeta::default()) }),
-        }
+        Tensor::sharing_version(storage, shape, dtype, Arc::new(AtomicU64::new(0)))
+    }
+
+    fn sharing_version(storage: Storage, shape: impl Into<Shape>, dtype: DType, version: Arc<AtomicU64>) -> Tensor {
+        let meta = Mutex::new(GradMeta::default());
+        Tensor { inner: Arc::new(TensorInner { storage, shape: shape.into(), dtype, meta, version }) }
+    }
+
+    /// How many in-place writes the memory has seen (Paddle's `inplace_version`).
+    pub fn inplace_version(&self) -> u64 {
+        self.inner.version.load(Ordering::Acquire)
+    }
+
+    /// Records an in-place write to the memory.
+    pub(crate) fn bump_version(&self) {
+        self.inner.version.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The identity of the memory's version counter (equal for views of one memory).
+    pub(crate) fn version_id(&self) -> usize {
+        Arc::as_ptr(&self.inner.version) as usize
     }
 
     pub(crate) fn from_cpu(data: CpuData, shape: impl Into<Shape>) -> Tensor {
@@ -88,7 +111,7 @@ impl Tensor {
 
     /// A tensor sharing this one's memory with another shape (same element count).
     pub(crate) fn with_shape(&self, shape: impl Into<Shape>) -> Tensor {
-        Tensor::from_storage(self.inner.storage.clone(), shape, self.inner.dtype)
+        Tensor::sharing_version(self.inner.storage.clone(), shape, self.inner.dtype, self.inner.version.clone())
     }
 
     /// A weak handle, for backward closures that need an op's own output without keeping

@@ -57,6 +57,7 @@ pub(crate) fn apply<O: Op>(op: &'static O, inputs: &[&Tensor], attrs: O::Attrs) 
     if inputs.iter().any(|t| t.is_meta()) {
         return Ok(outs.iter().map(Tensor::from_meta).collect());
     }
+    crate::autograd::check_saved_versions(name, inputs, |i| op.reads_data(i))?;
     let values = if let Some(r) = op.custom(inputs, &attrs, &plan, &outs) {
         r?
     } else if op.view() {
@@ -66,6 +67,9 @@ pub(crate) fn apply<O: Op>(op: &'static O, inputs: &[&Tensor], attrs: O::Attrs) 
     } else {
         run_kernels(op, inputs, &metas, &attrs, &plan, &outs)?
     };
+    for &i in op.inplace() {
+        inputs[i].bump_version();
+    }
     if op.differentiable() && is_grad_enabled() && inputs.iter().any(|t| t.requires_grad()) {
         record_node(op, inputs, &values, attrs, plan);
     }
@@ -225,6 +229,7 @@ fn record_node<O: Op>(op: &'static O, inputs: &[&Tensor], outputs: &[Tensor], at
         return;
     }
     let saved_inputs: Vec<Tensor> = inputs.iter().map(|t| (*t).clone()).collect();
+    let versions = crate::autograd::versions_of(&inputs.iter().copied().chain(outputs).collect::<Vec<_>>());
     let saved_outputs: Vec<Saved> = outputs
         .iter()
         .enumerate()
@@ -232,6 +237,6 @@ fn record_node<O: Op>(op: &'static O, inputs: &[&Tensor], outputs: &[Tensor], at
         .collect();
     record(op.name(), inputs, &diff, move |c| {
         let call = GradCall { inputs: &saved_inputs, outputs: &saved_outputs, grads: c.grads, needs: c.needs };
-        op.backward(&call, &attrs, &plan)
+        crate::autograd::with_saved_versions(op.name(), versions.clone(), || op.backward(&call, &attrs, &plan))
     });
 }

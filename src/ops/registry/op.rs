@@ -73,6 +73,13 @@ pub(crate) trait Op: OpHeader + Send + Sync + 'static {
         false
     }
 
+    /// True when the kernels read input `i`'s values (not only its shape): what the
+    /// in-place version check inside backward rules looks at.
+    fn reads_data(&self, i: usize) -> bool {
+        let _ = i;
+        !self.view()
+    }
+
     /// Trailing outputs that are not differentiable (masks, saved statistics, indices):
     /// the backward rule keeps them alive and sees gradients only for the others.
     fn aux_outputs(&self) -> usize {
