@@ -87,7 +87,7 @@ impl Forward for Vit {
 
 /// The example's hyper-parameters (the command line may override them).
 pub fn defaults() -> RunConfig {
-    RunConfig { learning_rate: 2e-3, one_cycle: true, batch_size: 64, ..Default::default() }
+    RunConfig { learning_rate: 7e-3, one_cycle: true, batch_size: 32, ..Default::default() }
 }
 
 /// Trains and evaluates as configured.

@@ -16,6 +16,8 @@ fn params(name: &str) -> [f64; 2] {
         "leaky_relu" => [0.1, 0.0],
         "elu" => [1.3, 0.0],
         "softplus" => [1.5, 10.0],
+        "hardsigmoid" => [1.0 / 6.0, 0.5],
+        "selu" => [1.0507009873554805, 1.6732632423543772],
         "clip" => [-2.0, 3.0],
         "scale" => [3.0, -2.0],
         "pow_scalar" => [3.0, 0.0],
@@ -648,8 +650,9 @@ fn grad_case(op: &OpInfo, rng: &mut Rng) -> Option<Vec<(Vec<f64>, Vec<usize>)>> 
     if op.arity == 1 {
         let v = match op.name {
             "neg" | "square" | "exp" | "sin" | "cos" | "tanh" | "sigmoid" | "erf" | "gelu_erf" | "gelu_tanh"
-            | "silu" | "scale" | "pow_scalar" => rng.vec(6, -2.0, 2.0),
-            "abs" | "relu" | "leaky_relu" | "elu" => away(rng, 6, -2.0, 2.0, &[0.0]),
+            | "silu" | "scale" | "pow_scalar" | "mish" => rng.vec(6, -2.0, 2.0),
+            "abs" | "relu" | "leaky_relu" | "elu" | "selu" => away(rng, 6, -2.0, 2.0, &[0.0]),
+            "hardswish" | "hardsigmoid" => away(rng, 6, -5.0, 5.0, &[-3.0, 3.0]),
             "relu6" => away(rng, 6, -2.0, 8.0, &[0.0, 6.0]),
             "clip" => away(rng, 6, -4.0, 5.0, &[-2.0, 3.0]),
             "softplus" => away(rng, 6, -4.0, 9.0, &[10.0 / 1.5]),

@@ -171,6 +171,16 @@ pub(crate) fn run(
         let nid = by_seq[&seq];
         let node = nodes[&nid].clone();
         let slots = buffers.remove(&nid).unwrap_or_else(|| vec![None; node.outputs.len()]);
+        let unreached = slots.iter().all(Option::is_none)
+            && node.hooks.lock().unwrap_or_else(|e| e.into_inner()).iter().all(Vec::is_empty)
+            && !target_edges.iter().flatten().any(|te| Arc::ptr_eq(&te.node, &node));
+        if unreached {
+            // No gradient reached any output (one read for its shape only): every input
+            // gradient would be zero, so the rule does not run (no zeros are built, which in
+            // a static program could not be sized before it runs); the producers are told.
+            release_inputs(&node, &leads[&nid], &mut deps, &mut ready);
+            continue;
+        }
         let mut grads = Vec::with_capacity(slots.len());
         for (slot, g) in slots.into_iter().enumerate() {
             let info = &node.outputs[slot];
@@ -265,6 +275,25 @@ fn accumulate_into_leaf(t: &Tensor, g: Tensor) -> Result<()> {
     };
     t.grad_meta().grad = Some(new);
     Ok(())
+}
+
+/// Marks `node`'s inputs as delivered without a gradient: each producer has one consumer
+/// fewer to wait for.
+fn release_inputs(
+    node: &Node,
+    needs: &[bool],
+    deps: &mut HashMap<NodeId, usize>,
+    ready: &mut BinaryHeap<(u64, usize)>,
+) {
+    for (e, _) in node.input_edges.iter().zip(needs).filter(|(_, n)| **n) {
+        let Some(e) = e else { continue };
+        if let Some(d) = deps.get_mut(&id(&e.node)) {
+            *d -= 1;
+            if *d == 0 {
+                ready.push((e.node.seq, 0));
+            }
+        }
+    }
 }
 
 /// Gradients of `outputs` with respect to `inputs` (`paddle.grad`), without touching any

@@ -363,10 +363,11 @@ gather_op!(
     /// out-of-range bounds clamp, a negative step walks backwards.
     SLICE: SliceOp = "slice", SliceAttrs,
     infer: |x, a| slice_view(x, a),
-    backward: |g, a| slice_grad(g.g(), g.x(0).shape(), a)
+    backward: |g, a| slice_grad(g.g(), g.x(0), a)
 );
 
-/// `slice_grad`'s attributes: the sliced input's shape and the slice.
+/// `slice_grad`'s attributes: the sliced input's shape (empty when the input is passed as a
+/// second operand, whose shape is then read when the op runs) and the slice.
 #[derive(Clone, Debug, PartialEq, dygraph_derive::Attrs)]
 pub(crate) struct SliceGradAttrs {
     pub shape: Vec<usize>,
@@ -389,14 +390,20 @@ impl SliceGradAttrs {
 
 registry_entry!(
     /// The gradient of `slice`: zeros of the input's shape with the gradient written where the
-    /// slice read (its own gradient is the slice again).
+    /// slice read (its own gradient is the slice again). Inputs `(g)` with the shape as an
+    /// attribute, or `(g, sliced input)`: then only the slice is recorded and a static
+    /// program fits whatever batch it is fed.
     SLICE_GRAD: SliceGradOp = "slice_grad", SliceGradAttrs, View
 );
 
 impl Op for SliceGradOp {
     fn infer(&self, x: &[&TensorMeta], a: &SliceGradAttrs) -> Result<(Vec<TensorMeta>, View)> {
-        let [g] = inputs("slice_grad", x)?;
-        let out = g.with_shape(a.shape.clone());
+        let (g, shape) = match x {
+            [g] => (*g, a.shape.clone()),
+            [g, like] => (*g, like.dims().to_vec()),
+            _ => return Err(Error::invalid("slice_grad", format!("takes 1 or 2 tensors, got {}", x.len()))),
+        };
+        let out = g.with_shape(shape);
         let view = slice_view(&out, &a.slice())?;
         if view.shape != g.dims() {
             return Err(Error::shape(
@@ -423,19 +430,27 @@ impl Op for SliceGradOp {
 
     fn backward(&self, g: &GradCall<'_>, a: &SliceGradAttrs, _: &View) -> Result<Vec<Option<Tensor>>> {
         let s = a.slice();
-        Ok(vec![g.grad_if(0, || strided_slice(g.g(), &s.axes, &s.starts, &s.ends, &s.steps))?])
+        let mut grads = vec![g.grad_if(0, || strided_slice(g.g(), &s.axes, &s.starts, &s.ends, &s.steps))?];
+        grads.resize(g.num_inputs(), None);
+        Ok(grads)
+    }
+
+    /// The sliced input gives the shape only.
+    fn reads_data(&self, i: usize) -> bool {
+        i == 0
     }
 }
 
-fn slice_grad(g: &Tensor, shape: &[usize], a: &SliceAttrs) -> Result<Tensor> {
+/// The gradient of a slice of `x`, shaped like `x` when it runs.
+fn slice_grad(g: &Tensor, x: &Tensor, a: &SliceAttrs) -> Result<Tensor> {
     let attrs = SliceGradAttrs {
-        shape: shape.to_vec(),
+        shape: Vec::new(),
         axes: a.axes.clone(),
         starts: a.starts.clone(),
         ends: a.ends.clone(),
         steps: a.steps.clone(),
     };
-    apply1(&SLICE_GRAD, &[g], attrs)
+    apply1(&SLICE_GRAD, &[g, x], attrs)
 }
 
 gather_op!(
