@@ -1,8 +1,10 @@
 //! A small Vision Transformer on MNIST: a convolutional patch embedding (two 3×3 stride-2
-//! convolutions, "early convolutions", which let a small ViT learn in one epoch what plain
-//! 7×7 patches need several for), so 7×7 = 49 patch tokens of width 64; a class token and
+//! convolutions with a batch norm and ReLU between them: "early convolutions", which let a
+//! small ViT learn in one epoch what plain patches need several for; plain 7×7 patches
+//! reached 92–96% here), so 7×7 = 49 patch tokens of width 64; a class token and
 //! learned position embeddings; a pre-norm `TransformerEncoder` (2 layers, 4 heads, GELU);
-//! a linear head on the class token. One epoch of Adam reaches 97%+ test accuracy.
+//! a linear head on the class token. One epoch of Adam (batch 32, a one-cycle schedule
+//! peaking at 7e-3) reaches 97%+ test accuracy (97.84% with the default seed).
 //! `--static` trains the `jit::to_static` program of the same model.
 //!
 //! ```text
@@ -92,15 +94,7 @@ pub fn defaults() -> RunConfig {
 
 /// Trains and evaluates as configured.
 pub fn run(config: &RunConfig) -> Result<RunReport> {
-    let env = |k: &str, d: usize| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
-    let d = VitConfig::default();
-    let c = VitConfig {
-        width: env("VIT_WIDTH", d.width),
-        depth: env("VIT_DEPTH", d.depth),
-        heads: d.heads,
-        mlp: env("VIT_MLP", d.mlp),
-    };
-    train_classifier(config, || Vit::new(c))
+    train_classifier(config, || Vit::new(VitConfig::default()))
 }
 
 fn main() -> Result<()> {

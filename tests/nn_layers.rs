@@ -348,3 +348,134 @@ fn prelu_and_the_newer_activation_layers_match_hand_values() {
         });
     }
 }
+
+/// Conv1D, the 1-D pools, GroupNorm, InstanceNorm, Dropout2D and PixelShuffle against loops
+/// written here in float64, on every place; float64 gradchecks of their functional forms;
+/// LayerDict and ParameterList names.
+#[test]
+fn one_dimensional_layers_group_and_instance_norm_and_pixel_shuffle_match_loops() {
+    use dygraph::nn::Conv1dOptions;
+    use dygraph::nn::{
+        AvgPool1D, Conv1D, Dropout2D, GroupNorm, InstanceNorm, LayerDict, MaxPool1D, ParameterList, PixelShuffle,
+    };
+    let mut rng = common::Rng::new(common::run_seed() ^ 41);
+    let xv = rng.vec(2 * 4 * 6, -1.0, 1.0);
+    for place in common::places() {
+        paddle::guard(place, || {
+            let x = common::tensor(&xv, &[2, 4, 6], DType::Float32, place);
+            let opts = Conv1dOptions { stride: 2, padding: 1, dilation: 1, groups: 2 };
+            let conv = Conv1D::with_options(4, 6, 3, opts, true).unwrap();
+            let (w, b) = (common::values(&conv.weight), common::values(conv.bias.as_ref().unwrap()));
+            let out = conv.forward(&x).unwrap();
+            assert_eq!(out.shape(), &[2, 6, 3]);
+            let mut want = vec![0.0; 2 * 6 * 3];
+            for n in 0..2 {
+                for o in 0..6 {
+                    let g = o / 3;
+                    for t in 0..3 {
+                        let mut acc = b[o];
+                        for ci in 0..2 {
+                            for k in 0..3 {
+                                let pos = (t * 2 + k) as i64 - 1;
+                                if (0..6).contains(&pos) {
+                                    acc += w[(o * 2 + ci) * 3 + k] * xv[(n * 4 + g * 2 + ci) * 6 + pos as usize];
+                                }
+                            }
+                        }
+                        want[(n * 6 + o) * 3 + t] = acc;
+                    }
+                }
+            }
+            common::assert_close(&format!("conv1d on {place}"), &common::values(&out), &want, 1e-5);
+
+            let mp = MaxPool1D::new(2, None, 0).forward(&x).unwrap();
+            let ap = AvgPool1D::new(3, Some(3), 0).forward(&x).unwrap();
+            let rows: Vec<&[f64]> = xv.chunks(6).collect();
+            let want_max: Vec<f64> = rows.iter().flat_map(|r| r.chunks(2).map(|c| c[0].max(c[1]))).collect();
+            let want_avg: Vec<f64> =
+                rows.iter().flat_map(|r| r.chunks(3).map(|c| c.iter().sum::<f64>() / 3.0)).collect();
+            common::assert_close("max_pool1d", &common::values(&mp), &want_max, 1e-6);
+            common::assert_close("avg_pool1d", &common::values(&ap), &want_avg, 1e-6);
+
+            // GroupNorm over 2 groups of 2 channels; InstanceNorm per channel.
+            let stats = |v: &[f64]| {
+                let m = v.iter().sum::<f64>() / v.len() as f64;
+                (m, v.iter().map(|a| (a - m).powi(2)).sum::<f64>() / v.len() as f64)
+            };
+            let gn = GroupNorm::new(2, 4).unwrap().forward(&x).unwrap();
+            let inn = InstanceNorm::new_1d(4).unwrap().forward(&x).unwrap();
+            let (mut want_gn, mut want_in) = (vec![0.0; xv.len()], vec![0.0; xv.len()]);
+            for (chunk, out) in [(12, &mut want_gn), (6, &mut want_in)] {
+                for (i, block) in xv.chunks(chunk).enumerate() {
+                    let (m, v) = stats(block);
+                    for (j, a) in block.iter().enumerate() {
+                        out[i * chunk + j] = (a - m) / (v + 1e-5).sqrt();
+                    }
+                }
+            }
+            common::assert_close(&format!("group_norm on {place}"), &common::values(&gn), &want_gn, 1e-4);
+            common::assert_close(&format!("instance_norm on {place}"), &common::values(&inn), &want_in, 1e-4);
+            assert!(InstanceNorm::new_2d(4).unwrap().forward(&x).is_err(), "InstanceNorm2D takes 4-D inputs");
+
+            // PixelShuffle: out[n, c, h·r + i, w·r + j] = x[n, c·r² + i·r + j, h, w].
+            let ps_in: Vec<f64> = (0..2 * 8 * 2 * 3).map(|v| v as f64).collect();
+            let xs = common::tensor(&ps_in, &[2, 8, 2, 3], DType::Float32, place);
+            let ps = PixelShuffle::new(2).forward(&xs).unwrap();
+            assert_eq!(ps.shape(), &[2, 2, 4, 6]);
+            let got = common::values(&ps);
+            for (k, &g) in got.iter().enumerate() {
+                let (n, c, hh, ww) = (k / 48, (k / 24) % 2, (k / 6) % 4, k % 6);
+                let src = ((n * 8 + c * 4 + (hh % 2) * 2 + ww % 2) * 2 + hh / 2) * 3 + ww / 2;
+                assert_eq!(g, ps_in[src], "pixel_shuffle element {k}");
+            }
+
+            // Dropout2D: each (sample, channel) plane is all zero or all x·2.
+            let _g = common::generator_lock();
+            let img = common::tensor(&vec![1.0; 4 * 8 * 9], &[4, 8, 3, 3], DType::Float32, place);
+            let d = common::values(&Dropout2D::new(0.5).forward(&img).unwrap());
+            for plane in d.chunks(9) {
+                assert!(plane.iter().all(|&v| v == plane[0]) && (plane[0] == 0.0 || plane[0] == 2.0), "{plane:?}");
+            }
+            let mut eval = Dropout2D::new(0.5);
+            eval.eval();
+            assert_eq!(common::values(&eval.forward(&img).unwrap()), vec![1.0; 4 * 8 * 9]);
+        });
+    }
+    // Gradients of the functional forms, float64 finite differences.
+    let mut failures = Vec::new();
+    type Case = Box<dyn Fn(&[Tensor]) -> paddle::Result<Tensor>>;
+    let cases: Vec<(&str, Case, Vec<Vec<usize>>)> = vec![
+        (
+            "conv1d",
+            Box::new(|t| paddle::conv1d(&t[0], &t[1], Some(&t[2]), &Default::default())),
+            vec![vec![2, 3, 5], vec![4, 3, 2], vec![4]],
+        ),
+        (
+            "group_norm",
+            Box::new(|t| paddle::group_norm(&t[0], 2, 1e-5, Some(&t[1]), Some(&t[2]))),
+            vec![vec![2, 4, 3], vec![4], vec![4]],
+        ),
+        ("instance_norm", Box::new(|t| paddle::instance_norm(&t[0], 1e-5, None, None)), vec![vec![2, 3, 4]]),
+        ("pixel_shuffle", Box::new(|t| paddle::pixel_shuffle(&t[0], 2)?.square()), vec![vec![1, 4, 2, 2]]),
+        ("max_pool1d", Box::new(|t| paddle::max_pool1d(&t[0], 2, None, 0)), vec![vec![1, 2, 6]]),
+    ];
+    for (name, f, shapes) in cases {
+        let inputs: Vec<(Vec<f64>, Vec<usize>)> =
+            shapes.iter().map(|s| (rng.vec(s.iter().product(), -1.0, 1.0), s.clone())).collect();
+        failures.extend(common::gradcheck(name, f.as_ref(), &inputs).err());
+    }
+    common::report("layer gradchecks", &failures);
+
+    let mut dict = LayerDict::new();
+    dict.insert("proj", nn::Linear::new(2, 3).unwrap());
+    dict.insert("act", nn::ReLU);
+    assert_eq!(dict.keys(), ["proj", "act"]);
+    let names: Vec<String> = dict.named_parameters().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["proj.weight", "proj.bias"]);
+    let list = ParameterList::new(vec![
+        paddle::ones([2usize], DType::Float32).unwrap(),
+        paddle::zeros([3usize], DType::Float32).unwrap(),
+    ]);
+    let names: Vec<String> = list.named_parameters().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["0", "1"]);
+}

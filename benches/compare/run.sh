@@ -23,3 +23,13 @@ echo "== PaddlePaddle"
 (cd benches/compare && "../../$VENV/bin/python" mnist_paddle.py --steps "$STEPS" 2>&1 | grep -v -i warn)
 echo "== PyTorch"
 (cd benches/compare && "../../$VENV/bin/python" mnist_torch.py --steps "$STEPS" 2>&1 | grep -v -i warn)
+# The sequence examples against the same models in PyTorch (SEQ_STEPS steps each).
+if [ "${SEQUENCE:-1}" = 1 ]; then
+  SEQ_STEPS="${SEQ_STEPS:-200}"
+  cargo build --release --example lstm_mnist --example vit_mnist
+  for model in lstm vit; do
+    echo "== ${model}_mnist: dygraph, then PyTorch"
+    target/release/examples/${model}_mnist --place cpu --steps "$((SEQ_STEPS + 10))" | tail -1
+    (cd benches/compare && "../../$VENV/bin/python" sequence_torch.py --model "$model" --steps "$SEQ_STEPS" 2>&1 | grep -v -i warn)
+  done
+fi

@@ -62,3 +62,51 @@ impl Forward for Conv2D {
         })
     }
 }
+
+/// A 1-D convolution layer over `[N, C, L]` inputs (`paddle.nn.Conv1D`): weight
+/// `[out, in/groups, k]`, KaimingNormal, bias zeros.
+#[derive(crate::nn::Layer)]
+pub struct Conv1D {
+    /// `[out_channels, in_channels / groups, k]`.
+    #[layer(param)]
+    pub weight: Tensor,
+    /// `[out_channels]`, absent with `bias_attr = false`.
+    #[layer(param)]
+    pub bias: Option<Tensor>,
+    /// Stride, padding, dilation and groups.
+    #[layer(skip)]
+    pub options: crate::ops::nn::Conv1dOptions,
+    #[layer(training)]
+    training: bool,
+}
+
+impl Conv1D {
+    /// `in_channels → out_channels` with a `kernel_size` kernel and Paddle's defaults.
+    pub fn new(in_channels: usize, out_channels: usize, kernel_size: usize) -> Result<Self> {
+        Conv1D::with_options(in_channels, out_channels, kernel_size, Default::default(), true)
+    }
+
+    /// With explicit options (`bias: false` drops the bias).
+    pub fn with_options(
+        in_channels: usize,
+        out_channels: usize,
+        kernel_size: usize,
+        options: crate::ops::nn::Conv1dOptions,
+        bias: bool,
+    ) -> Result<Self> {
+        let shape = [out_channels, in_channels / options.groups.max(1), kernel_size];
+        let names = ParamNames::new("conv1d");
+        let attr = names.weight(&ParamAttr::default());
+        let weight = create_parameter(&shape, DType::Float32, &attr, &Initializer::kaiming_normal())?;
+        let bias = names.bias(BiasAttr::from(bias)).create(&[out_channels])?;
+        Ok(Conv1D { weight, bias, options, training: true })
+    }
+}
+
+impl Forward for Conv1D {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        crate::nn::summary::traced(self, "Conv1D", x, || {
+            crate::conv1d(x, &self.weight, self.bias.as_ref(), &self.options)
+        })
+    }
+}

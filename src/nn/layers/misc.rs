@@ -1,4 +1,4 @@
-//! `Dropout`, `Embedding` and `Softmax` layers.
+//! `Dropout`, `Dropout2D`, `Embedding`, `Softmax` and `PixelShuffle` layers.
 
 use crate::nn::init::{Initializer, ParamAttr, ParamNames, create_parameter};
 use crate::nn::{Forward, Layer};
@@ -111,5 +111,50 @@ impl Layer for Softmax {}
 impl Forward for Softmax {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         crate::nn::summary::traced(self, "Softmax", x, || crate::softmax(x, self.axis))
+    }
+}
+
+/// Drops whole channels of `[N, C, H, W]` in training (`paddle.nn.Dropout2D(p=0.5)`).
+#[derive(crate::nn::Layer)]
+pub struct Dropout2D {
+    /// Probability of zeroing a channel.
+    #[layer(skip)]
+    pub p: f64,
+    #[layer(training)]
+    training: bool,
+}
+
+impl Dropout2D {
+    /// Channel dropout with probability `p`.
+    pub fn new(p: f64) -> Self {
+        Dropout2D { p, training: true }
+    }
+}
+
+impl Forward for Dropout2D {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        crate::nn::summary::traced(self, "Dropout2D", x, || crate::dropout2d(x, self.p, self.training))
+    }
+}
+
+/// `[N, C·r², H, W]` → `[N, C, H·r, W·r]` (`paddle.nn.PixelShuffle(upscale_factor)`).
+#[derive(Clone, Copy, Debug)]
+pub struct PixelShuffle {
+    /// The factor `r`.
+    pub upscale_factor: usize,
+}
+
+impl PixelShuffle {
+    /// Upscales by `upscale_factor`.
+    pub fn new(upscale_factor: usize) -> Self {
+        PixelShuffle { upscale_factor }
+    }
+}
+
+impl Layer for PixelShuffle {}
+
+impl Forward for PixelShuffle {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        crate::nn::summary::traced(self, "PixelShuffle", x, || crate::pixel_shuffle(x, self.upscale_factor))
     }
 }

@@ -1,5 +1,5 @@
 //! Normalisation layers: `BatchNorm1D/2D` (running statistics as buffers `_mean` and
-//! `_variance`, as Paddle names them) and `LayerNorm`.
+//! `_variance`, as Paddle names them), `LayerNorm`, `GroupNorm` and `InstanceNorm1D/2D`.
 
 use crate::nn::Forward;
 use crate::nn::init::{BiasAttr, Initializer, ParamAttr, ParamNames, create_parameter};
@@ -135,6 +135,112 @@ impl Forward for LayerNorm {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         crate::nn::summary::traced(self, "LayerNorm", x, || {
             crate::layer_norm(x, &self.normalized_shape, self.weight.as_ref(), self.bias.as_ref(), self.epsilon)
+        })
+    }
+}
+
+/// Group normalisation (`paddle.nn.GroupNorm(num_groups, num_channels, epsilon=1e-5)`):
+/// per-channel weight (ones) and bias (zeros).
+#[derive(crate::nn::Layer)]
+pub struct GroupNorm {
+    /// `[num_channels]`.
+    #[layer(param)]
+    pub weight: Option<Tensor>,
+    /// `[num_channels]`.
+    #[layer(param)]
+    pub bias: Option<Tensor>,
+    /// Channel groups.
+    #[layer(skip)]
+    pub num_groups: usize,
+    /// Added to the variance.
+    #[layer(skip)]
+    pub epsilon: f64,
+    #[layer(training)]
+    training: bool,
+}
+
+impl GroupNorm {
+    /// `num_channels` channels in `num_groups` groups, epsilon 1e-5.
+    pub fn new(num_groups: usize, num_channels: usize) -> Result<Self> {
+        let names = ParamNames::new("group_norm");
+        let weight = Some(create_parameter(
+            &[num_channels],
+            DType::Float32,
+            &names.weight(&ParamAttr::default()),
+            &Initializer::Constant(1.0),
+        )?);
+        let bias = names.bias(BiasAttr::default()).create(&[num_channels])?;
+        Ok(GroupNorm { weight, bias, num_groups, epsilon: 1e-5, training: true })
+    }
+}
+
+impl Forward for GroupNorm {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        crate::nn::summary::traced(self, "GroupNorm", x, || {
+            crate::group_norm(x, self.num_groups, self.epsilon, self.weight.as_ref(), self.bias.as_ref())
+        })
+    }
+}
+
+/// Instance normalisation over `[N, C, L]` (`InstanceNorm1D`) or `[N, C, H, W]`
+/// (`InstanceNorm2D`): per-channel `scale` (ones) and `bias` (zeros), Paddle's names.
+#[derive(crate::nn::Layer)]
+pub struct InstanceNorm {
+    /// `[num_features]`.
+    #[layer(param)]
+    pub scale: Option<Tensor>,
+    /// `[num_features]`.
+    #[layer(param)]
+    pub bias: Option<Tensor>,
+    /// Added to the variance.
+    #[layer(skip)]
+    pub epsilon: f64,
+    /// The input rank this layer takes (3 or 4).
+    #[layer(skip)]
+    rank: usize,
+    #[layer(training)]
+    training: bool,
+}
+
+/// `paddle.nn.InstanceNorm1D`.
+pub type InstanceNorm1D = InstanceNorm;
+/// `paddle.nn.InstanceNorm2D`.
+pub type InstanceNorm2D = InstanceNorm;
+
+impl InstanceNorm {
+    fn with_rank(num_features: usize, rank: usize) -> Result<Self> {
+        let names = ParamNames::new("instance_norm");
+        let scale = Some(create_parameter(
+            &[num_features],
+            DType::Float32,
+            &names.weight(&ParamAttr::default()),
+            &Initializer::Constant(1.0),
+        )?);
+        let bias = names.bias(BiasAttr::default()).create(&[num_features])?;
+        Ok(InstanceNorm { scale, bias, epsilon: 1e-5, rank, training: true })
+    }
+
+    /// For `[N, C, L]` inputs (`InstanceNorm1D(num_features)`).
+    pub fn new_1d(num_features: usize) -> Result<Self> {
+        InstanceNorm::with_rank(num_features, 3)
+    }
+
+    /// For `[N, C, H, W]` inputs (`InstanceNorm2D(num_features)`).
+    pub fn new_2d(num_features: usize) -> Result<Self> {
+        InstanceNorm::with_rank(num_features, 4)
+    }
+}
+
+impl Forward for InstanceNorm {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        crate::nn::summary::traced(self, "InstanceNorm", x, || {
+            if x.ndim() != self.rank {
+                return Err(crate::Error::shape(
+                    "instance_norm",
+                    format!("this layer takes {}-D inputs, got {:?}", self.rank, x.shape()),
+                ));
+            }
+            crate::instance_norm(x, self.epsilon, self.scale.as_ref(), self.bias.as_ref())
         })
     }
 }

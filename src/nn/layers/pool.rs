@@ -1,4 +1,5 @@
-//! Pooling layers: `MaxPool2D`, `AvgPool2D`, `AdaptiveAvgPool2D`, `AdaptiveMaxPool2D`.
+//! Pooling layers: `MaxPool2D`, `AvgPool2D`, `AdaptiveAvgPool2D`, `AdaptiveMaxPool2D`,
+//! `MaxPool1D`, `AvgPool1D`.
 
 use crate::nn::{Forward, Layer};
 use crate::ops::nn::{Pair, Pool2dOptions};
@@ -96,5 +97,60 @@ impl Forward for AdaptiveAvgPool2D {
 impl Forward for AdaptiveMaxPool2D {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         crate::nn::summary::traced(self, "AdaptiveMaxPool2D", x, || crate::adaptive_max_pool2d(x, self.output_size))
+    }
+}
+
+/// 1-D max pooling over `[N, C, L]` (`paddle.nn.MaxPool1D`).
+#[derive(Clone, Copy, Debug)]
+pub struct MaxPool1D {
+    /// Window length.
+    pub kernel_size: usize,
+    /// Step (the window length when `None`).
+    pub stride: Option<usize>,
+    /// Padding at each end.
+    pub padding: usize,
+}
+
+/// 1-D average pooling over `[N, C, L]` (`paddle.nn.AvgPool1D`, padding not counted).
+#[derive(Clone, Copy, Debug)]
+pub struct AvgPool1D {
+    /// Window length.
+    pub kernel_size: usize,
+    /// Step (the window length when `None`).
+    pub stride: Option<usize>,
+    /// Padding at each end.
+    pub padding: usize,
+}
+
+impl MaxPool1D {
+    /// A window of `kernel_size` with stride `stride` (the kernel when `None`).
+    pub fn new(kernel_size: usize, stride: Option<usize>, padding: usize) -> Self {
+        MaxPool1D { kernel_size, stride, padding }
+    }
+}
+
+impl AvgPool1D {
+    /// A window of `kernel_size` with stride `stride` (the kernel when `None`).
+    pub fn new(kernel_size: usize, stride: Option<usize>, padding: usize) -> Self {
+        AvgPool1D { kernel_size, stride, padding }
+    }
+}
+
+impl Layer for MaxPool1D {}
+impl Layer for AvgPool1D {}
+
+impl Forward for MaxPool1D {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        crate::nn::summary::traced(self, "MaxPool1D", x, || {
+            crate::max_pool1d(x, self.kernel_size, self.stride, self.padding)
+        })
+    }
+}
+
+impl Forward for AvgPool1D {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        crate::nn::summary::traced(self, "AvgPool1D", x, || {
+            crate::avg_pool1d(x, self.kernel_size, self.stride, self.padding)
+        })
     }
 }

@@ -1,5 +1,6 @@
 //! Neural-network kernels: convolution, pooling, softmax, normalisation, dropout.
 
+pub(crate) mod compose;
 pub(crate) mod conv;
 pub(crate) mod conv_epilogue;
 pub(crate) mod dropout;
@@ -8,6 +9,7 @@ pub(crate) mod pool;
 pub(crate) mod softmax;
 pub(crate) mod window;
 
+pub use compose::*;
 pub use conv::*;
 pub use dropout::*;
 pub use norm::*;
