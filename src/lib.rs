@@ -27,6 +27,7 @@ pub mod autograd;
 mod backend;
 mod dtype;
 mod error;
+pub mod hapi;
 pub mod io;
 pub mod jit;
 pub mod metric;
@@ -47,6 +48,7 @@ pub use backend::gpu::{
 };
 pub use dtype::{DType, Element, Scalar};
 pub use error::{Error, Result};
+pub use hapi::Model;
 pub use io::{load, save};
 pub use ops::combine::{
     TensorOrScalar, diff, lerp, masked_fill, meshgrid, repeat_interleave, repeat_interleave_by, roll, unbind,

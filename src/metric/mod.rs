@@ -1,5 +1,9 @@
 //! `paddle.metric`: the top-k accuracy of a batch, as ops (so it works on either place and
-//! inside a static program).
+//! inside a static program), and the stateful metrics `Model` accumulates over an epoch.
+
+mod classes;
+
+pub use classes::{Accuracy, Auc, Metric, Precision, Recall};
 
 use crate::{DType, Error, Result, Tensor};
 

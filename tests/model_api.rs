@@ -1,0 +1,163 @@
+//! The high-level API: metrics against counts written out here, TensorDataset / Subset /
+//! random_split, `Model` fit / evaluate / predict / save / load on a small separable
+//! problem on every place, and the `model_api` example (seed 002's network through
+//! `Model.fit`) reaching 98% in one epoch with identical results after reloading.
+
+mod common;
+
+#[path = "../examples/model_api.rs"]
+#[allow(dead_code)]
+mod model_api;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use dygraph::hapi::Model;
+use dygraph::io::{Dataset, Subset, TensorDataset, random_split};
+use dygraph::metric::{Accuracy, Auc, Metric, Precision, Recall};
+use dygraph::nn::{Layer, Linear};
+use dygraph::optimizer::Adam;
+use dygraph::{self as paddle, DType, Error, Place, Tensor};
+
+fn tmp(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("dygraph-model-api-{}-{}-{name}", std::process::id(), common::run_seed()))
+}
+
+#[test]
+fn metrics_count_like_the_definitions() {
+    let scores = Tensor::from_vec(vec![0.1f32, 0.7, 0.2, 0.5, 0.3, 0.2, 0.2, 0.3, 0.5, 0.6, 0.3, 0.1], [4, 3]).unwrap();
+    let labels = Tensor::from_vec(vec![1i64, 1, 2, 2], [4, 1]).unwrap();
+    let mut acc = Accuracy::topk(&[1, 2]);
+    acc.update(&scores, &labels).unwrap();
+    // Top-1 picks 1, 0, 2, 0: right twice. Top-2 adds row 1 (0.3 is its second) and row 3
+    // (0.3 is class 1, not 2): three of four.
+    assert_eq!(acc.names(), ["acc", "acc_top2"]);
+    assert_eq!(acc.accumulate(), [0.5, 0.75]);
+    acc.update(&scores, &labels).unwrap();
+    assert_eq!(acc.accumulate(), [0.5, 0.75], "two identical batches keep the fractions");
+    acc.reset();
+    assert_eq!(acc.accumulate(), [0.0, 0.0]);
+
+    let probs = Tensor::from_vec(vec![0.9f32, 0.8, 0.4, 0.6, 0.2, 0.7], [6, 1]).unwrap();
+    let truth = Tensor::from_vec(vec![1i64, 0, 1, 1, 0, 0], [6, 1]).unwrap();
+    let (mut p, mut r) = (Precision::new(), Recall::new());
+    p.update(&probs, &truth).unwrap();
+    r.update(&probs, &truth).unwrap();
+    // Predicted positive: 0.9 (1), 0.8 (0), 0.6 (1), 0.7 (0): tp 2, fp 2; one positive missed.
+    assert_eq!(p.accumulate(), [0.5]);
+    assert!((r.accumulate()[0] - 2.0 / 3.0).abs() < 1e-12);
+
+    // AUC: the fraction of (positive, negative) pairs ranked correctly, ties counting half.
+    let mut auc = Auc::new();
+    auc.update(&probs, &truth).unwrap();
+    let (pos, neg) = ([0.9, 0.4, 0.6], [0.8, 0.2, 0.7]);
+    let pairs: f64 = pos.iter().flat_map(|a| neg.iter().map(move |b| if a > b { 1.0 } else { 0.0 })).sum();
+    assert!((auc.accumulate()[0] - pairs / 9.0).abs() < 1e-9, "{:?} vs {}", auc.accumulate(), pairs / 9.0);
+    let two_col =
+        Tensor::from_vec(vec![0.1f32, 0.9, 0.2, 0.8, 0.6, 0.4, 0.4, 0.6, 0.8, 0.2, 0.3, 0.7], [6, 2]).unwrap();
+    let mut auc2 = Auc::new();
+    auc2.update(&two_col, &truth).unwrap();
+    assert_eq!(auc2.accumulate(), auc.accumulate(), "[N, 2] class probabilities read column 1");
+
+    let flat = probs.reshape([6usize]).unwrap();
+    assert!(matches!(acc.update(&flat, &truth), Err(Error::Shape { .. })), "Accuracy needs [N, C] scores");
+    assert!(p.update(&scores, &labels).is_err(), "Precision needs one probability per row");
+}
+
+#[test]
+fn tensor_datasets_subsets_and_random_splits() {
+    let _g = common::generator_lock();
+    let x = Tensor::from_vec((0..12).map(|v| v as f32).collect::<Vec<_>>(), [6, 2]).unwrap();
+    let y = Tensor::from_vec(vec![0i64, 1, 0, 1, 0, 1], [6]).unwrap();
+    let ds = TensorDataset::new(&x, &y).unwrap();
+    assert_eq!(ds.len(), 6);
+    let (a, l) = ds.get(4).unwrap();
+    assert_eq!((a.data, a.shape, l), (vec![8.0, 9.0], vec![2], 0));
+    assert!(ds.get(6).is_err());
+    assert!(TensorDataset::new(&x, &Tensor::from_vec(vec![0i64; 5], [5]).unwrap()).is_err());
+
+    let sub = Subset::new(Arc::new(TensorDataset::new(&x, &y).unwrap()), vec![5, 0]).unwrap();
+    assert_eq!(sub.get(0).unwrap().1, 1);
+    assert_eq!(sub.get(1).unwrap().0.data, vec![0.0, 1.0]);
+    assert!(Subset::new(Arc::new(TensorDataset::new(&x, &y).unwrap()), vec![6]).is_err());
+
+    paddle::seed(7);
+    let parts = random_split(ds, &[4, 2]).unwrap();
+    let mut seen: Vec<f32> = parts.iter().flat_map(|p| (0..p.len()).map(|i| p.get(i).unwrap().0.data[0])).collect();
+    seen.sort_by(f32::total_cmp);
+    assert_eq!(seen, [0.0, 2.0, 4.0, 6.0, 8.0, 10.0], "the parts cover every sample once");
+    assert!(random_split(TensorDataset::new(&x, &y).unwrap(), &[4, 1]).is_err());
+}
+
+/// Two Gaussian blobs, labels 0 and 1.
+fn blobs(n: usize, seed: u64) -> TensorDataset {
+    let mut rng = common::Rng::new(seed);
+    let mut xs = Vec::new();
+    let mut ys = Vec::new();
+    for i in 0..n {
+        let c = (i % 2) as f64;
+        xs.extend([rng.uniform(-1.0, 1.0) + 3.0 * c, rng.uniform(-1.0, 1.0) - 3.0 * c].map(|v| v as f32));
+        ys.push(c as i64);
+    }
+    TensorDataset::new(&Tensor::from_vec(xs, [n, 2]).unwrap(), &Tensor::from_vec(ys, [n]).unwrap()).unwrap()
+}
+
+#[test]
+fn model_fits_evaluates_predicts_saves_and_loads() {
+    let _g = common::generator_lock();
+    for place in common::places() {
+        paddle::guard(place, || {
+            paddle::seed(common::run_seed());
+            let make = || {
+                let mut m = Model::new(Linear::new(2, 2).unwrap());
+                let opt = Adam::new(0.05, m.network().parameters());
+                m.prepare(
+                    opt,
+                    |out, y| paddle::nn::functional::cross_entropy(out, y, &Default::default()),
+                    vec![Box::new(Accuracy::new())],
+                );
+                m
+            };
+            let mut model = make();
+            let unprepared = Model::new(Linear::new(2, 2).unwrap()).fit(blobs(8, 1), None::<TensorDataset>, 1, 4, 0);
+            assert!(matches!(unprepared, Err(Error::InvalidArgument { .. })));
+            let history = model.fit(blobs(200, 1), Some(blobs(50, 2)), 3, 16, 0).unwrap();
+            assert_eq!((history.train.len(), history.eval.len()), (3, 3));
+            let first = history.train[0].loss.unwrap();
+            let last = history.train[2].loss.unwrap();
+            assert!(last < first, "loss {first} → {last} on {place}");
+            let eval = model.evaluate(blobs(100, 3), 32, 0).unwrap();
+            assert!(eval.metric("acc").unwrap() >= 0.95, "{eval} on {place}");
+            let preds = model.predict(blobs(10, 4), 4).unwrap();
+            assert_eq!(preds.shape(), &[10, 2]);
+
+            let path = tmp(&format!("{place}"));
+            model.save(&path).unwrap();
+            let mut fresh = make();
+            fresh.load(&path).unwrap();
+            assert_eq!(common::values(&fresh.predict(blobs(10, 4), 4).unwrap()), common::values(&preds));
+            assert_eq!(fresh.evaluate(blobs(100, 3), 32, 0).unwrap(), eval);
+            for ext in ["safetensors", "opt.safetensors"] {
+                let _ = std::fs::remove_file(format!("{}.{ext}", path.display()));
+            }
+        });
+    }
+}
+
+#[test]
+fn model_api_example_reaches_98_percent_in_one_epoch() {
+    let _g = common::generator_lock();
+    let data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/mnist");
+    let path = tmp("example");
+    let r = model_api::run(Place::Cpu, Some(&data), 1, &path, 0).unwrap();
+    eprintln!("model_api: test {}", r.test);
+    assert!(r.test.metric("acc").unwrap() >= 0.98, "{}", r.test);
+    assert!(r.test.metric("acc_top2").unwrap() >= r.test.metric("acc").unwrap());
+    assert_eq!(r.reloaded, r.test, "the reloaded model evaluates identically");
+    assert_eq!(r.predictions.shape(), &[10000, 10]);
+    assert_eq!(r.predictions.dtype(), DType::Float32);
+    assert_eq!(r.history.eval.len(), 1);
+    for ext in ["safetensors", "opt.safetensors"] {
+        let _ = std::fs::remove_file(format!("{}.{ext}", path.display()));
+    }
+}
