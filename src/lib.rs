@@ -53,6 +53,8 @@ pub use io::{load, save};
 pub use ops::combine::{
     TensorOrScalar, diff, lerp, masked_fill, meshgrid, repeat_interleave, repeat_interleave_by, roll, unbind,
 };
+pub use ops::count::{Unique, bincount, histogram, masked_select, nonzero, unique};
+pub use ops::einsum::einsum;
 pub use ops::elementwise::*;
 pub use ops::index::*;
 pub use ops::linalg::{NormKind, kron, norm, outer};
@@ -61,6 +63,7 @@ pub use ops::matmul::*;
 pub use ops::nn::*;
 pub use ops::reduce::*;
 pub use ops::registry::{OpInfo, apply_elementwise, elementwise_ops};
+pub use ops::sample::{bernoulli, multinomial};
 pub use ops::scan::{cumprod, cumprod_with, cumsum, cumsum_with};
 pub use ops::scatter::{index_add, put_along_axis, scatter, scatter_nd, scatter_nd_add};
 pub use ops::shape::*;

@@ -62,6 +62,14 @@ fn metrics_count_like_the_definitions() {
     let flat = probs.reshape([6usize]).unwrap();
     assert!(matches!(acc.update(&flat, &truth), Err(Error::Shape { .. })), "Accuracy needs [N, C] scores");
     assert!(p.update(&scores, &labels).is_err(), "Precision needs one probability per row");
+    // The same counts from tensors on every place.
+    for place in common::places() {
+        let (mut p2, mut a2) = (Precision::new(), Auc::new());
+        let (pp, tt) = (probs.to(place).unwrap(), truth.to(place).unwrap());
+        p2.update(&pp, &tt).unwrap();
+        a2.update(&pp, &tt).unwrap();
+        assert_eq!((p2.accumulate(), a2.accumulate()), (p.accumulate(), auc.accumulate()), "on {place}");
+    }
 }
 
 #[test]

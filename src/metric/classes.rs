@@ -91,7 +91,7 @@ fn binary_predictions(op: &'static str, pred: &Tensor, label: &Tensor) -> Result
             format!("predictions must be [N] or [N, 1] probabilities, got {:?}", pred.shape()),
         ));
     }
-    let p = pred.cast(DType::Float64)?.to_vec::<f64>()?;
+    let p = pred.to_f64_vec()?;
     let l = flat_labels(op, label, n)?;
     Ok((p.iter().map(|&v| v > 0.5).collect(), l.iter().map(|&v| v != 0).collect()))
 }
@@ -205,7 +205,7 @@ impl Metric for Auc {
             [_] | [_, 1] => pred.clone(),
             s => return Err(Error::shape("Auc", format!("predictions must be [N, 2], [N, 1] or [N], got {s:?}"))),
         };
-        let p = scores.cast(DType::Float64)?.to_vec::<f64>()?;
+        let p = scores.to_f64_vec()?;
         let l = flat_labels("Auc", label, p.len())?;
         for (s, l) in p.into_iter().zip(l) {
             let bucket = ((s.clamp(0.0, 1.0) * self.num_thresholds as f64) as usize).min(self.num_thresholds);

@@ -19,6 +19,8 @@ macro_rules! opt {
 pub(crate) use opt;
 pub(crate) mod combine;
 pub(crate) mod copy;
+pub(crate) mod count;
+pub(crate) mod einsum;
 pub(crate) mod index;
 pub(crate) mod linalg;
 pub(crate) mod logic;
@@ -28,6 +30,7 @@ pub(crate) mod nn;
 pub(crate) mod reduce;
 pub(crate) mod reduce_prologue;
 pub mod registry;
+pub(crate) mod sample;
 pub(crate) mod scan;
 pub(crate) mod scatter;
 
