@@ -18,7 +18,7 @@ use crate::{Error, Result, Scalar, Tensor};
 impl Tensor {
     /// Writes `f(self)` into this tensor: `f` gets the current value (a graph-connected copy
     /// when gradients are recorded through it).
-    fn update_in_place(&self, op: &'static str, f: impl FnOnce(&Tensor) -> Result<Tensor>) -> Result<&Self> {
+    pub(crate) fn write_in_place(&self, op: &'static str, f: impl FnOnce(&Tensor) -> Result<Tensor>) -> Result<&Self> {
         let tracking = is_grad_enabled() && self.requires_grad();
         if tracking && self.is_leaf() {
             return Err(Error::Autograd(format!(
@@ -58,32 +58,32 @@ impl Tensor {
 
     /// `self += y` in place (`paddle.Tensor.add_`); `y` broadcasts into `self`'s shape.
     pub fn add_(&self, y: &Tensor) -> Result<&Self> {
-        self.update_in_place("add_", |x| x.add(y))
+        self.write_in_place("add_", |x| x.add(y))
     }
 
     /// `self -= y` in place (`subtract_`).
     pub fn subtract_(&self, y: &Tensor) -> Result<&Self> {
-        self.update_in_place("subtract_", |x| x.subtract(y))
+        self.write_in_place("subtract_", |x| x.subtract(y))
     }
 
     /// `self *= y` in place (`multiply_`).
     pub fn multiply_(&self, y: &Tensor) -> Result<&Self> {
-        self.update_in_place("multiply_", |x| x.multiply(y))
+        self.write_in_place("multiply_", |x| x.multiply(y))
     }
 
     /// `self /= y` in place (`divide_`).
     pub fn divide_(&self, y: &Tensor) -> Result<&Self> {
-        self.update_in_place("divide_", |x| x.divide(y))
+        self.write_in_place("divide_", |x| x.divide(y))
     }
 
     /// `self = self · scale + bias` in place (`scale_`).
     pub fn scale_(&self, scale: f64, bias: f64) -> Result<&Self> {
-        self.update_in_place("scale_", |x| x.scale(scale, bias))
+        self.write_in_place("scale_", |x| x.scale(scale, bias))
     }
 
     /// Clamps to `[min, max]` in place (`clip_`).
     pub fn clip_(&self, min: f64, max: f64) -> Result<&Self> {
-        self.update_in_place("clip_", |x| x.clip(min, max))
+        self.write_in_place("clip_", |x| x.clip(min, max))
     }
 
     /// Sets every element to 0 (`zero_`).
@@ -94,17 +94,17 @@ impl Tensor {
     /// Sets every element to `value` (`fill_`).
     pub fn fill_(&self, value: impl Into<Scalar>) -> Result<&Self> {
         let v = value.into();
-        self.update_in_place("fill_", |x| crate::full_like(&x.detach(), v))
+        self.write_in_place("fill_", |x| crate::full_like(&x.detach(), v))
     }
 
     /// Redraws every element from U(min, max) with the global generator (`uniform_`).
     pub fn uniform_(&self, min: f64, max: f64) -> Result<&Self> {
-        self.update_in_place("uniform_", |x| crate::uniform_on(x.shape(), x.dtype(), min, max, x.place()))
+        self.write_in_place("uniform_", |x| crate::uniform_on(x.shape(), x.dtype(), min, max, x.place()))
     }
 
     /// Redraws every element from N(mean, std²) with the global generator (`normal_`).
     pub fn normal_(&self, mean: f64, std: f64) -> Result<&Self> {
-        self.update_in_place("normal_", |x| crate::gaussian_on(x.shape(), mean, std, x.dtype(), x.place()))
+        self.write_in_place("normal_", |x| crate::gaussian_on(x.shape(), mean, std, x.dtype(), x.place()))
     }
 }
 
@@ -128,7 +128,7 @@ macro_rules! assign_operators {
 
         impl $trait<f64> for Tensor {
             fn $method(&mut self, rhs: f64) {
-                if let Err(e) = self.update_in_place(stringify!($inplace), |x| x.$scalar(rhs)) {
+                if let Err(e) = self.write_in_place(stringify!($inplace), |x| x.$scalar(rhs)) {
                     panic!("{e}");
                 }
             }

@@ -3,6 +3,7 @@
 
 pub(crate) mod create;
 mod display;
+pub mod indexing;
 mod inplace;
 mod meta;
 pub use meta::TensorMeta;
