@@ -479,3 +479,88 @@ fn one_dimensional_layers_group_and_instance_norm_and_pixel_shuffle_match_loops(
     let names: Vec<String> = list.named_parameters().into_iter().map(|(n, _)| n).collect();
     assert_eq!(names, ["0", "1"]);
 }
+
+/// Conv2DTranspose against a scatter loop written here (strides, padding, output padding,
+/// dilation, groups), interpolate against Paddle's coordinate formulas, both on every
+/// place; gradchecks of both.
+#[test]
+fn conv_transpose_and_interpolate_match_their_formulas() {
+    use dygraph::nn::{ConvTranspose2dOptions, InterpolateMode, Upsample};
+    let mut rng = common::Rng::new(common::run_seed() ^ 71);
+    let configs = [
+        ConvTranspose2dOptions::default(),
+        ConvTranspose2dOptions { stride: [2, 2], padding: [1, 0], output_padding: [1, 1], ..Default::default() },
+        ConvTranspose2dOptions { stride: [1, 2], dilation: [2, 1], groups: 2, ..Default::default() },
+    ];
+    for place in common::places() {
+        for o in &configs {
+            let (n, cin, h, w, cout, k) = (2, 4, 3, 3, 6, 3);
+            let g = o.groups;
+            let xv = rng.vec(n * cin * h * w, -1.0, 1.0);
+            let wv = rng.vec(cin * (cout / g) * k * k, -1.0, 1.0);
+            let x = common::tensor(&xv, &[n, cin, h, w], DType::Float32, place);
+            let wt = common::tensor(&wv, &[cin, cout / g, k, k], DType::Float32, place);
+            let y = paddle::conv2d_transpose(&x, &wt, None, o).unwrap();
+            let oh = (h - 1) * o.stride[0] + o.dilation[0] * (k - 1) + o.output_padding[0] + 1 - 2 * o.padding[0];
+            let ow = (w - 1) * o.stride[1] + o.dilation[1] * (k - 1) + o.output_padding[1] + 1 - 2 * o.padding[1];
+            assert_eq!(y.shape(), &[n, cout, oh, ow], "{o:?}");
+            let mut want = vec![0.0; n * cout * oh * ow];
+            let (cin_g, cout_g) = (cin / g, cout / g);
+            for b in 0..n {
+                for ci in 0..cin {
+                    let grp = ci / cin_g;
+                    for co in 0..cout_g {
+                        for i in 0..h {
+                            for j in 0..w {
+                                for ki in 0..k {
+                                    for kj in 0..k {
+                                        let y_i = (i * o.stride[0] + ki * o.dilation[0]) as i64 - o.padding[0] as i64;
+                                        let y_j = (j * o.stride[1] + kj * o.dilation[1]) as i64 - o.padding[1] as i64;
+                                        if y_i < 0 || y_j < 0 || y_i >= oh as i64 || y_j >= ow as i64 {
+                                            continue;
+                                        }
+                                        let oc = grp * cout_g + co;
+                                        want[((b * cout + oc) * oh + y_i as usize) * ow + y_j as usize] += xv
+                                            [((b * cin + ci) * h + i) * w + j]
+                                            * wv[((ci * cout_g + co) * k + ki) * k + kj];
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            common::assert_close(&format!("conv2d_transpose {o:?} on {place}"), &common::values(&y), &want, 1e-4);
+        }
+
+        // Interpolation of a 1×1×2×3 image.
+        let img = common::tensor(&[0.0, 1.0, 2.0, 3.0, 4.0, 5.0], &[1, 1, 2, 3], DType::Float32, place);
+        let near = Upsample::scale(2.0, InterpolateMode::Nearest).forward(&img).unwrap();
+        assert_eq!(near.shape(), &[1, 1, 4, 6]);
+        assert_eq!(common::values(&near)[..6], [0., 0., 1., 1., 2., 2.]);
+        let bl = paddle::interpolate(&img, Some([3, 5]), None, InterpolateMode::Bilinear, true).unwrap();
+        // align_corners: row r samples 0.5·r, column c samples 0.5·c.
+        let want: Vec<f64> =
+            (0..3).flat_map(|r| (0..5).map(move |c| 3.0 * (0.5 * r as f64) + 0.5 * c as f64)).collect();
+        common::assert_close(&format!("bilinear aligned on {place}"), &common::values(&bl), &want, 1e-5);
+        let half = paddle::interpolate(&img, Some([2, 6]), None, InterpolateMode::Bilinear, false).unwrap();
+        // Half-pixel centres over columns: src = (c + 0.5)/2 − 0.5 clamped at 0 → 0, 0.25, 0.75, 1.25, 1.75, 2.25→2.
+        let cols = [0.0, 0.25, 0.75, 1.25, 1.75, 2.0];
+        let want: Vec<f64> = (0..2).flat_map(|r| cols.iter().map(move |c| 3.0 * r as f64 + c)).collect();
+        common::assert_close(&format!("bilinear half-pixel on {place}"), &common::values(&half), &want, 1e-5);
+        assert!(paddle::interpolate(&img, Some([4, 4]), None, InterpolateMode::Nearest, true).is_err());
+        assert!(paddle::interpolate(&img, None, None, InterpolateMode::Nearest, false).is_err());
+    }
+    let mut failures = Vec::new();
+    let o = ConvTranspose2dOptions { stride: [2, 1], padding: [1, 1], output_padding: [1, 0], ..Default::default() };
+    let f = move |t: &[Tensor]| paddle::conv2d_transpose(&t[0], &t[1], Some(&t[2]), &o);
+    let inputs = vec![
+        (rng.vec(2 * 2 * 3 * 3, -1.0, 1.0), vec![2, 2, 3, 3]),
+        (rng.vec(2 * 3 * 9, -1.0, 1.0), vec![2, 3, 3, 3]),
+        (rng.vec(3, -1.0, 1.0), vec![3]),
+    ];
+    failures.extend(common::gradcheck("conv2d_transpose", &f, &inputs).err());
+    let f = |t: &[Tensor]| paddle::interpolate(&t[0], Some([3, 5]), None, InterpolateMode::Bilinear, false);
+    failures.extend(common::gradcheck("interpolate", &f, &[(rng.vec(12, -1.0, 1.0), vec![1, 2, 2, 3])]).err());
+    common::report("gradchecks", &failures);
+}

@@ -9,7 +9,9 @@ pub mod loss;
 mod pair_loss;
 mod summary;
 
-pub use crate::ops::nn::{Conv1dOptions, Conv2dOptions, Padding, Pair, Pool2dOptions};
+pub use crate::ops::nn::{
+    Conv1dOptions, Conv2dOptions, ConvTranspose2dOptions, InterpolateMode, Padding, Pair, Pool2dOptions,
+};
 pub use dygraph_derive::Layer;
 pub use init::{BiasAttr, Initializer, ParamAttr, create_parameter, unique_name};
 pub use layer::{Forward, Layer, StateDict};

@@ -110,3 +110,51 @@ impl Forward for Conv1D {
         })
     }
 }
+
+/// A transposed 2-D convolution (`paddle.nn.Conv2DTranspose`): weight
+/// `[in, out/groups, kh, kw]`, bias `[out]`.
+#[derive(crate::nn::Layer)]
+pub struct Conv2DTranspose {
+    /// `[in_channels, out_channels / groups, kh, kw]`.
+    #[layer(param)]
+    pub weight: Tensor,
+    /// `[out_channels]`, absent with `bias: false`.
+    #[layer(param)]
+    pub bias: Option<Tensor>,
+    /// Stride, padding, output padding, dilation and groups.
+    #[layer(skip)]
+    pub options: crate::ops::nn::ConvTranspose2dOptions,
+    #[layer(training)]
+    training: bool,
+}
+
+impl Conv2DTranspose {
+    /// `in_channels → out_channels` with a square `kernel_size` and Paddle's defaults.
+    pub fn new(in_channels: usize, out_channels: usize, kernel_size: usize) -> Result<Self> {
+        Conv2DTranspose::with_options(in_channels, out_channels, [kernel_size; 2], Default::default(), true)
+    }
+
+    /// With explicit options (`bias: false` drops the bias).
+    pub fn with_options(
+        in_channels: usize,
+        out_channels: usize,
+        kernel_size: [usize; 2],
+        options: crate::ops::nn::ConvTranspose2dOptions,
+        bias: bool,
+    ) -> Result<Self> {
+        let shape = [in_channels, out_channels / options.groups.max(1), kernel_size[0], kernel_size[1]];
+        let names = ParamNames::new("conv2d_transpose");
+        let attr = names.weight(&ParamAttr::default());
+        let weight = create_parameter(&shape, DType::Float32, &attr, &Initializer::kaiming_normal())?;
+        let bias = names.bias(BiasAttr::from(bias)).create(&[out_channels])?;
+        Ok(Conv2DTranspose { weight, bias, options, training: true })
+    }
+}
+
+impl Forward for Conv2DTranspose {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        crate::nn::summary::traced(self, "Conv2DTranspose", x, || {
+            crate::conv2d_transpose(x, &self.weight, self.bias.as_ref(), &self.options)
+        })
+    }
+}

@@ -1,4 +1,4 @@
-//! `Dropout`, `Dropout2D`, `Embedding`, `Softmax` and `PixelShuffle` layers.
+//! `Dropout`, `Dropout2D`, `Embedding`, `Softmax`, `PixelShuffle` and `Upsample` layers.
 
 use crate::nn::init::{Initializer, ParamAttr, ParamNames, create_parameter};
 use crate::nn::{Forward, Layer};
@@ -156,5 +156,35 @@ impl Layer for PixelShuffle {}
 impl Forward for PixelShuffle {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         crate::nn::summary::traced(self, "PixelShuffle", x, || crate::pixel_shuffle(x, self.upscale_factor))
+    }
+}
+
+/// Resamples `[N, C, H, W]` to a size or by a scale (`paddle.nn.Upsample`).
+#[derive(Clone, Copy, Debug)]
+pub struct Upsample {
+    /// The output size, or
+    pub size: Option<[usize; 2]>,
+    /// the scale of each dimension.
+    pub scale_factor: Option<[f64; 2]>,
+    /// Nearest or bilinear.
+    pub mode: crate::ops::nn::InterpolateMode,
+    /// Bilinear only: corners of input and output meet.
+    pub align_corners: bool,
+}
+
+impl Upsample {
+    /// Scales both dimensions by `scale` with `mode`, corners not aligned.
+    pub fn scale(scale: f64, mode: crate::ops::nn::InterpolateMode) -> Self {
+        Upsample { size: None, scale_factor: Some([scale, scale]), mode, align_corners: false }
+    }
+}
+
+impl Layer for Upsample {}
+
+impl Forward for Upsample {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        crate::nn::summary::traced(self, "Upsample", x, || {
+            crate::interpolate(x, self.size, self.scale_factor, self.mode, self.align_corners)
+        })
     }
 }

@@ -1,6 +1,7 @@
 //! Neural-network functions composed from registered ops: the 1-D convolution and pooling
 //! (through their 2-D forms on a height-1 image), `group_norm` and `instance_norm`,
-//! `dropout2d` and `pixel_shuffle`. Gradients, both places and static programs come from
+//! `dropout2d`, `pixel_shuffle`, `conv2d_transpose` (the convolution's input-gradient entry)
+//! and `interpolate` (index gathers and blends). Gradients, both places and static programs come from
 //! the ops they are written in.
 
 use super::{Conv2dOptions, DropoutOptions, Padding, Pool2dOptions};
@@ -150,4 +151,171 @@ pub fn pixel_shuffle(x: &Tensor, upscale_factor: usize) -> Result<Tensor> {
     let (c, r, h, w) = ((c / (r * r)) as i64, r as i64, h as i64, w as i64);
     let y = crate::reshape(x, &[-1, c, r, r, h, w])?.transpose(&[0, 1, 4, 2, 5, 3])?;
     crate::reshape(&y, &[-1, c, h * r, w * r])
+}
+
+/// Transposed-convolution options (`paddle.nn.functional.conv2d_transpose`'s keywords).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConvTranspose2dOptions {
+    /// The forward convolution's stride `(sh, sw)` (1).
+    pub stride: [usize; 2],
+    /// The forward convolution's zero padding `(ph, pw)` on each side (0).
+    pub padding: [usize; 2],
+    /// Extra rows / columns added at the bottom / right of the output (0; less than the
+    /// stride or the dilation).
+    pub output_padding: [usize; 2],
+    /// Spacing between kernel taps (1).
+    pub dilation: [usize; 2],
+    /// Channel groups (1).
+    pub groups: usize,
+}
+
+impl Default for ConvTranspose2dOptions {
+    fn default() -> Self {
+        ConvTranspose2dOptions { stride: [1, 1], padding: [0, 0], output_padding: [0, 0], dilation: [1, 1], groups: 1 }
+    }
+}
+
+/// `paddle.nn.functional.conv2d_transpose` over `[N, C_in, H, W]` with a
+/// `[C_in, C_out/groups, kh, kw]` weight: the gradient of a convolution with respect to its
+/// input (the same registry entry), so `H_out = (H − 1)·s − 2p + d·(kh − 1) + output_padding + 1`.
+pub fn conv2d_transpose(
+    x: &Tensor,
+    weight: &Tensor,
+    bias: Option<&Tensor>,
+    o: &ConvTranspose2dOptions,
+) -> Result<Tensor> {
+    const OP: &str = "conv2d_transpose";
+    expect_rank(OP, x, 4, "[N, C_in, H, W]")?;
+    expect_rank(OP, weight, 4, "[C_in, C_out/groups, kh, kw]")?;
+    let (xs, ws) = (x.shape(), weight.shape());
+    let groups = o.groups.max(1);
+    if ws[0] != xs[1] || !xs[1].is_multiple_of(groups) {
+        return Err(Error::shape(OP, format!("weight {ws:?} does not fit input {xs:?} with {groups} groups")));
+    }
+    let out = |i: usize| -> Result<usize> {
+        let (n, s, p, d, k, op) = (xs[2 + i], o.stride[i], o.padding[i], o.dilation[i], ws[2 + i], o.output_padding[i]);
+        if s == 0 || d == 0 || (op >= s && op >= d) {
+            return Err(Error::invalid(
+                OP,
+                format!("stride {s} and dilation {d} must be positive, output_padding {op} below one of them"),
+            ));
+        }
+        ((n - 1) * s + d * (k - 1) + op + 1)
+            .checked_sub(2 * p)
+            .filter(|&v| v > 0)
+            .ok_or_else(|| Error::shape(OP, format!("padding {p} leaves no output for input {xs:?} and kernel {ws:?}")))
+    };
+    let (oh, ow) = (out(0)?, out(1)?);
+    let geom = crate::backend::cpu::conv::ConvGeom {
+        n: 0,
+        c: ws[1] * groups,
+        h: oh,
+        w: ow,
+        oc: xs[1],
+        kh: ws[2],
+        kw: ws[3],
+        oh: xs[2],
+        ow: xs[3],
+        sh: o.stride[0],
+        sw: o.stride[1],
+        pt: o.padding[0],
+        pl: o.padding[1],
+        dh: o.dilation[0],
+        dw: o.dilation[1],
+        groups,
+    };
+    let y = crate::ops::registry::apply::apply1(&super::conv::CONV2D_GRAD_INPUT, &[x, weight], geom)?;
+    match bias {
+        Some(b) => y.add(&b.reshape([1, b.numel(), 1, 1])?),
+        None => Ok(y),
+    }
+}
+
+/// How `interpolate` fills new positions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InterpolateMode {
+    /// The nearest input position.
+    Nearest,
+    /// Linear in height and width.
+    Bilinear,
+}
+
+/// Source coordinates of `out` positions over `input` positions, with Paddle's mapping: with
+/// `align_corners` the corners meet (`i·(in − 1)/(out − 1)`); else nearest takes
+/// `floor(i·ratio)` and bilinear the half-pixel centres `(i + 0.5)·ratio − 0.5` (clamped at 0),
+/// `ratio` being `1/scale` when a scale was given, else `in/out`.
+fn source_coords(
+    input: usize,
+    out: usize,
+    scale: Option<f64>,
+    mode: InterpolateMode,
+    align: bool,
+    like: &Tensor,
+) -> Result<Tensor> {
+    let dtype = if like.dtype() == crate::DType::Float64 { crate::DType::Float64 } else { crate::DType::Float32 };
+    let i = crate::arange_on(0i64, out as i64, 1i64, dtype, like.place())?;
+    if align {
+        let r = if out > 1 { (input as f64 - 1.0) / (out as f64 - 1.0) } else { 0.0 };
+        return i.scale(r, 0.0);
+    }
+    let ratio = scale.map_or(input as f64 / out as f64, |s| 1.0 / s);
+    match mode {
+        InterpolateMode::Nearest => i.scale(ratio, 0.0)?.floor(),
+        InterpolateMode::Bilinear => i.scale(ratio, 0.5 * ratio - 0.5)?.clip(0.0, f64::MAX),
+    }
+}
+
+/// Resamples `x` along `axis` to `out` positions.
+fn resample(
+    x: &Tensor,
+    axis: isize,
+    out: usize,
+    scale: Option<f64>,
+    mode: InterpolateMode,
+    align: bool,
+) -> Result<Tensor> {
+    let input = x.shape()[axis as usize];
+    let src = source_coords(input, out, scale, mode, align, x)?;
+    let last = (input - 1) as f64;
+    let shape_of = |t: Tensor| -> Result<Tensor> { if axis == 2 { t.reshape([out, 1]) } else { Ok(t) } };
+    match mode {
+        InterpolateMode::Nearest => crate::index_select(x, &src.clip(0.0, last)?.cast(crate::DType::Int64)?, axis),
+        InterpolateMode::Bilinear => {
+            let lo = src.floor()?.clip(0.0, last)?;
+            let hi = lo.add_scalar(1.0)?.clip(0.0, last)?;
+            let w_hi = src.subtract(&lo)?.cast(x.dtype())?;
+            let a = crate::index_select(x, &lo.cast(crate::DType::Int64)?, axis)?;
+            let b = crate::index_select(x, &hi.cast(crate::DType::Int64)?, axis)?;
+            a.add(&b.subtract(&a)?.multiply(&shape_of(w_hi)?)?)
+        }
+    }
+}
+
+/// `paddle.nn.functional.interpolate` for `[N, C, H, W]` (`NCHW`): to `size`, or to
+/// `floor(in·scale_factor)`; nearest or bilinear, with or without `align_corners`.
+pub fn interpolate(
+    x: &Tensor,
+    size: Option<[usize; 2]>,
+    scale_factor: Option<[f64; 2]>,
+    mode: InterpolateMode,
+    align_corners: bool,
+) -> Result<Tensor> {
+    const OP: &str = "interpolate";
+    expect_rank(OP, x, 4, "[N, C, H, W]")?;
+    let (h, w) = (x.shape()[2], x.shape()[3]);
+    let (out, scale) = match (size, scale_factor) {
+        (Some(s), None) => (s, None),
+        (None, Some(f)) if f.iter().all(|v| *v > 0.0 && v.is_finite()) => {
+            ([(h as f64 * f[0]).floor() as usize, (w as f64 * f[1]).floor() as usize], Some(f))
+        }
+        _ => return Err(Error::invalid(OP, "give exactly one of size and a positive, finite scale_factor")),
+    };
+    if out.contains(&0) || h == 0 || w == 0 {
+        return Err(Error::shape(OP, format!("cannot resample {:?} to {out:?}", x.shape())));
+    }
+    if align_corners && mode == InterpolateMode::Nearest {
+        return Err(Error::invalid(OP, "align_corners applies to bilinear mode only (as in Paddle)"));
+    }
+    let y = resample(x, 2, out[0], scale.map(|s| s[0]), mode, align_corners)?;
+    resample(&y, 3, out[1], scale.map(|s| s[1]), mode, align_corners)
 }
