@@ -293,3 +293,88 @@ fn pair_triplet_and_divergence_losses_match_hand_values() {
     );
     common::report("loss gradchecks", &failures);
 }
+
+/// CTC's forward algorithm in float64 on the host (log space with true −∞), per sample.
+fn ctc_reference(
+    logits: &[f64],
+    (n, c): (usize, usize),
+    labels: &[Vec<i64>],
+    lens: &[usize],
+    blank: usize,
+) -> Vec<f64> {
+    let lse = |a: f64, b: f64| {
+        if a == f64::NEG_INFINITY && b == f64::NEG_INFINITY {
+            f64::NEG_INFINITY
+        } else {
+            a.max(b) + (-(a - b).abs()).exp().ln_1p()
+        }
+    };
+    (0..n)
+        .map(|b| {
+            let lp = |t: usize, k: usize| {
+                let row = &logits[(t * n + b) * c..(t * n + b + 1) * c];
+                let m = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                row[k] - (m + row.iter().map(|v| (v - m).exp()).sum::<f64>().ln())
+            };
+            let mut ext = vec![blank as i64];
+            for &l in &labels[b] {
+                ext.extend([l, blank as i64]);
+            }
+            let l = ext.len();
+            let mut alpha = vec![f64::NEG_INFINITY; l];
+            alpha[0] = lp(0, ext[0] as usize);
+            if l > 1 {
+                alpha[1] = lp(0, ext[1] as usize);
+            }
+            for t in 1..lens[b] {
+                let prev = alpha.clone();
+                for s in 0..l {
+                    let mut a = prev[s];
+                    if s >= 1 {
+                        a = lse(a, prev[s - 1]);
+                    }
+                    if s >= 2 && ext[s] != blank as i64 && ext[s] != ext[s - 2] {
+                        a = lse(a, prev[s - 2]);
+                    }
+                    alpha[s] = a + lp(t, ext[s] as usize);
+                }
+            }
+            -(if l > 1 { lse(alpha[l - 1], alpha[l - 2]) } else { alpha[0] })
+        })
+        .collect()
+}
+
+#[test]
+fn ctc_loss_matches_the_forward_algorithm() {
+    let mut rng = common::Rng::new(common::run_seed() ^ 81);
+    let (t_max, n, c) = (6, 3, 5);
+    let logits = rng.vec(t_max * n * c, -2.0, 2.0);
+    let labels = vec![vec![1i64, 2, 2], vec![3], vec![]];
+    let padded: Vec<i64> = labels.iter().flat_map(|l| l.iter().copied().chain(std::iter::repeat(0)).take(3)).collect();
+    let lens = vec![6usize, 4, 2];
+    let want = ctc_reference(&logits, (n, c), &labels, &lens, 0);
+    for place in common::places() {
+        let x = common::tensor(&logits, &[t_max, n, c], DType::Float32, place);
+        let lab = Tensor::from_vec_on(padded.clone(), [n, 3], place).unwrap();
+        let il = Tensor::from_vec_on(lens.iter().map(|&v| v as i64).collect::<Vec<_>>(), [n], place).unwrap();
+        let ll = Tensor::from_vec_on(labels.iter().map(|l| l.len() as i64).collect::<Vec<_>>(), [n], place).unwrap();
+        let per = F::ctc_loss(&x, &lab, &il, &ll, 0, Reduction::None).unwrap();
+        common::assert_close(&format!("ctc per sample on {place}"), &common::values(&per), &want, 1e-4);
+        let mean = F::ctc_loss(&x, &lab, &il, &ll, 0, Reduction::Mean).unwrap();
+        let want_mean = (want[0] / 3.0 + want[1] / 1.0 + want[2] / 1.0) / 3.0;
+        common::assert_close(&format!("ctc mean on {place}"), &common::values(&mean), &[want_mean], 1e-4);
+        let bad = Tensor::from_vec_on(vec![0i64, 1, 1, 3, 0, 0, 0, 0, 0], [n, 3], place).unwrap();
+        assert!(F::ctc_loss(&x, &bad, &il, &ll, 0, Reduction::None).is_err(), "a blank inside a label");
+    }
+    let (t_max, n, c) = (4, 2, 4);
+    let inputs = vec![(rng.vec(t_max * n * c, -1.0, 1.0), vec![t_max, n, c])];
+    let f = |t: &[Tensor]| {
+        let lab = Tensor::from_vec(vec![1i64, 2, 3, 0], [2, 2])?;
+        let il = Tensor::from_vec(vec![4i64, 3], [2])?;
+        let ll = Tensor::from_vec(vec![2i64, 1], [2])?;
+        F::ctc_loss(&t[0], &lab, &il, &ll, 0, Reduction::None)
+    };
+    if let Err(m) = common::gradcheck("ctc_loss", &f, &inputs) {
+        panic!("{m}");
+    }
+}

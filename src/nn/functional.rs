@@ -1,5 +1,6 @@
 //! Stateless neural-network functions (`paddle.nn.functional`, imported as `F`).
 
+pub use crate::nn::ctc_loss::ctc_loss;
 pub use crate::nn::loss::{
     binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy, l1_loss, mse_loss, nll_loss, smooth_l1_loss,
 };

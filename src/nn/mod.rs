@@ -1,6 +1,7 @@
 //! Neural-network building blocks (Paddle's `paddle.nn`): the `Layer` trait and its derive,
 //! and `functional` with the stateless forms (`F::relu`, `F::conv2d`, ...).
 
+mod ctc_loss;
 pub mod functional;
 pub mod init;
 mod layer;
@@ -12,6 +13,7 @@ mod summary;
 pub use crate::ops::nn::{
     Conv1dOptions, Conv2dOptions, ConvTranspose2dOptions, InterpolateMode, Padding, Pair, Pool2dOptions,
 };
+pub use ctc_loss::CTCLoss;
 pub use dygraph_derive::Layer;
 pub use init::{BiasAttr, Initializer, ParamAttr, create_parameter, unique_name};
 pub use layer::{Forward, Layer, StateDict};
