@@ -575,6 +575,13 @@ impl Op for RandpermOp {
     }
 }
 
+/// `n` uniform draws in `[0, 1)` on the host from the global stream (53-bit resolution):
+/// what the random image transforms use.
+pub(crate) fn host_uniform(n: usize) -> Vec<f64> {
+    let stream = Stream::for_elements(n, 2);
+    (0..n).map(|i| (stream.word64(i) >> 11) as f64 * (1.0 / (1u64 << 53) as f64)).collect()
+}
+
 /// A permutation of `0..n` on the host (Fisher–Yates on the global Philox stream): what
 /// `randperm` and shuffling data loaders draw.
 pub(crate) fn permutation(n: usize) -> Vec<usize> {
