@@ -169,3 +169,61 @@ fn model_api_example_reaches_98_percent_in_one_epoch() {
         let _ = std::fs::remove_file(format!("{}.{ext}", path.display()));
     }
 }
+
+#[test]
+fn samplers_order_and_batch_like_paddle() {
+    use dygraph::io::{
+        BatchSampler, BatchSampling, DataLoader, DistributedBatchSampler, RandomSampler, Sampler, SequenceSampler,
+        WeightedRandomSampler,
+    };
+    let _g = common::generator_lock();
+    paddle::seed(common::run_seed());
+    assert_eq!(SequenceSampler.indices(4), [0, 1, 2, 3]);
+    let mut perm = RandomSampler::default().indices(10);
+    perm.sort();
+    assert_eq!(perm, (0..10).collect::<Vec<_>>());
+    let draws = RandomSampler { replacement: true, num_samples: Some(50) }.indices(3);
+    assert!(draws.len() == 50 && draws.iter().all(|&i| i < 3));
+
+    let w = WeightedRandomSampler::new(vec![0.0, 1.0, 3.0], 4000, true).unwrap();
+    let d = w.indices(3);
+    let share = d.iter().filter(|&&i| i == 2).count() as f64 / 4000.0;
+    assert!(
+        !d.contains(&0) && (share - 0.75).abs() < 0.04,
+        "weight 3 of 4 drawn {share} (seed {})",
+        common::run_seed()
+    );
+    let mut once = WeightedRandomSampler::new(vec![1.0, 1.0, 5.0], 3, false).unwrap().indices(3);
+    once.sort();
+    assert_eq!(once, [0, 1, 2], "without replacement every index once");
+    assert!(WeightedRandomSampler::new(vec![0.0, 1.0], 2, false).is_err());
+
+    let b = BatchSampler::new(SequenceSampler, 3, false);
+    assert_eq!(b.batches(7), [vec![0, 1, 2], vec![3, 4, 5], vec![6]]);
+    assert_eq!(b.num_batches(7), 3);
+    assert_eq!(BatchSampler::new(SequenceSampler, 3, true).num_batches(7), 2);
+
+    // Two replicas over 5 samples: padded to 6, contiguous halves, same order on both.
+    let r0 = DistributedBatchSampler::new(2, 2, 0, false, false).unwrap();
+    let r1 = DistributedBatchSampler::new(2, 2, 1, false, false).unwrap();
+    assert_eq!(r0.batches(5), [vec![0, 1], vec![2]]);
+    assert_eq!(r1.batches(5), [vec![3, 4], vec![0]]);
+    let (mut s0, mut s1) = (
+        DistributedBatchSampler::new(4, 2, 0, true, false).unwrap(),
+        DistributedBatchSampler::new(4, 2, 1, true, false).unwrap(),
+    );
+    s0.set_epoch(3);
+    s1.set_epoch(3);
+    let mut all: Vec<usize> = s0.batches(8).into_iter().chain(s1.batches(8)).flatten().collect();
+    all.sort();
+    assert_eq!(all, (0..8).collect::<Vec<_>>(), "the replicas split one shuffled order");
+    assert!(DistributedBatchSampler::new(2, 2, 2, false, false).is_err());
+
+    // A loader reads the sampler's batches.
+    let x = Tensor::from_vec((0..10).map(|v| v as f32).collect::<Vec<_>>(), [5, 2]).unwrap();
+    let y = Tensor::from_vec(vec![0i64, 1, 2, 3, 4], [5]).unwrap();
+    let loader = DataLoader::new(TensorDataset::new(&x, &y).unwrap(), 99).batch_sampler(r1).place(Place::Cpu);
+    assert_eq!(loader.len(), 2);
+    let labels: Vec<Vec<i64>> = loader.iter().unwrap().map(|b| b.unwrap().1.to_vec::<i64>().unwrap()).collect();
+    assert_eq!(labels, [vec![3, 4], vec![0]]);
+}

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use super::dataset::{Collate, Dataset};
+use super::sampler::BatchSampling;
 use crate::{Place, Result};
 
 /// Batches over a dataset.
@@ -20,6 +21,8 @@ pub struct DataLoader<D: Dataset + 'static> {
     pub place: Option<Place>,
     /// Batches prepared ahead by the worker thread (0: prepare on the caller's thread).
     pub prefetch: usize,
+    /// Overrides `batch_size`, `shuffle` and `drop_last` with its own batches.
+    batch_sampler: Option<Arc<dyn BatchSampling>>,
 }
 
 impl<D: Dataset + 'static> DataLoader<D> {
@@ -32,7 +35,14 @@ impl<D: Dataset + 'static> DataLoader<D> {
             drop_last: false,
             place: None,
             prefetch: 2,
+            batch_sampler: None,
         }
+    }
+
+    /// Reads the batches `sampler` gives (`DataLoader(batch_sampler=...)`).
+    pub fn batch_sampler(mut self, sampler: impl BatchSampling + 'static) -> Self {
+        self.batch_sampler = Some(Arc::new(sampler));
+        self
     }
 
     setters! {
@@ -58,6 +68,9 @@ impl<D: Dataset + 'static> DataLoader<D> {
     /// Batches per epoch.
     pub fn len(&self) -> usize {
         let n = self.dataset.len();
+        if let Some(s) = &self.batch_sampler {
+            return s.num_batches(n);
+        }
         if self.drop_last { n / self.batch_size } else { n.div_ceil(self.batch_size) }
     }
 
@@ -68,6 +81,21 @@ impl<D: Dataset + 'static> DataLoader<D> {
 
     /// One epoch of batches.
     pub fn iter(&self) -> Result<Batches<D>> {
+        let place = match self.place {
+            Some(p) => p,
+            None => crate::current_place()?,
+        };
+        if let Some(s) = &self.batch_sampler {
+            let n = self.dataset.len();
+            let chunks = s.batches(n);
+            if let Some(bad) = chunks.iter().flatten().find(|&&i| i >= n) {
+                return Err(crate::Error::invalid(
+                    "DataLoader",
+                    format!("the batch sampler gave index {bad} for {n} samples"),
+                ));
+            }
+            return Ok(Batches::start(self.dataset.clone(), chunks, place, self.prefetch));
+        }
         let order: Vec<usize> = if self.shuffle {
             crate::random::permutation(self.dataset.len())
         } else {
@@ -77,10 +105,6 @@ impl<D: Dataset + 'static> DataLoader<D> {
         if self.drop_last && chunks.last().is_some_and(|c| c.len() < self.batch_size) {
             chunks.pop();
         }
-        let place = match self.place {
-            Some(p) => p,
-            None => crate::current_place()?,
-        };
         Ok(Batches::start(self.dataset.clone(), chunks, place, self.prefetch))
     }
 }

@@ -5,9 +5,14 @@ mod checkpoint;
 mod dataloader;
 mod dataset;
 mod datasets;
+mod sampler;
 
 pub(crate) use checkpoint::write_atomic;
 pub use checkpoint::{load, load_from_bytes, save, save_to_bytes};
 pub use dataloader::{Batches, DataLoader};
 pub use dataset::{Collate, Dataset};
 pub use datasets::{Subset, TensorDataset, random_split};
+pub use sampler::{
+    BatchSampler, BatchSampling, DistributedBatchSampler, RandomSampler, Sampler, SequenceSampler,
+    WeightedRandomSampler,
+};
