@@ -209,3 +209,17 @@ impl Dataset for Mnist {
         Ok((image, self.labels[index] as i64))
     }
 }
+
+/// Fashion-MNIST (`paddle.vision.datasets.FashionMNIST`): the same IDX files (names,
+/// formats, 28×28 images of ten classes) as MNIST, so it loads as an [`Mnist`] dataset from
+/// `dir` (there is no default location; Paddle downloads it, this crate reads local files).
+pub struct FashionMnist;
+
+impl FashionMnist {
+    /// The `mode` split from `dir` (`train-images-idx3-ubyte[.gz]` and its labels, or the
+    /// `t10k-` pair).
+    #[allow(clippy::new_ret_no_self)]
+    pub fn new(dir: &Path, mode: Mode) -> Result<Mnist> {
+        Mnist::new(Some(dir), mode)
+    }
+}

@@ -2,4 +2,5 @@
 
 pub mod datasets;
 pub mod models;
+mod resnet;
 pub mod transforms;

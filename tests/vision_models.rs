@@ -1,0 +1,101 @@
+//! LeNet and the ResNets: Paddle's parameter names, shapes and counts (the counts Paddle's
+//! and torchvision's models print), output shapes, and a state dict round trip into a fresh
+//! model giving the same outputs.
+
+mod common;
+
+use dygraph::nn::{Forward, Layer};
+use dygraph::vision::models::{LeNet, ResNet, resnet18, resnet34, resnet50};
+use dygraph::{self as paddle, DType};
+
+fn count(l: &dyn Layer) -> usize {
+    l.parameters().iter().map(|p| p.numel()).sum()
+}
+
+#[test]
+fn resnets_have_paddles_names_and_parameter_counts() {
+    let _g = common::generator_lock();
+    paddle::seed(common::run_seed());
+    let r18 = resnet18(1000).unwrap();
+    assert_eq!(count(&r18), 11_689_512);
+    assert_eq!(count(&resnet34(1000).unwrap()), 21_797_672);
+    let r50 = resnet50(1000).unwrap();
+    assert_eq!(count(&r50), 25_557_032);
+    let keys = r18.state_dict().keys();
+    for k in [
+        "conv1.weight",
+        "bn1._mean",
+        "bn1._variance",
+        "layer1.0.conv1.weight",
+        "layer2.0.downsample.0.weight",
+        "layer2.0.downsample.1.bias",
+        "layer4.1.bn2.weight",
+        "fc.weight",
+        "fc.bias",
+    ] {
+        assert!(keys.contains(&k.to_string()), "{k} missing from {:?}", &keys[..8]);
+    }
+    assert!(!keys.iter().any(|k| k.starts_with("layer1.0.downsample")), "layer1 keeps the identity shortcut");
+    assert!(r50.state_dict().keys().contains(&"layer1.0.downsample.0.weight".to_string()), "bottlenecks widen at once");
+    let shapes: Vec<(String, Vec<usize>)> =
+        r18.named_parameters().into_iter().map(|(n, p)| (n, p.shape().to_vec())).collect();
+    assert_eq!(shapes[0], ("conv1.weight".to_string(), vec![64, 3, 7, 7]));
+    assert_eq!(shapes.last().unwrap(), &("fc.bias".to_string(), vec![1000]));
+    assert!(ResNet::new(20, 10).is_err());
+
+    let mut small = resnet18(10).unwrap();
+    small.eval();
+    let x = paddle::randn([2, 3, 32, 32]).unwrap();
+    let y = small.forward(&x).unwrap();
+    assert_eq!(y.shape(), &[2, 10]);
+    let mut features = ResNet::new(18, 0).unwrap();
+    features.eval();
+    assert_eq!(features.forward(&x).unwrap().shape(), &[2, 512]);
+    // The state dict loads into a fresh model, which then computes the same outputs.
+    let mut fresh = resnet18(10).unwrap();
+    fresh.set_state_dict(&small.state_dict()).unwrap();
+    fresh.eval();
+    assert_eq!(common::values(&fresh.forward(&x).unwrap()), common::values(&y));
+}
+
+#[test]
+fn lenet_matches_paddles_layout_on_every_place() {
+    let _g = common::generator_lock();
+    for place in common::places() {
+        paddle::guard(place, || {
+            let net = LeNet::new(10).unwrap();
+            assert_eq!(count(&net), 61_610);
+            let names: Vec<String> = net.named_parameters().into_iter().map(|(n, _)| n).collect();
+            assert_eq!(names[..4], ["features.0.weight", "features.0.bias", "features.3.weight", "features.3.bias"]);
+            assert_eq!(names[4], "fc.0.weight");
+            let y = net.forward(&paddle::zeros([3, 1, 28, 28], DType::Float32).unwrap()).unwrap();
+            assert_eq!(y.shape(), &[3, 10]);
+        });
+    }
+}
+
+/// Fashion-MNIST read from small IDX files in the real format (gzipped), written here.
+#[test]
+fn fashion_mnist_reads_idx_files() {
+    use dygraph::io::Dataset;
+    use dygraph::vision::datasets::{FashionMnist, Mode};
+    use std::io::Write;
+    let dir = std::env::temp_dir().join(format!("dygraph-fashion-{}-{}", std::process::id(), common::run_seed()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let gz = |name: &str, bytes: &[u8]| {
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        e.write_all(bytes).unwrap();
+        std::fs::write(dir.join(name), e.finish().unwrap()).unwrap();
+    };
+    let mut images = vec![0, 0, 8, 3, 0, 0, 0, 3, 0, 0, 0, 28, 0, 0, 0, 28];
+    images.extend((0..3 * 784).map(|i| (i % 251) as u8));
+    gz("t10k-images-idx3-ubyte.gz", &images);
+    gz("t10k-labels-idx1-ubyte.gz", &[0, 0, 8, 1, 0, 0, 0, 3, 9, 0, 4]);
+    let ds = FashionMnist::new(&dir, Mode::Test).unwrap();
+    assert_eq!(ds.len(), 3);
+    let (img, label) = ds.get(2).unwrap();
+    assert_eq!((img.shape.as_slice(), label), (&[1usize, 28, 28][..], 4));
+    assert_eq!(img.data[0], ((2 * 784) % 251) as f32);
+    assert!(FashionMnist::new(&dir, Mode::Train).is_err(), "no training files in the directory");
+    let _ = std::fs::remove_dir_all(&dir);
+}
