@@ -100,11 +100,6 @@ pub fn run(config: &RunConfig) -> Result<RunReport> {
 fn main() -> Result<()> {
     let config = RunConfig::from_args(defaults())?;
     let r = run(&config)?;
-    println!(
-        "vit_mnist ({}): test accuracy {:.4}, {:.0} training images/s",
-        if config.to_static { "to_static" } else { "eager" },
-        r.test_accuracy,
-        r.images_per_second
-    );
+    common::classifier::print_report("vit_mnist", &config, &r);
     Ok(())
 }

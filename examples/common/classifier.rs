@@ -178,3 +178,9 @@ impl<M: Forward + Layer> Classifier for M {
         self.set_training(training);
     }
 }
+
+/// Prints a run's one-line summary (what the examples' `main` ends with).
+pub fn print_report(name: &str, config: &RunConfig, r: &RunReport) {
+    let mode = if config.to_static { "to_static" } else { "eager" };
+    println!("{name} ({mode}): test accuracy {:.4}, {:.0} training images/s", r.test_accuracy, r.images_per_second);
+}

@@ -100,6 +100,33 @@ fn sublayer(
     if c.normalize_before { Ok(y) } else { norm.forward(&y) }
 }
 
+/// `first`, then `n − 1` layers built afresh from `config` (Paddle copies a layer's
+/// configuration into the others, not its weights).
+fn stack<L>(
+    name: &'static str,
+    first: L,
+    n: usize,
+    config: TransformerConfig,
+    make: fn(TransformerConfig) -> Result<L>,
+) -> Result<Vec<L>> {
+    if n == 0 {
+        return Err(Error::invalid(name, "num_layers must be at least 1"));
+    }
+    let mut layers = vec![first];
+    for _ in 1..n {
+        layers.push(make(config.clone())?);
+    }
+    Ok(layers)
+}
+
+/// `x` through the optional final norm of a stack.
+fn final_norm(norm: &Option<LayerNorm>, x: Tensor) -> Result<Tensor> {
+    match norm {
+        Some(n) => n.forward(&x),
+        None => Ok(x),
+    }
+}
+
 /// Self-attention then a feed-forward block, each with a residual connection and a layer
 /// norm.
 #[derive(crate::nn::Layer)]
@@ -177,14 +204,9 @@ pub struct TransformerEncoder {
 impl TransformerEncoder {
     /// `encoder_layer` first, then `num_layers − 1` new layers with its configuration.
     pub fn new(encoder_layer: TransformerEncoderLayer, num_layers: usize, norm: Option<LayerNorm>) -> Result<Self> {
-        if num_layers == 0 {
-            return Err(Error::invalid("TransformerEncoder", "num_layers must be at least 1"));
-        }
         let config = encoder_layer.config.clone();
-        let mut layers = vec![encoder_layer];
-        for _ in 1..num_layers {
-            layers.push(TransformerEncoderLayer::with_config(config.clone())?);
-        }
+        let layers =
+            stack("TransformerEncoder", encoder_layer, num_layers, config, TransformerEncoderLayer::with_config)?;
         Ok(TransformerEncoder { layers, norm })
     }
 
@@ -194,10 +216,7 @@ impl TransformerEncoder {
         for l in &self.layers {
             x = l.forward_masked(&x, src_mask)?;
         }
-        match &self.norm {
-            Some(n) => n.forward(&x),
-            None => Ok(x),
-        }
+        final_norm(&self.norm, x)
     }
 }
 
@@ -295,14 +314,9 @@ pub struct TransformerDecoder {
 impl TransformerDecoder {
     /// `decoder_layer` first, then `num_layers − 1` new layers with its configuration.
     pub fn new(decoder_layer: TransformerDecoderLayer, num_layers: usize, norm: Option<LayerNorm>) -> Result<Self> {
-        if num_layers == 0 {
-            return Err(Error::invalid("TransformerDecoder", "num_layers must be at least 1"));
-        }
         let config = decoder_layer.config.clone();
-        let mut layers = vec![decoder_layer];
-        for _ in 1..num_layers {
-            layers.push(TransformerDecoderLayer::with_config(config.clone())?);
-        }
+        let layers =
+            stack("TransformerDecoder", decoder_layer, num_layers, config, TransformerDecoderLayer::with_config)?;
         Ok(TransformerDecoder { layers, norm })
     }
 
@@ -318,10 +332,7 @@ impl TransformerDecoder {
         for l in &self.layers {
             x = l.forward(&x, memory, tgt_mask, memory_mask)?;
         }
-        match &self.norm {
-            Some(n) => n.forward(&x),
-            None => Ok(x),
-        }
+        final_norm(&self.norm, x)
     }
 }
 
