@@ -99,3 +99,19 @@ fn fashion_mnist_reads_idx_files() {
     assert!(FashionMnist::new(&dir, Mode::Train).is_err(), "no training files in the directory");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn vgg16_has_paddles_layout() {
+    use dygraph::vision::models::{Vgg, vgg16};
+    let _g = common::generator_lock();
+    let mut v = vgg16(1000).unwrap();
+    assert_eq!(count(&v), 138_357_544);
+    let names: Vec<String> = v.named_parameters().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names[0], "features.0.weight");
+    assert_eq!(names[names.len() - 2..], ["classifier.6.weight", "classifier.6.bias"]);
+    v.eval();
+    assert_eq!(v.forward(&paddle::zeros([1, 3, 32, 32], DType::Float32).unwrap()).unwrap().shape(), &[1, 1000]);
+    let bn = Vgg::new(11, true, 10).unwrap();
+    assert!(bn.state_dict().keys().contains(&"features.1._mean".to_string()));
+    assert!(Vgg::new(12, false, 10).is_err());
+}

@@ -1,4 +1,5 @@
-//! `LeNet` and the ResNet family (`paddle.vision.models.LeNet`, `resnet18/34/50/101/152`)
+//! `LeNet`, the ResNet family (`paddle.vision.models.LeNet`, `resnet18/34/50/101/152`) and
+//! the VGGs (`vgg11/13/16/19`, with or without batch norm)
 //! with Paddle's layer names (`conv1`, `bn1`, `layer1.0.conv1`, `layer2.0.downsample.0`,
 //! `fc`; batch norms keep `_mean` / `_variance`), so a state dict converted from Paddle loads
 //! with `set_state_dict`.
@@ -224,4 +225,63 @@ pub fn resnet34(num_classes: usize) -> Result<ResNet> {
 /// ResNet-50.
 pub fn resnet50(num_classes: usize) -> Result<ResNet> {
     ResNet::new(50, num_classes)
+}
+
+/// Paddle's `VGG` (`paddle.vision.models.vgg16`): `features` (3×3 convolutions with ReLU,
+/// max-pools between stages, `batch_norm` after each convolution when asked), a 7×7 adaptive
+/// average pool and `classifier` (4096, 4096, classes with ReLU and dropout 0.5).
+#[derive(nn::Layer)]
+pub struct Vgg {
+    pub features: Sequential,
+    pub classifier: Sequential,
+    #[layer(skip)]
+    avgpool: AdaptiveAvgPool2D,
+}
+
+impl Vgg {
+    /// VGG with 11, 13, 16 or 19 weight layers.
+    pub fn new(depth: usize, batch_norm: bool, num_classes: usize) -> Result<Self> {
+        let stages: &[usize] = match depth {
+            11 => &[1, 1, 2, 2, 2],
+            13 => &[2, 2, 2, 2, 2],
+            16 => &[2, 2, 3, 3, 3],
+            19 => &[2, 2, 4, 4, 4],
+            d => return Err(crate::Error::invalid("VGG", format!("depth {d} (expected 11, 13, 16 or 19)"))),
+        };
+        let mut features = Sequential::new();
+        let mut cin = 3;
+        for (stage, &convs) in stages.iter().enumerate() {
+            let cout = [64, 128, 256, 512, 512][stage];
+            for _ in 0..convs {
+                features.push(conv(cin, cout, 3, 1, 1, true)?);
+                if batch_norm {
+                    features.push(BatchNorm2D::new(cout)?);
+                }
+                features.push(ReLU);
+                cin = cout;
+            }
+            features.push(MaxPool2D::with_options(Pool2dOptions::new(2).stride(2)));
+        }
+        let classifier = Sequential::new()
+            .add(Linear::new(512 * 7 * 7, 4096)?)
+            .add(ReLU)
+            .add(nn::Dropout::new(0.5))
+            .add(Linear::new(4096, 4096)?)
+            .add(ReLU)
+            .add(nn::Dropout::new(0.5))
+            .add(Linear::new(4096, num_classes)?);
+        Ok(Vgg { features, classifier, avgpool: AdaptiveAvgPool2D::new(7) })
+    }
+}
+
+impl Forward for Vgg {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let y = self.avgpool.forward(&self.features.forward(x)?)?.flatten(1, -1)?;
+        self.classifier.forward(&y)
+    }
+}
+
+/// VGG-16 without batch norm (`paddle.vision.models.vgg16`).
+pub fn vgg16(num_classes: usize) -> Result<Vgg> {
+    Vgg::new(16, false, num_classes)
 }
