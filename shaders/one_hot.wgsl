@@ -9,16 +9,6 @@
 @group(0) @binding(2) var<storage, read_write> index_errors: array<atomic<u32>, 5>;
 @group(0) @binding(3) var<storage, read> params: array<u32>;
 
-// The index at position k as u32; 0xffffffff when it is negative or does not fit 32 bits.
-fn index_at(k: u32) -> u32 {
-    {{INDEX_AT}}
-}
-
-// The index at position k as the two words of an int64.
-fn index_raw(k: u32) -> vec2<u32> {
-    {{INDEX_RAW}}
-}
-
 @compute @workgroup_size({{WG}})
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let t = gid.x + gid.y * nwg.x * {{WG}}u;

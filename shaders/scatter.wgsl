@@ -15,16 +15,6 @@
 @group(0) @binding(4) var<storage, read_write> index_errors: array<atomic<u32>, 5>;
 @group(0) @binding(5) var<storage, read> params: array<u32>;
 
-// The index at position k as u32; 0xffffffff when it is negative or does not fit 32 bits.
-fn index_at(k: u32) -> u32 {
-    {{INDEX_AT}}
-}
-
-// The index at position k as the two words of an int64.
-fn index_raw(k: u32) -> vec2<u32> {
-    {{INDEX_RAW}}
-}
-
 fn combine(a: {{S}}, b: {{S}}) -> {{S}} {
     return {{COMBINE}};
 }
