@@ -1,10 +1,12 @@
 //! Input and output (`paddle.io`, `paddle.save` / `paddle.load`): datasets, data loaders and
-//! checkpoints.
+//! checkpoints, and weights saved by Paddle and PyTorch.
 
 mod checkpoint;
 mod dataloader;
 mod dataset;
 mod datasets;
+mod peer_weights;
+mod pickle;
 mod sampler;
 
 pub(crate) use checkpoint::write_atomic;
@@ -12,6 +14,7 @@ pub use checkpoint::{load, load_from_bytes, save, save_to_bytes};
 pub use dataloader::{Batches, DataLoader};
 pub use dataset::{Collate, Dataset};
 pub use datasets::{Subset, TensorDataset, random_split};
+pub use peer_weights::{from_torch, load_paddle, load_paddle_from_bytes, load_torch, load_torch_from_bytes};
 pub use sampler::{
     BatchSampler, BatchSampling, DistributedBatchSampler, RandomSampler, Sampler, SequenceSampler,
     WeightedRandomSampler,

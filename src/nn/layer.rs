@@ -233,6 +233,12 @@ pub trait Layer: Send + Sync {
         err.map_or(Ok(()), Err)
     }
 
+    /// The Rust type of the layer (`dygraph::nn::layers::linear::Linear`), for tools that
+    /// treat layer kinds differently (the PyTorch weight map transposes `Linear` weights).
+    fn type_name(&self) -> &'static str {
+        std::any::type_name::<Self>()
+    }
+
     /// Drops every parameter's gradient (`clear_gradients`).
     fn clear_gradients(&self) {
         for p in self.parameters() {
@@ -304,5 +310,9 @@ impl<T: Layer> Layer for Option<T> {
         if let Some(l) = self {
             l.set_training(training);
         }
+    }
+
+    fn type_name(&self) -> &'static str {
+        self.as_ref().map_or(std::any::type_name::<Self>(), |l| l.type_name())
     }
 }
