@@ -1,12 +1,13 @@
 //! MNIST loading from the real files (gzipped and raw), corrupted copies made here, the
-//! DataLoader (batching, shuffling with the global seed, drop_last, prefetch) and Normalize.
+//! DataLoader (batching, shuffling with the global seed, drop_last, prefetch, worker threads),
+//! ComposeDataset and Normalize.
 
 mod common;
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
-use dygraph::io::{DataLoader, Dataset};
+use dygraph::io::{ComposeDataset, DataLoader, Dataset};
 use dygraph::vision::datasets::{Mnist, Mode};
 use dygraph::vision::transforms::{Normalize, Transform};
 use dygraph::{DType, NdArray, Place};
@@ -167,6 +168,80 @@ fn loader_batches_in_order_and_drops_the_last_when_asked() {
         assert_eq!(g[1].0.place(), gpu);
         assert_eq!(g[1].1.to_vec::<i64>().unwrap(), vec![3, 4, 5]);
     }
+}
+
+/// Sample `i` takes longer the smaller `i % 4` is, so that with several workers later
+/// batches are ready first and the loader has to put them back in order.
+struct Uneven(usize);
+
+impl Dataset for Uneven {
+    type Sample = (NdArray<f32>, i64);
+    fn len(&self) -> usize {
+        self.0
+    }
+    fn get(&self, i: usize) -> dygraph::Result<Self::Sample> {
+        std::thread::sleep(std::time::Duration::from_millis(((4 - i % 4) * 2) as u64));
+        if i == 1000 {
+            return Err(dygraph::Error::invalid("Uneven", "sample 1000 is unreadable"));
+        }
+        Ok((NdArray { data: vec![i as f32; 2], shape: vec![2] }, i as i64))
+    }
+}
+
+#[test]
+fn worker_threads_keep_batch_order_and_pass_errors_through() {
+    let _g = common::generator_lock();
+    for workers in [1, 3, 4, 9] {
+        let l = DataLoader::new(Uneven(22), 2).num_workers(workers).place(Place::Cpu);
+        let got: Vec<Vec<i64>> = l.iter().unwrap().map(|b| b.unwrap().1.to_vec::<i64>().unwrap()).collect();
+        let want: Vec<Vec<i64>> = (0..11).map(|b| vec![2 * b, 2 * b + 1]).collect();
+        assert_eq!(got, want, "{workers} workers");
+        // Shuffled, several workers give the batches of the single-threaded loader.
+        dygraph::seed(5);
+        let one: Vec<_> = DataLoader::new(Uneven(22), 3)
+            .shuffle(true)
+            .prefetch(0)
+            .place(Place::Cpu)
+            .iter()
+            .unwrap()
+            .map(|b| b.unwrap().1.to_vec::<i64>().unwrap())
+            .collect();
+        dygraph::seed(5);
+        let many: Vec<_> = DataLoader::new(Uneven(22), 3)
+            .shuffle(true)
+            .num_workers(workers)
+            .place(Place::Cpu)
+            .iter()
+            .unwrap()
+            .map(|b| b.unwrap().1.to_vec::<i64>().unwrap())
+            .collect();
+        assert_eq!(one, many, "{workers} workers, shuffled");
+    }
+    let l = DataLoader::new(Uneven(1004), 4).num_workers(3).place(Place::Cpu);
+    let results: Vec<_> = l.iter().unwrap().collect();
+    assert_eq!(results.len(), 251);
+    let err = results[250].as_ref().map(|_| ()).unwrap_err().to_string();
+    assert!(err.contains("sample 1000"), "{err}");
+    assert!(results[..250].iter().all(|r| r.is_ok()));
+    // Dropping an epoch half-way stops the workers without hanging.
+    let mut it = DataLoader::new(Uneven(400), 2).num_workers(4).place(Place::Cpu).iter().unwrap();
+    assert!(it.next().unwrap().is_ok());
+    drop(it);
+}
+
+#[test]
+fn compose_dataset_pairs_samples_and_batches() {
+    let both = ComposeDataset::new(Counting(5), Uneven(5)).unwrap();
+    assert_eq!(both.len(), 5);
+    let ((img, label), (other, other_label)) = both.get(3).unwrap();
+    assert_eq!((img.data[0], label, other.data, other_label), (3.0, 3, vec![3.0, 3.0], 3));
+    let batches: Vec<_> = DataLoader::new(both, 2).place(Place::Cpu).iter().unwrap().map(|b| b.unwrap()).collect();
+    let ((x, y), (x2, y2)) = &batches[1];
+    assert_eq!((x.shape(), x2.shape()), (&[2, 1, 2, 2][..], &[2, 2][..]));
+    assert_eq!(y.to_vec::<i64>().unwrap(), vec![2, 3]);
+    assert_eq!(y2.to_vec::<i64>().unwrap(), vec![2, 3]);
+    let err = ComposeDataset::new(Counting(5), Uneven(6)).err().unwrap().to_string();
+    assert!(err.contains("5 and 6"), "{err}");
 }
 
 #[test]

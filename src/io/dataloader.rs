@@ -1,6 +1,6 @@
 //! `DataLoader` (`paddle.io.DataLoader`): batches of a dataset, optionally shuffled with the
-//! global seed, stacked on a background thread (natively) while the model trains, and
-//! uploaded to the place.
+//! global seed, stacked on background threads (natively: one by default, `num_workers` for
+//! more, batches still in order) while the model trains, and uploaded to the place.
 
 use std::sync::Arc;
 
@@ -19,8 +19,12 @@ pub struct DataLoader<D: Dataset + 'static> {
     pub drop_last: bool,
     /// Where batches are uploaded (default: the current place when iterated).
     pub place: Option<Place>,
-    /// Batches prepared ahead by the worker thread (0: prepare on the caller's thread).
+    /// Batches prepared ahead by each worker thread (0 with `num_workers == 0`: prepare on
+    /// the caller's thread).
     pub prefetch: usize,
+    /// Worker threads stacking batches (Paddle's `num_workers`); 0 keeps the single prefetch
+    /// thread. Worker `k` stacks batches `k, k + n, ...`, and they come out in order.
+    pub num_workers: usize,
     /// Overrides `batch_size`, `shuffle` and `drop_last` with its own batches.
     batch_sampler: Option<Arc<dyn BatchSampling>>,
 }
@@ -35,6 +39,7 @@ impl<D: Dataset + 'static> DataLoader<D> {
             drop_last: false,
             place: None,
             prefetch: 2,
+            num_workers: 0,
             batch_sampler: None,
         }
     }
@@ -57,6 +62,13 @@ impl<D: Dataset + 'static> DataLoader<D> {
     /// Batches prepared ahead on the worker thread.
     pub fn prefetch(mut self, batches: usize) -> Self {
         self.prefetch = batches;
+        self
+    }
+
+    /// Stacks batches on `n` worker threads (on wasm, where the module has no threads, the
+    /// caller's thread stacks them).
+    pub fn num_workers(mut self, n: usize) -> Self {
+        self.num_workers = n;
         self
     }
 
@@ -94,7 +106,7 @@ impl<D: Dataset + 'static> DataLoader<D> {
                     format!("the batch sampler gave index {bad} for {n} samples"),
                 ));
             }
-            return Ok(Batches::start(self.dataset.clone(), chunks, place, self.prefetch));
+            return Ok(Batches::start(self.dataset.clone(), chunks, place, self.prefetch, self.num_workers));
         }
         let order: Vec<usize> = if self.shuffle {
             crate::random::permutation(self.dataset.len())
@@ -105,7 +117,7 @@ impl<D: Dataset + 'static> DataLoader<D> {
         if self.drop_last && chunks.last().is_some_and(|c| c.len() < self.batch_size) {
             chunks.pop();
         }
-        Ok(Batches::start(self.dataset.clone(), chunks, place, self.prefetch))
+        Ok(Batches::start(self.dataset.clone(), chunks, place, self.prefetch, self.num_workers))
     }
 }
 
@@ -121,10 +133,12 @@ enum Source<D: Dataset> {
         dataset: Arc<D>,
         chunks: std::vec::IntoIter<Vec<usize>>,
     },
+    /// Batch `k` comes from `rxs[k % rxs.len()]`.
     #[cfg(not(target_arch = "wasm32"))]
-    Worker {
-        rx: std::sync::mpsc::Receiver<Result<Host<D>>>,
-        _handle: std::thread::JoinHandle<()>,
+    Workers {
+        rxs: Vec<std::sync::mpsc::Receiver<Result<Host<D>>>>,
+        next: usize,
+        _handles: Vec<std::thread::JoinHandle<()>>,
     },
 }
 
@@ -136,22 +150,33 @@ pub struct Batches<D: Dataset> {
 }
 
 impl<D: Dataset + 'static> Batches<D> {
-    fn start(dataset: Arc<D>, chunks: Vec<Vec<usize>>, place: Place, prefetch: usize) -> Self {
+    fn start(dataset: Arc<D>, chunks: Vec<Vec<usize>>, place: Place, prefetch: usize, num_workers: usize) -> Self {
         let remaining = chunks.len();
         #[cfg(not(target_arch = "wasm32"))]
-        if prefetch > 0 {
-            let (tx, rx) = std::sync::mpsc::sync_channel(prefetch);
-            let handle = std::thread::spawn(move || {
-                for c in chunks {
-                    // Stop quietly when the consumer is gone.
-                    if tx.send(stack(&*dataset, &c)).is_err() {
-                        return;
-                    }
+        {
+            let workers =
+                if num_workers > 0 { num_workers.min(chunks.len().max(1)) } else { usize::from(prefetch > 0) };
+            if workers > 0 {
+                let mut rxs = Vec::with_capacity(workers);
+                let mut handles = Vec::with_capacity(workers);
+                for k in 0..workers {
+                    let (tx, rx) = std::sync::mpsc::sync_channel(prefetch.max(1));
+                    let mine: Vec<Vec<usize>> = chunks.iter().skip(k).step_by(workers).cloned().collect();
+                    let dataset = dataset.clone();
+                    handles.push(std::thread::spawn(move || {
+                        for c in mine {
+                            // Stop quietly when the consumer is gone.
+                            if tx.send(stack(&*dataset, &c)).is_err() {
+                                return;
+                            }
+                        }
+                    }));
+                    rxs.push(rx);
                 }
-            });
-            return Batches { source: Source::Worker { rx, _handle: handle }, place, remaining };
+                return Batches { source: Source::Workers { rxs, next: 0, _handles: handles }, place, remaining };
+            }
         }
-        let _ = prefetch;
+        let _ = (prefetch, num_workers);
         Batches { source: Source::Inline { dataset, chunks: chunks.into_iter() }, place, remaining }
     }
 }
@@ -160,11 +185,17 @@ impl<D: Dataset + 'static> Iterator for Batches<D> {
     type Item = Result<<D::Sample as Collate>::Batch>;
 
     fn next(&mut self) -> Option<Self::Item> {
+        if self.remaining == 0 {
+            return None;
+        }
         let host = match &mut self.source {
             Source::Inline { dataset, chunks } => stack(&**dataset, &chunks.next()?),
             #[cfg(not(target_arch = "wasm32"))]
-            Source::Worker { rx, .. } => match rx.recv() {
-                Ok(h) => h,
+            Source::Workers { rxs, next, .. } => match rxs[*next % rxs.len()].recv() {
+                Ok(h) => {
+                    *next += 1;
+                    h
+                }
                 Err(_) if self.remaining == 0 => return None,
                 Err(_) => return Some(Err(crate::Error::invalid("DataLoader", "the loader thread stopped early"))),
             },

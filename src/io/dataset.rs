@@ -71,6 +71,21 @@ impl Collate for (NdArray<f32>, i64) {
     }
 }
 
+/// Pairs of collatable samples (`ComposeDataset`) become pairs of batches.
+impl<A: Collate + Send, B: Collate + Send> Collate for (A, B) {
+    type Batch = (A::Batch, B::Batch);
+    type Host = (A::Host, B::Host);
+
+    fn stack(samples: Vec<Self>) -> Result<Self::Host> {
+        let (a, b): (Vec<A>, Vec<B>) = samples.into_iter().unzip();
+        Ok((A::stack(a)?, B::stack(b)?))
+    }
+
+    fn upload((a, b): Self::Host, place: Place) -> Result<Self::Batch> {
+        Ok((A::upload(a, place)?, B::upload(b, place)?))
+    }
+}
+
 /// Plain arrays become one stacked float32 tensor.
 impl Collate for NdArray<f32> {
     type Batch = Tensor;

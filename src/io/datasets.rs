@@ -1,4 +1,5 @@
-//! Datasets built from other data (`paddle.io.TensorDataset`, `Subset`, `random_split`).
+//! Datasets built from other data (`paddle.io.TensorDataset`, `Subset`, `random_split`,
+//! `ComposeDataset`).
 
 use std::sync::Arc;
 
@@ -103,4 +104,36 @@ pub fn random_split<D: Dataset>(dataset: D, lengths: &[usize]) -> Result<Vec<Sub
             s
         })
         .collect()
+}
+
+/// Two datasets of equal length side by side (`paddle.io.ComposeDataset`): sample `i` is
+/// `(a[i], b[i])`, and a batch is the pair of the two batches. Nest it for more fields.
+pub struct ComposeDataset<A: Dataset, B: Dataset> {
+    a: A,
+    b: B,
+}
+
+impl<A: Dataset, B: Dataset> ComposeDataset<A, B> {
+    /// Pairs `a` and `b`, which must have the same length.
+    pub fn new(a: A, b: B) -> Result<Self> {
+        if a.len() != b.len() {
+            return Err(Error::invalid(
+                "ComposeDataset",
+                format!("the datasets have {} and {} samples; they must be equal", a.len(), b.len()),
+            ));
+        }
+        Ok(ComposeDataset { a, b })
+    }
+}
+
+impl<A: Dataset, B: Dataset> Dataset for ComposeDataset<A, B> {
+    type Sample = (A::Sample, B::Sample);
+
+    fn len(&self) -> usize {
+        self.a.len()
+    }
+
+    fn get(&self, index: usize) -> Result<Self::Sample> {
+        Ok((self.a.get(index)?, self.b.get(index)?))
+    }
 }

@@ -13,7 +13,7 @@ pub(crate) use checkpoint::write_atomic;
 pub use checkpoint::{load, load_from_bytes, save, save_to_bytes};
 pub use dataloader::{Batches, DataLoader};
 pub use dataset::{Collate, Dataset};
-pub use datasets::{Subset, TensorDataset, random_split};
+pub use datasets::{ComposeDataset, Subset, TensorDataset, random_split};
 pub use peer_weights::{from_torch, load_paddle, load_paddle_from_bytes, load_torch, load_torch_from_bytes};
 pub use sampler::{
     BatchSampler, BatchSampling, DistributedBatchSampler, RandomSampler, Sampler, SequenceSampler,
