@@ -115,3 +115,50 @@ fn vgg16_has_paddles_layout() {
     assert!(bn.state_dict().keys().contains(&"features.1._mean".to_string()));
     assert!(Vgg::new(12, false, 10).is_err());
 }
+
+/// Names and shapes as Paddle 3.3.1's own models list them
+/// (`tests/fixtures/peer_weights/paddle_keys_*.txt`, written by `make_fixtures.py`).
+fn paddle_keys(name: &str) -> Vec<(String, Vec<usize>)> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("tests/fixtures/peer_weights/paddle_keys_{name}.txt"));
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let (k, s) = l.split_once(' ').unwrap();
+            (k.to_string(), s.split(',').filter(|d| !d.is_empty()).map(|d| d.parse().unwrap()).collect())
+        })
+        .collect()
+}
+
+fn our_keys(l: &dyn Layer) -> Vec<(String, Vec<usize>)> {
+    l.state_dict().iter().map(|(k, t)| (k.to_string(), t.shape().to_vec())).collect()
+}
+
+#[test]
+fn state_dicts_list_paddles_names_and_shapes_in_paddles_order() {
+    let _g = common::generator_lock();
+    paddle::seed(common::run_seed());
+    use dygraph::vision::models::{mobilenet_v2, vgg16};
+    assert_eq!(our_keys(&mobilenet_v2(1000).unwrap()), paddle_keys("mobilenet_v2"));
+    assert_eq!(our_keys(&resnet18(1000).unwrap()), paddle_keys("resnet18"));
+    assert_eq!(our_keys(&vgg16(1000).unwrap()), paddle_keys("vgg16"));
+}
+
+#[test]
+fn mobilenet_v2_counts_and_shapes() {
+    let _g = common::generator_lock();
+    paddle::seed(common::run_seed());
+    use dygraph::vision::models::{MobileNetV2, mobilenet_v2};
+    let mut m = mobilenet_v2(1000).unwrap();
+    // Paddle's and torchvision's count for the standard network.
+    assert_eq!(count(&m), 3_504_872);
+    m.eval();
+    let x = paddle::randn([1, 3, 96, 96]).unwrap();
+    assert_eq!(m.forward(&x).unwrap().shape(), [1, 1000]);
+    // Half width, features only: 1280 channels at 1/32 of the input.
+    let mut half = MobileNetV2::new(0.5, 0, false).unwrap();
+    half.eval();
+    assert_eq!(half.forward(&x).unwrap().shape(), [1, 1280, 3, 3]);
+    assert!(MobileNetV2::new(0.0, 10, true).is_err());
+}

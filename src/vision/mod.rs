@@ -2,5 +2,6 @@
 
 pub mod datasets;
 pub mod models;
+mod mobilenet;
 mod resnet;
 pub mod transforms;

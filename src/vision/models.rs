@@ -1,7 +1,8 @@
 //! Ready-made networks (`paddle.vision.models`): the MNIST tutorial's convolutional network,
 //! shared by the MNIST example and the browser demo so both train and load the same weights;
-//! `LeNet`, the ResNets and the VGGs.
+//! `LeNet`, the ResNets, the VGGs and MobileNetV2.
 
+pub use super::mobilenet::{InvertedResidual, MobileNetV2, mobilenet_v2};
 pub use super::resnet::{BasicBlock, BottleneckBlock, LeNet, ResNet, Vgg, resnet18, resnet34, resnet50, vgg16};
 use crate::nn::{self, Forward, Initializer, ParamAttr, Pool2dOptions};
 use crate::{self as paddle, Result, Tensor};
