@@ -5,8 +5,8 @@ mod checkpoint;
 mod dataloader;
 mod dataset;
 mod datasets;
-mod peer_weights;
-mod pickle;
+pub(crate) mod peer_weights;
+pub(crate) mod pickle;
 mod sampler;
 
 pub(crate) use checkpoint::write_atomic;

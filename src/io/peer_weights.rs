@@ -19,7 +19,7 @@ use crate::nn::{Layer, StateDict};
 use crate::{Error, Place, Result, Tensor};
 
 /// Reading results before the file's name is known: a message.
-type Parse<T> = std::result::Result<T, String>;
+pub(crate) type Parse<T> = std::result::Result<T, String>;
 
 /// The key `paddle.save` adds beside the arrays (structured name → parameter name).
 const PADDLE_NAME_TABLE: &str = "StructuredToParameterName@@";
@@ -203,7 +203,7 @@ fn state_dict(op: &'static str, tensors: Vec<(String, CpuData, Vec<usize>)>, pla
 
 /// numpy's `ndarray.__reduce__` form: `_reconstruct(ndarray, (0,), b'b')` built with the
 /// state `(version, shape, dtype, is_fortran, raw bytes)`.
-fn numpy_array(pk: &Pickle, i: usize) -> Parse<(CpuData, Vec<usize>)> {
+pub(crate) fn numpy_array(pk: &Pickle, i: usize) -> Parse<(CpuData, Vec<usize>)> {
     const MODULES: &[&str] = &["numpy.core.multiarray", "numpy._core.multiarray"];
     let Obj::Call { func, state, .. } = pk.get(i) else {
         return Err(format!("{} is not a numpy array", pk.describe(i)));
@@ -216,7 +216,7 @@ fn numpy_array(pk: &Pickle, i: usize) -> Parse<(CpuData, Vec<usize>)> {
     let shape = usizes(pk, s[1], "the array's shape")?;
     let (elem, little) = numpy_dtype(pk, s[2])?;
     let fortran = pk.int(s[3]).ok_or("the array's order flag is not a bool")? != 0;
-    let data = pk.bytes(s[4]).ok_or_else(|| format!("the array's data is {}, not raw bytes", pk.describe(s[4])))?;
+    let data = pk.raw(s[4]).ok_or_else(|| format!("the array's data is {}, not raw bytes", pk.describe(s[4])))?;
     let numel = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d)).ok_or("the element count overflows")?;
     if numel.checked_mul(elem.size()) != Some(data.len()) {
         return Err(format!(
@@ -233,7 +233,7 @@ fn numpy_array(pk: &Pickle, i: usize) -> Parse<(CpuData, Vec<usize>)> {
     } else {
         (0..numel).collect()
     };
-    Ok((elem.decode(data, little, &positions)?, shape))
+    Ok((elem.decode(&data, little, &positions)?, shape))
 }
 
 /// `numpy.dtype(code, False, True)` built with `(3, byte order, ...)`.

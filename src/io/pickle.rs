@@ -72,6 +72,23 @@ impl<'a> Pickle<'a> {
         }
     }
 
+    /// Raw bytes: a `bytes` object, or a Python 2 byte string (read as latin-1 text, each
+    /// character one byte), as numpy arrays pickled by Python 2 hold their data.
+    pub fn raw(&self, i: usize) -> Option<std::borrow::Cow<'_, [u8]>> {
+        match &self.objs[i] {
+            Obj::Str(s) => {
+                s.chars().map(|c| u8::try_from(c as u32).ok()).collect::<Option<Vec<u8>>>().map(std::borrow::Cow::Owned)
+            }
+            _ => self.bytes(i).map(std::borrow::Cow::Borrowed),
+        }
+    }
+
+    /// The value under `key` in a dict whose keys are strings or bytes.
+    pub fn dict_get(&self, dict: usize, key: &str) -> Option<usize> {
+        let Obj::Dict(entries) = &self.objs[dict] else { return None };
+        entries.iter().find(|&&(k, _)| self.raw(k).is_some_and(|b| *b == *key.as_bytes())).map(|&(_, v)| v)
+    }
+
     pub fn str(&self, i: usize) -> Option<&str> {
         match &self.objs[i] {
             Obj::Str(s) => Some(s),

@@ -1,8 +1,10 @@
-//! MNIST (`paddle.vision.datasets.MNIST`) from the four IDX files, raw or gzipped.
+//! MNIST (`paddle.vision.datasets.MNIST`) from the four IDX files, raw or gzipped;
+//! Fashion-MNIST in the same format; CIFAR-10 (in `cifar.rs`).
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+pub use super::cifar::Cifar10;
 use super::transforms::Transform;
 use crate::io::Dataset;
 use crate::{Error, NdArray, Result};

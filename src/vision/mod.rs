@@ -1,5 +1,6 @@
 //! Vision datasets, transforms and models (`paddle.vision`).
 
+mod cifar;
 pub mod datasets;
 pub mod models;
 mod mobilenet;
