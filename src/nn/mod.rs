@@ -11,7 +11,7 @@ mod pair_loss;
 mod summary;
 
 pub use crate::ops::nn::{
-    Conv1dOptions, Conv2dOptions, ConvTranspose2dOptions, InterpolateMode, Padding, Pair, Pool2dOptions,
+    Conv1dOptions, Conv2dOptions, Conv3dOptions, ConvTranspose2dOptions, InterpolateMode, Padding, Pair, Pool2dOptions,
 };
 pub use ctc_loss::CTCLoss;
 pub use dygraph_derive::Layer;

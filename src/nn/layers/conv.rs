@@ -111,6 +111,55 @@ impl Forward for Conv1D {
     }
 }
 
+/// A 3-D convolution layer over `[N, C, D, H, W]` inputs (`paddle.nn.Conv3D`): weight
+/// `[out, in/groups, kd, kh, kw]`, KaimingNormal, bias zeros.
+#[derive(crate::nn::Layer)]
+pub struct Conv3D {
+    /// `[out_channels, in_channels / groups, kd, kh, kw]`.
+    #[layer(param)]
+    pub weight: Tensor,
+    /// `[out_channels]`, absent with `bias: false`.
+    #[layer(param)]
+    pub bias: Option<Tensor>,
+    /// Stride, padding, dilation and groups.
+    #[layer(skip)]
+    pub options: crate::ops::nn::Conv3dOptions,
+    #[layer(training)]
+    training: bool,
+}
+
+impl Conv3D {
+    /// `in_channels → out_channels` with a cubic `kernel_size` kernel and Paddle's defaults.
+    pub fn new(in_channels: usize, out_channels: usize, kernel_size: usize) -> Result<Self> {
+        Conv3D::with_options(in_channels, out_channels, [kernel_size; 3], Default::default(), true)
+    }
+
+    /// With an explicit `[kd, kh, kw]` kernel and options (`bias: false` drops the bias).
+    pub fn with_options(
+        in_channels: usize,
+        out_channels: usize,
+        kernel_size: [usize; 3],
+        options: crate::ops::nn::Conv3dOptions,
+        bias: bool,
+    ) -> Result<Self> {
+        let [kd, kh, kw] = kernel_size;
+        let shape = [out_channels, in_channels / options.groups.max(1), kd, kh, kw];
+        let names = ParamNames::new("conv3d");
+        let attr = names.weight(&ParamAttr::default());
+        let weight = create_parameter(&shape, DType::Float32, &attr, &Initializer::kaiming_normal())?;
+        let bias = names.bias(BiasAttr::from(bias)).create(&[out_channels])?;
+        Ok(Conv3D { weight, bias, options, training: true })
+    }
+}
+
+impl Forward for Conv3D {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        crate::nn::summary::traced(self, "Conv3D", x, || {
+            crate::conv3d(x, &self.weight, self.bias.as_ref(), &self.options)
+        })
+    }
+}
+
 /// A transposed 2-D convolution (`paddle.nn.Conv2DTranspose`): weight
 /// `[in, out/groups, kh, kw]`, bias `[out]`.
 #[derive(crate::nn::Layer)]

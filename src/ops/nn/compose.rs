@@ -1,5 +1,6 @@
 //! Neural-network functions composed from registered ops: the 1-D convolution and pooling
-//! (through their 2-D forms on a height-1 image), `group_norm` and `instance_norm`,
+//! (through their 2-D forms on a height-1 image), the 3-D convolution (one 2-D convolution
+//! per depth tap, the output depths batched), `group_norm` and `instance_norm`,
 //! `dropout2d`, `pixel_shuffle`, `conv2d_transpose` (the convolution's input-gradient entry)
 //! and `interpolate` (index gathers and blends). Gradients, both places and static programs come from
 //! the ops they are written in.
@@ -45,6 +46,98 @@ pub fn conv1d(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>, o: &Conv1dOpti
         ..Default::default()
     };
     crate::conv2d(&x.unsqueeze(&[2])?, &weight.unsqueeze(&[2])?, bias, &options)?.squeeze(&[2])
+}
+
+/// 3-D convolution options, `[depth, height, width]` each: stride, zero padding on both
+/// ends, dilation; and groups.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Conv3dOptions {
+    /// Window step (1, 1, 1).
+    pub stride: [usize; 3],
+    /// Zeros added at each end of each axis (0, 0, 0).
+    pub padding: [usize; 3],
+    /// Spacing between kernel taps (1, 1, 1).
+    pub dilation: [usize; 3],
+    /// Channel groups (1).
+    pub groups: usize,
+}
+
+impl Default for Conv3dOptions {
+    fn default() -> Self {
+        Conv3dOptions { stride: [1; 3], padding: [0; 3], dilation: [1; 3], groups: 1 }
+    }
+}
+
+/// `paddle.nn.functional.conv3d` over `[N, C, D, H, W]` with a `[out, C/groups, kd, kh, kw]`
+/// weight. Depth tap `k` reads input depths `k·dilation + d·stride` for output depth `d`: those
+/// slices, batched as `[N·Do, C, H, W]`, go through one 2-D convolution with the weight's
+/// `k`-th depth plane, and the `kd` results add up. (Reshapes keep the batch as `-1`, so a
+/// static program with an unknown batch size builds.)
+pub fn conv3d(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>, o: &Conv3dOptions) -> Result<Tensor> {
+    const OP: &str = "conv3d";
+    expect_rank(OP, x, 5, "[N, C, D, H, W]")?;
+    expect_rank(OP, weight, 5, "[out, in/groups, kd, kh, kw]")?;
+    let (c, depth) = (x.shape()[1], x.shape()[2]);
+    let (out, kd) = (weight.shape()[0], weight.shape()[2]);
+    let groups = o.groups.max(1);
+    if weight.shape()[1] * groups != c || out % groups != 0 || o.stride.contains(&0) || o.dilation.contains(&0) {
+        return Err(Error::shape(
+            OP,
+            format!(
+                "input {:?} and weight {:?} with groups {groups}, stride {:?}, dilation {:?}: \
+                 need C = weight[1]·groups, out divisible by groups, nonzero stride and dilation",
+                x.shape(),
+                weight.shape(),
+                o.stride,
+                o.dilation
+            ),
+        ));
+    }
+    let padded = depth + 2 * o.padding[0];
+    let reach = o.dilation[0] * (kd.max(1) - 1) + 1;
+    if kd == 0 || padded < reach {
+        return Err(Error::shape(
+            OP,
+            format!(
+                "a depth-{kd} kernel with dilation {} does not fit depth {depth} padded to {padded}",
+                o.dilation[0]
+            ),
+        ));
+    }
+    let out_depth = (padded - reach) / o.stride[0] + 1;
+    let x = if o.padding[0] > 0 {
+        crate::pad(x, &[0, 0, 0, 0, o.padding[0], o.padding[0], 0, 0, 0, 0], 0.0)?
+    } else {
+        x.clone()
+    };
+    let plane = Conv2dOptions {
+        stride: [o.stride[1], o.stride[2]].into(),
+        padding: Padding::Explicit([o.padding[1], o.padding[1], o.padding[2], o.padding[2]]),
+        dilation: [o.dilation[1], o.dilation[2]].into(),
+        groups,
+        ..Default::default()
+    };
+    let (h, w) = (x.shape()[3], x.shape()[4]);
+    let mut sum: Option<Tensor> = None;
+    for k in 0..kd {
+        let start = (k * o.dilation[0]) as i64;
+        let end = start + ((out_depth - 1) * o.stride[0]) as i64 + 1;
+        let taps = crate::strided_slice(&x, &[2], &[start], &[end], &[o.stride[0] as i64])?;
+        let taps = crate::reshape(&taps.transpose(&[0, 2, 1, 3, 4])?, &[-1, c as i64, h as i64, w as i64])?;
+        let w_k = weight.slice(&[2], &[k as i64], &[k as i64 + 1])?.squeeze(&[2])?;
+        let y = crate::conv2d(&taps, &w_k, None, &plane)?;
+        sum = Some(match sum {
+            Some(acc) => acc.add(&y)?,
+            None => y,
+        });
+    }
+    let y = sum.expect("kd > 0 checked above");
+    let (ho, wo) = (y.shape()[2] as i64, y.shape()[3] as i64);
+    let y = crate::reshape(&y, &[-1, out_depth as i64, out as i64, ho, wo])?.transpose(&[0, 2, 1, 3, 4])?;
+    match bias {
+        Some(b) => y.add(&b.reshape(&[1, out as i64, 1, 1, 1])?),
+        None => Ok(y),
+    }
 }
 
 fn pool1d_options(kernel: usize, stride: Option<usize>, padding: usize) -> Pool2dOptions {
