@@ -135,7 +135,7 @@ pub fn conv3d(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>, o: &Conv3dOpti
     let (ho, wo) = (y.shape()[2] as i64, y.shape()[3] as i64);
     let y = crate::reshape(&y, &[-1, out_depth as i64, out as i64, ho, wo])?.transpose(&[0, 2, 1, 3, 4])?;
     match bias {
-        Some(b) => y.add(&b.reshape(&[1, out as i64, 1, 1, 1])?),
+        Some(b) => y.add(&b.reshape([1, out as i64, 1, 1, 1])?),
         None => Ok(y),
     }
 }
