@@ -7,6 +7,7 @@ mod common;
 use dygraph::nn::{Conv3D, Conv3dOptions, Forward};
 use dygraph::{self as paddle, DType, Error, Tensor};
 
+#[allow(clippy::needless_range_loop)] // indices are the formula's
 /// `out[n, o, d, h, w] = b[o] + Σ x[n, g·cg + c, d·s + kd·dl − p, ...] · w[o, c, kd, kh, kw]`.
 fn reference(
     x: &[f64],
@@ -159,7 +160,7 @@ fn conv3d_bad_shapes_are_typed_errors() {
     expect(paddle::conv3d(&x, &w(&[2, 3, 1, 1, 1]), None, &Default::default()), "C = weight[1]");
     expect(paddle::conv3d(&x, &w(&[2, 2, 4, 1, 1]), None, &Default::default()), "depth 3");
     expect(
-        paddle::conv3d(&x.reshape(&[2, 3, 2, 2]).unwrap(), &w(&[2, 2, 1, 1, 1]), None, &Default::default()),
+        paddle::conv3d(&x.reshape([2, 3, 2, 2]).unwrap(), &w(&[2, 2, 1, 1, 1]), None, &Default::default()),
         "[N, C, D, H, W]",
     );
     let zero_stride = Conv3dOptions { stride: [0, 1, 1], ..Default::default() };
