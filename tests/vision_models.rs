@@ -163,73 +163,16 @@ fn mobilenet_v2_counts_and_shapes() {
     assert!(MobileNetV2::new(0.0, 10, true).is_err());
 }
 
-/// One CIFAR batch as Python 2's cPickle wrote the real files (protocol 2, byte strings as
-/// `SHORT_BINSTRING`/`BINSTRING`, numpy's `_reconstruct` with the pixels as a byte string),
-/// written here opcode by opcode.
-fn py2_cifar_batch(images: &[u8], labels: &[u8]) -> Vec<u8> {
-    fn short(p: &mut Vec<u8>, s: &[u8]) {
-        p.push(b'U');
-        p.push(s.len() as u8);
-        p.extend(s);
-    }
-    fn int(p: &mut Vec<u8>, v: i32) {
-        p.push(b'J');
-        p.extend(v.to_le_bytes());
-    }
-    let mut p = b"\x80\x02}q\x01(".to_vec();
-    short(&mut p, b"batch_label");
-    short(&mut p, b"training batch 1 of 5");
-    short(&mut p, b"data");
-    p.extend(b"cnumpy.core.multiarray\n_reconstruct\nq\x03cnumpy\nndarray\nq\x04K\x00\x85");
-    short(&mut p, b"b");
-    p.extend(b"\x87Rq\x05(K\x01");
-    int(&mut p, (images.len() / 3072) as i32);
-    int(&mut p, 3072);
-    p.extend(b"\x86cnumpy\ndtype\nq\x06");
-    short(&mut p, b"u1");
-    p.extend(b"K\x00K\x01\x87Rq\x07(K\x03");
-    short(&mut p, b"|");
-    p.extend(b"NNNJ\xff\xff\xff\xffJ\xff\xff\xff\xffK\x00tb\x89T");
-    p.extend((images.len() as u32).to_le_bytes());
-    p.extend(images);
-    p.extend(b"tb");
-    short(&mut p, b"labels");
-    p.extend(b"]q\x08(");
-    for &l in labels {
-        p.extend([b'K', l]);
-    }
-    p.extend(b"eu.");
-    p
-}
-
-fn cifar_archive(members: &[(&str, Vec<u8>)]) -> Vec<u8> {
-    let gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-    let mut tar = tar::Builder::new(gz);
-    for (name, data) in members {
-        let mut header = tar::Header::new_gnu();
-        header.set_size(data.len() as u64);
-        header.set_mode(0o644);
-        header.set_cksum();
-        tar.append_data(&mut header, format!("cifar-10-batches-py/{name}"), &data[..]).unwrap();
-    }
-    tar.into_inner().unwrap().finish().unwrap()
-}
-
-/// Image `k`'s pixel `p` is `(31 k + p) mod 256`.
-fn cifar_pixels(first: usize, n: usize) -> Vec<u8> {
-    (first..first + n).flat_map(|k| (0..3072).map(move |p| ((31 * k + p) % 256) as u8)).collect()
-}
-
 #[test]
 fn cifar10_reads_the_python_tarball_in_archive_order() {
     use dygraph::io::Dataset;
     use dygraph::vision::datasets::{Cifar10, Mode};
     use dygraph::vision::transforms::ToTensor;
-    let archive = cifar_archive(&[
-        ("data_batch_2", py2_cifar_batch(&cifar_pixels(3, 2), &[7, 8])),
+    let archive = common::cifar::archive(&[
+        ("data_batch_2", common::cifar::py2_batch(&common::cifar::pixels(3, 2), &[7, 8])),
         ("readme.html", b"<html>".to_vec()),
-        ("test_batch", py2_cifar_batch(&cifar_pixels(100, 2), &[9, 0])),
-        ("data_batch_1", py2_cifar_batch(&cifar_pixels(0, 3), &[1, 2, 3])),
+        ("test_batch", common::cifar::py2_batch(&common::cifar::pixels(100, 2), &[9, 0])),
+        ("data_batch_1", common::cifar::py2_batch(&common::cifar::pixels(0, 3), &[1, 2, 3])),
         ("batches.meta", b"not a batch".to_vec()),
     ]);
     let dir = std::env::temp_dir().join(format!("dygraph-cifar-{}", std::process::id()));
@@ -257,11 +200,20 @@ fn cifar10_reads_the_python_tarball_in_archive_order() {
         Err(dygraph::Error::InvalidArgument { msg, .. }) => msg,
         other => panic!("expected InvalidArgument, got {:?}", other.map(|d| d.len())),
     };
-    let e = invalid(&cifar_archive(&[("data_batch_1", py2_cifar_batch(&cifar_pixels(0, 3), &[1, 2]))]));
+    let e = invalid(&common::cifar::archive(&[(
+        "data_batch_1",
+        common::cifar::py2_batch(&common::cifar::pixels(0, 3), &[1, 2]),
+    )]));
     assert!(e.contains("3 images but 2 labels"), "{e}");
-    let e = invalid(&cifar_archive(&[("data_batch_1", py2_cifar_batch(&cifar_pixels(0, 1), &[10]))]));
+    let e = invalid(&common::cifar::archive(&[(
+        "data_batch_1",
+        common::cifar::py2_batch(&common::cifar::pixels(0, 1), &[10]),
+    )]));
     assert!(e.contains("label 10"), "{e}");
-    let e = invalid(&cifar_archive(&[("test_batch", py2_cifar_batch(&cifar_pixels(0, 1), &[1]))]));
+    let e = invalid(&common::cifar::archive(&[(
+        "test_batch",
+        common::cifar::py2_batch(&common::cifar::pixels(0, 1), &[1]),
+    )]));
     assert!(e.contains("no data_batch"), "{e}");
     for cut in [0, 10, archive.len() / 3, archive.len() - 9] {
         let _ = invalid(&archive[..cut]);

@@ -33,8 +33,24 @@ pub fn arg(name: &str) -> Option<String> {
 /// The seed's `load_image`: any image file, converted to 28×28 grayscale, scaled to [−1, 1]
 /// (light backgrounds are inverted to MNIST's white-on-black).
 pub fn load_image(path: &std::path::Path, place: Place) -> Result<dygraph::Tensor> {
-    let img =
-        image::open(path).map_err(|e| dygraph::Error::invalid("load_image", format!("{}: {e}", path.display())))?;
+    let bytes =
+        std::fs::read(path).map_err(|e| dygraph::Error::invalid("load_image", format!("{}: {e}", path.display())))?;
+    decode_image(&bytes, place).map_err(|e| dygraph::Error::invalid("load_image", format!("{}: {e}", path.display())))
+}
+
+/// Decodes a PNG into the `[1, 1, 28, 28]` input `load_image` gives. Images over 4096×4096 or
+/// needing more than 64 MiB to decode are refused before any pixel is allocated.
+pub fn decode_image(bytes: &[u8], place: Place) -> Result<dygraph::Tensor> {
+    let bad = |e: image::ImageError| dygraph::Error::invalid("load_image", e.to_string());
+    let mut reader = image::ImageReader::new(std::io::Cursor::new(bytes))
+        .with_guessed_format()
+        .map_err(|e| dygraph::Error::invalid("load_image", e.to_string()))?;
+    let mut limits = image::Limits::default();
+    limits.max_image_width = Some(4096);
+    limits.max_image_height = Some(4096);
+    limits.max_alloc = Some(64 << 20);
+    reader.limits(limits);
+    let img = reader.decode().map_err(bad)?;
     let gray = image::imageops::resize(&img.to_luma8(), 28, 28, image::imageops::FilterType::Lanczos3);
     let mut px: Vec<f32> = gray.pixels().map(|p| p.0[0] as f32).collect();
     if px.iter().sum::<f32>() / px.len() as f32 > 127.5 {

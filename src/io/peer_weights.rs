@@ -359,15 +359,20 @@ pub fn load_torch_from_bytes(bytes: &[u8], place: Place) -> Result<StateDict> {
             .ok_or("the archive has no data.pkl")?
             .to_string();
         let prefix = pkl_name.trim_end_matches("data.pkl").to_string();
+        // Entries are read through one budget: a compressed entry may claim any size, and
+        // none may make the reader hold more than 64 times the archive (PyTorch stores its
+        // entries uncompressed, so real files use at most 1×).
+        let mut budget_bytes = 64 * bytes.len() as u64;
         let mut read_entry = |name: &str| -> Parse<Vec<u8>> {
-            let mut f = zip.by_name(name).map_err(|e| format!("{name}: {e}"))?;
-            // A compressed entry may claim any size; never read more than the archive could hold.
-            let cap = (bytes.len() as u64).saturating_mul(1032);
-            if f.size() > cap {
-                return Err(format!("{name} claims {} bytes", f.size()));
+            let f = zip.by_name(name).map_err(|e| format!("{name}: {e}"))?;
+            if f.size() > budget_bytes {
+                return Err(format!("{name} claims {} bytes, more than the archive's bytes allow", f.size()));
             }
-            let mut out = Vec::with_capacity(f.size() as usize);
-            f.read_to_end(&mut out).map_err(|e| format!("{name}: {e}"))?;
+            let mut out = Vec::with_capacity((f.size() as usize).min(bytes.len()));
+            f.take(budget_bytes + 1).read_to_end(&mut out).map_err(|e| format!("{name}: {e}"))?;
+            budget_bytes = budget_bytes
+                .checked_sub(out.len() as u64)
+                .ok_or_else(|| format!("{name} inflates past 64 times the archive's size"))?;
             Ok(out)
         };
         let pkl = read_entry(&pkl_name)?;

@@ -2,6 +2,8 @@
 //! float64 finite-difference gradchecks.
 #![allow(dead_code)]
 
+pub mod cifar;
+
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use dygraph::{DType, Place, Result, Tensor};
