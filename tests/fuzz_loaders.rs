@@ -14,7 +14,7 @@
 mod common;
 
 #[path = "../examples/common/mod.rs"]
-#[allow(dead_code, clippy::duplicate_mod)]
+#[allow(clippy::duplicate_mod)]
 mod example_common;
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -175,12 +175,15 @@ fn unpack(v: &[u8]) -> (&[u8], &[u8]) {
     (&v[4..4 + n], &v[4 + n..])
 }
 
+/// Loads one input: whether it was accepted.
+type Loader = Box<dyn Fn(&[u8]) -> bool>;
+
 /// A loader under test: its name, its seed inputs, the run (Ok or a typed error are both
 /// fine; only a panic, a hang or a runaway allocation fail), and the allocation allowed on
 /// top of 64 × the input's size.
 struct Target {
     seeds: Vec<Vec<u8>>,
-    run: Box<dyn Fn(&[u8]) -> bool>,
+    run: Loader,
     slack: usize,
 }
 
