@@ -194,8 +194,8 @@ impl<L: Forward> StaticLayer<L> {
 
 impl<L: Forward> Forward for StaticLayer<L> {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        if x.is_static_var() {
-            // Inside another program: trace through.
+        if x.is_static_var() || x.is_meta() {
+            // Inside another program, or computing shapes only (`summary`): trace through.
             return self.layer.forward(x);
         }
         let t = self.traced(x)?;

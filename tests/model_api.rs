@@ -152,13 +152,13 @@ fn model_fits_evaluates_predicts_saves_and_loads() {
     }
 }
 
-#[test]
-fn model_api_example_reaches_98_percent_in_one_epoch() {
+/// The example, eager and through `jit::to_static`: ≥ 98% in one epoch either way.
+fn model_api_example(to_static: bool) {
     let _g = common::generator_lock();
     let data = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/mnist");
-    let path = tmp("example");
-    let r = model_api::run(Place::Cpu, Some(&data), 1, &path, 0).unwrap();
-    eprintln!("model_api: test {}", r.test);
+    let path = tmp(if to_static { "example-static" } else { "example" });
+    let r = model_api::run(Place::Cpu, Some(&data), 1, &path, 0, to_static).unwrap();
+    eprintln!("model_api (to_static {to_static}): test {}", r.test);
     assert!(r.test.metric("acc").unwrap() >= 0.98, "{}", r.test);
     assert!(r.test.metric("acc_top2").unwrap() >= r.test.metric("acc").unwrap());
     assert_eq!(r.reloaded, r.test, "the reloaded model evaluates identically");
@@ -168,6 +168,16 @@ fn model_api_example_reaches_98_percent_in_one_epoch() {
     for ext in ["safetensors", "opt.safetensors"] {
         let _ = std::fs::remove_file(format!("{}.{ext}", path.display()));
     }
+}
+
+#[test]
+fn model_api_example_reaches_98_percent_in_one_epoch() {
+    model_api_example(false);
+}
+
+#[test]
+fn model_api_example_through_to_static_reaches_98_percent_in_one_epoch() {
+    model_api_example(true);
 }
 
 #[test]
