@@ -7,6 +7,17 @@
 //! then steps through time with one `h·W_hhᵀ` product per step; everything is registered
 //! ops, so gradients, both places and static programs (unrolled over the time steps) come
 //! with them.
+//!
+//! Paddle's `sequence_length` (an integer tensor `[batch]` of valid lengths, each in
+//! `0..=time`) goes to `forward_with_lengths`: at a step `t ≥ length[b]` sequence `b`'s
+//! state is carried unchanged and its output is zero, so the final states are those of each
+//! sequence's last valid step. The reverse direction of a bidirectional layer walks from the
+//! last step down to 0 under the same mask, which reads each sequence from its own last
+//! valid step (`length − 1`) down to 0 — the valid part reversed, padded steps giving zero
+//! outputs. A stack hands the masked outputs to the next layer with the same lengths. The
+//! masking is a float mask `m` per step, `h = m·h_new + (1 − m)·h_old` and output `m·h_new`
+//! (exact for `m ∈ {0, 1}`), so gradients and both places come with it; bad lengths (shape,
+//! dtype or values) are typed [`Error::InvalidArgument`]s naming the layer.
 
 use crate::nn::Layer;
 use crate::nn::init::{Initializer, ParamAttr, create_parameter};
@@ -131,8 +142,9 @@ impl RnnStack {
     }
 
     /// Runs the stack: the outputs and, per (layer, direction), the final hidden state (and
-    /// cell state for an LSTM). `initial` holds `[layers·dirs, batch, hidden]` states.
-    fn run(&self, x: &Tensor, initial: &[Tensor]) -> Result<(Tensor, Vec<Vec<Tensor>>)> {
+    /// cell state for an LSTM). `initial` holds `[layers·dirs, batch, hidden]` states;
+    /// `lengths` the valid length of each sequence (see the module docs).
+    fn run(&self, x: &Tensor, initial: &[Tensor], lengths: Option<&Tensor>) -> Result<(Tensor, Vec<Vec<Tensor>>)> {
         let name = self.name();
         if x.ndim() != 3 || x.shape()[2] != self.input_size {
             return Err(Error::shape(
@@ -158,6 +170,7 @@ impl RnnStack {
                 return Err(Error::shape(name, format!("initial state {k} must be {want:?}")));
             }
         }
+        let mask = lengths.map(|l| self.step_mask(l, &x)).transpose()?;
         let mut input = x;
         let mut finals = vec![Vec::new(); states];
         for layer in 0..layers {
@@ -165,7 +178,7 @@ impl RnnStack {
             for d in 0..dirs {
                 let index = layer * dirs + d;
                 let init: Vec<Tensor> = initial.iter().map(|s| s[index].clone()).collect();
-                let (seq, last) = self.run_direction(&input, &self.weights[index], d == 1, init)?;
+                let (seq, last) = self.run_direction(&input, &self.weights[index], d == 1, init, mask.as_ref())?;
                 outs.push(seq);
                 for (f, s) in finals.iter_mut().zip(last) {
                     f.push(s);
@@ -181,14 +194,51 @@ impl RnnStack {
         Ok((out, finals))
     }
 
+    /// Checks `sequence_length` against the batch-first input `x` and returns the bool mask
+    /// `[batch, time]`, true where `t < length[b]`.
+    fn step_mask(&self, lengths: &Tensor, x: &Tensor) -> Result<Tensor> {
+        let name = self.name();
+        let (batch, steps) = (x.shape()[0], x.shape()[1]);
+        if !lengths.dtype().is_int() {
+            return Err(Error::invalid(
+                name,
+                format!("sequence_length must be an int32 or int64 tensor, got {:?}", lengths.dtype()),
+            ));
+        }
+        let symbolic = lengths.is_static_var() || x.is_static_var();
+        if lengths.ndim() != 1 || (!symbolic && lengths.shape()[0] != batch) {
+            return Err(Error::invalid(
+                name,
+                format!(
+                    "sequence_length must have shape [{batch}] (one length per sequence), got {:?}",
+                    lengths.shape()
+                ),
+            ));
+        }
+        let lengths = if symbolic || lengths.place() == x.place() { lengths.clone() } else { lengths.to(x.place())? };
+        if !symbolic {
+            let values: Vec<i64> = lengths.to_f64_vec()?.into_iter().map(|v| v as i64).collect();
+            if values.iter().any(|&v| v < 0 || v as usize > steps) {
+                return Err(Error::invalid(
+                    name,
+                    format!("sequence_length values must lie in 0..={steps} (the time steps), got {values:?}"),
+                ));
+            }
+        }
+        let t = crate::arange_on(0, steps as i64, 1, DType::Int64, x.place())?.unsqueeze(&[0])?;
+        t.less_than(&lengths.cast(DType::Int64)?.unsqueeze(&[1])?)
+    }
+
     /// One direction of one layer over `[batch, time, features]`: the outputs
-    /// `[batch, time, hidden]` and the final states.
+    /// `[batch, time, hidden]` and the final states. With `mask` (bool `[batch, time]`), a
+    /// masked step keeps the state and outputs zeros.
     fn run_direction(
         &self,
         x: &Tensor,
         w: &CellWeights,
         reverse: bool,
         initial: Vec<Tensor>,
+        mask: Option<&Tensor>,
     ) -> Result<(Tensor, Vec<Tensor>)> {
         let steps = x.shape()[1];
         let hsz = self.hidden_size as i64;
@@ -203,12 +253,36 @@ impl RnnStack {
         } else {
             initial
         };
+        // The mask in the states' dtype, and its complement.
+        let keep = match mask {
+            Some(m) => {
+                let m = m.cast(projected.dtype())?;
+                let rest = m.scale(-1.0, 1.0)?;
+                Some((m, rest))
+            }
+            None => None,
+        };
         let mut outputs = vec![None; steps];
         for &t in &order {
             let xp = step_input(t)?;
             let hp = crate::linear(&state[0], &w.weight_hh.t()?, Some(&w.bias_hh))?;
-            state = self.step(&xp, &hp, &state)?;
-            outputs[t] = Some(state[0].clone());
+            let new = self.step(&xp, &hp, &state)?;
+            match &keep {
+                None => {
+                    state = new;
+                    outputs[t] = Some(state[0].clone());
+                }
+                Some((m, rest)) => {
+                    let at = |a: &Tensor| crate::slice(a, &[1], &[t as i64], &[t as i64 + 1]);
+                    let (m, rest) = (at(m)?, at(rest)?);
+                    outputs[t] = Some(new[0].mul(&m)?);
+                    state = new
+                        .iter()
+                        .zip(&state)
+                        .map(|(n, old)| n.mul(&m)?.add(&old.mul(&rest)?))
+                        .collect::<Result<_>>()?;
+                }
+            }
         }
         let outputs: Vec<Tensor> = outputs.into_iter().flatten().collect();
         Ok((crate::stack(&outputs, 1)?, state))
@@ -338,7 +412,18 @@ impl SimpleRNN {
     /// The outputs `[batch, time, dirs·hidden]` and the final hidden states
     /// `[layers·dirs, batch, hidden]`; `h0` has that shape too (zeros when `None`).
     pub fn forward(&self, x: &Tensor, h0: Option<&Tensor>) -> Result<(Tensor, Tensor)> {
-        let (out, finals) = self.0.run(x, &h0.into_iter().cloned().collect::<Vec<_>>())?;
+        self.forward_with_lengths(x, h0, None)
+    }
+
+    /// [`forward`](Self::forward) with Paddle's `sequence_length`: an int32/int64 tensor
+    /// `[batch]` of valid lengths in `0..=time` (see the module docs); `None` is `forward`.
+    pub fn forward_with_lengths(
+        &self,
+        x: &Tensor,
+        h0: Option<&Tensor>,
+        sequence_length: Option<&Tensor>,
+    ) -> Result<(Tensor, Tensor)> {
+        let (out, finals) = self.0.run(x, &h0.into_iter().cloned().collect::<Vec<_>>(), sequence_length)?;
         Ok((out, crate::stack(&finals[0], 0)?))
     }
 }
@@ -356,7 +441,18 @@ impl GRU {
 
     /// The outputs and final hidden states, as [`SimpleRNN::forward`].
     pub fn forward(&self, x: &Tensor, h0: Option<&Tensor>) -> Result<(Tensor, Tensor)> {
-        let (out, finals) = self.0.run(x, &h0.into_iter().cloned().collect::<Vec<_>>())?;
+        self.forward_with_lengths(x, h0, None)
+    }
+
+    /// [`forward`](Self::forward) with Paddle's `sequence_length`, as
+    /// [`SimpleRNN::forward_with_lengths`].
+    pub fn forward_with_lengths(
+        &self,
+        x: &Tensor,
+        h0: Option<&Tensor>,
+        sequence_length: Option<&Tensor>,
+    ) -> Result<(Tensor, Tensor)> {
+        let (out, finals) = self.0.run(x, &h0.into_iter().cloned().collect::<Vec<_>>(), sequence_length)?;
         Ok((out, crate::stack(&finals[0], 0)?))
     }
 }
@@ -376,8 +472,20 @@ impl LSTM {
     /// `[layers·dirs, batch, hidden]`; `initial` gives `(h0, c0)` of that shape (zeros when
     /// `None`).
     pub fn forward(&self, x: &Tensor, initial: Option<(&Tensor, &Tensor)>) -> Result<(Tensor, (Tensor, Tensor))> {
+        self.forward_with_lengths(x, initial, None)
+    }
+
+    /// [`forward`](Self::forward) with Paddle's `sequence_length`, as
+    /// [`SimpleRNN::forward_with_lengths`]: the final `(h, c)` are those of each sequence's
+    /// last valid step.
+    pub fn forward_with_lengths(
+        &self,
+        x: &Tensor,
+        initial: Option<(&Tensor, &Tensor)>,
+        sequence_length: Option<&Tensor>,
+    ) -> Result<(Tensor, (Tensor, Tensor))> {
         let init: Vec<Tensor> = initial.map(|(h, c)| vec![h.clone(), c.clone()]).unwrap_or_default();
-        let (out, finals) = self.0.run(x, &init)?;
+        let (out, finals) = self.0.run(x, &init, sequence_length)?;
         Ok((out, (crate::stack(&finals[0], 0)?, crate::stack(&finals[1], 0)?)))
     }
 }
