@@ -461,7 +461,10 @@ impl GpuContext {
         }
         let separate: u64 = items.iter().map(|i| i.1).sum();
         let total: u64 = totals.iter().sum();
-        if total >= separate || totals.iter().any(|&t| t > self.limits.max_buffer_size) {
+        if total >= separate
+            || totals.iter().any(|&t| t > self.limits.max_buffer_size)
+            || self.within_memory_limit("plan", total).is_err()
+        {
             return Ok(None);
         }
         let buffers = totals

@@ -212,6 +212,15 @@ pub fn memory_stats(index: usize) -> Result<MemoryStats> {
     Ok(lock(&context(index)?.pool).stats)
 }
 
+/// Caps the device memory `gpu:index` holds for tensors (live plus pooled bytes; PyTorch's
+/// `set_per_process_memory_fraction` as a byte count): an allocation past it first empties
+/// the pool, then fails with [`Error::DeviceLimit`], leaving the device usable. `None`
+/// removes the cap.
+pub fn set_memory_limit(index: usize, bytes: Option<u64>) -> Result<()> {
+    lock(&context(index)?.pool).limit = bytes;
+    Ok(())
+}
+
 /// Kernel dispatches recorded on `gpu:index` so far (replayed plans' included): divide a
 /// host time by it for the cost per dispatch.
 pub fn dispatch_count(index: usize) -> Result<u64> {
@@ -369,11 +378,44 @@ impl GpuContext {
         if let Some(msg) = lock(&self.lost).clone() {
             return Err(Error::DeviceLost(msg));
         }
+        self.within_memory_limit(op, class)?;
         let buffer = self.create_buffer(op, class)?;
         lock(&self.pool).note_created(class);
         let id = next_buffer_id();
         home.iter().for_each(|h| lock(h).adopt(id, class, need, true));
         Ok(GpuBuffer { ctx: self.clone(), buffer: Some(buffer), class, id, home })
+    }
+
+    /// `Ok` when `bytes` more stay within `set_memory_limit`'s cap, emptying the pool first
+    /// when that makes room.
+    pub(crate) fn within_memory_limit(&self, op: &'static str, bytes: u64) -> Result<()> {
+        let (limit, held) = {
+            let p = lock(&self.pool);
+            (p.limit, p.stats.allocated + p.stats.pooled)
+        };
+        let Some(limit) = limit else { return Ok(()) };
+        if held.saturating_add(bytes) <= limit {
+            return Ok(());
+        }
+        // Recorded work may still use pooled buffers: submit it before they are destroyed.
+        {
+            let mut rec = lock(&self.recorder);
+            rec.flush(self)?;
+            rec.forget_bind_groups();
+        }
+        let mut pool = lock(&self.pool);
+        pool.clear();
+        let in_use = pool.stats.allocated;
+        if in_use.saturating_add(bytes) > limit {
+            return Err(Error::DeviceLimit {
+                op,
+                what: format!("a buffer of {bytes} bytes beside the {in_use} bytes in use"),
+                requested: in_use.saturating_add(bytes),
+                limit_name: "memory limit (set_memory_limit)",
+                limit,
+            });
+        }
+        Ok(())
     }
 
     fn create_buffer(&self, op: &'static str, size: u64) -> Result<wgpu::Buffer> {

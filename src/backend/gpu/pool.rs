@@ -26,6 +26,8 @@ pub struct MemoryStats {
 pub(crate) struct BufferPool {
     free: HashMap<u64, Vec<(u64, wgpu::Buffer)>>,
     pub stats: MemoryStats,
+    /// The cap `set_memory_limit` put on allocated plus pooled bytes.
+    pub limit: Option<u64>,
 }
 
 /// Rounds a request up to its size class: powers of two up to 4 KiB, then sixteenths of
