@@ -27,7 +27,7 @@ fn allocations_past_the_cap_fail_typed_and_the_program_goes_on() {
     paddle::set_memory_limit(index, Some(base + 16 * MIB)).unwrap();
     let result = std::panic::catch_unwind(|| {
         paddle::guard(gpu, || {
-            let mib = |n: usize| paddle::full(&[n * (MIB as usize) / 4], 1.0, DType::Float32);
+            let mib = |n: usize| paddle::full([n * (MIB as usize) / 4], 1.0, DType::Float32);
             let a = mib(8).unwrap();
             let b = mib(8).unwrap();
             expect_limit(mib(4), "4 MiB past a full 16 MiB cap");
@@ -44,7 +44,7 @@ fn allocations_past_the_cap_fail_typed_and_the_program_goes_on() {
             // A tensor over the device's own binding limit is refused before allocating.
             let limits = paddle::gpu_info(index).unwrap();
             eprintln!("device: {}", limits.name);
-            expect_limit(paddle::full(&[1usize << 31], 0.0, DType::Float32), "an 8 GiB tensor");
+            expect_limit(paddle::full([1usize << 31], 0.0, DType::Float32), "an 8 GiB tensor");
             let small = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], [3]).unwrap();
             assert_eq!(small.square().unwrap().to_vec::<f32>().unwrap(), vec![1.0, 4.0, 9.0]);
         })
