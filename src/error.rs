@@ -29,6 +29,11 @@ pub enum Error {
     #[error("{op}: dtype {dtype} is not supported {context}")]
     UnsupportedDType { op: &'static str, dtype: DType, context: String },
 
+    /// A NaN or infinity an op produced while `FLAGS_check_nan_inf` is on (`op` is
+    /// `backward of <node>: <op>` inside a backward rule).
+    #[error("check_nan_inf: {op}: {msg}")]
+    NonFinite { op: String, msg: String },
+
     /// Operands on different places.
     #[error("{op}: tensors are on different places: {lhs} and {rhs}")]
     PlaceMismatch { op: &'static str, lhs: Place, rhs: Place },

@@ -27,6 +27,7 @@ pub mod autograd;
 mod backend;
 mod dtype;
 mod error;
+mod flags;
 pub mod hapi;
 pub mod io;
 pub mod jit;
@@ -48,6 +49,7 @@ pub use backend::gpu::{
 };
 pub use dtype::{DType, Element, Scalar};
 pub use error::{Error, Result};
+pub use flags::{get_flags, set_flags};
 pub use hapi::Model;
 pub use io::{load, save};
 pub use ops::combine::{

@@ -174,6 +174,11 @@ pub(crate) fn with_saved_versions<R>(node: &'static str, entries: Vec<(usize, u6
     out
 }
 
+/// The node whose backward rule this thread is running, if any.
+pub(crate) fn current_backward_node() -> Option<&'static str> {
+    SAVED.with(|s| s.borrow().last().map(|v| v.node))
+}
+
 /// Inside a backward rule: an error when an op is about to read (`reads(i)`) an input whose
 /// memory was written in place since the forward op saved it (PyTorch's "modified by an
 /// inplace operation"), instead of computing a wrong gradient from the new values.

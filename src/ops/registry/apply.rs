@@ -70,6 +70,9 @@ pub(crate) fn apply<O: Op>(op: &'static O, inputs: &[&Tensor], attrs: O::Attrs) 
     for &i in op.inplace() {
         inputs[i].bump_version();
     }
+    if crate::flags::nan_inf_checking() {
+        crate::flags::check_outputs(name, inputs, &values)?;
+    }
     if op.differentiable() && is_grad_enabled() && inputs.iter().any(|t| t.requires_grad()) {
         record_node(op, inputs, &values, attrs, plan);
     }

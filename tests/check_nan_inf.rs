@@ -1,0 +1,74 @@
+//! `FLAGS_check_nan_inf`: with the flag on, the first NaN or infinity an op produces is
+//! `Error::NonFinite` naming the op (and `backward of <node>` inside backward), the output
+//! and the inputs' statistics, on each place and in a static program; with it off the same
+//! values pass through. The flag is process-wide, so one test runs every case in turn.
+
+mod common;
+
+use dygraph::static_::{Executor, Program, Scope, data, program_guard};
+use dygraph::{self as paddle, DType, Error, Place, Tensor};
+
+fn non_finite<T: std::fmt::Debug>(r: paddle::Result<T>, what: &str) -> (String, String) {
+    match r {
+        Err(Error::NonFinite { op, msg }) => (op, msg),
+        other => panic!("{what}: expected NonFinite, got {other:?}"),
+    }
+}
+
+fn check_on(place: Place) {
+    let x = Tensor::from_vec_on(vec![1.0f32, 0.0, 4.0], [3], place).unwrap();
+    // Finite results pass.
+    assert_eq!(x.sqrt().unwrap().to_vec::<f32>().unwrap(), vec![1.0, 0.0, 2.0]);
+    let (op, msg) = non_finite(x.log(), "log of 0");
+    assert_eq!(op, "log", "{msg}");
+    assert!(msg.contains("output 0 [3] float32") && msg.contains("1 ±inf"), "{msg}");
+    assert!(msg.contains("input 0 [3] float32: finite min 0.000000e0, max 4.000000e0"), "{msg}");
+    let nan = Tensor::from_vec_on(vec![-1.0f32, 2.0], [2], place).unwrap();
+    let (op, msg) = non_finite(nan.sqrt(), "sqrt of -1");
+    assert!(op == "sqrt" && msg.contains("1 NaN"), "{op}: {msg}");
+    // Inside backward: d sqrt(x)/dx at 0 is infinite.
+    let leaf = Tensor::from_vec_on(vec![0.0f32, 1.0], [2], place).unwrap();
+    leaf.set_stop_gradient(false);
+    let y = leaf.sqrt().unwrap().sum(&[], false).unwrap();
+    let (op, msg) = non_finite(y.backward(), "backward of sqrt at 0");
+    assert!(op.starts_with("backward of sqrt: "), "{op}: {msg}");
+    // Integer outputs are not checked; a float64 one is.
+    let d = Tensor::from_vec_on(vec![1.0f64, -1.0], [2], Place::Cpu).unwrap();
+    assert!(matches!(d.log(), Err(Error::NonFinite { .. })));
+}
+
+fn static_program_is_checked(place: Place) {
+    let (main, startup) = (Program::new(), Program::new());
+    let y = program_guard(&main, &startup, || {
+        let x = data("x", &[-1, 2], DType::Float32).unwrap();
+        x.scale(2.0, 0.0).unwrap().log().unwrap().exp().unwrap()
+    });
+    let exe = Executor::with_scope(place, Scope::new());
+    let ok = common::tensor(&[1.0, 2.0], &[1, 2], DType::Float32, place);
+    let out = exe.run(&main, &[("x", &ok)], &[y.name().unwrap()]).unwrap();
+    common::assert_close("exp(log(2x))", &common::values(&out[0]), &[2.0, 4.0], 1e-6);
+    let zero = common::tensor(&[0.0, 2.0], &[1, 2], DType::Float32, place);
+    let (op, msg) = non_finite(exe.run(&main, &[("x", &zero)], &[y.name().unwrap()]), "a program's log of 0");
+    assert_eq!(op, "log", "{msg}");
+}
+
+#[test]
+fn check_nan_inf_names_the_op_forward_backward_and_static() {
+    assert_eq!(paddle::get_flags(&["FLAGS_check_nan_inf"]).unwrap()[0].1, "0", "off unless asked");
+    assert!(paddle::set_flags(&[("FLAGS_no_such_flag", "1")]).is_err());
+    assert!(paddle::set_flags(&[("FLAGS_check_nan_inf", "maybe")]).is_err());
+    let zero = Tensor::from_vec(vec![0.0f32], [1]).unwrap();
+    assert_eq!(zero.log().unwrap().to_vec::<f32>().unwrap(), vec![f32::NEG_INFINITY], "off: passes through");
+    paddle::set_flags(&[("FLAGS_check_nan_inf", "1")]).unwrap();
+    let result = std::panic::catch_unwind(|| {
+        for place in common::places() {
+            check_on(place);
+            static_program_is_checked(place);
+        }
+    });
+    paddle::set_flags(&[("FLAGS_check_nan_inf", "0")]).unwrap();
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+    assert_eq!(zero.log().unwrap().to_vec::<f32>().unwrap(), vec![f32::NEG_INFINITY]);
+}
