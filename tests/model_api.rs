@@ -129,13 +129,15 @@ fn model_fits_evaluates_predicts_saves_and_loads() {
             let mut model = make();
             let unprepared = Model::new(Linear::new(2, 2).unwrap()).fit(blobs(8, 1), None::<TensorDataset>, 1, 4, 0);
             assert!(matches!(unprepared, Err(Error::InvalidArgument { .. })));
-            let history = model.fit(blobs(200, 1), Some(blobs(50, 2)), 3, 16, 0).unwrap();
-            assert_eq!((history.train.len(), history.eval.len()), (3, 3));
+            // Eight epochs: with three, some seeds' initial weights left 94% (seen in CI).
+            let history = model.fit(blobs(200, 1), Some(blobs(50, 2)), 8, 16, 0).unwrap();
+            assert_eq!((history.train.len(), history.eval.len()), (8, 8));
             let first = history.train[0].loss.unwrap();
-            let last = history.train[2].loss.unwrap();
-            assert!(last < first, "loss {first} → {last} on {place}");
+            let last = history.train[7].loss.unwrap();
+            let seed = common::run_seed();
+            assert!(last < first, "loss {first} → {last} on {place} (DYGRAPH_TEST_SEED={seed})");
             let eval = model.evaluate(blobs(100, 3), 32, 0).unwrap();
-            assert!(eval.metric("acc").unwrap() >= 0.95, "{eval} on {place}");
+            assert!(eval.metric("acc").unwrap() >= 0.95, "{eval} on {place} (DYGRAPH_TEST_SEED={seed})");
             let preds = model.predict(blobs(10, 4), 4).unwrap();
             assert_eq!(preds.shape(), &[10, 2]);
 
