@@ -3,7 +3,8 @@
 //! recorder submits every 512 dispatches; that submit is part of the cost, the execution is
 //! not. Two measures: wall time per call (`wall`), and the calling thread's CPU time per call
 //! (`thread_cpu`, Linux), which leaves out a software adapter's worker threads executing the
-//! kernels on the same cores.
+//! kernels on the same cores. `check_nan_inf` measures that flag's cost per op (GPU calls
+//! there wait for the device, with and without the check, so the two compare).
 
 use std::time::Duration;
 #[cfg(not(target_os = "linux"))]
@@ -55,5 +56,33 @@ fn dispatch(c: &mut Criterion) {
     paddle::sync().unwrap();
 }
 
-criterion_group!(benches, dispatch);
+/// `FLAGS_check_nan_inf`'s cost per eager op: a 1024-element add with the flag off and on,
+/// on the CPU and (when there is an adapter) the GPU, whose check waits for the device.
+fn nan_check(c: &mut Criterion) {
+    let mut places = vec![Place::Cpu];
+    if paddle::gpu_info(0).is_ok() {
+        places.push(Place::Gpu(0));
+    }
+    let mut group = c.benchmark_group("check_nan_inf");
+    for place in places {
+        let x = paddle::ones_on([1024], DType::Float32, place).unwrap();
+        let y = paddle::ones_on([1024], DType::Float32, place).unwrap();
+        for on in ["0", "1"] {
+            paddle::set_flags(&[("FLAGS_check_nan_inf", on)]).unwrap();
+            group.bench_function(format!("add_1k/{place}/check_{on}"), |b| {
+                b.iter(|| {
+                    let z = x.add(&y).unwrap();
+                    if place.is_gpu() {
+                        paddle::sync().unwrap();
+                    }
+                    z
+                })
+            });
+        }
+        paddle::set_flags(&[("FLAGS_check_nan_inf", "0")]).unwrap();
+    }
+    group.finish();
+}
+
+criterion_group!(benches, dispatch, nan_check);
 criterion_main!(benches);
