@@ -75,6 +75,7 @@ pub use place::{Place, current_place, get_device, guard, set_device, set_place};
 pub use random::*;
 pub use shape::{IntoShape, Shape, broadcast_shapes};
 pub use tensor::TensorMeta;
+pub use tensor::live_tensors;
 pub use tensor::indexing::Idx;
 pub use tensor::overload::{PowArg, pow};
 pub use tensor::{

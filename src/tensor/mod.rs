@@ -39,6 +39,22 @@ pub(crate) struct TensorInner {
     pub version: Arc<AtomicU64>,
 }
 
+/// Tensors alive now (handles sharing one tensor count once): what `live_tensors` reports.
+static LIVE_TENSORS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+impl Drop for TensorInner {
+    fn drop(&mut self) {
+        LIVE_TENSORS.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// The number of tensors alive in this process (every place; views and `detach`ed handles
+/// are tensors of their own). A leak check: it returns to its earlier value once a model,
+/// its optimizer and their results are dropped.
+pub fn live_tensors() -> usize {
+    LIVE_TENSORS.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 impl Tensor {
     pub(crate) fn from_storage(storage: Storage, shape: impl Into<Shape>, dtype: DType) -> Tensor {
         Tensor::sharing_version(storage, shape, dtype, Arc::new(AtomicU64::new(0)))
@@ -46,6 +62,7 @@ impl Tensor {
 
     fn sharing_version(storage: Storage, shape: impl Into<Shape>, dtype: DType, version: Arc<AtomicU64>) -> Tensor {
         let meta = Mutex::new(GradMeta::default());
+        LIVE_TENSORS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Tensor { inner: Arc::new(TensorInner { storage, shape: shape.into(), dtype, meta, version }) }
     }
 

@@ -209,7 +209,10 @@ pub fn gpu_info(index: usize) -> Result<GpuInfo> {
 
 /// Memory counters of `gpu:index`.
 pub fn memory_stats(index: usize) -> Result<MemoryStats> {
-    Ok(lock(&context(index)?.pool).stats)
+    let ctx = context(index)?;
+    let mut stats = lock(&ctx.pool).stats;
+    stats.pipelines = lock(&ctx.pipelines).len() as u64;
+    Ok(stats)
 }
 
 /// Caps the device memory `gpu:index` holds for tensors (live plus pooled bytes; PyTorch's

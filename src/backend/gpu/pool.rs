@@ -20,6 +20,8 @@ pub struct MemoryStats {
     pub buffers_created: u64,
     /// Allocations served from the pool.
     pub pool_hits: u64,
+    /// Compute pipelines compiled and cached on the device (flat once a workload has run).
+    pub pipelines: u64,
 }
 
 #[derive(Default)]
