@@ -281,9 +281,7 @@ pub fn load_paddle_from_bytes(bytes: &[u8], place: Place) -> Result<StateDict> {
 
 /// Reads a Paddle `.pdparams` file onto the CPU; see [`load_paddle_from_bytes`].
 pub fn load_paddle(path: impl AsRef<Path>) -> Result<StateDict> {
-    let path = path.as_ref();
-    let bytes = read_file("load_paddle", path)?;
-    load_paddle_from_bytes(&bytes, Place::Cpu).map_err(|e| name_file(e, path))
+    load_file("load_paddle", path.as_ref(), load_paddle_from_bytes)
 }
 
 // ---------------------------------------------------------------- PyTorch
@@ -400,9 +398,7 @@ pub fn load_torch_from_bytes(bytes: &[u8], place: Place) -> Result<StateDict> {
 
 /// Reads a PyTorch state-dict file onto the CPU; see [`load_torch_from_bytes`].
 pub fn load_torch(path: impl AsRef<Path>) -> Result<StateDict> {
-    let path = path.as_ref();
-    let bytes = read_file("load_torch", path)?;
-    load_torch_from_bytes(&bytes, Place::Cpu).map_err(|e| name_file(e, path))
+    load_file("load_torch", path.as_ref(), load_torch_from_bytes)
 }
 
 /// Maps a PyTorch state dict onto `model`'s names and layouts: every `Linear` weight is
@@ -444,15 +440,14 @@ pub fn from_torch(state: &StateDict, model: &dyn Layer) -> Result<StateDict> {
     Ok(out)
 }
 
-fn read_file(op: &str, path: &Path) -> Result<Vec<u8>> {
-    std::fs::read(path).map_err(|e| Error::Io(std::io::Error::new(e.kind(), format!("{op} {}: {e}", path.display()))))
-}
-
-fn name_file(e: Error, path: &Path) -> Error {
-    match e {
+/// Reads `path` onto the CPU with `from_bytes`, naming the file in every error.
+fn load_file(op: &str, path: &Path, from_bytes: fn(&[u8], Place) -> Result<StateDict>) -> Result<StateDict> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| Error::Io(std::io::Error::new(e.kind(), format!("{op} {}: {e}", path.display()))))?;
+    from_bytes(&bytes, Place::Cpu).map_err(|e| match e {
         Error::InvalidArgument { op, msg } => Error::InvalidArgument { op, msg: format!("{}: {msg}", path.display()) },
         other => other,
-    }
+    })
 }
 
 #[cfg(test)]

@@ -194,6 +194,13 @@ impl RnnStack {
         Ok((out, finals))
     }
 
+    /// `run` for the cells with one state (SimpleRNN, GRU): the outputs and the final hidden
+    /// states stacked `[layers·dirs, batch, hidden]`.
+    fn run_hidden(&self, x: &Tensor, h0: Option<&Tensor>, lengths: Option<&Tensor>) -> Result<(Tensor, Tensor)> {
+        let (out, finals) = self.run(x, &h0.into_iter().cloned().collect::<Vec<_>>(), lengths)?;
+        Ok((out, crate::stack(&finals[0], 0)?))
+    }
+
     /// Checks `sequence_length` against the batch-first input `x` and returns the bool mask
     /// `[batch, time]`, true where `t < length[b]`.
     fn step_mask(&self, lengths: &Tensor, x: &Tensor) -> Result<Tensor> {
@@ -423,8 +430,7 @@ impl SimpleRNN {
         h0: Option<&Tensor>,
         sequence_length: Option<&Tensor>,
     ) -> Result<(Tensor, Tensor)> {
-        let (out, finals) = self.0.run(x, &h0.into_iter().cloned().collect::<Vec<_>>(), sequence_length)?;
-        Ok((out, crate::stack(&finals[0], 0)?))
+        self.0.run_hidden(x, h0, sequence_length)
     }
 }
 
@@ -452,8 +458,7 @@ impl GRU {
         h0: Option<&Tensor>,
         sequence_length: Option<&Tensor>,
     ) -> Result<(Tensor, Tensor)> {
-        let (out, finals) = self.0.run(x, &h0.into_iter().cloned().collect::<Vec<_>>(), sequence_length)?;
-        Ok((out, crate::stack(&finals[0], 0)?))
+        self.0.run_hidden(x, h0, sequence_length)
     }
 }
 
