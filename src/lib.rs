@@ -75,8 +75,8 @@ pub use place::{Place, current_place, get_device, guard, set_device, set_place};
 pub use random::*;
 pub use shape::{IntoShape, Shape, broadcast_shapes};
 pub use tensor::TensorMeta;
-pub use tensor::live_tensors;
 pub use tensor::indexing::Idx;
+pub use tensor::live_tensors;
 pub use tensor::overload::{PowArg, pow};
 pub use tensor::{
     NdArray, PrintOptions, Tensor, TensorData, arange, arange_on, eye, full, full_like, full_on, linspace, ones,

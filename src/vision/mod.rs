@@ -2,7 +2,7 @@
 
 mod cifar;
 pub mod datasets;
-pub mod models;
 mod mobilenet;
+pub mod models;
 mod resnet;
 pub mod transforms;

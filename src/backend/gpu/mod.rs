@@ -12,7 +12,8 @@ pub(crate) use capture::{Cmd, PrivatePool, Tape};
 pub(crate) use context::lock;
 pub(crate) use context::{GpuBuffer, GpuContext, context, hardware_adapter_available};
 pub use context::{
-    GpuInfo, dispatch_count, empty_cache, gpu_count, gpu_info, init_gpu, memory_stats, reset_peak_memory, set_memory_limit, sync,
+    GpuInfo, dispatch_count, empty_cache, gpu_count, gpu_info, init_gpu, memory_stats, reset_peak_memory,
+    set_memory_limit, sync,
 };
 pub use pool::MemoryStats;
 pub(crate) use recorder::{Bind, PARAMS_WORDS, grid};
