@@ -52,6 +52,14 @@ fn downsample(cin: usize, cout: usize, stride: usize) -> Result<Option<Sequentia
     Ok(Some(Sequential::new().add(conv(cin, cout, 1, stride, 0, false)?).add(BatchNorm2D::new(cout)?)))
 }
 
+/// `relu(y + shortcut(x))`: the block's input, or its downsampled form where the shape changes.
+fn add_shortcut(y: &Tensor, x: &Tensor, downsample: Option<&Sequential>) -> Result<Tensor> {
+    match downsample {
+        Some(d) => y.add(&d.forward(x)?)?.relu(),
+        None => y.add(x)?.relu(),
+    }
+}
+
 /// Two 3×3 convolutions with a shortcut (ResNet-18/34).
 #[derive(nn::Layer)]
 pub struct BasicBlock {
@@ -82,11 +90,7 @@ impl Forward for BasicBlock {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let y = self.bn1.forward(&self.conv1.forward(x)?)?.relu()?;
         let y = self.bn2.forward(&self.conv2.forward(&y)?)?;
-        let identity = match &self.downsample {
-            Some(d) => d.forward(x)?,
-            None => x.clone(),
-        };
-        y.add(&identity)?.relu()
+        add_shortcut(&y, x, self.downsample.as_ref())
     }
 }
 
@@ -127,11 +131,7 @@ impl Forward for BottleneckBlock {
         let y = self.bn1.forward(&self.conv1.forward(x)?)?.relu()?;
         let y = self.bn2.forward(&self.conv2.forward(&y)?)?.relu()?;
         let y = self.bn3.forward(&self.conv3.forward(&y)?)?;
-        let identity = match &self.downsample {
-            Some(d) => d.forward(x)?,
-            None => x.clone(),
-        };
-        y.add(&identity)?.relu()
+        add_shortcut(&y, x, self.downsample.as_ref())
     }
 }
 
