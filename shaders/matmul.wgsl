@@ -154,8 +154,27 @@ fn direct(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) l
 // columns 4·tx.. and 64 + 4·tx..) in sixteen vec4 registers from vec4 reads of workgroup
 // memory. K advances 8 deep through two staging buffers: the next tile is read from the
 // buffers into registers while the current one is multiplied, so one barrier per tile.
+// `wide` reads A and B one float at a time (any strides); `wide4` reads them as vec4 through
+// `a4`/`b4`, the same buffers bound at the same slots, where both are row-major with K and
+// N multiples of 4 (src/ops/matmul.rs checks), so every vec4 lies inside one row.
 var<workgroup> wide_a: array<vec4<f32>, 512>;
 var<workgroup> wide_b: array<vec4<f32>, 512>;
+
+@group(0) @binding(0) var<storage, read> a4: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read> b4: array<vec4<f32>>;
+
+// This invocation's share of each staged tile: 4 consecutive k of A row `a_r` from `a_k`,
+// and 4 consecutive columns of B row `b_k` from `b_c`.
+struct WideShare {
+    a_r: u32,
+    a_k: u32,
+    b_k: u32,
+    b_c: u32,
+}
+
+fn wide_share(tid: u32) -> WideShare {
+    return WideShare(tid / 2u, (tid % 2u) * 4u, tid / 32u, (tid % 32u) * 4u);
+}
 
 fn wide_load(off: u32, rs: u32, cs: u32, r: u32, r_len: u32, k: u32, k_len: u32, from_a: bool) -> f32 {
     if (r < r_len && k < k_len) {
@@ -167,80 +186,76 @@ fn wide_load(off: u32, rs: u32, cs: u32, r: u32, r_len: u32, k: u32, k_len: u32,
     return 0.0;
 }
 
-@compute @workgroup_size(16, 16)
-fn wide(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
-    let p = problem(wid.z);
-    let row0 = wid.y * 128u;
-    let col0 = wid.x * 128u;
-    let tid = lid.y * 16u + lid.x;
-    // This invocation's share of each staged tile: 4 consecutive k of A row `la_r`, and 4
-    // consecutive columns of B row `lb_k`.
-    let la_r = tid / 2u;
-    let la_k = (tid % 2u) * 4u;
-    let lb_k = tid / 32u;
-    let lb_c = (tid % 32u) * 4u;
-    var acc: array<vec4<f32>, 16>;
-    for (var i = 0u; i < 16u; i = i + 1u) {
-        acc[i] = vec4<f32>(0.0);
-    }
+// The share of the depth tile starting at `k0`, one float at a time: A's 4 k, B's 4 columns.
+fn wide_fetch(p: Problem, s: WideShare, row0: u32, col0: u32, k0: u32) -> array<vec4<f32>, 2> {
     var pa = vec4<f32>(0.0);
     var pb = vec4<f32>(0.0);
     for (var j = 0u; j < 4u; j = j + 1u) {
-        pa[j] = wide_load(p.a_off, p.a_rs, p.a_cs, row0 + la_r, p.m, la_k + j, p.k, true);
-        pb[j] = wide_load(p.b_off, p.b_rs, p.b_cs, col0 + lb_c + j, p.n, lb_k, p.k, false);
+        pa[j] = wide_load(p.a_off, p.a_rs, p.a_cs, row0 + s.a_r, p.m, k0 + s.a_k + j, p.k, true);
+        pb[j] = wide_load(p.b_off, p.b_rs, p.b_cs, col0 + s.b_c + j, p.n, k0 + s.b_k, p.k, false);
     }
+    return array<vec4<f32>, 2>(pa, pb);
+}
+
+// The same share as two vec4 reads (row-major operands, K and N multiples of 4).
+fn wide_fetch4(p: Problem, s: WideShare, row0: u32, col0: u32, k0: u32) -> array<vec4<f32>, 2> {
+    var pa = vec4<f32>(0.0);
+    var pb = vec4<f32>(0.0);
+    let r = row0 + s.a_r;
+    let ka = k0 + s.a_k;
+    if (r < p.m && ka < p.k) {
+        pa = a4[(p.a_off + r * p.a_rs + ka) / 4u];
+    }
+    let c = col0 + s.b_c;
+    let kb = k0 + s.b_k;
+    if (c < p.n && kb < p.k) {
+        pb = b4[(p.b_off + kb * p.b_rs + c) / 4u];
+    }
+    return array<vec4<f32>, 2>(pa, pb);
+}
+
+// Stores a fetched share into staging buffer `base` (0 or 256): A transposed to k-major
+// vec4s of 4 rows, B as it is.
+fn wide_stage(base: u32, s: WideShare, v: array<vec4<f32>, 2>) {
     for (var j = 0u; j < 4u; j = j + 1u) {
-        wide_a[(la_k + j) * 32u + la_r / 4u][la_r % 4u] = pa[j];
+        wide_a[base + (s.a_k + j) * 32u + s.a_r / 4u][s.a_r % 4u] = v[0][j];
     }
-    wide_b[lb_k * 32u + lb_c / 4u] = pb;
-    workgroupBarrier();
-    let k_tiles = (p.k + 7u) / 8u;
-    for (var t = 0u; t < k_tiles; t = t + 1u) {
-        let cur = (t % 2u) * 256u;
-        let more = t + 1u < k_tiles;
-        if (more) {
-            let k0 = (t + 1u) * 8u;
-            for (var j = 0u; j < 4u; j = j + 1u) {
-                pa[j] = wide_load(p.a_off, p.a_rs, p.a_cs, row0 + la_r, p.m, k0 + la_k + j, p.k, true);
-                pb[j] = wide_load(p.b_off, p.b_rs, p.b_cs, col0 + lb_c + j, p.n, k0 + lb_k, p.k, false);
-            }
-        }
-        for (var kk = 0u; kk < 8u; kk = kk + 1u) {
-            let a_lo = wide_a[cur + kk * 32u + lid.y];
-            let a_hi = wide_a[cur + kk * 32u + 16u + lid.y];
-            let b_lo = wide_b[cur + kk * 32u + lid.x];
-            let b_hi = wide_b[cur + kk * 32u + 16u + lid.x];
-            acc[0] = acc[0] + a_lo.x * b_lo;
-            acc[1] = acc[1] + a_lo.x * b_hi;
-            acc[2] = acc[2] + a_lo.y * b_lo;
-            acc[3] = acc[3] + a_lo.y * b_hi;
-            acc[4] = acc[4] + a_lo.z * b_lo;
-            acc[5] = acc[5] + a_lo.z * b_hi;
-            acc[6] = acc[6] + a_lo.w * b_lo;
-            acc[7] = acc[7] + a_lo.w * b_hi;
-            acc[8] = acc[8] + a_hi.x * b_lo;
-            acc[9] = acc[9] + a_hi.x * b_hi;
-            acc[10] = acc[10] + a_hi.y * b_lo;
-            acc[11] = acc[11] + a_hi.y * b_hi;
-            acc[12] = acc[12] + a_hi.z * b_lo;
-            acc[13] = acc[13] + a_hi.z * b_hi;
-            acc[14] = acc[14] + a_hi.w * b_lo;
-            acc[15] = acc[15] + a_hi.w * b_hi;
-        }
-        if (more) {
-            let nxt = 256u - cur;
-            for (var j = 0u; j < 4u; j = j + 1u) {
-                wide_a[nxt + (la_k + j) * 32u + la_r / 4u][la_r % 4u] = pa[j];
-            }
-            wide_b[nxt + lb_k * 32u + lb_c / 4u] = pb;
-        }
-        workgroupBarrier();
+    wide_b[base + s.b_k * 32u + s.b_c / 4u] = v[1];
+}
+
+// Multiplies the staged depth tile at `cur` into the 8×8 block.
+fn wide_multiply(cur: u32, lid: vec3<u32>, acc: ptr<function, array<vec4<f32>, 16>>) {
+    for (var kk = 0u; kk < 8u; kk = kk + 1u) {
+        let a_lo = wide_a[cur + kk * 32u + lid.y];
+        let a_hi = wide_a[cur + kk * 32u + 16u + lid.y];
+        let b_lo = wide_b[cur + kk * 32u + lid.x];
+        let b_hi = wide_b[cur + kk * 32u + 16u + lid.x];
+        (*acc)[0] = (*acc)[0] + a_lo.x * b_lo;
+        (*acc)[1] = (*acc)[1] + a_lo.x * b_hi;
+        (*acc)[2] = (*acc)[2] + a_lo.y * b_lo;
+        (*acc)[3] = (*acc)[3] + a_lo.y * b_hi;
+        (*acc)[4] = (*acc)[4] + a_lo.z * b_lo;
+        (*acc)[5] = (*acc)[5] + a_lo.z * b_hi;
+        (*acc)[6] = (*acc)[6] + a_lo.w * b_lo;
+        (*acc)[7] = (*acc)[7] + a_lo.w * b_hi;
+        (*acc)[8] = (*acc)[8] + a_hi.x * b_lo;
+        (*acc)[9] = (*acc)[9] + a_hi.x * b_hi;
+        (*acc)[10] = (*acc)[10] + a_hi.y * b_lo;
+        (*acc)[11] = (*acc)[11] + a_hi.y * b_hi;
+        (*acc)[12] = (*acc)[12] + a_hi.z * b_lo;
+        (*acc)[13] = (*acc)[13] + a_hi.z * b_hi;
+        (*acc)[14] = (*acc)[14] + a_hi.w * b_lo;
+        (*acc)[15] = (*acc)[15] + a_hi.w * b_hi;
     }
+}
+
+// Writes the 8×8 block through the epilogue.
+fn wide_store(p: Problem, row0: u32, col0: u32, lid: vec3<u32>, acc: ptr<function, array<vec4<f32>, 16>>) {
     let c_off = p.z * p.m * p.n;
     for (var i = 0u; i < 8u; i = i + 1u) {
         let m = row0 + (i / 4u) * 64u + lid.y * 4u + i % 4u;
         for (var h = 0u; h < 2u; h = h + 1u) {
-            let v = acc[i * 2u + h];
+            let v = (*acc)[i * 2u + h];
             for (var j = 0u; j < 4u; j = j + 1u) {
                 let n = col0 + h * 64u + lid.x * 4u + j;
                 if (m < p.m && n < p.n) {
@@ -249,4 +264,62 @@ fn wide(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
             }
         }
     }
+}
+
+@compute @workgroup_size(16, 16)
+fn wide(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let p = problem(wid.z);
+    let row0 = wid.y * 128u;
+    let col0 = wid.x * 128u;
+    let s = wide_share(lid.y * 16u + lid.x);
+    var acc: array<vec4<f32>, 16>;
+    for (var i = 0u; i < 16u; i = i + 1u) {
+        acc[i] = vec4<f32>(0.0);
+    }
+    wide_stage(0u, s, wide_fetch(p, s, row0, col0, 0u));
+    workgroupBarrier();
+    let k_tiles = (p.k + 7u) / 8u;
+    for (var t = 0u; t < k_tiles; t = t + 1u) {
+        let cur = (t % 2u) * 256u;
+        let more = t + 1u < k_tiles;
+        var next: array<vec4<f32>, 2>;
+        if (more) {
+            next = wide_fetch(p, s, row0, col0, (t + 1u) * 8u);
+        }
+        wide_multiply(cur, lid, &acc);
+        if (more) {
+            wide_stage(256u - cur, s, next);
+        }
+        workgroupBarrier();
+    }
+    wide_store(p, row0, col0, lid, &acc);
+}
+
+@compute @workgroup_size(16, 16)
+fn wide4(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+    let p = problem(wid.z);
+    let row0 = wid.y * 128u;
+    let col0 = wid.x * 128u;
+    let s = wide_share(lid.y * 16u + lid.x);
+    var acc: array<vec4<f32>, 16>;
+    for (var i = 0u; i < 16u; i = i + 1u) {
+        acc[i] = vec4<f32>(0.0);
+    }
+    wide_stage(0u, s, wide_fetch4(p, s, row0, col0, 0u));
+    workgroupBarrier();
+    let k_tiles = (p.k + 7u) / 8u;
+    for (var t = 0u; t < k_tiles; t = t + 1u) {
+        let cur = (t % 2u) * 256u;
+        let more = t + 1u < k_tiles;
+        var next: array<vec4<f32>, 2>;
+        if (more) {
+            next = wide_fetch4(p, s, row0, col0, (t + 1u) * 8u);
+        }
+        wide_multiply(cur, lid, &acc);
+        if (more) {
+            wide_stage(256u - cur, s, next);
+        }
+        workgroupBarrier();
+    }
+    wide_store(p, row0, col0, lid, &acc);
 }

@@ -101,7 +101,7 @@ fn conv3d_matches_seven_loops_on_every_place() {
             common::assert_close(&format!("conv3d {opts:?} on {place}"), &common::values(&got), &want, 1e-5);
         }
         // The layer is the function with its own parameters.
-        let x = common::tensor(&xv, &xs, DType::Float32, paddle::Place::Cpu);
+        let x = common::tensor(&xv, &xs, DType::Float32, conv.weight.place());
         let layer_out = conv.forward(&x).unwrap();
         let (want_layer, _) = reference(&xv, xs, &w, ws, &common::values(conv.bias.as_ref().unwrap()), &opts);
         common::assert_close("Conv3D layer", &common::values(&layer_out), &want_layer, 1e-5);

@@ -191,8 +191,9 @@ fn fixture(name: &str) -> Vec<u8> {
     std::fs::read(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/peer_weights").join(name)).unwrap()
 }
 
+/// On the CPU whatever the default place (a hardware GPU where there is one): the targets feed it CPU tensors.
 fn small_model() -> Linear {
-    Linear::new(4, 3).unwrap()
+    dygraph::guard(Place::Cpu, || Linear::new(4, 3)).unwrap()
 }
 
 fn target(name: &str) -> Target {

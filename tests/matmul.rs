@@ -62,6 +62,11 @@ fn cases() -> Vec<(Vec<usize>, Vec<usize>, bool, bool)> {
         (vec![2, 1, 65, 24], vec![3, 24, 131], false, false),
         (vec![2, 129, 8], vec![8, 7], false, false),
         (vec![5, 0], vec![0, 4], false, false),
+        // Row-major with K and N multiples of 4 (the vec4 entry): partial tiles, several
+        // depth tiles, broadcast batches.
+        (vec![132, 20], vec![20, 260], false, false),
+        (vec![2, 1, 68, 36], vec![3, 36, 132], false, false),
+        (vec![129, 4], vec![4, 4], false, false),
     ]
 }
 
@@ -93,10 +98,14 @@ fn gpu_matches_float64_reference() {
     common::report("GPU matmul against float64", &failures);
 }
 
-/// The GPU picks an entry per adapter and shape (`wide`, `main`, or `direct` on software
+/// The GPU picks an entry per adapter and shape (`wide4`, `wide`, `main`, or `direct` on software
 /// adapters); rerun the check above with each forced, in a child process (the choice is read
 /// once per process), so every entry is checked on any machine.
 #[test]
 fn gpu_matches_float64_reference_with_each_kernel_forced() {
-    common::rerun_with_each("gpu_matches_float64_reference", "DYGRAPH_MATMUL_KERNEL", &["main", "wide", "direct"]);
+    common::rerun_with_each(
+        "gpu_matches_float64_reference",
+        "DYGRAPH_MATMUL_KERNEL",
+        &["main", "wide", "wide4", "direct"],
+    );
 }

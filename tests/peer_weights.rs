@@ -110,7 +110,7 @@ fn torch_values_views_and_parameters() {
 #[test]
 fn paddles_lenet_file_loads_into_our_lenet_and_gives_paddles_logits() {
     let _g = common::generator_lock();
-    let mut net = LeNet::new(10).unwrap();
+    let mut net = dygraph::guard(Place::Cpu, || LeNet::new(10)).unwrap();
     net.set_state_dict(&load_paddle(fixture("lenet.pdparams")).unwrap()).unwrap();
     net.eval();
     let logits = net.forward(&ramp(&[2, 1, 28, 28], Place::Cpu)).unwrap().to_f64_vec().unwrap();

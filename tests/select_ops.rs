@@ -6,7 +6,7 @@
 mod common;
 
 use common::{Rng, assert_close, places, values};
-use dygraph::{self as paddle, DType, Error, Tensor};
+use dygraph::{self as paddle, DType, Error, Place, Tensor};
 
 /// `Σ` over every assignment of `letters` (sizes in `sizes`) of the product of the operands
 /// at their letters, written out for the equations the test uses.
@@ -155,7 +155,7 @@ fn histogram_bincount_nonzero_masked_select_unique_match_hand_values() {
         assert_eq!(values(&u.inverse), [1.0, 2.0, 1.0, 4.0, 3.0, 0.0, 4.0]);
     }
     // masked_select's gradient reaches the selected elements only.
-    let x = Tensor::from_vec(vec![1.0f64, -2.0, 3.0], [3]).unwrap();
+    let x = Tensor::from_vec_on(vec![1.0f64, -2.0, 3.0], [3], Place::Cpu).unwrap();
     x.set_stop_gradient(false);
     paddle::masked_select(&x, &x.greater_than_scalar(0.0).unwrap())
         .unwrap()

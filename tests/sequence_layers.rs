@@ -357,9 +357,10 @@ fn recurrent_layers_match_per_step_loops() {
 fn recurrent_and_attention_gradients_match_finite_differences_of_the_formulas() {
     let mut rng = Rng::new(common::run_seed() ^ 17);
     let x = input(&mut rng, &[2, 3, 3], Place::Cpu);
-    let lstm = LSTM::new(3, 2).unwrap();
-    let gru = GRU::new(3, 2).unwrap();
-    let mha = MultiHeadAttention::new(4, 2, 0.0).unwrap();
+    // The layers on the CPU, beside their inputs, whatever the default place.
+    let (lstm, gru, mha) = dygraph::guard(Place::Cpu, || {
+        (LSTM::new(3, 2).unwrap(), GRU::new(3, 2).unwrap(), MultiHeadAttention::new(4, 2, 0.0).unwrap())
+    });
     let xa = input(&mut rng, &[1, 3, 4], Place::Cpu);
     type Formula<'a> = Box<dyn Fn() -> Vec<f64> + 'a>;
     let cases: Vec<(&str, &dyn Layer, Tensor, Formula)> = vec![

@@ -283,18 +283,21 @@ fn scatters_gradcheck_and_reject_bad_indices() {
     check("scatter_nd_add", &|x| paddle::scatter_nd_add(&x[0], &ix(&[0, 1, 2, 0], &[2, 2]), &x[1]), &[&[3, 2], &[2]]);
     common::report("scatter gradchecks", &failures);
 
-    let x = Tensor::from_vec(vec![1.0f32; 6], [3, 2]).unwrap();
-    let up = Tensor::from_vec(vec![1.0f32; 4], [2, 2]).unwrap();
-    let bad = Tensor::from_vec(vec![0i64, 3], [2]).unwrap();
-    let e = x.to(Place::Cpu).unwrap().scatter(&bad, &up, true).unwrap_err();
-    assert!(
-        matches!(&e, Error::InvalidArgument { op: "scatter_axis", .. }) && e.to_string().contains("index 3"),
-        "{e}"
-    );
-    let wrong = Tensor::from_vec(vec![1.0f32; 6], [2, 3]).unwrap();
-    assert!(matches!(x.scatter(&ix(&[0, 1], &[2]), &wrong, true).unwrap_err(), Error::Shape { .. }));
-    assert!(matches!(x.put_along_axis(&ix(&[0], &[1]), &up, 0, "mul").unwrap_err(), Error::InvalidArgument { .. }));
-    let nd = ix(&[0, 2], &[1, 2]);
-    let e = paddle::scatter_nd_add(&x.to(Place::Cpu).unwrap(), &nd, &Tensor::from_vec(vec![1.0f32], [1]).unwrap());
-    assert!(matches!(e, Err(Error::InvalidArgument { op: "scatter_axis", .. })), "{e:?}");
+    // The error checks on the CPU whatever the default place (the GPU's are in gpu_index_errors.rs).
+    paddle::guard(Place::Cpu, || {
+        let x = Tensor::from_vec(vec![1.0f32; 6], [3, 2]).unwrap();
+        let up = Tensor::from_vec(vec![1.0f32; 4], [2, 2]).unwrap();
+        let bad = Tensor::from_vec(vec![0i64, 3], [2]).unwrap();
+        let e = x.to(Place::Cpu).unwrap().scatter(&bad, &up, true).unwrap_err();
+        assert!(
+            matches!(&e, Error::InvalidArgument { op: "scatter_axis", .. }) && e.to_string().contains("index 3"),
+            "{e}"
+        );
+        let wrong = Tensor::from_vec(vec![1.0f32; 6], [2, 3]).unwrap();
+        assert!(matches!(x.scatter(&ix(&[0, 1], &[2]), &wrong, true).unwrap_err(), Error::Shape { .. }));
+        assert!(matches!(x.put_along_axis(&ix(&[0], &[1]), &up, 0, "mul").unwrap_err(), Error::InvalidArgument { .. }));
+        let nd = ix(&[0, 2], &[1, 2]);
+        let e = paddle::scatter_nd_add(&x.to(Place::Cpu).unwrap(), &nd, &Tensor::from_vec(vec![1.0f32], [1]).unwrap());
+        assert!(matches!(e, Err(Error::InvalidArgument { op: "scatter_axis", .. })), "{e:?}");
+    });
 }
