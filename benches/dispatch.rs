@@ -4,7 +4,8 @@
 //! not. Two measures: wall time per call (`wall`), and the calling thread's CPU time per call
 //! (`thread_cpu`, Linux), which leaves out a software adapter's worker threads executing the
 //! kernels on the same cores. `check_nan_inf` measures that flag's cost per op (GPU calls
-//! there wait for the device, with and without the check, so the two compare).
+//! there wait for the device, with and without the check, so the two compare); `shadow` the
+//! CPU shadow's, per op and per MNIST training step.
 
 use std::time::Duration;
 #[cfg(not(target_os = "linux"))]
@@ -84,5 +85,47 @@ fn nan_check(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, dispatch, nan_check);
+/// The CPU shadow's cost (`FLAGS_shadow`): a 1024-element GPU add and one Adam step of the
+/// MNIST network on the GPU (batch 64, synthetic images), unshadowed and shadowed; every call
+/// waits for the device in both, so the two compare.
+fn shadow(c: &mut Criterion) {
+    use dygraph::nn::{Forward, Layer};
+    use dygraph::optimizer::{Adam, Optimizer};
+    use dygraph::vision::models::{MnistNet, mnist_loss};
+    if paddle::gpu_info(0).is_err() {
+        eprintln!("no GPU adapter: no shadow to measure");
+        return;
+    }
+    let g = Place::Gpu(0);
+    let x = paddle::ones_on([1024], DType::Float32, g).unwrap();
+    let img = paddle::rand_on([64, 1, 28, 28], g).unwrap();
+    let label = Tensor::from_vec_on((0..64).map(|i| i % 10).collect::<Vec<i64>>(), [64, 1], g).unwrap();
+    let model = paddle::guard(g, MnistNet::new).unwrap();
+    let mut opt = Adam::new(1e-3, model.parameters());
+    let mut group = c.benchmark_group("shadow");
+    group.sample_size(10);
+    for setting in ["off", "cpu"] {
+        paddle::set_flags(&[("FLAGS_shadow", setting)]).unwrap();
+        group.bench_function(format!("add_1k/{setting}"), |b| {
+            b.iter(|| {
+                let z = x.add(&x).unwrap();
+                paddle::sync().unwrap();
+                z
+            })
+        });
+        group.bench_function(format!("mnist_step/{setting}"), |b| {
+            b.iter(|| {
+                let loss = mnist_loss(&model.forward(&img).unwrap(), &label).unwrap();
+                loss.backward().unwrap();
+                opt.step().unwrap();
+                opt.clear_grad();
+                paddle::sync().unwrap();
+            })
+        });
+    }
+    paddle::set_flags(&[("FLAGS_shadow", "off")]).unwrap();
+    group.finish();
+}
+
+criterion_group!(benches, dispatch, nan_check, shadow);
 criterion_main!(benches);

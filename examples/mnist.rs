@@ -11,6 +11,8 @@
 
 #[path = "common/mod.rs"]
 mod common;
+#[path = "common/plot.rs"]
+mod plot;
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -231,65 +233,21 @@ pub fn infer(checkpoint: &Path, image: &Path, place: Place) -> Result<(usize, Ve
     })
 }
 
-/// Finds a TrueType font to label the plot with (the chart is drawn without text otherwise).
-fn register_font() -> bool {
-    let candidates = [
-        "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
-        "/usr/share/fonts/TTF/DejaVuSans.ttf",
-        "/usr/share/fonts/dejavu/DejaVuSans.ttf",
-        "/Library/Fonts/Arial.ttf",
-        "/System/Library/Fonts/Supplemental/Arial.ttf",
-        "C:\\Windows\\Fonts\\arial.ttf",
-    ];
-    for c in candidates {
-        if let Ok(bytes) = std::fs::read(c) {
-            let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
-            if plotters::style::register_font("sans-serif", plotters::style::FontStyle::Normal, bytes).is_ok() {
-                return true;
-            }
-        }
-    }
-    false
-}
-
 /// Draws the per-step losses and their 50-step moving average into a PNG.
 pub fn plot_losses(losses: &[f32], path: &Path) -> Result<()> {
-    use plotters::prelude::*;
-    let (w, h) = (900u32, 500u32);
-    let mut buf = vec![0u8; (w * h * 3) as usize];
-    let plot_err = |e: String| Error::invalid("plot", e);
-    {
-        let labels = register_font();
-        let root = BitMapBackend::with_buffer(&mut buf, (w, h)).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| plot_err(e.to_string()))?;
-        let n = losses.len().max(2);
-        let top = losses.iter().cloned().fold(0.0f32, f32::max).max(1e-3) * 1.05;
-        let mut builder = ChartBuilder::on(&root);
-        builder.margin(20);
-        if labels {
-            builder.caption("MNIST training loss", ("sans-serif", 22)).x_label_area_size(40).y_label_area_size(50);
-        }
-        let mut chart = builder.build_cartesian_2d(0..n, 0f32..top).map_err(|e| plot_err(e.to_string()))?;
-        let mut mesh = chart.configure_mesh();
-        if labels {
-            mesh.x_desc("step").y_desc("loss");
-        } else {
-            mesh.disable_x_axis().disable_y_axis();
-        }
-        mesh.draw().map_err(|e| plot_err(e.to_string()))?;
-        chart
-            .draw_series(LineSeries::new(losses.iter().enumerate().map(|(i, &l)| (i, l)), RGBColor(160, 190, 230)))
-            .map_err(|e| plot_err(e.to_string()))?;
-        let k = 50;
-        let smooth = losses.iter().enumerate().map(|(i, _)| {
+    let raw: Vec<(f64, f64)> = losses.iter().enumerate().map(|(i, &l)| (i as f64, l as f64)).collect();
+    let k = 50;
+    let smooth = (0..losses.len())
+        .map(|i| {
             let s = i.saturating_sub(k - 1);
-            (i, losses[s..=i].iter().sum::<f32>() / (i - s + 1) as f32)
-        });
-        chart.draw_series(LineSeries::new(smooth, BLUE.stroke_width(2))).map_err(|e| plot_err(e.to_string()))?;
-        root.present().map_err(|e| plot_err(e.to_string()))?;
-    }
-    let img = image::RgbImage::from_raw(w, h, buf).ok_or_else(|| plot_err("bitmap size".into()))?;
-    img.save(path).map_err(|e| plot_err(format!("{}: {e}", path.display())))
+            (i as f64, losses[s..=i].iter().map(|&l| l as f64).sum::<f64>() / (i - s + 1) as f64)
+        })
+        .collect();
+    let series = [
+        plot::Series { points: raw, color: (160, 190, 230), width: 1 },
+        plot::Series { points: smooth, color: (0, 0, 255), width: 2 },
+    ];
+    plot::line_chart("MNIST training loss", "step", "loss", &series, path).map_err(|e| Error::invalid("plot", e))
 }
 
 fn main() -> Result<()> {

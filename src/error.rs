@@ -34,6 +34,12 @@ pub enum Error {
     #[error("check_nan_inf: {op}: {msg}")]
     NonFinite { op: String, msg: String },
 
+    /// A GPU op whose results differ from the same op rerun on the CPU while CPU shadow mode
+    /// is on (`DYGRAPH_SHADOW=cpu`); `msg` names the element and both values, `file` is the
+    /// file that reproduces it (`dygraph::shadow::replay`), when it could be written.
+    #[error("shadow: {op}: {msg}")]
+    ShadowMismatch { op: String, msg: String, file: Option<std::path::PathBuf> },
+
     /// Operands on different places.
     #[error("{op}: tensors are on different places: {lhs} and {rhs}")]
     PlaceMismatch { op: &'static str, lhs: Place, rhs: Place },

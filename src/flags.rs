@@ -15,6 +15,9 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 use crate::{DType, Error, Result, Tensor};
 
+/// The flags `set_flags` and `get_flags` know.
+const KNOWN: &str = "FLAGS_check_nan_inf, FLAGS_shadow";
+
 /// 0: not read yet, 1: off, 2: on.
 static CHECK_NAN_INF: AtomicU8 = AtomicU8::new(0);
 
@@ -31,8 +34,9 @@ fn truthy(v: &str) -> Option<bool> {
     }
 }
 
-/// Sets flags by Paddle's names (`[("FLAGS_check_nan_inf", "1")]`). Unknown names and
-/// values are `InvalidArgument` errors naming them.
+/// Sets flags by Paddle's names (`[("FLAGS_check_nan_inf", "1")]`), and dygraph's
+/// `FLAGS_shadow` (`"cpu"` or `"off"`: the CPU shadow mode of [`crate::shadow`]). Unknown
+/// names and values are `InvalidArgument` errors naming them.
 pub fn set_flags(flags: &[(&str, &str)]) -> Result<()> {
     for &(name, value) in flags {
         match name {
@@ -42,11 +46,14 @@ pub fn set_flags(flags: &[(&str, &str)]) -> Result<()> {
                 })?;
                 CHECK_NAN_INF.store(if on { 2 } else { 1 }, Ordering::Relaxed);
             }
+            "FLAGS_shadow" => {
+                let on = crate::shadow::parse_setting(value).ok_or_else(|| {
+                    Error::invalid("set_flags", format!("FLAGS_shadow takes \"cpu\" or \"off\", got {value:?}"))
+                })?;
+                crate::shadow::set_enabled(on);
+            }
             other => {
-                return Err(Error::invalid(
-                    "set_flags",
-                    format!("unknown flag {other:?} (known: FLAGS_check_nan_inf)"),
-                ));
+                return Err(Error::invalid("set_flags", format!("unknown flag {other:?} (known: {KNOWN})")));
             }
         }
     }
@@ -59,7 +66,8 @@ pub fn get_flags(names: &[&str]) -> Result<Vec<(String, String)>> {
         .iter()
         .map(|&n| match n {
             "FLAGS_check_nan_inf" => Ok((n.to_string(), (nan_inf_checking() as u8).to_string())),
-            other => Err(Error::invalid("get_flags", format!("unknown flag {other:?} (known: FLAGS_check_nan_inf)"))),
+            "FLAGS_shadow" => Ok((n.to_string(), if crate::shadow::enabled() { "cpu" } else { "off" }.to_string())),
+            other => Err(Error::invalid("get_flags", format!("unknown flag {other:?} (known: {KNOWN})"))),
         })
         .collect()
 }
@@ -75,6 +83,12 @@ pub(crate) fn nan_inf_checking() -> bool {
         }
         v => v == 2,
     }
+}
+
+/// Whether each op must run through `apply` on its own (NaN checking or the CPU shadow):
+/// a static `Executor` then runs programs op by op, without fusion or replayed plans.
+pub(crate) fn per_op_checks() -> bool {
+    nan_inf_checking() || crate::shadow::enabled()
 }
 
 fn is_float(d: DType) -> bool {

@@ -37,6 +37,7 @@ pub mod ops;
 pub mod optimizer;
 mod place;
 mod random;
+pub mod shadow;
 mod shape;
 pub mod static_;
 mod tensor;

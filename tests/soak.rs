@@ -5,20 +5,28 @@
 //! is compiled, and once the model, optimizer and loader are dropped the tensor count and GPU
 //! bytes return to their values before the run.
 //!
+//! Each place trains twice: eagerly, and as the static program an `Executor` runs (on a GPU by
+//! replaying a plan).
+//!
 //! CI runs the short form (300 CPU steps, 100 GPU steps); the long runs of RELIABILITY.md are
-//! `DYGRAPH_SOAK_STEPS=10000,2000 cargo test --release --test soak -- --nocapture` (CPU, GPU).
+//! `DYGRAPH_SOAK_STEPS=10000,2000 cargo test --release --test soak -- --nocapture` (CPU, GPU);
+//! `DYGRAPH_SOAK_PLOT=DIR` also draws each run's memory curves into `DIR/soak-<place>-<mode>.png`.
 
 mod common;
+#[path = "../examples/common/plot.rs"]
+mod plot;
 
 use std::path::PathBuf;
+use std::rc::Rc;
 
 use dygraph::io::DataLoader;
 use dygraph::nn::{Forward, Layer};
 use dygraph::optimizer::{Adam, Optimizer};
+use dygraph::static_::{Executor, Program, Scope, data, program_guard};
 use dygraph::vision::datasets::{Mnist, Mode};
 use dygraph::vision::models::{MnistNet, mnist_loss};
 use dygraph::vision::transforms::Normalize;
-use dygraph::{self as paddle, Place};
+use dygraph::{self as paddle, DType, Place, Tensor};
 
 /// Resident set size in bytes (Linux `/proc/self/statm`, pages of 4 KiB).
 fn rss() -> u64 {
@@ -57,20 +65,68 @@ fn gpu_stats(place: Place) -> (u64, u64) {
     }
 }
 
-fn soak(place: Place) {
+/// How the network trains: eagerly, or as seed 002's static program (`minimize` appends
+/// backward and Adam) run by an `Executor`, which on a GPU replays a plan.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Training {
+    Eager,
+    Static,
+}
+
+/// One training step on a batch: the loss.
+type Step = Box<dyn FnMut(&Tensor, &Tensor) -> f32>;
+
+fn trainer(mode: Training, place: Place) -> (Step, Option<Rc<Executor>>) {
+    match mode {
+        Training::Eager => {
+            let model = MnistNet::new().unwrap();
+            let mut opt = Adam::new(1e-3, model.parameters());
+            let step = move |img: &Tensor, label: &Tensor| {
+                let loss = mnist_loss(&model.forward(img).unwrap(), label).unwrap();
+                loss.backward().unwrap();
+                opt.step().unwrap();
+                opt.clear_grad();
+                loss.item::<f32>().unwrap()
+            };
+            (Box::new(step), None)
+        }
+        Training::Static => {
+            let (main, startup) = (Program::new(), Program::new());
+            let loss = program_guard(&main, &startup, || {
+                let img = data("pixel", &[-1, 1, 28, 28], DType::Float32).unwrap();
+                let label = data("label", &[-1, 1], DType::Int64).unwrap();
+                let net = MnistNet::new().unwrap();
+                let loss = mnist_loss(&net.forward(&img).unwrap(), &label).unwrap();
+                Adam::new(1e-3, net.parameters()).minimize(&loss).unwrap();
+                loss
+            });
+            let exe = Rc::new(Executor::with_scope(place, Scope::new()));
+            exe.run(&startup, &[], &[] as &[&str]).unwrap();
+            let name = loss.name().unwrap();
+            let runner = exe.clone();
+            let step = move |img: &Tensor, label: &Tensor| {
+                let out = runner.run(&main, &[("pixel", img), ("label", label)], &[name.as_str()]).unwrap();
+                out[0].item::<f32>().unwrap()
+            };
+            (Box::new(step), Some(exe))
+        }
+    }
+}
+
+fn soak(place: Place, mode: Training) {
     let steps = steps_for(place);
     let every = (steps / 20).max(1);
     let before_tensors = paddle::live_tensors();
     let (before_gpu, _) = gpu_stats(place);
     let mut samples = Vec::new();
+    let mut plan = None;
     paddle::seed(2020);
     paddle::guard(place, || {
         let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/mnist");
         let train =
             Mnist::new(Some(&dir), Mode::Train).unwrap().with_transform(Normalize::new(&[127.5], &[127.5]).unwrap());
         let loader = DataLoader::new(train, 64).shuffle(true).drop_last(true).place(place);
-        let model = MnistNet::new().unwrap();
-        let mut opt = Adam::new(1e-3, model.parameters());
+        let (mut train_step, exe) = trainer(mode, place);
         let mut step = 0;
         while step < steps {
             for batch in loader.iter().unwrap() {
@@ -78,13 +134,9 @@ fn soak(place: Place) {
                     break;
                 }
                 let (img, label) = batch.unwrap();
-                let loss = mnist_loss(&model.forward(&img).unwrap(), &label).unwrap();
-                loss.backward().unwrap();
-                opt.step().unwrap();
-                opt.clear_grad();
-                let value = loss.item::<f32>().unwrap();
+                let value = train_step(&img, &label);
                 assert!(value.is_finite(), "step {step}: loss {value}");
-                drop((img, label, loss));
+                drop((img, label));
                 step += 1;
                 if step % every == 0 {
                     let (gpu_bytes, pipelines) = gpu_stats(place);
@@ -92,11 +144,16 @@ fn soak(place: Place) {
                 }
             }
         }
+        plan = exe.and_then(|e| e.last_plan());
     });
+    if mode == Training::Static && place.is_gpu() {
+        assert!(plan.is_some(), "the static program on {place} did not replay a plan");
+    }
+    let place_name = format!("{place} ({mode:?}{})", if plan.is_some() { ", plan" } else { "" });
     let (after_gpu, _) = gpu_stats(place);
     let after_tensors = paddle::live_tensors();
     let seed_note = format!("(DYGRAPH_TEST_SEED={})", common::run_seed());
-    let mut report = format!("soak on {place}: {steps} steps\n  step      rss MiB  tensors  gpu MiB  pipelines\n");
+    let mut report = format!("soak on {place_name}: {steps} steps\n  step      rss MiB  tensors  gpu MiB  pipelines\n");
     for s in &samples {
         report += &format!(
             "  {:>6} {:>10.1} {:>8} {:>8.2} {:>10}\n",
@@ -110,29 +167,67 @@ fn soak(place: Place) {
     report +=
         &format!("  after drop: tensors {before_tensors} → {after_tensors}, gpu bytes {before_gpu} → {after_gpu}\n");
     let _ = std::io::Write::write_all(&mut std::io::stderr(), report.as_bytes());
+    if let Some(dir) = std::env::var_os("DYGRAPH_SOAK_PLOT") {
+        plot_run(&PathBuf::from(dir), place, mode, &samples);
+    }
 
     let warm: Vec<&Sample> = samples.iter().filter(|s| s.step > steps / 5).collect();
     let first = warm.first().expect("samples after warm-up");
     for s in &warm {
         let limit = first.rss + first.rss / 100 + (4 << 20);
-        assert!(s.rss <= limit, "RSS grew from {} to {} by step {} on {place}\n{report}", first.rss, s.rss, s.step);
-        assert_eq!(s.tensors, first.tensors, "live tensors at step {} on {place} {seed_note}\n{report}", s.step);
-        assert_eq!(s.gpu_bytes, first.gpu_bytes, "GPU bytes at step {} on {place}\n{report}", s.step);
-        assert_eq!(s.pipelines, first.pipelines, "pipelines compiled after warm-up, step {} on {place}", s.step);
+        assert!(
+            s.rss <= limit,
+            "RSS grew from {} to {} by step {} on {place_name}\n{report}",
+            first.rss,
+            s.rss,
+            s.step
+        );
+        assert_eq!(s.tensors, first.tensors, "live tensors at step {} on {place_name} {seed_note}\n{report}", s.step);
+        assert_eq!(s.gpu_bytes, first.gpu_bytes, "GPU bytes at step {} on {place_name}\n{report}", s.step);
+        assert_eq!(s.pipelines, first.pipelines, "pipelines compiled after warm-up, step {} on {place_name}", s.step);
     }
-    assert_eq!(after_tensors, before_tensors, "tensors outlived the model on {place}\n{report}");
-    assert_eq!(after_gpu, before_gpu, "GPU buffers outlived the model on {place}\n{report}");
+    assert_eq!(after_tensors, before_tensors, "tensors outlived the model on {place_name}\n{report}");
+    assert_eq!(after_gpu, before_gpu, "GPU buffers outlived the model on {place_name}\n{report}");
+}
+
+/// Writes the run's RSS (and GPU memory) curves to `soak-<place>-<mode>.png` in `dir`.
+fn plot_run(dir: &std::path::Path, place: Place, mode: Training, samples: &[Sample]) {
+    std::fs::create_dir_all(dir).unwrap();
+    let mib = |b: u64| b as f64 / 1048576.0;
+    let mut series = vec![plot::Series {
+        points: samples.iter().map(|s| (s.step as f64, mib(s.rss))).collect(),
+        color: (0, 0, 255),
+        width: 2,
+    }];
+    if place.is_gpu() {
+        series.push(plot::Series {
+            points: samples.iter().map(|s| (s.step as f64, mib(s.gpu_bytes))).collect(),
+            color: (220, 90, 0),
+            width: 2,
+        });
+    }
+    let kind = if place.is_gpu() { "gpu" } else { "cpu" };
+    let mode_name = format!("{mode:?}").to_lowercase();
+    let title = format!(
+        "MNIST soak, {kind}, {mode_name}: process RSS{} (MiB)",
+        if place.is_gpu() { " (blue) and GPU memory allocated (orange)" } else { "" }
+    );
+    let path = dir.join(format!("soak-{kind}-{mode_name}.png"));
+    plot::line_chart(&title, "training step", "MiB", &series, &path).unwrap();
+    eprintln!("plotted {}", path.display());
 }
 
 #[test]
 fn cpu_training_keeps_memory_flat() {
     let _g = common::generator_lock();
-    soak(Place::Cpu);
+    soak(Place::Cpu, Training::Eager);
+    soak(Place::Cpu, Training::Static);
 }
 
 #[test]
 fn gpu_training_keeps_memory_flat() {
     let _g = common::generator_lock();
     let Some(gpu) = common::gpu_or_skip() else { return };
-    soak(gpu);
+    soak(gpu, Training::Eager);
+    soak(gpu, Training::Static);
 }

@@ -1,7 +1,8 @@
 //! Checkpoints in the safetensors format: the state dicts of models and optimizers,
 //! readable by Python's `safetensors` + numpy. Files are written atomically (temporary file,
 //! fsync, rename, fsync of the directory), so a crash never leaves a half-written checkpoint
-//! under the final name.
+//! under the final name; the temporary files of writes killed midway are removed by the next
+//! save of the same file (where `/proc` tells which processes still run).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -63,6 +64,11 @@ fn host_bytes(d: &CpuData) -> Vec<u8> {
 
 /// The safetensors bytes of `state` (for targets without a filesystem).
 pub fn save_to_bytes(state: &StateDict) -> Result<Vec<u8>> {
+    save_to_bytes_with(state, &[])
+}
+
+/// [`save_to_bytes`] with extra entries in the file's metadata (read back by [`metadata`]).
+pub(crate) fn save_to_bytes_with(state: &StateDict, extra: &[(&str, String)]) -> Result<Vec<u8>> {
     let mut blobs = Vec::with_capacity(state.len());
     for (name, t) in state.iter() {
         blobs.push((name.to_string(), t.dtype(), t.shape().to_vec(), host_bytes(&t.to_cpu_data("save")?)));
@@ -76,7 +82,8 @@ pub fn save_to_bytes(state: &StateDict) -> Result<Vec<u8>> {
         })
         .collect::<Result<_>>()?;
     let order: String = state.keys().iter().map(|k| escape(k) + "\n").collect();
-    let meta = HashMap::from([(ORDER_KEY.to_string(), order)]);
+    let mut meta = HashMap::from([(ORDER_KEY.to_string(), order)]);
+    meta.extend(extra.iter().map(|(k, v)| (k.to_string(), v.clone())));
     safetensors::serialize(views, Some(meta)).map_err(|e| Error::invalid("save", e.to_string()))
 }
 
@@ -91,6 +98,7 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let file_name =
         path.file_name().ok_or_else(|| Error::invalid("save", format!("{} is not a file path", path.display())))?;
+    remove_stale_temps(dir, &file_name.to_string_lossy());
     let nonce = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
     let tmp = dir.join(format!(".{}.{}.{nonce}.tmp", file_name.to_string_lossy(), std::process::id()));
     let write = || -> std::io::Result<()> {
@@ -109,6 +117,30 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         let _ = std::fs::remove_file(&tmp);
         Error::Io(std::io::Error::new(e.kind(), format!("save {}: {e}", path.display())))
     })
+}
+
+/// Removes the temporary files that writes of `file_name` left in `dir` when their process
+/// was killed mid-write (named `.<file_name>.<pid>.<nonce>.tmp`, `pid` no longer running).
+/// Where a process's liveness cannot be read (no `/proc`, as on Linux), they stay.
+fn remove_stale_temps(dir: &Path, file_name: &str) {
+    if !Path::new("/proc/self").exists() {
+        return;
+    }
+    let prefix = format!(".{file_name}.");
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let Some((pid, nonce)) =
+            name.strip_prefix(&prefix).and_then(|r| r.strip_suffix(".tmp")).and_then(|r| r.split_once('.'))
+        else {
+            continue;
+        };
+        let (Ok(pid), Ok(_)) = (pid.parse::<u32>(), nonce.parse::<u128>()) else { continue };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
 }
 
 fn from_st(op: &'static str, name: &str, v: &TensorView<'_>) -> Result<CpuData> {
@@ -130,6 +162,13 @@ fn from_st(op: &'static str, name: &str, v: &TensorView<'_>) -> Result<CpuData> 
             ));
         }
     })
+}
+
+/// The metadata entries of safetensors bytes (empty when the file has none).
+pub(crate) fn metadata(op: &'static str, bytes: &[u8]) -> Result<HashMap<String, String>> {
+    let (_, header) =
+        SafeTensors::read_metadata(bytes).map_err(|e| Error::invalid(op, format!("not a safetensors file: {e}")))?;
+    Ok(header.metadata().clone().unwrap_or_default())
 }
 
 /// Reads a state dict from safetensors bytes, onto `place`.

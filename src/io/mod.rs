@@ -1,7 +1,7 @@
 //! Input and output (`paddle.io`, `paddle.save` / `paddle.load`): datasets, data loaders and
 //! checkpoints, and weights saved by Paddle and PyTorch.
 
-mod checkpoint;
+pub(crate) mod checkpoint;
 mod dataloader;
 mod dataset;
 mod datasets;

@@ -234,8 +234,8 @@ impl Executor {
             .fused
             .as_ref()
             .filter(|f| self.fusion.load(Ordering::Relaxed) && !fetch_ids.iter().any(|v| f.eliminated.contains(v)))
-            // `FLAGS_check_nan_inf` checks each op by its own name.
-            .filter(|_| !crate::flags::nan_inf_checking());
+            // `FLAGS_check_nan_inf` and the CPU shadow check each op by its own name.
+            .filter(|_| !crate::flags::per_op_checks());
         // After every check: a hook counts optimizer steps.
         let hooks = program.data().hooks.clone();
         for h in &hooks {
@@ -259,7 +259,7 @@ impl Executor {
         if let Place::Gpu(index) = self.place
             && compiled.plannable
             && self.planning.load(Ordering::Relaxed)
-            && !crate::flags::nan_inf_checking()
+            && !crate::flags::per_op_checks()
         {
             let feed_ids: Vec<VarId> = feed.iter().filter_map(|(n, _)| compiled.names.get(*n).copied()).collect();
             let key = PlanKey::new(&compiled, program.data().uid, &env, &feed_ids, &fetch_ids, fusion.is_some());

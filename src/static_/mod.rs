@@ -35,7 +35,7 @@ mod inference;
 mod param;
 mod plan;
 mod program;
-mod serialize;
+pub(crate) mod serialize;
 
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;

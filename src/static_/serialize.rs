@@ -125,6 +125,25 @@ fn parse_attr(kind: &str, rest: &[&str]) -> Result<AttrValue> {
     })
 }
 
+/// `attrs` as the program format's `attr` lines (for other files that carry an op's
+/// attributes: the CPU shadow's reproduction files).
+pub(crate) fn write_attrs(attrs: &AttrMap) -> String {
+    attrs.iter().map(|(n, v)| attr_line(n, v) + "\n").collect()
+}
+
+/// Parses lines written by [`write_attrs`].
+pub(crate) fn read_attrs(text: &str) -> Result<AttrMap> {
+    let mut attrs = AttrMap::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let ["attr", name, kind, rest @ ..] = words.as_slice() else {
+            return Err(bad(format!("not an attribute line: {line:?}")));
+        };
+        attrs.set(dec(name)?, parse_attr(kind, rest)?);
+    }
+    Ok(attrs)
+}
+
 /// The text of `program` with its feed and fetch names.
 pub(crate) fn write_program(program: &Program, feeds: &[String], fetches: &[String]) -> String {
     let used: std::collections::HashSet<usize> = program.used_vars().into_iter().collect();

@@ -4,7 +4,8 @@
 //! apply(op, inputs, attrs): check places → infer meta (every validation) → by the inputs:
 //!     static → append an op to the inputs' Program (or the current one), return its variables
 //!     meta  → tensors with shape/dtype/place only, no kernel
-//!     eager → (float16 through float32) → the kernel of the place → record the autograd node
+//!     eager → (float16 through float32) → the kernel of the place → (CPU shadow rerun and
+//!             comparison) → record the autograd node
 //! ```
 
 use std::sync::Arc;
@@ -62,10 +63,17 @@ pub(crate) fn apply<O: Op>(op: &'static O, inputs: &[&Tensor], attrs: O::Attrs) 
         r?
     } else if op.view() {
         vec![inputs[0].with_shape(outs[0].shape.clone())]
-    } else if op.half() == Half::ViaF32 && metas.iter().any(|m| m.dtype == DType::Float16) {
-        through_f32(op, inputs, &attrs, &outs)?
     } else {
-        run_kernels(op, inputs, &metas, &attrs, &plan, &outs)?
+        let shadow = crate::shadow::prepare(op, inputs, &attrs, &outs)?;
+        let values = if op.half() == Half::ViaF32 && metas.iter().any(|m| m.dtype == DType::Float16) {
+            through_f32(op, inputs, &attrs, &outs)?
+        } else {
+            run_kernels(op, inputs, &metas, &attrs, &plan, &outs)?
+        };
+        if let Some(shadow) = shadow {
+            shadow.check(op, inputs, &values)?;
+        }
+        values
     };
     for &i in op.inplace() {
         inputs[i].bump_version();

@@ -1,0 +1,344 @@
+//! CPU shadow mode: `DYGRAPH_SHADOW=cpu` (or `set_flags(&[("FLAGS_shadow", "cpu")])`) runs
+//! every op that ran on a GPU place again on the CPU, from copies of its inputs taken before
+//! the GPU kernel, and compares the outputs (and what an in-place op wrote into its inputs)
+//! element by element: `|gpu − cpu| ≤ atol + rtol·|cpu|` with the op sweep's widest GPU-vs-CPU
+//! tolerance (float32: atol 2e-5, rtol 2e-4; float16: 0.04 both; `DYGRAPH_SHADOW_TOL=f`
+//! scales them), integers and booleans exactly, NaN equal only to NaN.
+//!
+//! The first op outside the tolerance is an [`Error::ShadowMismatch`] naming the op
+//! (`backward of <node>: <op>` inside a backward rule), the output, the first differing
+//! element with both values, and a file holding the op's inputs, attributes and generator
+//! state: [`replay`] runs that op again on both places from the file, so the mismatch becomes
+//! a test. Files go to `DYGRAPH_SHADOW_DIR`, else `<temp dir>/dygraph-shadow`.
+//!
+//! Random ops draw the same numbers on both places: the CPU run starts from the generator
+//! state the GPU run started from, and the state after the GPU run is restored afterwards,
+//! so shadowing changes no number the program draws (the generator is process-wide: another
+//! thread drawing during a shadowed op would see the rerun's draws). Each shadowed op waits
+//! for the device and reads its inputs and outputs back: a debugging mode.
+
+use std::cell::Cell;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+
+use crate::nn::StateDict;
+use crate::ops::registry::op::Op;
+use crate::tensor::TensorMeta;
+use crate::{DType, Error, Place, Result, Tensor};
+
+/// 0: not read yet, 1: off, 2: on.
+static SHADOW: AtomicU8 = AtomicU8::new(0);
+/// Files written so far by this process (numbers the next one).
+static FILES: AtomicUsize = AtomicUsize::new(0);
+/// Ops compared so far by this process.
+static CHECKED: AtomicUsize = AtomicUsize::new(0);
+
+/// How many GPU ops this process has rerun on the CPU and compared so far.
+pub fn checked_ops() -> usize {
+    CHECKED.load(Ordering::Relaxed)
+}
+
+thread_local! {
+    /// Set while a shadow's own ops run (copies, the CPU rerun), so they are not shadowed.
+    static IN_SHADOW: Cell<bool> = const { Cell::new(false) };
+}
+
+const META_OP: &str = "dygraph.shadow.op";
+const META_ATTRS: &str = "dygraph.shadow.attrs";
+const META_GENERATOR: &str = "dygraph.shadow.generator";
+const META_INPUTS: &str = "dygraph.shadow.inputs";
+const META_MESSAGE: &str = "dygraph.shadow.message";
+
+/// Parses the flag's value: `cpu` shadows on the CPU, `off`/`0`/empty turns it off.
+pub(crate) fn parse_setting(value: &str) -> Option<bool> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "cpu" | "1" | "on" | "true" => Some(true),
+        "off" | "0" | "" | "false" | "none" => Some(false),
+        _ => None,
+    }
+}
+
+/// Turns shadowing on or off (the flag's setter).
+pub(crate) fn set_enabled(on: bool) {
+    SHADOW.store(if on { 2 } else { 1 }, Ordering::Relaxed);
+}
+
+/// Whether GPU ops are shadowed (the flag, else `DYGRAPH_SHADOW`, read once).
+pub(crate) fn enabled() -> bool {
+    match SHADOW.load(Ordering::Relaxed) {
+        0 => {
+            let on = std::env::var("DYGRAPH_SHADOW").ok().and_then(|v| parse_setting(&v)).unwrap_or(false);
+            let _ = SHADOW.compare_exchange(0, if on { 2 } else { 1 }, Ordering::Relaxed, Ordering::Relaxed);
+            SHADOW.load(Ordering::Relaxed) == 2
+        }
+        v => v == 2,
+    }
+}
+
+/// Runs `f` with shadowing suspended on this thread.
+fn inside<R>(f: impl FnOnce() -> R) -> R {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            IN_SHADOW.with(|c| c.set(self.0));
+        }
+    }
+    let _reset = Reset(IN_SHADOW.with(|c| c.replace(true)));
+    let _no_grad = crate::no_grad_guard();
+    f()
+}
+
+/// What a shadowed op needs from before its GPU kernel ran.
+pub(crate) struct Shadow<A> {
+    /// CPU copies of the inputs, which the CPU rerun consumes (in-place ops write them).
+    inputs: Vec<Tensor>,
+    /// Pristine copies for the reproduction file, kept only for in-place ops.
+    pristine: Option<Vec<Tensor>>,
+    /// The attributes with any `place` attribute pointed at the CPU.
+    attrs: A,
+    /// The generator's `(seed, offset)` before the GPU kernel.
+    generator: (u64, u64),
+}
+
+/// Prepares to shadow `op` if shadowing is on and the op is about to run a kernel on a GPU.
+pub(crate) fn prepare<O: Op>(
+    op: &'static O,
+    inputs: &[&Tensor],
+    attrs: &O::Attrs,
+    outs: &[TensorMeta],
+) -> Result<Option<Shadow<O::Attrs>>> {
+    if !enabled() || IN_SHADOW.with(Cell::get) || op.mixed_places() {
+        return Ok(None);
+    }
+    let place = inputs.first().map(|t| t.place()).or_else(|| outs.first().map(|o| o.place));
+    if !matches!(place, Some(Place::Gpu(_))) {
+        return Ok(None);
+    }
+    inside(|| {
+        let copies: Vec<Tensor> = inputs.iter().map(|t| t.to(Place::Cpu)).collect::<Result<_>>()?;
+        let pristine = if op.inplace().is_empty() {
+            None
+        } else {
+            Some(copies.iter().map(|t| t.to(Place::Cpu).and_then(|c| c.clone_data())).collect::<Result<_>>()?)
+        };
+        let mut map = op.attr_map(attrs);
+        if map.get("place").is_some() {
+            map = map.with("place", Place::Cpu);
+        }
+        let attrs = op.parse_attrs(&map)?;
+        Ok(Some(Shadow { inputs: copies, pristine, attrs, generator: crate::random::get_seed_offset() }))
+    })
+}
+
+impl<A: crate::ops::registry::Attrs> Shadow<A> {
+    /// Runs `op` again on the CPU and compares with what the GPU computed: `outputs`, and
+    /// the in-place inputs as `inputs` now hold them.
+    pub(crate) fn check<O: Op<Attrs = A>>(self, op: &'static O, inputs: &[&Tensor], outputs: &[Tensor]) -> Result<()> {
+        let name = match crate::autograd::current_backward_node() {
+            Some(node) => format!("backward of {node}: {}", op.name()),
+            None => op.name().to_string(),
+        };
+        let Shadow { inputs: cpu_inputs, pristine, attrs, generator } = self;
+        let saved_inputs = pristine.as_ref().unwrap_or(&cpu_inputs).clone();
+        let after_gpu = crate::random::get_seed_offset();
+        let cpu_outputs = inside(|| {
+            crate::random::set_seed_offset(generator.0, generator.1);
+            let refs: Vec<&Tensor> = cpu_inputs.iter().collect();
+            let r = crate::ops::registry::apply::apply(op, &refs, attrs.clone());
+            crate::random::set_seed_offset(after_gpu.0, after_gpu.1);
+            r
+        });
+        let difference = match cpu_outputs {
+            Err(e) => Some(format!("the CPU rerun failed where the GPU ran: {e}")),
+            Ok(cpu_outputs) => inside(|| {
+                let mut gpu: Vec<(String, &Tensor)> =
+                    outputs.iter().enumerate().map(|(i, t)| (format!("output {i}"), t)).collect();
+                let mut cpu: Vec<&Tensor> = cpu_outputs.iter().collect();
+                for &i in op.inplace() {
+                    gpu.push((format!("input {i} (written in place)"), inputs[i]));
+                    cpu.push(&cpu_inputs[i]);
+                }
+                first_difference(&gpu, &cpu)
+            })?,
+        };
+        CHECKED.fetch_add(1, Ordering::Relaxed);
+        let Some(difference) = difference else { return Ok(()) };
+        let file = inside(|| save_case(op, &op.attr_map(&attrs), &saved_inputs, generator, &name, &difference));
+        let (msg, file) = match file {
+            Ok(path) => (
+                format!(
+                    "{difference}; inputs saved to {} (dygraph::shadow::replay reruns the op from it)",
+                    path.display()
+                ),
+                Some(path),
+            ),
+            Err(e) => (format!("{difference}; saving the inputs failed: {e}"), None),
+        };
+        Err(Error::ShadowMismatch { op: name, msg, file })
+    }
+}
+
+/// `(atol, rtol)` for comparing a dtype across places.
+fn tolerance(dtype: DType) -> (f64, f64) {
+    let factor = std::env::var("DYGRAPH_SHADOW_TOL").ok().and_then(|v| v.trim().parse::<f64>().ok()).unwrap_or(1.0);
+    let (atol, rtol) = match dtype {
+        DType::Float16 => (0.04, 0.04),
+        DType::Float32 => (2e-5, 2e-4),
+        DType::Float64 => (2e-11, 2e-9),
+        _ => (0.0, 0.0),
+    };
+    (atol * factor, rtol * factor)
+}
+
+/// The first element where `actual` (named) and `expected` differ beyond the tolerance of
+/// their dtype, described; `None` when all agree.
+fn first_difference(actual: &[(String, &Tensor)], expected: &[&Tensor]) -> Result<Option<String>> {
+    if actual.len() != expected.len() {
+        return Ok(Some(format!("{} results on the GPU, {} on the CPU", actual.len(), expected.len())));
+    }
+    for ((what, a), e) in actual.iter().zip(expected) {
+        if a.shape() != e.shape() || a.dtype() != e.dtype() {
+            return Ok(Some(format!("{what}: GPU {:?} {}, CPU {:?} {}", a.shape(), a.dtype(), e.shape(), e.dtype())));
+        }
+        let (av, ev) = (a.to_f64_vec()?, e.to_f64_vec()?);
+        let (atol, rtol) = tolerance(e.dtype());
+        for (k, (&x, &y)) in av.iter().zip(&ev).enumerate() {
+            let same = if x.is_nan() || y.is_nan() {
+                x.is_nan() && y.is_nan()
+            } else if x.is_infinite() || y.is_infinite() {
+                x == y
+            } else {
+                (x - y).abs() <= atol + rtol * y.abs()
+            };
+            if !same {
+                return Ok(Some(format!(
+                    "{what} {:?} {}: element {k} (index {:?}) is {x:e} on the GPU and {y:e} on the CPU \
+                     (|Δ| = {:e} > atol {atol:e} + rtol {rtol:e}·|cpu|)",
+                    e.shape(),
+                    e.dtype(),
+                    unravel(k, e.shape()),
+                    (x - y).abs()
+                )));
+            }
+        }
+    }
+    Ok(None)
+}
+
+fn unravel(mut k: usize, shape: &[usize]) -> Vec<usize> {
+    let mut idx = vec![0; shape.len()];
+    for d in (0..shape.len()).rev() {
+        let n = shape[d].max(1);
+        idx[d] = k % n;
+        k /= n;
+    }
+    idx
+}
+
+/// The directory reproduction files go to.
+fn directory() -> PathBuf {
+    std::env::var_os("DYGRAPH_SHADOW_DIR")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| std::env::temp_dir().join("dygraph-shadow"))
+}
+
+/// Writes one op's case: its inputs as safetensors, its name, attributes, generator state
+/// and the mismatch in the metadata.
+fn save_case<O: Op>(
+    op: &O,
+    attrs: &crate::ops::AttrMap,
+    inputs: &[Tensor],
+    generator: (u64, u64),
+    name: &str,
+    difference: &str,
+) -> Result<PathBuf> {
+    let mut state = StateDict::new();
+    for (i, t) in inputs.iter().enumerate() {
+        state.insert(format!("input.{i}"), t.clone());
+    }
+    let bytes = crate::io::checkpoint::save_to_bytes_with(
+        &state,
+        &[
+            (META_OP, op.name().to_string()),
+            (META_ATTRS, crate::static_::serialize::write_attrs(attrs)),
+            (META_GENERATOR, format!("{} {}", generator.0, generator.1)),
+            (META_INPUTS, inputs.len().to_string()),
+            (META_MESSAGE, format!("{name}: {difference}")),
+        ],
+    )?;
+    let dir = directory();
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| Error::Io(std::io::Error::new(e.kind(), format!("shadow: create {}: {e}", dir.display()))))?;
+    let n = FILES.fetch_add(1, Ordering::Relaxed);
+    let safe: String = op.name().chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+    let path = dir.join(format!("{safe}-{}-{n:04}.safetensors", std::process::id()));
+    crate::io::checkpoint::write_atomic(&path, &bytes)?;
+    Ok(path)
+}
+
+/// What [`replay`] found.
+#[derive(Debug)]
+pub struct Replay {
+    /// The op's name.
+    pub op: String,
+    /// The mismatch as the file recorded it when it was written.
+    pub recorded: String,
+    /// The first difference between the places now, or `None` when they agree.
+    pub difference: Option<String>,
+    /// The op's results on the CPU and on the GPU (outputs, then in-place inputs).
+    pub cpu: Vec<Tensor>,
+    /// See `cpu`.
+    pub gpu: Vec<Tensor>,
+}
+
+/// Reruns the op a shadow file recorded, on the CPU and on `gpu`, from the same inputs and
+/// generator state, and compares them as shadow mode does.
+pub fn replay(path: impl AsRef<Path>, gpu: Place) -> Result<Replay> {
+    const OP: &str = "shadow::replay";
+    let path = path.as_ref();
+    let bytes = std::fs::read(path)
+        .map_err(|e| Error::Io(std::io::Error::new(e.kind(), format!("{OP}: read {}: {e}", path.display()))))?;
+    let meta = crate::io::checkpoint::metadata(OP, &bytes)?;
+    let get = |k: &str| {
+        meta.get(k)
+            .cloned()
+            .ok_or_else(|| Error::invalid(OP, format!("{} is not a shadow file: no {k}", path.display())))
+    };
+    let op = crate::ops::registry::find_op(&get(META_OP)?)?;
+    let attrs = crate::static_::serialize::read_attrs(&get(META_ATTRS)?)?;
+    let generator: Vec<u64> = get(META_GENERATOR)?.split_whitespace().filter_map(|w| w.parse().ok()).collect();
+    let [seed, offset] = generator[..] else {
+        return Err(Error::invalid(OP, format!("{}: bad generator state", path.display())));
+    };
+    let count: usize = get(META_INPUTS)?.parse().map_err(|_| Error::invalid(OP, "bad input count"))?;
+    let state = crate::io::checkpoint::load_from_bytes(&bytes, Place::Cpu)?;
+    let inputs: Vec<Tensor> = (0..count)
+        .map(|i| {
+            state.get(&format!("input.{i}")).cloned().ok_or_else(|| Error::invalid(OP, format!("input.{i} is missing")))
+        })
+        .collect::<Result<_>>()?;
+    let run = |place: Place| -> Result<Vec<Tensor>> {
+        inside(|| {
+            let ins: Vec<Tensor> =
+                inputs.iter().map(|t| t.to(place).and_then(|t| t.clone_data())).collect::<Result<_>>()?;
+            let refs: Vec<&Tensor> = ins.iter().collect();
+            let mut a = attrs.clone();
+            if a.get("place").is_some() {
+                a = a.with("place", place);
+            }
+            let saved = crate::random::get_seed_offset();
+            crate::random::set_seed_offset(seed, offset);
+            let outs = op.run(&refs, &a);
+            crate::random::set_seed_offset(saved.0, saved.1);
+            let mut outs = outs?;
+            outs.extend(op.inplace().iter().map(|&i| ins[i].clone()));
+            Ok(outs)
+        })
+    };
+    let cpu = run(Place::Cpu)?;
+    let on_gpu = run(gpu)?;
+    let named: Vec<(String, &Tensor)> = on_gpu.iter().enumerate().map(|(i, t)| (format!("result {i}"), t)).collect();
+    let difference = first_difference(&named, &cpu.iter().collect::<Vec<_>>())?;
+    Ok(Replay { op: op.name().to_string(), recorded: get(META_MESSAGE)?, difference, cpu, gpu: on_gpu })
+}
