@@ -1,7 +1,10 @@
 //! `FLAGS_check_nan_inf`: with the flag on, the first NaN or infinity an op produces is
-//! `Error::NonFinite` naming the op (and `backward of <node>` inside backward), the output
-//! and the inputs' statistics, on each place and in a static program; with it off the same
-//! values pass through. The flag is process-wide, so one test runs every case in turn.
+//! `Error::NonFinite` naming the op (and `backward of <node>` inside backward) and the output.
+//! At level 2 (every op) the error comes from the op itself, with the inputs' statistics, on
+//! each place and in a static program; at level 1 a CPU op's comes at once and a GPU op's at
+//! the next readback (its element and value, float32 and float16, backward included, and
+//! from a static program's replayed plan). With the flag off the same values pass through.
+//! The flag is process-wide, so one test runs every case in turn.
 
 mod common;
 
@@ -37,6 +40,46 @@ fn check_on(place: Place) {
     assert!(matches!(d.log(), Err(Error::NonFinite { .. })));
 }
 
+/// Level 1 on a GPU: the op returns, the next readback reports the NaN/Inf, and the flag is
+/// clear afterwards.
+fn deferred_on(gpu: Place) {
+    let x = Tensor::from_vec_on(vec![1.0f32, 0.0, 4.0], [3], gpu).unwrap();
+    let y = x.log().expect("a GPU op returns before its check is read");
+    let (op, msg) = non_finite(y.to_vec::<f32>(), "the readback after log of 0");
+    assert_eq!(op, "log", "{msg}");
+    assert!(msg.contains("output 0 [3] float32: element 1 (index [1]) is -inf"), "{msg}");
+    assert_eq!(x.sqrt().unwrap().to_vec::<f32>().unwrap(), vec![1.0, 0.0, 2.0], "the flag is clear again");
+    // float16, and an error reported by sync() rather than by the result's own readback.
+    let h = Tensor::from_vec_on(vec![-1.0f32, 4.0], [2], gpu).unwrap().cast(DType::Float16).unwrap();
+    let _nan = h.sqrt().unwrap();
+    let (op, msg) = non_finite(paddle::sync(), "sync after sqrt of -1 in float16");
+    assert!(op == "sqrt" && msg.contains("[2] float16: element 0 (index [0]) is NaN"), "{op}: {msg}");
+    // Inside backward.
+    let leaf = Tensor::from_vec_on(vec![0.0f32, 1.0], [2], gpu).unwrap();
+    leaf.set_stop_gradient(false);
+    leaf.sqrt().unwrap().sum(&[], false).unwrap().backward().expect("backward returns before the check is read");
+    let (op, msg) = non_finite(leaf.grad().unwrap().to_vec::<f32>(), "the gradient of sqrt at 0");
+    assert!(op.starts_with("backward of sqrt: "), "{op}: {msg}");
+    // A static program keeps its plan, which replays the checks.
+    let (main, startup) = (Program::new(), Program::new());
+    let y = program_guard(&main, &startup, || {
+        let x = data("x", &[-1, 2], DType::Float32).unwrap();
+        x.scale(2.0, 0.0).unwrap().log().unwrap().exp().unwrap()
+    });
+    let exe = Executor::with_scope(gpu, Scope::new());
+    let ok = common::tensor(&[1.0, 2.0], &[1, 2], DType::Float32, gpu);
+    for _ in 0..2 {
+        let out = exe.run(&main, &[("x", &ok)], &[y.name().unwrap()]).unwrap();
+        common::assert_close("exp(log(2x))", &common::values(&out[0]), &[2.0, 4.0], 1e-6);
+    }
+    assert!(exe.last_plan().is_some(), "level 1 keeps the replayed plan");
+    let zero = common::tensor(&[0.0, 2.0], &[1, 2], DType::Float32, gpu);
+    let out = exe.run(&main, &[("x", &zero)], &[y.name().unwrap()]).expect("a run returns before its checks are read");
+    let (op, msg) = non_finite(out[0].to_vec::<f32>(), "the fetch of a plan's log of 0");
+    assert_eq!(op, "log", "{msg}");
+    assert!(exe.last_plan().is_some(), "the error came from the replayed plan");
+}
+
 fn static_program_is_checked(place: Place) {
     let (main, startup) = (Program::new(), Program::new());
     let y = program_guard(&main, &startup, || {
@@ -59,11 +102,17 @@ fn check_nan_inf_names_the_op_forward_backward_and_static() {
     assert!(paddle::set_flags(&[("FLAGS_check_nan_inf", "maybe")]).is_err());
     let zero = Tensor::from_vec(vec![0.0f32], [1]).unwrap();
     assert_eq!(zero.log().unwrap().to_vec::<f32>().unwrap(), vec![f32::NEG_INFINITY], "off: passes through");
-    paddle::set_flags(&[("FLAGS_check_nan_inf", "1")]).unwrap();
     let result = std::panic::catch_unwind(|| {
+        paddle::set_flags(&[("FLAGS_check_nan_inf", "2")]).unwrap();
+        assert_eq!(paddle::get_flags(&["FLAGS_check_nan_inf"]).unwrap()[0].1, "2");
         for place in common::places() {
             check_on(place);
             static_program_is_checked(place);
+        }
+        paddle::set_flags(&[("FLAGS_check_nan_inf", "1")]).unwrap();
+        check_on(Place::Cpu);
+        if let Some(gpu) = common::gpu_or_skip() {
+            deferred_on(gpu);
         }
     });
     paddle::set_flags(&[("FLAGS_check_nan_inf", "0")]).unwrap();

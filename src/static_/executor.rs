@@ -235,7 +235,7 @@ impl Executor {
             .as_ref()
             .filter(|f| self.fusion.load(Ordering::Relaxed) && !fetch_ids.iter().any(|v| f.eliminated.contains(v)))
             // `FLAGS_check_nan_inf` and the CPU shadow check each op by its own name.
-            .filter(|_| !crate::flags::per_op_checks());
+            .filter(|_| !crate::flags::checks_by_op_name());
         // After every check: a hook counts optimizer steps.
         let hooks = program.data().hooks.clone();
         for h in &hooks {

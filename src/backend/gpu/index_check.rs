@@ -8,9 +8,30 @@
 //!
 //! Flag layout (u32 words): `[count, op code, index lo, index hi, n]`; `count` is an atomic
 //! counter, so exactly one invocation writes the details.
+//!
+//! The same flag carries `FLAGS_check_nan_inf`'s deferred GPU check: after an op, a small
+//! kernel per float output (`nan_check.wgsl`) records the first NaN or infinity as
+//! `[count, code, element, 0, bits]`, the code naming the op, the output and its shape; the
+//! next readback returns `Error::NonFinite`. Being ordinary dispatches, the checks are also
+//! captured into, and replayed by, a static program's plan.
+
+use std::collections::HashMap;
 
 use super::context::{GpuContext, lock};
-use crate::{Error, Result};
+use super::recorder::Bind;
+use super::{GpuBuffer, Kernel};
+use crate::{DType, Error, Result};
+
+/// The deferred NaN/Inf check of one output.
+pub(crate) static NAN_CHECK: Kernel = Kernel::single("nan_check.wgsl");
+
+/// What a code in the flag stands for.
+enum Source {
+    /// A kernel of this op checks its indices.
+    Index(&'static str),
+    /// The deferred NaN/Inf check of an op's output.
+    NonFinite { op: String, output: usize, shape: Vec<usize>, dtype: DType },
+}
 
 /// Bytes of the flag buffer.
 pub(crate) const FLAG_BYTES: u64 = 20;
@@ -18,7 +39,9 @@ pub(crate) const FLAG_BYTES: u64 = 20;
 /// The device's flag and the ops whose kernels bound it (their codes are positions + 1).
 pub(crate) struct IndexFlag {
     buffer: wgpu::Buffer,
-    ops: Vec<&'static str>,
+    sources: Vec<Source>,
+    /// Codes of the NaN checks by (op, output, shape, dtype).
+    non_finite: HashMap<(String, usize, Vec<usize>, DType), u32>,
     /// A checking kernel was recorded since the flag was last read.
     armed: bool,
 }
@@ -31,7 +54,7 @@ impl IndexFlag {
             usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        IndexFlag { buffer, ops: Vec::new(), armed: false }
+        IndexFlag { buffer, sources: Vec::new(), non_finite: HashMap::new(), armed: false }
     }
 }
 
@@ -39,15 +62,47 @@ impl GpuContext {
     /// The flag buffer for a kernel of `op` that checks its indices, and `op`'s code.
     pub fn index_flag(&self, op: &'static str) -> (u32, wgpu::Buffer) {
         let mut f = lock(&self.index_flag);
-        let code = match f.ops.iter().position(|&o| o == op) {
+        let code = match f.sources.iter().position(|s| matches!(s, Source::Index(o) if *o == op)) {
             Some(i) => i + 1,
             None => {
-                f.ops.push(op);
-                f.ops.len()
+                f.sources.push(Source::Index(op));
+                f.sources.len()
             }
         };
         f.armed = true;
         (code as u32, f.buffer.clone())
+    }
+
+    /// Records the deferred NaN/Inf check of output `output` of `op` (float32 or float16,
+    /// `shape`), held in `buffer`: reported by the next readback.
+    pub(crate) fn check_finite(
+        &self,
+        op: String,
+        output: usize,
+        buffer: &GpuBuffer,
+        shape: &[usize],
+        dtype: DType,
+    ) -> Result<()> {
+        let n: usize = shape.iter().product();
+        let (code, flag) = {
+            let mut f = lock(&self.index_flag);
+            let key = (op, output, shape.to_vec(), dtype);
+            let code = match f.non_finite.get(&key) {
+                Some(&c) => c,
+                None => {
+                    let (op, output, shape, dtype) = key.clone();
+                    f.sources.push(Source::NonFinite { op, output, shape, dtype });
+                    let c = f.sources.len() as u32;
+                    f.non_finite.insert(key, c);
+                    c
+                }
+            };
+            f.armed = true;
+            (code, f.buffer.clone())
+        };
+        let half = u32::from(dtype == DType::Float16);
+        let binds = [Bind::read(buffer), Bind::flag(&flag)];
+        self.dispatch(&NAN_CHECK, 0, "main", &binds, &[n as u32, code, half], n as u64)
     }
 
     /// Notes that a checking kernel was recorded (a replayed plan's).
@@ -67,10 +122,41 @@ impl GpuContext {
         if w.len() < 5 || w[0] == 0 {
             return Ok(());
         }
-        let op = (w[1] as usize).checked_sub(1).and_then(|i| lock(&self.index_flag).ops.get(i).copied());
-        let op = op.unwrap_or("index op");
-        let value = (w[2] as u64 | (w[3] as u64) << 32) as i64;
-        let n = w[4];
-        Err(Error::invalid(op, format!("index {value} is out of range (size {n}, valid 0..{n}); found on the GPU")))
+        let f = lock(&self.index_flag);
+        match (w[1] as usize).checked_sub(1).and_then(|i| f.sources.get(i)) {
+            Some(Source::NonFinite { op, output, shape, dtype }) => {
+                let (k, bits) = (w[2] as usize, w[4]);
+                let value = if *dtype == DType::Float16 {
+                    half::f16::from_bits(bits as u16).to_f32()
+                } else {
+                    f32::from_bits(bits)
+                };
+                let mut index = vec![0; shape.len()];
+                let mut rest = k;
+                for d in (0..shape.len()).rev() {
+                    index[d] = rest % shape[d].max(1);
+                    rest /= shape[d].max(1);
+                }
+                Err(Error::NonFinite {
+                    op: op.clone(),
+                    msg: format!(
+                        "output {output} {shape:?} {dtype}: element {k} (index {index:?}) is {value}; \
+                         found on the GPU by the deferred check and reported at this readback"
+                    ),
+                })
+            }
+            source => {
+                let op = match source {
+                    Some(Source::Index(op)) => op,
+                    _ => "index op",
+                };
+                let value = (w[2] as u64 | (w[3] as u64) << 32) as i64;
+                let n = w[4];
+                Err(Error::invalid(
+                    op,
+                    format!("index {value} is out of range (size {n}, valid 0..{n}); found on the GPU"),
+                ))
+            }
+        }
     }
 }
