@@ -13,11 +13,14 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     if (i >= params[0]) {
         return;
     }
-    var bits = x[i];
-    var all_ones = 0x7f800000u;
+    var bits: u32;
+    var all_ones: u32;
     if (params[2] == 1u) {
         bits = (x[i / 2u] >> ((i % 2u) * 16u)) & 0xffffu;
         all_ones = 0x7c00u;
+    } else {
+        bits = x[i];
+        all_ones = 0x7f800000u;
     }
     if ((bits & all_ones) == all_ones && atomicAdd(&index_errors[0], 1u) == 0u) {
         atomicStore(&index_errors[1], params[1]);

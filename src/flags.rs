@@ -152,27 +152,34 @@ pub(crate) fn without_checks<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
-/// The check after an eager op `op` computed `outputs` from `inputs`.
-pub(crate) fn check_outputs(op: &'static str, inputs: &[&Tensor], outputs: &[Tensor]) -> Result<()> {
+/// The check after an eager op `op` computed `outputs` from `inputs` and wrote the inputs
+/// at positions `inplace`.
+pub(crate) fn check_outputs(op: &'static str, inputs: &[&Tensor], inplace: &[usize], outputs: &[Tensor]) -> Result<()> {
     if CHECKING.with(Cell::get) {
         return Ok(());
     }
-    without_checks(|| check_each(op, inputs, outputs))
+    let written = outputs
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (format!("output {i}"), t))
+        .chain(inplace.iter().map(|&i| (format!("input {i} (written in place)"), inputs[i])));
+    let written: Vec<(String, &Tensor)> = written.collect();
+    without_checks(|| check_each(op, inputs, &written))
 }
 
-fn check_each(op: &'static str, inputs: &[&Tensor], outputs: &[Tensor]) -> Result<()> {
+fn check_each(op: &'static str, inputs: &[&Tensor], outputs: &[(String, &Tensor)]) -> Result<()> {
     let _no_grad = crate::no_grad_guard();
     let name = || match crate::autograd::current_backward_node() {
         Some(node) => format!("backward of {node}: {op}"),
         None => op.to_string(),
     };
     let deferred = nan_inf_level() == 1;
-    for (i, out) in outputs.iter().enumerate() {
+    for (what, out) in outputs {
         if !is_float(out.dtype()) || out.numel() == 0 {
             continue;
         }
         if deferred && let crate::backend::Storage::Gpu(buffer) = out.storage() {
-            buffer.ctx.check_finite(name(), i, buffer, out.shape(), out.dtype())?;
+            buffer.ctx.check_finite(name(), what, buffer, out.shape(), out.dtype())?;
             continue;
         }
         if !has_non_finite(out)? {
@@ -182,7 +189,7 @@ fn check_each(op: &'static str, inputs: &[&Tensor], outputs: &[Tensor]) -> Resul
         let ins: Vec<String> = inputs.iter().enumerate().map(|(k, t)| format!("input {k} {}", describe(t))).collect();
         return Err(Error::NonFinite {
             op: name,
-            msg: format!("output {i} {} holds NaN or infinity; {}", describe(out), ins.join("; ")),
+            msg: format!("{what} {} holds NaN or infinity; {}", describe(out), ins.join("; ")),
         });
     }
     Ok(())

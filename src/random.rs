@@ -81,14 +81,45 @@ struct GeneratorState {
 
 static GENERATOR: Mutex<Option<GeneratorState>> = Mutex::new(None);
 
+thread_local! {
+    /// A generator standing in for the global one on this thread (`with_private_generator`).
+    static PRIVATE: std::cell::RefCell<Option<GeneratorState>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` with this thread drawing from a private generator at `(seed, offset)` instead of
+/// the global one, which `f`'s draws leave untouched (the CPU shadow reruns a random op from
+/// the state its GPU run started at this way); also returns the private state `f` left.
+pub(crate) fn with_private_generator<R>(seed: u64, offset: u64, f: impl FnOnce() -> R) -> (R, (u64, u64)) {
+    struct Restore(Option<GeneratorState>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let outer = self.0.take();
+            PRIVATE.with(|p| *p.borrow_mut() = outer);
+        }
+    }
+    let outer = PRIVATE.with(|p| p.borrow_mut().replace(GeneratorState { seed, offset }));
+    let restore = Restore(outer);
+    let r = f();
+    let after = PRIVATE.with(|p| p.borrow().as_ref().map(|g| (g.seed, g.offset))).unwrap_or((seed, offset));
+    drop(restore);
+    (r, after)
+}
+
 fn with_generator<R>(f: impl FnOnce(&mut GeneratorState) -> R) -> R {
-    let mut guard = GENERATOR.lock().unwrap_or_else(|e| e.into_inner());
-    let state = guard.get_or_insert_with(|| {
-        use std::hash::BuildHasher;
-        let seed = std::collections::hash_map::RandomState::new().hash_one(0x5EED_u64);
-        GeneratorState { seed, offset: 0 }
-    });
-    f(state)
+    PRIVATE.with(|p| {
+        let mut private = p.borrow_mut();
+        if let Some(g) = private.as_mut() {
+            return f(g);
+        }
+        drop(private);
+        let mut guard = GENERATOR.lock().unwrap_or_else(|e| e.into_inner());
+        let state = guard.get_or_insert_with(|| {
+            use std::hash::BuildHasher;
+            let seed = std::collections::hash_map::RandomState::new().hash_one(0x5EED_u64);
+            GeneratorState { seed, offset: 0 }
+        });
+        f(state)
+    })
 }
 
 /// Seeds the global generator and resets its offset (`paddle.seed`): every random op after

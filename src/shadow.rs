@@ -11,11 +11,13 @@
 //! state: [`replay`] runs that op again on both places from the file, so the mismatch becomes
 //! a test. Files go to `DYGRAPH_SHADOW_DIR`, else `<temp dir>/dygraph-shadow`.
 //!
-//! Random ops draw the same numbers on both places: the CPU run starts from the generator
-//! state the GPU run started from, and the state after the GPU run is restored afterwards,
-//! so shadowing changes no number the program draws (the generator is process-wide: another
-//! thread drawing during a shadowed op would see the rerun's draws). Each shadowed op waits
-//! for the device and reads its inputs and outputs back: a debugging mode.
+//! Random ops draw the same numbers on both places: the CPU rerun draws from a private copy
+//! of the generator at the state the GPU run started from (`random::with_private_generator`),
+//! so shadowing changes no number the program draws, on this thread or another. An input
+//! error the CPU rerun finds (an index out of range, which the GPU reports at the next
+//! readback) is returned as the CPU gives it, not as a mismatch. The NaN check
+//! (`FLAGS_check_nan_inf`) does not look at the shadow's own copies and rerun. Each shadowed
+//! op waits for the device and reads its inputs and outputs back: a debugging mode.
 
 use std::cell::Cell;
 use std::path::{Path, PathBuf};
@@ -85,7 +87,7 @@ fn inside<R>(f: impl FnOnce() -> R) -> R {
     }
     let _reset = Reset(IN_SHADOW.with(|c| c.replace(true)));
     let _no_grad = crate::no_grad_guard();
-    f()
+    crate::flags::without_checks(f)
 }
 
 /// What a shadowed op needs from before its GPU kernel ran.
@@ -121,11 +123,9 @@ pub(crate) fn prepare<O: Op>(
         } else {
             Some(copies.iter().map(|t| t.to(Place::Cpu).and_then(|c| c.clone_data())).collect::<Result<_>>()?)
         };
-        let mut map = op.attr_map(attrs);
-        if map.get("place").is_some() {
-            map = map.with("place", Place::Cpu);
-        }
-        let attrs = op.parse_attrs(&map)?;
+        let map = op.attr_map(attrs);
+        let attrs =
+            if map.get("place").is_some() { op.parse_attrs(&map.with("place", Place::Cpu))? } else { attrs.clone() };
         Ok(Some(Shadow { inputs: copies, pristine, attrs, generator: crate::random::get_seed_offset() }))
     })
 }
@@ -140,17 +140,16 @@ impl<A: crate::ops::registry::Attrs> Shadow<A> {
         };
         let Shadow { inputs: cpu_inputs, pristine, attrs, generator } = self;
         let saved_inputs = pristine.as_ref().unwrap_or(&cpu_inputs).clone();
-        let after_gpu = crate::random::get_seed_offset();
-        let cpu_outputs = inside(|| {
-            crate::random::set_seed_offset(generator.0, generator.1);
-            let refs: Vec<&Tensor> = cpu_inputs.iter().collect();
-            let r = crate::ops::registry::apply::apply(op, &refs, attrs.clone());
-            crate::random::set_seed_offset(after_gpu.0, after_gpu.1);
-            r
+        let (cpu_outputs, _) = crate::random::with_private_generator(generator.0, generator.1, || {
+            inside(|| {
+                let refs: Vec<&Tensor> = cpu_inputs.iter().collect();
+                crate::ops::registry::apply::apply(op, &refs, attrs.clone())
+            })
         });
-        let difference = match cpu_outputs {
-            Err(e) => Some(format!("the CPU rerun failed where the GPU ran: {e}")),
-            Ok(cpu_outputs) => inside(|| {
+        // The CPU validates eagerly what the GPU reports at the next readback (indices).
+        let cpu_outputs = cpu_outputs?;
+        let difference = {
+            inside(|| {
                 let mut gpu: Vec<(String, &Tensor)> =
                     outputs.iter().enumerate().map(|(i, t)| (format!("output {i}"), t)).collect();
                 let mut cpu: Vec<&Tensor> = cpu_outputs.iter().collect();
@@ -159,7 +158,7 @@ impl<A: crate::ops::registry::Attrs> Shadow<A> {
                     cpu.push(&cpu_inputs[i]);
                 }
                 first_difference(&gpu, &cpu)
-            })?,
+            })?
         };
         CHECKED.fetch_add(1, Ordering::Relaxed);
         let Some(difference) = difference else { return Ok(()) };
@@ -297,6 +296,9 @@ pub struct Replay {
 pub fn replay(path: impl AsRef<Path>, gpu: Place) -> Result<Replay> {
     const OP: &str = "shadow::replay";
     let path = path.as_ref();
+    if !gpu.is_gpu() {
+        return Err(Error::invalid(OP, format!("compares the CPU with a GPU place, got {gpu}")));
+    }
     let bytes = std::fs::read(path)
         .map_err(|e| Error::Io(std::io::Error::new(e.kind(), format!("{OP}: read {}: {e}", path.display()))))?;
     let meta = crate::io::checkpoint::metadata(OP, &bytes)?;
@@ -306,7 +308,8 @@ pub fn replay(path: impl AsRef<Path>, gpu: Place) -> Result<Replay> {
             .ok_or_else(|| Error::invalid(OP, format!("{} is not a shadow file: no {k}", path.display())))
     };
     let op = crate::ops::registry::find_op(&get(META_OP)?)?;
-    let attrs = crate::static_::serialize::read_attrs(&get(META_ATTRS)?)?;
+    let attrs = crate::static_::serialize::read_attrs(&get(META_ATTRS)?)
+        .map_err(|e| Error::invalid(OP, format!("{}: bad attributes: {e}", path.display())))?;
     let generator: Vec<u64> = get(META_GENERATOR)?.split_whitespace().filter_map(|w| w.parse().ok()).collect();
     let [seed, offset] = generator[..] else {
         return Err(Error::invalid(OP, format!("{}: bad generator state", path.display())));
@@ -327,10 +330,7 @@ pub fn replay(path: impl AsRef<Path>, gpu: Place) -> Result<Replay> {
             if a.get("place").is_some() {
                 a = a.with("place", place);
             }
-            let saved = crate::random::get_seed_offset();
-            crate::random::set_seed_offset(seed, offset);
-            let outs = op.run(&refs, &a);
-            crate::random::set_seed_offset(saved.0, saved.1);
+            let (outs, _) = crate::random::with_private_generator(seed, offset, || op.run(&refs, &a));
             let mut outs = outs?;
             outs.extend(op.inplace().iter().map(|&i| ins[i].clone()));
             Ok(outs)

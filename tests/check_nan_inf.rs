@@ -60,7 +60,13 @@ fn deferred_on(gpu: Place) {
     leaf.sqrt().unwrap().sum(&[], false).unwrap().backward().expect("backward returns before the check is read");
     let (op, msg) = non_finite(leaf.grad().unwrap().to_vec::<f32>(), "the gradient of sqrt at 0");
     assert!(op.starts_with("backward of sqrt: "), "{op}: {msg}");
-    // A static program keeps its plan, which replays the checks.
+    // What an op writes in place is checked too.
+    let a = Tensor::from_vec_on(vec![1.0f32, 2.0], [2], gpu).unwrap();
+    a.assign_(&Tensor::from_vec_on(vec![3.0f32, f32::INFINITY], [2], gpu).unwrap()).unwrap();
+    let (op, msg) = non_finite(paddle::sync(), "assign_ writing inf in place");
+    assert!(op == "assign_" && msg.contains("input 0 (written in place) [2] float32: element 1"), "{op}: {msg}");
+    // A static program keeps its plan, which replays the checks; a plan taped while the flag
+    // was off is not reused once it is on.
     let (main, startup) = (Program::new(), Program::new());
     let y = program_guard(&main, &startup, || {
         let x = data("x", &[-1, 2], DType::Float32).unwrap();
@@ -68,12 +74,18 @@ fn deferred_on(gpu: Place) {
     });
     let exe = Executor::with_scope(gpu, Scope::new());
     let ok = common::tensor(&[1.0, 2.0], &[1, 2], DType::Float32, gpu);
+    let zero = common::tensor(&[0.0, 2.0], &[1, 2], DType::Float32, gpu);
+    paddle::set_flags(&[("FLAGS_check_nan_inf", "0")]).unwrap();
+    for _ in 0..2 {
+        exe.run(&main, &[("x", &zero)], &[y.name().unwrap()]).unwrap()[0].to_vec::<f32>().unwrap();
+    }
+    assert!(exe.last_plan().is_some(), "unchecked runs replay a plan");
+    paddle::set_flags(&[("FLAGS_check_nan_inf", "1")]).unwrap();
     for _ in 0..2 {
         let out = exe.run(&main, &[("x", &ok)], &[y.name().unwrap()]).unwrap();
         common::assert_close("exp(log(2x))", &common::values(&out[0]), &[2.0, 4.0], 1e-6);
     }
     assert!(exe.last_plan().is_some(), "level 1 keeps the replayed plan");
-    let zero = common::tensor(&[0.0, 2.0], &[1, 2], DType::Float32, gpu);
     let out = exe.run(&main, &[("x", &zero)], &[y.name().unwrap()]).expect("a run returns before its checks are read");
     let (op, msg) = non_finite(out[0].to_vec::<f32>(), "the fetch of a plan's log of 0");
     assert_eq!(op, "log", "{msg}");

@@ -4,7 +4,7 @@
 //! file intact. The full disk is a 1 MiB tmpfs when the tests run as root (mounted here),
 //! else a 1 MiB file-size limit (`ulimit -f`, the same failed write); the read-only
 //! directory is a read-only tmpfs as root, else a directory without write permission. On
-//! Linux the next save removes the temporary files the killed writes left.
+//! Linux a later save removes the temporary files the killed writes left, once a minute old.
 
 mod common;
 
@@ -63,6 +63,7 @@ fn a_killed_save_leaves_the_old_or_the_new_file() {
     dygraph::save(&state(1, BIG), &path).unwrap();
     let mut rng = common::Rng::new(common::run_seed() ^ 0x5191);
     let mut seen = [0usize; 3];
+    let mut last_child = 0;
     for round in 0..100 {
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args(["save_forever_child", "--exact", "--ignored", "--test-threads=1"])
@@ -72,6 +73,7 @@ fn a_killed_save_leaves_the_old_or_the_new_file() {
             .spawn()
             .unwrap();
         std::thread::sleep(Duration::from_micros(20_000 + (rng.next_u64() % 400_000)));
+        last_child = child.id();
         child.kill().unwrap();
         child.wait().unwrap();
         let loaded =
@@ -82,12 +84,26 @@ fn a_killed_save_leaves_the_old_or_the_new_file() {
     eprintln!("kill during save: 100 kills; the file held version 1 {} times, version 2 {} times", seen[1], seen[2]);
     let leftovers = std::fs::read_dir(&dir).unwrap().count() - 1;
     eprintln!("kill during save: {leftovers} temporary files of killed writes left beside the checkpoint");
-    // The next save of the file removes them (their processes are gone).
+    // One more, in case no kill landed mid-write: a killed child's temporary file, by name.
+    std::fs::write(dir.join(format!(".model.safetensors.{last_child}.1.tmp")), b"partial").unwrap();
+    let leftovers = leftovers + 1;
+    // A later save removes them once they have been left a minute (their processes are gone):
+    // not sooner, a writer elsewhere may still be at work on one.
+    let names = || -> Vec<String> {
+        let mut v: Vec<String> =
+            std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        v.sort();
+        v
+    };
     dygraph::save(&state(1, BIG), &path).unwrap();
-    let names: Vec<String> =
-        std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert_eq!(names().len(), leftovers + 1, "a save removed temporary files younger than a minute");
     if cfg!(target_os = "linux") {
-        assert_eq!(names, ["model.safetensors"], "the next save left temporary files of killed writes");
+        for name in names().iter().filter(|n| n.ends_with(".tmp")) {
+            let aged = Command::new("touch").args(["-d", "2 minutes ago"]).arg(dir.join(name)).status();
+            assert!(aged.is_ok_and(|s| s.success()), "touch -d could not age {name}");
+        }
+        dygraph::save(&state(1, BIG), &path).unwrap();
+        assert_eq!(names(), ["model.safetensors"], "a save left temporary files of killed writes");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -118,6 +118,29 @@ fn shadow_passes_training_steps(gpu: Place) {
     assert_eq!(next_shadowed, next_plain, "the draw after a shadowed random op");
 }
 
+/// With the shadow on, an out-of-range index is the op's own error (the CPU rerun finds it
+/// first), not a mismatch; and the NaN check reports a NaN both places agree on as the op's,
+/// not the shadow's copies or rerun.
+fn shadow_leaves_other_errors_as_they_are(gpu: Place) {
+    paddle::set_flags(&[("FLAGS_shadow", "cpu")]).unwrap();
+    let result = std::panic::catch_unwind(|| {
+        let x = Tensor::from_vec_on(vec![1.0f32, 2.0, 3.0], [3], gpu).unwrap();
+        let bad = Tensor::from_vec_on(vec![0i64, 7], [2], gpu).unwrap();
+        let e = paddle::gather(&x, &bad, 0).unwrap_err();
+        assert!(matches!(&e, Error::InvalidArgument { .. }) && e.to_string().contains("index 7"), "{e}");
+        let _ = paddle::sync(); // the GPU's own report of the same index
+        paddle::set_flags(&[("FLAGS_check_nan_inf", "1")]).unwrap();
+        let zero = Tensor::from_vec_on(vec![0.0f32, 1.0], [2], gpu).unwrap();
+        let y = zero.log().expect("both places agree on log(0)");
+        match y.to_vec::<f32>() {
+            Err(Error::NonFinite { op, msg }) => assert!(op == "log" && msg.contains("output 0"), "{op}: {msg}"),
+            other => panic!("expected the NaN check's error for log, got {other:?}"),
+        }
+    });
+    paddle::set_flags(&[("FLAGS_check_nan_inf", "0"), ("FLAGS_shadow", "off")]).unwrap();
+    result.unwrap_or_else(|e| std::panic::resume_unwind(e));
+}
+
 #[test]
 fn shadow_mode_checks_gpu_ops_against_the_cpu() {
     let _g = common::generator_lock();
@@ -126,6 +149,7 @@ fn shadow_mode_checks_gpu_ops_against_the_cpu() {
     let Some(gpu) = common::gpu_or_skip() else { return };
     shadow_passes_training_steps(gpu);
     shadow_finds_an_order_difference(gpu);
+    shadow_leaves_other_errors_as_they_are(gpu);
     // A file that is not a shadow case is a typed error naming what is missing.
     let dir = std::env::temp_dir().join(format!("dygraph-shadow-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

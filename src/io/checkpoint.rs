@@ -1,8 +1,9 @@
 //! Checkpoints in the safetensors format: the state dicts of models and optimizers,
 //! readable by Python's `safetensors` + numpy. Files are written atomically (temporary file,
 //! fsync, rename, fsync of the directory), so a crash never leaves a half-written checkpoint
-//! under the final name; the temporary files of writes killed midway are removed by the next
-//! save of the same file (where `/proc` tells which processes still run).
+//! under the final name; the temporary files of writes killed midway are removed by a later
+//! save of the same file once they have been left a minute (where `/proc` tells which
+//! processes still run).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -119,9 +120,15 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     })
 }
 
+/// How long a temporary file must have been left unchanged before a later save removes it:
+/// a write in progress keeps changing its file, while a writer this machine cannot see (over
+/// a network filesystem, or in another PID namespace) may not be in its `/proc`.
+const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Removes the temporary files that writes of `file_name` left in `dir` when their process
-/// was killed mid-write (named `.<file_name>.<pid>.<nonce>.tmp`, `pid` no longer running).
-/// Where a process's liveness cannot be read (no `/proc`, as on Linux), they stay.
+/// was killed mid-write: named `.<file_name>.<pid>.<nonce>.tmp`, `pid` not running here, and
+/// unchanged for [`STALE_AFTER`]. Where a process's liveness cannot be read (no `/proc`, as
+/// on macOS and Windows), they stay.
 fn remove_stale_temps(dir: &Path, file_name: &str) {
     if !Path::new("/proc/self").exists() {
         return;
@@ -137,7 +144,13 @@ fn remove_stale_temps(dir: &Path, file_name: &str) {
             continue;
         };
         let (Ok(pid), Ok(_)) = (pid.parse::<u32>(), nonce.parse::<u128>()) else { continue };
-        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+        let unchanged = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age >= STALE_AFTER);
+        if unchanged && pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
             let _ = std::fs::remove_file(entry.path());
         }
     }

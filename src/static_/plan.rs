@@ -39,6 +39,9 @@ pub(super) struct PlanKey {
     feeds: Vec<(VarId, Vec<usize>, DType)>,
     fetch: Vec<VarId>,
     fused: bool,
+    /// `FLAGS_check_nan_inf`'s level when the plan was taped (level 1 tapes the checks), so a
+    /// change of the flag tapes a new plan.
+    nan_level: u8,
 }
 
 /// A cached plan, or why the program runs interpreted.
@@ -125,7 +128,14 @@ impl PlanKey {
     ) -> PlanKey {
         let feeds =
             feed_ids.iter().filter_map(|&id| env[id].as_ref().map(|t| (id, t.shape().to_vec(), t.dtype()))).collect();
-        PlanKey { uid, version: c.version, feeds, fetch: fetch.to_vec(), fused }
+        PlanKey {
+            uid,
+            version: c.version,
+            feeds,
+            fetch: fetch.to_vec(),
+            fused,
+            nan_level: crate::flags::nan_inf_level(),
+        }
     }
 }
 

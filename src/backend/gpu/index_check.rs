@@ -29,9 +29,18 @@ pub(crate) static NAN_CHECK: Kernel = Kernel::single("nan_check.wgsl");
 enum Source {
     /// A kernel of this op checks its indices.
     Index(&'static str),
-    /// The deferred NaN/Inf check of an op's output.
-    NonFinite { op: String, output: usize, shape: Vec<usize>, dtype: DType },
+    /// The deferred NaN/Inf check of what an op wrote (`what`: "output 0", or an input
+    /// written in place); `shape` is `None` past [`MAX_SHAPED_SOURCES`].
+    NonFinite { op: String, what: String, shape: Option<Vec<usize>>, dtype: DType },
 }
+
+/// A NaN-check source: (op, what, shape, dtype).
+type NonFiniteKey = (String, String, Option<Vec<usize>>, DType);
+
+/// NaN-check sources kept with their shapes; past this many (a program whose shapes keep
+/// changing) new ones are keyed without the shape and report the flat element index, so the
+/// table stays bounded.
+const MAX_SHAPED_SOURCES: usize = 4096;
 
 /// Bytes of the flag buffer.
 pub(crate) const FLAG_BYTES: u64 = 20;
@@ -40,8 +49,10 @@ pub(crate) const FLAG_BYTES: u64 = 20;
 pub(crate) struct IndexFlag {
     buffer: wgpu::Buffer,
     sources: Vec<Source>,
-    /// Codes of the NaN checks by (op, output, shape, dtype).
-    non_finite: HashMap<(String, usize, Vec<usize>, DType), u32>,
+    /// Codes of the index-checking ops.
+    index_codes: HashMap<&'static str, u32>,
+    /// Codes of the NaN checks by (op, what, shape, dtype).
+    non_finite: HashMap<NonFiniteKey, u32>,
     /// A checking kernel was recorded since the flag was last read.
     armed: bool,
 }
@@ -54,7 +65,7 @@ impl IndexFlag {
             usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        IndexFlag { buffer, sources: Vec::new(), non_finite: HashMap::new(), armed: false }
+        IndexFlag { buffer, sources: Vec::new(), index_codes: HashMap::new(), non_finite: HashMap::new(), armed: false }
     }
 }
 
@@ -62,23 +73,25 @@ impl GpuContext {
     /// The flag buffer for a kernel of `op` that checks its indices, and `op`'s code.
     pub fn index_flag(&self, op: &'static str) -> (u32, wgpu::Buffer) {
         let mut f = lock(&self.index_flag);
-        let code = match f.sources.iter().position(|s| matches!(s, Source::Index(o) if *o == op)) {
-            Some(i) => i + 1,
+        let code = match f.index_codes.get(op) {
+            Some(&c) => c,
             None => {
                 f.sources.push(Source::Index(op));
-                f.sources.len()
+                let c = f.sources.len() as u32;
+                f.index_codes.insert(op, c);
+                c
             }
         };
         f.armed = true;
-        (code as u32, f.buffer.clone())
+        (code, f.buffer.clone())
     }
 
-    /// Records the deferred NaN/Inf check of output `output` of `op` (float32 or float16,
-    /// `shape`), held in `buffer`: reported by the next readback.
+    /// Records the deferred NaN/Inf check of what `op` wrote (`what`: "output 0", ...; float32
+    /// or float16 of `shape`), held in `buffer`: reported by the next readback.
     pub(crate) fn check_finite(
         &self,
         op: String,
-        output: usize,
+        what: &str,
         buffer: &GpuBuffer,
         shape: &[usize],
         dtype: DType,
@@ -86,12 +99,15 @@ impl GpuContext {
         let n: usize = shape.iter().product();
         let (code, flag) = {
             let mut f = lock(&self.index_flag);
-            let key = (op, output, shape.to_vec(), dtype);
+            let mut key = (op, what.to_string(), Some(shape.to_vec()), dtype);
+            if !f.non_finite.contains_key(&key) && f.non_finite.len() >= MAX_SHAPED_SOURCES {
+                key.2 = None;
+            }
             let code = match f.non_finite.get(&key) {
                 Some(&c) => c,
                 None => {
-                    let (op, output, shape, dtype) = key.clone();
-                    f.sources.push(Source::NonFinite { op, output, shape, dtype });
+                    let (op, what, shape, dtype) = key.clone();
+                    f.sources.push(Source::NonFinite { op, what, shape, dtype });
                     let c = f.sources.len() as u32;
                     f.non_finite.insert(key, c);
                     c
@@ -124,24 +140,29 @@ impl GpuContext {
         }
         let f = lock(&self.index_flag);
         match (w[1] as usize).checked_sub(1).and_then(|i| f.sources.get(i)) {
-            Some(Source::NonFinite { op, output, shape, dtype }) => {
+            Some(Source::NonFinite { op, what, shape, dtype }) => {
                 let (k, bits) = (w[2] as usize, w[4]);
                 let value = if *dtype == DType::Float16 {
                     half::f16::from_bits(bits as u16).to_f32()
                 } else {
                     f32::from_bits(bits)
                 };
-                let mut index = vec![0; shape.len()];
-                let mut rest = k;
-                for d in (0..shape.len()).rev() {
-                    index[d] = rest % shape[d].max(1);
-                    rest /= shape[d].max(1);
-                }
+                let place = match shape {
+                    Some(shape) => {
+                        let mut index = vec![0; shape.len()];
+                        let mut rest = k;
+                        for d in (0..shape.len()).rev() {
+                            index[d] = rest % shape[d].max(1);
+                            rest /= shape[d].max(1);
+                        }
+                        format!("{what} {shape:?} {dtype}: element {k} (index {index:?})")
+                    }
+                    None => format!("{what} {dtype}: element {k} (flat)"),
+                };
                 Err(Error::NonFinite {
                     op: op.clone(),
                     msg: format!(
-                        "output {output} {shape:?} {dtype}: element {k} (index {index:?}) is {value}; \
-                         found on the GPU by the deferred check and reported at this readback"
+                        "{place} is {value}; found on the GPU by the deferred check and reported at this readback"
                     ),
                 })
             }

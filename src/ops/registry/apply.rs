@@ -59,27 +59,27 @@ pub(crate) fn apply<O: Op>(op: &'static O, inputs: &[&Tensor], attrs: O::Attrs) 
         return Ok(outs.iter().map(Tensor::from_meta).collect());
     }
     crate::autograd::check_saved_versions(name, inputs, |i| op.reads_data(i))?;
+    let mut shadow = None;
     let values = if let Some(r) = op.custom(inputs, &attrs, &plan, &outs) {
         r?
     } else if op.view() {
         vec![inputs[0].with_shape(outs[0].shape.clone())]
     } else {
-        let shadow = crate::shadow::prepare(op, inputs, &attrs, &outs)?;
-        let values = if op.half() == Half::ViaF32 && metas.iter().any(|m| m.dtype == DType::Float16) {
+        shadow = crate::shadow::prepare(op, inputs, &attrs, &outs)?;
+        if op.half() == Half::ViaF32 && metas.iter().any(|m| m.dtype == DType::Float16) {
             through_f32(op, inputs, &attrs, &outs)?
         } else {
             run_kernels(op, inputs, &metas, &attrs, &plan, &outs)?
-        };
-        if let Some(shadow) = shadow {
-            shadow.check(op, inputs, &values)?;
         }
-        values
     };
     for &i in op.inplace() {
         inputs[i].bump_version();
     }
+    if let Some(shadow) = shadow {
+        shadow.check(op, inputs, &values)?;
+    }
     if crate::flags::nan_inf_checking() {
-        crate::flags::check_outputs(name, inputs, &values)?;
+        crate::flags::check_outputs(name, inputs, op.inplace(), &values)?;
     }
     if op.differentiable() && is_grad_enabled() && inputs.iter().any(|t| t.requires_grad()) {
         record_node(op, inputs, &values, attrs, plan);
