@@ -40,6 +40,20 @@ fn check_on(place: Place) {
     assert!(matches!(d.log(), Err(Error::NonFinite { .. })));
 }
 
+/// `exp(log(2x))` as a program with an executor on `place`, and a feed that keeps it finite
+/// and one whose `log` is of 0.
+fn log_program(place: Place) -> (Program, Tensor, Executor, Tensor, Tensor) {
+    let (main, startup) = (Program::new(), Program::new());
+    let y = program_guard(&main, &startup, || {
+        let x = data("x", &[-1, 2], DType::Float32).unwrap();
+        x.scale(2.0, 0.0).unwrap().log().unwrap().exp().unwrap()
+    });
+    let exe = Executor::with_scope(place, Scope::new());
+    let ok = common::tensor(&[1.0, 2.0], &[1, 2], DType::Float32, place);
+    let zero = common::tensor(&[0.0, 2.0], &[1, 2], DType::Float32, place);
+    (main, y, exe, ok, zero)
+}
+
 /// Level 1 on a GPU: the op returns, the next readback reports the NaN/Inf, and the flag is
 /// clear afterwards.
 fn deferred_on(gpu: Place) {
@@ -67,14 +81,7 @@ fn deferred_on(gpu: Place) {
     assert!(op == "assign_" && msg.contains("input 0 (written in place) [2] float32: element 1"), "{op}: {msg}");
     // A static program keeps its plan, which replays the checks; a plan taped while the flag
     // was off is not reused once it is on.
-    let (main, startup) = (Program::new(), Program::new());
-    let y = program_guard(&main, &startup, || {
-        let x = data("x", &[-1, 2], DType::Float32).unwrap();
-        x.scale(2.0, 0.0).unwrap().log().unwrap().exp().unwrap()
-    });
-    let exe = Executor::with_scope(gpu, Scope::new());
-    let ok = common::tensor(&[1.0, 2.0], &[1, 2], DType::Float32, gpu);
-    let zero = common::tensor(&[0.0, 2.0], &[1, 2], DType::Float32, gpu);
+    let (main, y, exe, ok, zero) = log_program(gpu);
     paddle::set_flags(&[("FLAGS_check_nan_inf", "0")]).unwrap();
     for _ in 0..2 {
         exe.run(&main, &[("x", &zero)], &[y.name().unwrap()]).unwrap()[0].to_vec::<f32>().unwrap();
@@ -93,16 +100,9 @@ fn deferred_on(gpu: Place) {
 }
 
 fn static_program_is_checked(place: Place) {
-    let (main, startup) = (Program::new(), Program::new());
-    let y = program_guard(&main, &startup, || {
-        let x = data("x", &[-1, 2], DType::Float32).unwrap();
-        x.scale(2.0, 0.0).unwrap().log().unwrap().exp().unwrap()
-    });
-    let exe = Executor::with_scope(place, Scope::new());
-    let ok = common::tensor(&[1.0, 2.0], &[1, 2], DType::Float32, place);
+    let (main, y, exe, ok, zero) = log_program(place);
     let out = exe.run(&main, &[("x", &ok)], &[y.name().unwrap()]).unwrap();
     common::assert_close("exp(log(2x))", &common::values(&out[0]), &[2.0, 4.0], 1e-6);
-    let zero = common::tensor(&[0.0, 2.0], &[1, 2], DType::Float32, place);
     let (op, msg) = non_finite(exe.run(&main, &[("x", &zero)], &[y.name().unwrap()]), "a program's log of 0");
     assert_eq!(op, "log", "{msg}");
 }

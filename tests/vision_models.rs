@@ -111,8 +111,9 @@ fn vgg16_has_paddles_layout() {
     assert_eq!(names[0], "features.0.weight");
     assert_eq!(names[names.len() - 2..], ["classifier.6.weight", "classifier.6.bias"]);
     v.eval();
-    assert_eq!(v.forward(&paddle::zeros([1, 3, 32, 32], DType::Float32).unwrap()).unwrap().shape(), &[1, 1000]);
-    let bn = Vgg::new(11, true, 10).unwrap();
+    let x = paddle::zeros_on([1, 3, 32, 32], DType::Float32, paddle::Place::Cpu).unwrap();
+    assert_eq!(v.forward(&x).unwrap().shape(), &[1, 1000]);
+    let bn = paddle::guard(paddle::Place::Cpu, || Vgg::new(11, true, 10)).unwrap();
     assert!(bn.state_dict().keys().contains(&"features.1._mean".to_string()));
     assert!(Vgg::new(12, false, 10).is_err());
 }
