@@ -121,7 +121,7 @@ pub(crate) fn prepare<O: Op>(
         let pristine = if op.inplace().is_empty() {
             None
         } else {
-            Some(copies.iter().map(|t| t.to(Place::Cpu).and_then(|c| c.clone_data())).collect::<Result<_>>()?)
+            Some(copies.iter().map(Tensor::clone_data).collect::<Result<_>>()?)
         };
         let map = op.attr_map(attrs);
         let attrs =
