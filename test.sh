@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Every test, on a fresh machine: finds or installs what the suite needs (Mesa's lavapipe so
-# every WGSL kernel runs without a GPU, Chromium and its WebDriver, wasm-bindgen-cli at
-# Cargo.lock's version, wasm-pack, the wasm32 target, a Python venv with safetensors and
-# numpy), then runs the native suite and the browser suite.
+# every WGSL kernel runs without a GPU, Chromium and its WebDriver, OpenMPI and libclang for
+# the data-parallel tests, wasm-bindgen-cli at Cargo.lock's version, wasm-pack, the wasm32
+# target, a Python venv with safetensors and numpy), then runs the native suite (with the
+# `mpi` feature) and the browser suite.
 #
 # Without a GPU adapter the GPU checks fail; DYGRAPH_TEST_SKIP=gpu (and =python for the
 # safetensors interop check, comma-separated) skips them instead, printing each skip.
@@ -12,16 +13,19 @@ cd "$(dirname "$0")"
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 
-# Debian/Ubuntu packages: lavapipe (a software Vulkan driver), Chromium and its WebDriver.
+# Debian/Ubuntu packages: lavapipe (a software Vulkan driver), Chromium and its WebDriver,
+# OpenMPI (mpirun, and the headers rsmpi builds against) and libclang (rsmpi's bindgen).
 if ! ls /usr/share/vulkan/icd.d/lvp_icd*.json >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1 \
-  || ! command -v chromium >/dev/null 2>&1; then
+  || ! command -v chromium >/dev/null 2>&1 || ! command -v mpirun >/dev/null 2>&1 \
+  || ! command -v mpicc >/dev/null 2>&1 || ! ls /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1; then
   if command -v apt-get >/dev/null 2>&1; then
     export DEBIAN_FRONTEND=noninteractive
     $SUDO apt-get update -qq
-    $SUDO apt-get install -y -qq mesa-vulkan-drivers libvulkan1 chromium chromium-driver >/dev/null
+    $SUDO apt-get install -y -qq mesa-vulkan-drivers libvulkan1 chromium chromium-driver \
+      openmpi-bin libopenmpi-dev libclang-dev >/dev/null
   else
-    echo "test.sh: no apt-get; install a Vulkan/Metal/DX12 driver (or Mesa's lavapipe), Chromium and" \
-      "chromedriver yourself" >&2
+    echo "test.sh: no apt-get; install a Vulkan/Metal/DX12 driver (or Mesa's lavapipe), Chromium," \
+      "chromedriver, an MPI (mpirun, mpicc) and libclang yourself" >&2
   fi
 fi
 
@@ -43,7 +47,8 @@ fi
 
 # Mesa warns on every device open when this is unset.
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}"
-cargo test --release --locked
+# The `mpi` feature adds `distributed` and its tests (mpirun at 2 and 4 ranks on loopback).
+cargo test --release --locked --features mpi
 # Where there is a hardware GPU it is the default place; software adapters are not. The
 # test files run again with the GPU as the default place, as they would there (tests that
 # leave a layer on the default place beside CPU data fail only then), except those that
@@ -52,9 +57,9 @@ rerun=()
 for f in tests/*.rs; do
   case "$(basename "$f" .rs)" in
     classifier_examples | examples | mnist | static_mnist | model_api | determinism | soak | fuzz_loaders | \
-      checkpoint_faults | threads) ;;
+      checkpoint_faults | threads | distributed) ;;
     *) rerun+=(--test "$(basename "$f" .rs)") ;;
   esac
 done
-DYGRAPH_DEVICE=gpu cargo test --release --locked "${rerun[@]}"
+DYGRAPH_DEVICE=gpu cargo test --release --locked --features mpi "${rerun[@]}"
 bash web/test.sh

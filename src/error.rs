@@ -52,6 +52,11 @@ pub enum Error {
     #[error("{op}: {what} needs {requested} but the device limit {limit_name} is {limit}")]
     DeviceLimit { op: &'static str, what: String, requested: u64, limit_name: &'static str, limit: u64 },
 
+    /// A collective or data-parallel step failed on this rank (ranks disagree on a tensor,
+    /// a rank out of range, the process group not initialised).
+    #[error("distributed {op} on rank {rank}: {msg}")]
+    Distributed { op: &'static str, rank: usize, msg: String },
+
     /// No usable GPU adapter, or an unknown device string.
     #[error("device: {0}")]
     Device(String),

@@ -25,6 +25,8 @@ mod builder;
 
 pub mod autograd;
 mod backend;
+#[cfg(all(feature = "mpi", not(target_arch = "wasm32")))]
+pub mod distributed;
 mod dtype;
 mod error;
 mod flags;

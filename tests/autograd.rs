@@ -300,3 +300,71 @@ fn a_hook_that_changes_the_gradients_shape_dtype_or_place_is_an_error() {
         }
     }
 }
+
+#[test]
+fn post_accumulate_hooks_run_once_per_pass_with_the_complete_gradient_then_callbacks() {
+    for place in places() {
+        // w reaches the loss along three paths, one through an op whose input gradient is
+        // never produced (`detach`), and u is unused: w's hook runs once, after all of its
+        // contributions (2 + 3 = 5 per element), u's never.
+        let w = leaf(&[1.0, 2.0], &[2], place);
+        let u = leaf(&[1.0, 2.0], &[2], place);
+        let seen: Arc<std::sync::Mutex<Vec<Vec<f64>>>> = Arc::default();
+        let order: Arc<std::sync::Mutex<Vec<&str>>> = Arc::default();
+        let (s, o) = (seen.clone(), order.clone());
+        w.register_post_accumulate_grad_hook(move |t| {
+            s.lock().unwrap().push(grad_of(t));
+            let o2 = o.clone();
+            o.lock().unwrap().push("hook");
+            paddle::autograd::queue_callback(move || {
+                o2.lock().unwrap().push("callback");
+                Ok(())
+            })
+        })
+        .unwrap();
+        let hits = Arc::new(AtomicUsize::new(0));
+        let h = hits.clone();
+        u.register_post_accumulate_grad_hook(move |_| {
+            h.fetch_add(1, Ordering::Relaxed);
+            Ok(())
+        })
+        .unwrap();
+        let loss = (&w.mul_scalar(2.0).unwrap() + &w.mul_scalar(3.0).unwrap()).sum(&[], false).unwrap();
+        let loss = &loss + &w.detach().sum(&[], false).unwrap();
+        loss.backward().unwrap();
+        assert_eq!(*seen.lock().unwrap(), vec![vec![5.0, 5.0]], "{place}");
+        assert_eq!(*order.lock().unwrap(), vec!["hook", "callback"], "{place}");
+        assert_eq!(hits.load(Ordering::Relaxed), 0, "u got no gradient: its hook must not run");
+        // A second pass runs the hook again, on the accumulated gradient.
+        let loss = w.mul_scalar(1.0).unwrap().sum(&[], false).unwrap();
+        loss.backward().unwrap();
+        assert_eq!(seen.lock().unwrap()[1], vec![6.0, 6.0], "{place}");
+        // paddle.grad does not accumulate into .grad, so no hook runs.
+        let y = w.mul_scalar(2.0).unwrap().sum(&[], false).unwrap();
+        paddle::grad(&[y], std::slice::from_ref(&w), None, false, false, false).unwrap();
+        assert_eq!(seen.lock().unwrap().len(), 2);
+    }
+}
+
+#[test]
+fn a_failing_post_accumulate_hook_fails_backward_and_drops_the_queued_callbacks() {
+    let w = leaf(&[1.0], &[1], Place::Cpu);
+    let ran = Arc::new(AtomicUsize::new(0));
+    let r = ran.clone();
+    w.register_post_accumulate_grad_hook(move |_| {
+        let r2 = r.clone();
+        paddle::autograd::queue_callback(move || {
+            r2.fetch_add(1, Ordering::Relaxed);
+            Ok(())
+        })?;
+        Err(Error::invalid("hook", "injected".to_string()))
+    })
+    .unwrap();
+    let err = w.mul_scalar(2.0).unwrap().sum(&[], false).unwrap().backward().unwrap_err();
+    assert!(err.to_string().contains("injected"), "{err}");
+    assert_eq!(ran.load(Ordering::Relaxed), 0, "callbacks of a failed pass do not run");
+    // Outside a backward pass, queueing is an error; a non-leaf cannot take the hook.
+    assert!(paddle::autograd::queue_callback(|| Ok(())).is_err());
+    let y = w.mul_scalar(2.0).unwrap();
+    assert!(y.register_post_accumulate_grad_hook(|_| Ok(())).is_err());
+}

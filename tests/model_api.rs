@@ -215,11 +215,16 @@ fn samplers_order_and_batch_like_paddle() {
     assert_eq!(b.num_batches(7), 3);
     assert_eq!(BatchSampler::new(SequenceSampler, 3, true).num_batches(7), 2);
 
-    // Two replicas over 5 samples: padded to 6, contiguous halves, same order on both.
+    // Two replicas over 5 samples: padded to [0 1 2 3 4 0]; batches in turn (Paddle's
+    // layout), then the tail [4 0] split evenly.
     let r0 = DistributedBatchSampler::new(2, 2, 0, false, false).unwrap();
     let r1 = DistributedBatchSampler::new(2, 2, 1, false, false).unwrap();
-    assert_eq!(r0.batches(5), [vec![0, 1], vec![2]]);
-    assert_eq!(r1.batches(5), [vec![3, 4], vec![0]]);
+    assert_eq!(r0.batches(5), [vec![0, 1], vec![4]]);
+    assert_eq!(r1.batches(5), [vec![2, 3], vec![0]]);
+    // Three replicas, batch 2, 14 samples: padded to 15, two global batches of 6, then the tail [12 13 0].
+    let r2 = DistributedBatchSampler::new(2, 3, 2, false, false).unwrap();
+    assert_eq!(r2.batches(14), [vec![4, 5], vec![10, 11], vec![0]]);
+    assert_eq!(r2.num_batches(14), 3);
     let (mut s0, mut s1) = (
         DistributedBatchSampler::new(4, 2, 0, true, false).unwrap(),
         DistributedBatchSampler::new(4, 2, 1, true, false).unwrap(),
@@ -237,5 +242,5 @@ fn samplers_order_and_batch_like_paddle() {
     let loader = DataLoader::new(TensorDataset::new(&x, &y).unwrap(), 99).batch_sampler(r1).place(Place::Cpu);
     assert_eq!(loader.len(), 2);
     let labels: Vec<Vec<i64>> = loader.iter().unwrap().map(|b| b.unwrap().1.to_vec::<i64>().unwrap()).collect();
-    assert_eq!(labels, [vec![3, 4], vec![0]]);
+    assert_eq!(labels, [vec![2, 3], vec![0]]);
 }

@@ -52,4 +52,5 @@ def main():
     common.report(f"PyTorch {torch.__version__} ({where})", args.steps, 64, seconds, acc)
 
 
-main()
+if __name__ == "__main__":
+    main()

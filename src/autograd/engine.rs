@@ -5,6 +5,7 @@
 //! `grad()` the graph is pruned to the nodes that lead to the requested inputs, and every
 //! backward rule is told which of its input gradients are needed.
 
+use std::cell::{Cell, RefCell};
 use std::collections::{BinaryHeap, HashMap};
 use std::sync::Arc;
 
@@ -23,6 +24,118 @@ fn accumulate(slot: &mut Option<Tensor>, g: Tensor) -> Result<()> {
         None => g,
     });
     Ok(())
+}
+
+type Callback = Box<dyn FnOnce() -> Result<()>>;
+
+thread_local! {
+    /// How many backward passes this thread is inside (a backward rule may run another).
+    static DEPTH: Cell<usize> = const { Cell::new(0) };
+    /// Callbacks to run when the outermost backward pass ends.
+    static CALLBACKS: RefCell<Vec<Callback>> = const { RefCell::new(Vec::new()) };
+    /// The number of the outermost backward pass running on this thread.
+    static PASS: Cell<u64> = const { Cell::new(0) };
+}
+
+/// Numbers every outermost backward pass, process-wide.
+static PASSES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// The number of the backward pass running on this thread (unique in the process), so a
+/// hook can tell a new pass from one that failed before its callbacks ran.
+#[cfg(all(feature = "mpi", not(target_arch = "wasm32")))]
+pub(crate) fn current_pass() -> u64 {
+    PASS.with(Cell::get)
+}
+
+/// Queues `f` to run once the backward pass running on this thread has delivered every
+/// gradient (PyTorch's `queue_callback`; data parallelism waits for its all-reduces here).
+/// Callbacks run in the order queued; the first error becomes backward's error. Outside a
+/// backward pass this is an error.
+pub fn queue_callback(f: impl FnOnce() -> Result<()> + 'static) -> Result<()> {
+    if DEPTH.with(Cell::get) == 0 {
+        return Err(Error::Autograd("queue_callback: no backward pass is running on this thread".into()));
+    }
+    CALLBACKS.with(|c| c.borrow_mut().push(Box::new(f)));
+    Ok(())
+}
+
+/// Marks this thread as inside a backward pass; the outermost one, when it ends, runs the
+/// queued callbacks (or drops them if the pass failed).
+struct PassScope;
+
+impl PassScope {
+    fn enter() -> PassScope {
+        if DEPTH.with(Cell::get) == 0 {
+            PASS.with(|p| p.set(PASSES.fetch_add(1, std::sync::atomic::Ordering::Relaxed)));
+        }
+        DEPTH.with(|d| d.set(d.get() + 1));
+        PassScope
+    }
+
+    fn finish(self, result: Result<Vec<Option<Tensor>>>) -> Result<Vec<Option<Tensor>>> {
+        let outermost = DEPTH.with(Cell::get) == 1;
+        drop(self);
+        if !outermost {
+            return result;
+        }
+        let callbacks = CALLBACKS.with(|c| std::mem::take(&mut *c.borrow_mut()));
+        let out = result?;
+        for f in callbacks {
+            f()?;
+        }
+        Ok(out)
+    }
+}
+
+impl Drop for PassScope {
+    fn drop(&mut self) {
+        let left = DEPTH.with(|d| {
+            d.set(d.get() - 1);
+            d.get()
+        });
+        if left == 0 && std::thread::panicking() {
+            CALLBACKS.with(|c| c.borrow_mut().clear());
+        }
+    }
+}
+
+/// Leaves with post-accumulate hooks, and how many deliveries each still waits for in this
+/// pass (one per consumer edge that leads to it, one per root it is).
+struct LeafCompletion {
+    pending: HashMap<usize, (Tensor, usize, bool)>,
+}
+
+impl LeafCompletion {
+    fn key(t: &Tensor) -> usize {
+        t.identity()
+    }
+
+    fn expect(&mut self, t: &Tensor) {
+        if t.grad_meta().post_accumulate_hooks.is_empty() {
+            return;
+        }
+        self.pending.entry(Self::key(t)).or_insert_with(|| (t.clone(), 0, false)).1 += 1;
+    }
+
+    /// One expected delivery reached `t` (`got`: with a gradient); runs its hooks when it was
+    /// the last.
+    fn delivered(&mut self, t: &Tensor, got: bool) -> Result<()> {
+        let key = Self::key(t);
+        let Some(entry) = self.pending.get_mut(&key) else { return Ok(()) };
+        entry.1 -= 1;
+        entry.2 |= got;
+        if entry.1 > 0 {
+            return Ok(());
+        }
+        let (t, _, any) = self.pending.remove(&key).expect("entry present");
+        if any {
+            let hooks = t.grad_meta().post_accumulate_hooks.clone();
+            for h in hooks {
+                h(&t)?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Where the caller wants gradients delivered.
@@ -59,6 +172,17 @@ fn run_hooks(what: &str, hooks: &[super::Hook], mut g: Tensor) -> Result<Tensor>
 /// Runs backward from `roots` (tensor, gradient) pairs. With `Sink::Targets` only the nodes
 /// on a path to a target run, and each computes only the input gradients that lead to one.
 pub(crate) fn run(
+    roots: &[(Tensor, Tensor)],
+    sink: Sink<'_>,
+    retain_graph: bool,
+    create_graph: bool,
+) -> Result<Vec<Option<Tensor>>> {
+    let scope = PassScope::enter();
+    let result = run_pass(roots, sink, retain_graph, create_graph);
+    scope.finish(result)
+}
+
+fn run_pass(
     roots: &[(Tensor, Tensor)],
     sink: Sink<'_>,
     retain_graph: bool,
@@ -133,6 +257,23 @@ pub(crate) fn run(
         }
     }
 
+    // Leaves whose post-accumulate hooks run once all their contributions are in.
+    let mut leaves = LeafCompletion { pending: HashMap::new() };
+    if accumulate_leaves {
+        for n in &order {
+            for ((inp, edge), &l) in n.inputs.iter().zip(&n.input_edges).zip(&leads[&id(n)]) {
+                if let (Some(t), None, true) = (inp, edge, l) {
+                    leaves.expect(t);
+                }
+            }
+        }
+        for (t, _) in roots {
+            if t.grad_fn().is_none() {
+                leaves.expect(t);
+            }
+        }
+    }
+
     // 4. Seed the roots' gradients.
     let mut buffers: HashMap<NodeId, Vec<Option<Tensor>>> = HashMap::new();
     let deliver_leaf = |t: &Tensor, g: Tensor, captured: &mut Vec<Option<Tensor>>| -> Result<()> {
@@ -154,7 +295,10 @@ pub(crate) fn run(
                 let buf = buffers.entry(id(&e.node)).or_insert_with(|| vec![None; e.node.outputs.len()]);
                 accumulate(&mut buf[e.slot], g.clone())?;
             }
-            None => deliver_leaf(t, g.clone(), &mut captured)?,
+            None => {
+                deliver_leaf(t, g.clone(), &mut captured)?;
+                leaves.delivered(t, true)?;
+            }
         }
     }
 
@@ -179,6 +323,11 @@ pub(crate) fn run(
             // gradient would be zero, so the rule does not run (no zeros are built, which in
             // a static program could not be sized before it runs); the producers are told.
             release_inputs(&node, &leads[&nid], &mut deps, &mut ready);
+            for (inp, (e, &l)) in node.inputs.iter().zip(node.input_edges.iter().zip(&leads[&nid])) {
+                if let (Some(t), None, true) = (inp, e, l) {
+                    leaves.delivered(t, false)?;
+                }
+            }
             continue;
         }
         let mut grads = Vec::with_capacity(slots.len());
@@ -255,9 +404,11 @@ pub(crate) fn run(
                     }
                 }
                 None => {
+                    let got = g.is_some();
                     if let Some(g) = g {
                         deliver_leaf(inp, g, &mut captured)?;
                     }
+                    leaves.delivered(inp, got)?;
                 }
             }
         }

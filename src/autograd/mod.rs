@@ -13,7 +13,9 @@ mod tensor_api;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-pub use engine::grad;
+#[cfg(all(feature = "mpi", not(target_arch = "wasm32")))]
+pub(crate) use engine::current_pass;
+pub use engine::{grad, queue_callback};
 pub(crate) use mode::set_grad_enabled;
 pub use mode::{NoGradGuard, enable_grad, is_grad_enabled, no_grad, no_grad_guard};
 pub use pylayer::{PyLayer, PyLayerContext};
@@ -23,6 +25,10 @@ use crate::{DType, Place, Result, Shape, Tensor};
 
 /// A gradient hook: sees the gradient, may return a replacement.
 pub(crate) type Hook = Arc<dyn Fn(&Tensor) -> Option<Tensor> + Send + Sync>;
+
+/// A hook run on a leaf once its gradient for one backward pass is complete (all of the
+/// pass's contributions accumulated into `.grad`).
+pub(crate) type PostAccumulateHook = Arc<dyn Fn(&Tensor) -> Result<()> + Send + Sync>;
 
 /// A backward rule: gradients of the outputs in, gradients of the inputs out.
 pub(crate) type BackwardFn = dyn Fn(&BackwardCtx<'_>) -> Result<Vec<Option<Tensor>>> + Send + Sync;
@@ -37,6 +43,8 @@ pub(crate) struct GradMeta {
     pub grad_fn: Option<Edge>,
     /// Hooks of a leaf, run before accumulation.
     pub hooks: Vec<Hook>,
+    /// Hooks of a leaf, run once per backward pass after its gradient is complete.
+    pub post_accumulate_hooks: Vec<PostAccumulateHook>,
     /// Optional user-facing name.
     pub name: Option<String>,
     /// Learning-rate multiplier optimizers apply to this parameter (Paddle's
@@ -55,6 +63,7 @@ impl Default for GradMeta {
             grad: None,
             grad_fn: None,
             hooks: Vec::new(),
+            post_accumulate_hooks: Vec::new(),
             name: None,
             lr_mult: 1.0,
             inplace_results: Vec::new(),

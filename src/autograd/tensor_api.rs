@@ -133,6 +133,35 @@ impl Tensor {
         Ok(())
     }
 
+    /// Registers `hook` on a leaf, called once per backward pass after every contribution of
+    /// the pass has been accumulated into `.grad` (PyTorch's
+    /// `register_post_accumulate_grad_hook`; data parallelism starts a bucket's all-reduce
+    /// from it). An error from the hook becomes backward's error.
+    pub fn register_post_accumulate_grad_hook(
+        &self,
+        hook: impl Fn(&Tensor) -> Result<()> + Send + Sync + 'static,
+    ) -> Result<()> {
+        self.add_post_accumulate_hook(Arc::new(hook))
+    }
+
+    pub(crate) fn add_post_accumulate_hook(&self, hook: super::PostAccumulateHook) -> Result<()> {
+        if !self.requires_grad() || !self.is_leaf() {
+            return Err(Error::Autograd(format!(
+                "register_post_accumulate_grad_hook: the tensor of shape {:?} is not a leaf that requires a \
+                 gradient",
+                self.shape()
+            )));
+        }
+        self.grad_meta().post_accumulate_hooks.push(hook);
+        Ok(())
+    }
+
+    /// Removes a hook added by `add_post_accumulate_hook` (compared by identity).
+    #[cfg(all(feature = "mpi", not(target_arch = "wasm32")))]
+    pub(crate) fn remove_post_accumulate_hook(&self, hook: &super::PostAccumulateHook) {
+        self.grad_meta().post_accumulate_hooks.retain(|h| !Arc::ptr_eq(h, hook));
+    }
+
     /// Makes a non-leaf tensor keep its gradient after backward (leaves always do).
     pub fn retain_grads(&self) -> Result<()> {
         if self.is_leaf() {

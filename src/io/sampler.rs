@@ -151,8 +151,9 @@ impl BatchSampling for BatchSampler {
 
 /// One replica's share of the batches in data-parallel training
 /// (`paddle.io.DistributedBatchSampler`): the indices (shuffled by the epoch when `shuffle`)
-/// padded by repetition to a multiple of `num_replicas`, then replica `rank`'s contiguous
-/// share, in batches.
+/// padded by repetition to a multiple of `num_replicas`, then replica `rank`'s share: the
+/// replicas take batches in turn (Paddle's layout), so one step of all replicas reads one
+/// contiguous global batch.
 #[derive(Clone, Debug)]
 pub struct DistributedBatchSampler {
     batch_size: usize,
@@ -199,7 +200,19 @@ impl BatchSampling for DistributedBatchSampler {
         let total = per * self.num_replicas;
         let padding: Vec<usize> = indices.iter().copied().cycle().take(total - n).collect();
         indices.extend(padding);
-        let share = indices[self.rank * per..(self.rank + 1) * per].to_vec();
+        // Paddle's layout: the replicas take turns batch by batch, so step i's batches of
+        // all replicas together are one contiguous global batch of the order (what a single
+        // process with `num_replicas` times the batch size would read at step i); the tail
+        // shorter than a global batch is split evenly.
+        let global = self.batch_size * self.num_replicas;
+        let tail = total % global;
+        let mut share = Vec::with_capacity(per);
+        for start in (self.rank * self.batch_size..total - tail).step_by(global) {
+            share.extend_from_slice(&indices[start..start + self.batch_size]);
+        }
+        let local_tail = tail / self.num_replicas;
+        let tail_start = total - tail + self.rank * local_tail;
+        share.extend_from_slice(&indices[tail_start..tail_start + local_tail]);
         chunked(share, self.batch_size, self.drop_last)
     }
 }

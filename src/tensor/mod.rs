@@ -76,6 +76,11 @@ impl Tensor {
         self.inner.version.fetch_add(1, Ordering::AcqRel);
     }
 
+    /// The identity of this tensor handle's shared state (equal exactly when `same_tensor`).
+    pub(crate) fn identity(&self) -> usize {
+        Arc::as_ptr(&self.inner) as *const () as usize
+    }
+
     /// The identity of the memory's version counter (equal for views of one memory).
     pub(crate) fn version_id(&self) -> usize {
         Arc::as_ptr(&self.inner.version) as usize

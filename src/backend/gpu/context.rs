@@ -114,6 +114,12 @@ pub(crate) fn hardware_adapter_available() -> bool {
     }
 }
 
+/// Number of hardware (non-software) GPU adapters.
+#[cfg(all(feature = "mpi", not(target_arch = "wasm32")))]
+pub(crate) fn hardware_adapter_count() -> usize {
+    with_registry(|r| r.adapters.iter().filter(|a| is_hardware(&a.get_info())).count())
+}
+
 /// Number of GPU adapters visible (software ones included).
 pub fn gpu_count() -> usize {
     #[cfg(not(target_arch = "wasm32"))]

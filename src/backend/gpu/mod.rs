@@ -9,6 +9,8 @@ mod recorder;
 mod shader;
 
 pub(crate) use capture::{Cmd, PrivatePool, Tape};
+#[cfg(all(feature = "mpi", not(target_arch = "wasm32")))]
+pub(crate) use context::hardware_adapter_count;
 pub(crate) use context::lock;
 pub(crate) use context::{GpuBuffer, GpuContext, context, hardware_adapter_available};
 pub use context::{
@@ -16,6 +18,8 @@ pub use context::{
     set_memory_limit, sync,
 };
 pub use pool::MemoryStats;
+#[cfg(all(feature = "mpi", not(target_arch = "wasm32")))]
+pub(crate) use recorder::PendingRead;
 pub(crate) use recorder::{Bind, PARAMS_WORDS, grid};
 pub(crate) use shader::{Kernel, Variant};
 pub use shader::{all_shader_variants, kernel_files, shader_files};

@@ -350,6 +350,61 @@ impl GpuContext {
         Ok(out.swap_remove(0))
     }
 
+    /// A host-mappable buffer of `bytes` for `start_read` (kept and reused by its owner).
+    #[cfg(all(feature = "mpi", not(target_arch = "wasm32")))]
+    pub fn staging_buffer(&self, bytes: u64) -> wgpu::Buffer {
+        self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("dygraph-staging"),
+            size: bytes.div_ceil(4) * 4,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        })
+    }
+
+    /// Starts reading `srcs` (buffer, bytes) back into `staging`, packed in order: records
+    /// the copies, submits, and asks for the mapping without waiting. `PendingRead::poll`
+    /// says when the bytes are on the host. Used where the host has other work meanwhile
+    /// (a data-parallel bucket's gradients while backward goes on).
+    #[cfg(all(feature = "mpi", not(target_arch = "wasm32")))]
+    pub fn start_read(&self, srcs: &[(&GpuBuffer, u64)], staging: wgpu::Buffer) -> Result<PendingRead> {
+        self.taint_capture("an op read data back to the host");
+        let mut at = 0u64;
+        {
+            let mut rec = lock(&self.recorder);
+            rec.pass = None;
+            let enc = rec.encoder(self);
+            for &(buf, bytes) in srcs {
+                let padded = bytes.div_ceil(4) * 4;
+                enc.copy_buffer_to_buffer(buf.raw(), 0, &staging, at, padded);
+                at += padded;
+            }
+            rec.flush(self)?;
+        }
+        let done: Arc<std::sync::Mutex<Option<std::result::Result<(), String>>>> =
+            Arc::new(std::sync::Mutex::new(None));
+        let flag = done.clone();
+        staging.map_async(wgpu::MapMode::Read, ..at.max(4), move |r| {
+            *lock(&flag) = Some(r.map_err(|e| e.to_string()));
+        });
+        Ok(PendingRead { staging, bytes: at, done })
+    }
+
+    /// Drives `pending` on: with `wait`, until it is mapped.
+    #[cfg(all(feature = "mpi", not(target_arch = "wasm32")))]
+    pub fn poll_read(&self, pending: &PendingRead, wait: bool) -> Result<bool> {
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            let how = if wait { wgpu::PollType::wait_indefinitely() } else { wgpu::PollType::Poll };
+            self.device.poll(how).map_err(|e| Error::Gpu { op: "readback", msg: e.to_string() })?;
+        }
+        let _ = wait;
+        match lock(&pending.done).as_ref() {
+            None => Ok(false),
+            Some(Ok(())) => Ok(true),
+            Some(Err(e)) => Err(Error::Gpu { op: "readback", msg: e.clone() }),
+        }
+    }
+
     /// Submits pending work and reports an out-of-range index recorded since the last check.
     pub async fn check_indices(&self) -> Result<()> {
         self.read_raw(&[]).await.map(|_| ())
@@ -423,5 +478,30 @@ impl GpuContext {
             self.index_error(&words)?;
         }
         Ok(out)
+    }
+}
+
+/// A readback started by `GpuContext::start_read`.
+#[cfg(all(feature = "mpi", not(target_arch = "wasm32")))]
+pub(crate) struct PendingRead {
+    staging: wgpu::Buffer,
+    bytes: u64,
+    done: Arc<std::sync::Mutex<Option<std::result::Result<(), String>>>>,
+}
+
+#[cfg(all(feature = "mpi", not(target_arch = "wasm32")))]
+impl PendingRead {
+    /// Once `poll_read` said it is mapped: hands the bytes to `f`, unmaps, and returns the
+    /// staging buffer for reuse.
+    pub fn finish(self, f: impl FnOnce(&[u8])) -> Result<wgpu::Buffer> {
+        {
+            let view = self
+                .staging
+                .get_mapped_range(..self.bytes.max(4))
+                .map_err(|e| Error::Gpu { op: "readback", msg: e.to_string() })?;
+            f(&view[..self.bytes as usize]);
+        }
+        self.staging.unmap();
+        Ok(self.staging)
     }
 }

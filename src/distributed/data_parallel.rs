@@ -1,0 +1,148 @@
+//! `DataParallel` (Paddle's `paddle.DataParallel`, PyTorch's DDP): wraps a layer so that
+//! every rank trains the same model on its own shard of each batch. Parameters and buffers
+//! are broadcast from rank 0 when it is built; during backward the gradients are averaged
+//! across ranks by the reducer (`reducer.rs`), bucket by bucket, overlapping backward.
+
+use std::sync::Arc;
+
+use super::collective::broadcast;
+use super::env::state;
+use super::reducer::{CommStats, Reducer};
+use crate::nn::{Forward, Layer};
+use crate::{Result, Tensor};
+
+/// How `DataParallel` groups and reduces gradients.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DataParallelOptions {
+    /// Largest bucket, in MiB (Paddle's `comm_buffer_size`, PyTorch's `bucket_cap_mb`): 25.
+    pub bucket_cap_mb: f64,
+    /// Largest first bucket, in MiB: 1, so that communication starts early in backward.
+    pub first_bucket_mb: f64,
+    /// Tolerate parameters that get no gradient in a step (their contribution is zero, and
+    /// a parameter no rank used keeps no gradient). Without it such a step is an error.
+    pub find_unused_parameters: bool,
+}
+
+impl Default for DataParallelOptions {
+    fn default() -> Self {
+        DataParallelOptions { bucket_cap_mb: 25.0, first_bucket_mb: 1.0, find_unused_parameters: false }
+    }
+}
+
+/// A layer trained data-parallel across the ranks of `init_parallel_env`. Use it as the
+/// layer itself: `forward` (or the inner layer's own methods, through `layers()`) runs
+/// locally, `backward` averages the gradients across ranks, and `state_dict` has the inner
+/// layer's keys (no wrapper prefix).
+pub struct DataParallel<L: Layer> {
+    layer: L,
+    reducer: Arc<Reducer>,
+}
+
+impl<L: Layer> DataParallel<L> {
+    /// Wraps `layer` with the default options.
+    pub fn new(layer: L) -> Result<Self> {
+        DataParallel::with_options(layer, DataParallelOptions::default())
+    }
+
+    /// Wraps `layer`: checks that every rank has the same parameters, broadcasts rank 0's
+    /// parameters and buffers, and hooks the gradients.
+    pub fn with_options(layer: L, options: DataParallelOptions) -> Result<Self> {
+        const OP: &str = "DataParallel";
+        let s = state(OP)?;
+        let mb = |x: f64| (x.max(0.0) * 1024.0 * 1024.0) as usize;
+        let named = layer.named_parameters();
+        for (_, t) in layer.state_dict().iter() {
+            // Every tensor's shape and dtype is checked across ranks by the broadcast.
+            broadcast(t, 0)?;
+        }
+        let trainable: Vec<(String, Tensor)> = named.into_iter().filter(|(_, p)| !p.stop_gradient()).collect();
+        let reducer = Reducer::new(
+            s,
+            trainable,
+            mb(options.bucket_cap_mb),
+            mb(options.first_bucket_mb),
+            options.find_unused_parameters,
+        )?;
+        Ok(DataParallel { layer, reducer })
+    }
+
+    /// The wrapped layer (Paddle's `_layers`).
+    pub fn layers(&self) -> &L {
+        &self.layer
+    }
+
+    /// The wrapped layer, mutably.
+    pub fn layers_mut(&mut self) -> &mut L {
+        &mut self.layer
+    }
+
+    /// Runs `f` without averaging gradients (PyTorch's `no_sync`): backward passes inside
+    /// only accumulate locally; the first synchronised backward after them averages the
+    /// accumulated gradients.
+    pub fn no_sync<R>(&self, f: impl FnOnce() -> R) -> R {
+        struct Restore<'a>(&'a Reducer, bool);
+        impl Drop for Restore<'_> {
+            fn drop(&mut self) {
+                self.0.set_no_sync(self.1);
+            }
+        }
+        let was = self.reducer.set_no_sync(true);
+        let _restore = Restore(&self.reducer, was);
+        f()
+    }
+
+    /// Bytes per step, bucket sizes and how much of the communication overlapped backward.
+    pub fn comm_stats(&self) -> CommStats {
+        self.reducer.stats()
+    }
+}
+
+impl<L: Layer> Layer for DataParallel<L> {
+    fn visit_parameters<'a>(&'a self, f: &mut dyn FnMut(&str, &'a Tensor)) {
+        self.layer.visit_parameters(f)
+    }
+
+    fn visit_parameters_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor)) {
+        self.layer.visit_parameters_mut(f)
+    }
+
+    fn visit_buffers<'a>(&'a self, f: &mut dyn FnMut(&str, &'a Tensor)) {
+        self.layer.visit_buffers(f)
+    }
+
+    fn visit_buffers_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor)) {
+        self.layer.visit_buffers_mut(f)
+    }
+
+    fn visit_sublayers<'a>(&'a self, f: &mut dyn FnMut(&str, &'a dyn Layer)) {
+        self.layer.visit_sublayers(f)
+    }
+
+    fn visit_sublayers_mut(&mut self, f: &mut dyn FnMut(&str, &mut dyn Layer)) {
+        self.layer.visit_sublayers_mut(f)
+    }
+
+    fn is_training(&self) -> bool {
+        self.layer.is_training()
+    }
+
+    fn set_training(&mut self, training: bool) {
+        self.layer.set_training(training)
+    }
+
+    fn type_name(&self) -> &'static str {
+        "DataParallel"
+    }
+}
+
+impl<L: Layer + Forward> Forward for DataParallel<L> {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        self.layer.forward(x)
+    }
+}
+
+impl<L: Layer> std::fmt::Debug for DataParallel<L> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DataParallel").field("reducer", &self.reducer).finish()
+    }
+}

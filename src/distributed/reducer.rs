@@ -1,0 +1,600 @@
+//! DataParallel's gradient reducer: parameters grouped into buckets (reverse registration
+//! order, so the first bucket holds the gradients backward produces first), each bucket
+//! all-reduced with a non-blocking `MPI_Iallreduce` as soon as all of its gradients are in,
+//! while backward goes on.
+//!
+//! How it hooks into autograd: every parameter carries a post-accumulate hook
+//! (`Tensor::register_post_accumulate_grad_hook`), which the engine runs once the
+//! parameter's gradient for the pass is complete. The first hook of a pass queues the
+//! `finalize` callback (`autograd::queue_callback`), which the engine runs after the last
+//! gradient is delivered: it waits for the buckets still in flight and writes the averaged
+//! gradients back. Buckets start in the same order on every rank (MPI requires collectives
+//! in one order), so a bucket ready early waits for its predecessors. GPU gradients go to
+//! the host through one mappable staging buffer per bucket, read asynchronously; each poll
+//! of the hooks drives those reads and tests the requests in flight.
+
+use std::ffi::{c_int, c_void};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Instant;
+
+use mpi::collective::SystemOperation;
+use mpi::datatype::Equivalence;
+use mpi::raw::AsRaw;
+
+use super::env::State;
+use crate::autograd::PostAccumulateHook;
+use crate::backend::Storage;
+use crate::backend::cpu::CpuData;
+use crate::backend::gpu::{GpuContext, PendingRead};
+use crate::{DType, Place, Result, Tensor};
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Communication figures of a `DataParallel` model, summed over its synchronised steps.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CommStats {
+    /// Backward passes whose gradients were all-reduced.
+    pub steps: u64,
+    /// Bytes of each bucket, in launch order.
+    pub bucket_bytes: Vec<usize>,
+    /// Gradient bytes this rank all-reduces per step (the sum of `bucket_bytes`).
+    pub bytes_per_step: usize,
+    /// Seconds from the first gradient that was ready to the end of backward, summed: the
+    /// window communication can hide in.
+    pub backward_s: f64,
+    /// Seconds from each bucket's launch to its completion, summed.
+    pub comm_s: f64,
+    /// The part of `comm_s` that ran while backward was still computing.
+    pub overlapped_s: f64,
+    /// Seconds the end of backward waited for communication (including GPU readbacks not
+    /// yet finished), summed.
+    pub exposed_s: f64,
+}
+
+impl CommStats {
+    /// The fraction of the all-reduce time hidden behind backward.
+    pub fn overlap_fraction(&self) -> f64 {
+        if self.comm_s > 0.0 { self.overlapped_s / self.comm_s } else { 0.0 }
+    }
+}
+
+/// An MPI request handle. Requests are started, tested and waited under the process
+/// group's mutex only.
+struct Request(mpi::ffi::MPI_Request);
+
+// SAFETY: see `Request`.
+unsafe impl Send for Request {}
+
+enum Phase {
+    /// Waiting for gradients.
+    Waiting,
+    /// GPU gradients on their way to the host.
+    Reading(PendingRead, Arc<GpuContext>),
+    /// The host buffer holds this rank's gradients; waiting for its turn to launch.
+    Filled,
+    /// The all-reduce is in flight.
+    InFlight(Request),
+    /// `recv` holds the sum over ranks.
+    Reduced,
+}
+
+enum Flat {
+    F32(Vec<f32>),
+    F64(Vec<f64>),
+}
+
+impl Flat {
+    fn zeros(dtype: DType, n: usize) -> Flat {
+        if dtype == DType::Float64 { Flat::F64(vec![0.0; n]) } else { Flat::F32(vec![0.0; n]) }
+    }
+
+    fn raw(&self) -> (*const c_void, mpi::ffi::MPI_Datatype) {
+        match self {
+            Flat::F32(v) => (v.as_ptr().cast(), f32::equivalent_datatype().as_raw()),
+            Flat::F64(v) => (v.as_ptr().cast(), f64::equivalent_datatype().as_raw()),
+        }
+    }
+
+    fn raw_mut(&mut self) -> *mut c_void {
+        match self {
+            Flat::F32(v) => v.as_mut_ptr().cast(),
+            Flat::F64(v) => v.as_mut_ptr().cast(),
+        }
+    }
+
+    fn zero(&mut self, at: usize, n: usize) {
+        match self {
+            Flat::F32(v) => v[at..at + n].fill(0.0),
+            Flat::F64(v) => v[at..at + n].fill(0.0),
+        }
+    }
+
+    fn fill_from(&mut self, at: usize, data: &CpuData) -> bool {
+        match (self, data) {
+            (Flat::F32(v), CpuData::F32(d)) => v[at..at + d.len()].copy_from_slice(d),
+            (Flat::F64(v), CpuData::F64(d)) => v[at..at + d.len()].copy_from_slice(d),
+            _ => return false,
+        }
+        true
+    }
+
+    fn fill_from_bytes(&mut self, at: usize, bytes: &[u8]) {
+        if let Flat::F32(v) = self {
+            for (dst, src) in v[at..].iter_mut().zip(bytes.chunks_exact(4)) {
+                *dst = f32::from_le_bytes([src[0], src[1], src[2], src[3]]);
+            }
+        }
+    }
+}
+
+struct Bucket {
+    params: Vec<Tensor>,
+    names: Vec<String>,
+    offsets: Vec<usize>,
+    numel: usize,
+    dtype: DType,
+    place: Place,
+    ready: Vec<bool>,
+    pending: usize,
+    send: Flat,
+    recv: Flat,
+    staging: Option<wgpu::Buffer>,
+    phase: Phase,
+    launched: Option<Instant>,
+    completed: Option<Instant>,
+}
+
+impl Bucket {
+    fn bytes(&self) -> usize {
+        self.numel * self.dtype.size_of()
+    }
+
+    /// Copies this rank's gradients into the host buffer (zeros for parameters without
+    /// one), or starts the GPU readback that will.
+    fn start_fill(&mut self, s: &State) -> Result<()> {
+        let mut gpu: Vec<(Arc<crate::backend::gpu::GpuBuffer>, u64)> = Vec::new();
+        for i in 0..self.params.len() {
+            let (at, n) = (self.offsets[i], self.params[i].numel());
+            let grad = if self.ready[i] { self.params[i].grad() } else { None };
+            let Some(g) = grad else {
+                self.send.zero(at, n);
+                continue;
+            };
+            if g.dtype() != self.dtype || g.numel() != n || g.place() != self.place {
+                return Err(s.error(
+                    "DataParallel",
+                    format!(
+                        "the gradient of {} is {:?} {} on {}, the parameter {:?} {} on {}",
+                        self.names[i],
+                        g.shape(),
+                        g.dtype(),
+                        g.place(),
+                        self.params[i].shape(),
+                        self.dtype,
+                        self.place
+                    ),
+                ));
+            }
+            match g.storage() {
+                Storage::Cpu(d) => {
+                    self.send.fill_from(at, &d.read().unwrap_or_else(|e| e.into_inner()));
+                }
+                Storage::Gpu(b) => gpu.push((b.clone(), (n * 4) as u64)),
+                _ => return Err(s.error("DataParallel", format!("the gradient of {} has no data", self.names[i]))),
+            }
+        }
+        if gpu.is_empty() {
+            self.phase = Phase::Filled;
+            return Ok(());
+        }
+        let ctx = gpu[0].0.ctx.clone();
+        let staging = match self.staging.take() {
+            Some(b) => b,
+            None => ctx.staging_buffer(self.bytes() as u64),
+        };
+        let srcs: Vec<(&crate::backend::gpu::GpuBuffer, u64)> = gpu.iter().map(|(b, n)| (&**b, *n)).collect();
+        let pending = ctx.start_read(&srcs, staging)?;
+        self.phase = Phase::Reading(pending, ctx);
+        Ok(())
+    }
+
+    /// Moves a finished GPU read into the host buffer. `wait` blocks until it is done.
+    fn drive_read(&mut self, wait: bool) -> Result<()> {
+        let Phase::Reading(pending, ctx) = &self.phase else { return Ok(()) };
+        if !ctx.poll_read(pending, wait)? {
+            return Ok(());
+        }
+        let Phase::Reading(pending, _) = std::mem::replace(&mut self.phase, Phase::Filled) else {
+            return Ok(());
+        };
+        let present: Vec<(usize, usize)> = (0..self.params.len())
+            .filter(|&i| self.ready[i] && self.params[i].grad().is_some())
+            .map(|i| (self.offsets[i], self.params[i].numel()))
+            .collect();
+        let send = &mut self.send;
+        let staging = pending.finish(|bytes| {
+            let mut from = 0;
+            for &(at, n) in &present {
+                send.fill_from_bytes(at, &bytes[from..from + n * 4]);
+                from += (n * 4).div_ceil(4) * 4;
+            }
+        })?;
+        self.staging = Some(staging);
+        Ok(())
+    }
+
+    fn launch(&mut self, s: &State) {
+        let (send, datatype) = self.send.raw();
+        let recv = self.recv.raw_mut();
+        let count = self.numel as c_int;
+        let mut request: mpi::ffi::MPI_Request = unsafe { mpi::ffi::RSMPI_REQUEST_NULL };
+        s.quick(|comm| {
+            // SAFETY: `send` and `recv` belong to this bucket, which is neither touched nor
+            // dropped until the request completes (`Reducer::wait_all`, and `Drop`).
+            unsafe {
+                mpi::ffi::MPI_Iallreduce(
+                    send,
+                    recv,
+                    count,
+                    datatype,
+                    SystemOperation::sum().as_raw(),
+                    comm.as_raw(),
+                    &mut request,
+                );
+            }
+        });
+        self.launched = Some(Instant::now());
+        self.phase = Phase::InFlight(Request(request));
+    }
+
+    /// Tests (or with `wait`, waits for) the request in flight.
+    fn drive_request(&mut self, s: &State, wait: bool) {
+        let Phase::InFlight(req) = &mut self.phase else { return };
+        let done = s.quick(|_| {
+            let mut flag: c_int = 0;
+            // SAFETY: a live request started by `launch`.
+            unsafe {
+                if wait {
+                    mpi::ffi::MPI_Wait(&mut req.0, mpi::ffi::RSMPI_STATUS_IGNORE);
+                    flag = 1;
+                } else {
+                    mpi::ffi::MPI_Test(&mut req.0, &mut flag, mpi::ffi::RSMPI_STATUS_IGNORE);
+                }
+            }
+            flag != 0
+        });
+        if done {
+            self.completed = Some(Instant::now());
+            self.phase = Phase::Reduced;
+        }
+    }
+}
+
+/// Buckets of at most `cap` bytes (`first_cap` for the first), filled in reverse order of
+/// `params`, a new bucket wherever the dtype or place changes. A parameter larger than the
+/// cap gets a bucket of its own.
+pub(crate) fn plan_buckets(params: &[(usize, DType, Place)], cap: usize, first_cap: usize) -> Vec<Vec<usize>> {
+    let mut buckets: Vec<Vec<usize>> = Vec::new();
+    let mut bytes = 0usize;
+    for i in (0..params.len()).rev() {
+        let (b, dtype, place) = params[i];
+        let limit = if buckets.len() == 1 { first_cap } else { cap };
+        let fits = buckets.last().is_some_and(|last| {
+            let (_, d0, p0) = params[last[0]];
+            d0 == dtype && p0 == place && bytes + b <= limit
+        });
+        if fits {
+            buckets.last_mut().expect("checked").push(i);
+            bytes += b;
+        } else {
+            buckets.push(vec![i]);
+            bytes = b;
+        }
+    }
+    buckets
+}
+
+struct Inner {
+    buckets: Vec<Bucket>,
+    /// `(bucket, index)` of each parameter, keyed by tensor identity.
+    slots: std::collections::HashMap<usize, (usize, usize)>,
+    find_unused: bool,
+    no_sync: bool,
+    /// The backward pass being reduced (its first hook ran and queued `finalize`), if any.
+    active: Option<u64>,
+    next_launch: usize,
+    first_hook: Option<Instant>,
+    stats: CommStats,
+}
+
+/// The reducer of one `DataParallel` model.
+pub(crate) struct Reducer {
+    inner: Mutex<Inner>,
+    hooks: Mutex<Vec<(Tensor, PostAccumulateHook)>>,
+    state: &'static State,
+}
+
+impl Reducer {
+    /// Buckets `params` (with their names) and hooks every one of them.
+    pub fn new(
+        state: &'static State,
+        params: Vec<(String, Tensor)>,
+        cap: usize,
+        first_cap: usize,
+        find_unused: bool,
+    ) -> Result<Arc<Reducer>> {
+        for (name, p) in &params {
+            if !matches!(p.dtype(), DType::Float32 | DType::Float64) {
+                return Err(state.error(
+                    "DataParallel",
+                    format!("parameter {name} is {}; gradients are all-reduced in float32 or float64", p.dtype()),
+                ));
+            }
+        }
+        let sizes: Vec<(usize, DType, Place)> =
+            params.iter().map(|(_, p)| (p.numel() * p.dtype().size_of(), p.dtype(), p.place())).collect();
+        let plan = plan_buckets(&sizes, cap, first_cap);
+        let mut slots = std::collections::HashMap::new();
+        let mut buckets = Vec::with_capacity(plan.len());
+        for (bi, members) in plan.iter().enumerate() {
+            let mut offsets = Vec::new();
+            let mut numel = 0;
+            for (k, &pi) in members.iter().enumerate() {
+                offsets.push(numel);
+                numel += params[pi].1.numel();
+                slots.insert(params[pi].1.identity(), (bi, k));
+            }
+            let first = &params[members[0]].1;
+            buckets.push(Bucket {
+                params: members.iter().map(|&i| params[i].1.clone()).collect(),
+                names: members.iter().map(|&i| params[i].0.clone()).collect(),
+                offsets,
+                numel,
+                dtype: first.dtype(),
+                place: first.place(),
+                ready: vec![false; members.len()],
+                pending: members.len(),
+                send: Flat::zeros(first.dtype(), numel),
+                recv: Flat::zeros(first.dtype(), numel),
+                staging: None,
+                phase: Phase::Waiting,
+                launched: None,
+                completed: None,
+            });
+        }
+        let bucket_bytes: Vec<usize> = buckets.iter().map(Bucket::bytes).collect();
+        let stats = CommStats { bytes_per_step: bucket_bytes.iter().sum(), bucket_bytes, ..CommStats::default() };
+        let reducer = Arc::new(Reducer {
+            inner: Mutex::new(Inner {
+                buckets,
+                slots,
+                find_unused,
+                no_sync: false,
+                active: None,
+                next_launch: 0,
+                first_hook: None,
+                stats,
+            }),
+            hooks: Mutex::new(Vec::new()),
+            state,
+        });
+        let weak = Arc::downgrade(&reducer);
+        for (_, p) in &params {
+            let w: Weak<Reducer> = weak.clone();
+            let hook: PostAccumulateHook = Arc::new(move |t: &Tensor| match w.upgrade() {
+                Some(r) => r.on_grad_ready(t),
+                None => Ok(()),
+            });
+            p.add_post_accumulate_hook(hook.clone())?;
+            lock(&reducer.hooks).push((p.clone(), hook));
+        }
+        Ok(reducer)
+    }
+
+    pub fn set_no_sync(&self, on: bool) -> bool {
+        std::mem::replace(&mut lock(&self.inner).no_sync, on)
+    }
+
+    pub fn stats(&self) -> CommStats {
+        lock(&self.inner).stats.clone()
+    }
+
+    fn on_grad_ready(self: &Arc<Self>, t: &Tensor) -> Result<()> {
+        let mut inner = lock(&self.inner);
+        if inner.no_sync {
+            return Ok(());
+        }
+        let Some(&(b, k)) = inner.slots.get(&t.identity()) else { return Ok(()) };
+        let pass = crate::autograd::current_pass();
+        if inner.active != Some(pass) {
+            // A new pass. One that failed before its `finalize` ran may have left requests
+            // in flight: they finish first (the other ranks started them too).
+            inner.active = Some(pass);
+            inner.next_launch = 0;
+            inner.first_hook = Some(Instant::now());
+            for bucket in &mut inner.buckets {
+                bucket.drive_request(self.state, true);
+                if matches!(bucket.phase, Phase::Reading(..)) {
+                    bucket.staging = None;
+                }
+                bucket.ready.iter_mut().for_each(|r| *r = false);
+                bucket.pending = bucket.params.len();
+                bucket.phase = Phase::Waiting;
+                bucket.launched = None;
+                bucket.completed = None;
+            }
+            let weak = Arc::downgrade(self);
+            crate::autograd::queue_callback(move || match weak.upgrade() {
+                Some(r) => r.finalize(),
+                None => Ok(()),
+            })?;
+        }
+        let bucket = &mut inner.buckets[b];
+        if !bucket.ready[k] {
+            bucket.ready[k] = true;
+            bucket.pending -= 1;
+            if bucket.pending == 0 {
+                bucket.start_fill(self.state)?;
+            }
+        }
+        self.progress(&mut inner, false)
+    }
+
+    /// Drives readbacks, launches the buckets whose turn has come, and tests the requests
+    /// in flight.
+    fn progress(&self, inner: &mut Inner, wait: bool) -> Result<()> {
+        let s = self.state;
+        let n = inner.buckets.len();
+        for b in 0..n {
+            inner.buckets[b].drive_read(wait && b == inner.next_launch)?;
+            if b == inner.next_launch && matches!(inner.buckets[b].phase, Phase::Filled) {
+                inner.buckets[b].launch(s);
+                inner.next_launch += 1;
+            }
+            inner.buckets[b].drive_request(s, false);
+        }
+        Ok(())
+    }
+
+    /// The end of backward: launches what is left (buckets with unused parameters when
+    /// `find_unused_parameters`), waits for every bucket and writes the averaged gradients.
+    fn finalize(&self) -> Result<()> {
+        let s = self.state;
+        let mut inner = lock(&self.inner);
+        if inner.active.take().is_none() {
+            return Ok(());
+        }
+        let backward_end = Instant::now();
+        let mut missing: Vec<String> = Vec::new();
+        for bucket in &inner.buckets {
+            for (k, ready) in bucket.ready.iter().enumerate() {
+                if !ready {
+                    missing.push(bucket.names[k].clone());
+                }
+            }
+        }
+        let find_unused = inner.find_unused;
+        if !missing.is_empty() && !find_unused {
+            // Buckets already in flight must finish before their buffers may be reused.
+            s.watch(Some("DataParallel: the all-reduce of the buckets in flight"));
+            for bucket in &mut inner.buckets {
+                bucket.drive_request(s, true);
+            }
+            s.watch(None);
+            return Err(s.error(
+                "DataParallel",
+                format!(
+                    "{} parameter(s) received no gradient in this backward pass ({}); pass \
+                     find_unused_parameters=true if some parameters are not used in every step",
+                    missing.len(),
+                    missing.iter().take(8).cloned().collect::<Vec<_>>().join(", ")
+                ),
+            ));
+        }
+        s.watch(Some("DataParallel: waiting for the gradient all-reduce"));
+        for b in 0..inner.buckets.len() {
+            if matches!(inner.buckets[b].phase, Phase::Waiting) {
+                inner.buckets[b].start_fill(s)?;
+            }
+        }
+        while inner.next_launch < inner.buckets.len() {
+            let before = inner.next_launch;
+            self.progress(&mut inner, true)?;
+            if inner.next_launch == before {
+                s.watch(None);
+                return Err(s.error("DataParallel", "a bucket could not be launched".into()));
+            }
+        }
+        for bucket in &mut inner.buckets {
+            bucket.drive_request(s, true);
+        }
+        s.watch(None);
+        // Parameters no rank used keep no gradient.
+        let used_anywhere: Option<Vec<i32>> = if find_unused {
+            let local: Vec<i32> = inner.buckets.iter().flat_map(|b| b.ready.iter().map(|&r| i32::from(r))).collect();
+            let mut global = vec![0i32; local.len()];
+            s.blocking("DataParallel: exchanging which parameters were used", |comm| {
+                use mpi::collective::CommunicatorCollectives;
+                comm.all_reduce_into(&local[..], &mut global[..], SystemOperation::max());
+            });
+            Some(global)
+        } else {
+            None
+        };
+        let done = Instant::now();
+        let world = s.size;
+        let mut flat_index = 0;
+        for bucket in &inner.buckets {
+            for (k, p) in bucket.params.iter().enumerate() {
+                let used = used_anywhere.as_ref().is_none_or(|u| u[flat_index] != 0);
+                flat_index += 1;
+                if !used {
+                    continue;
+                }
+                let (at, n) = (bucket.offsets[k], p.numel());
+                let grad = averaged(&bucket.recv, at, n, world, p, bucket.place)?;
+                p.grad_meta().grad = Some(grad);
+            }
+        }
+        let mut comm_s = 0.0;
+        let mut overlapped_s = 0.0;
+        for bucket in &inner.buckets {
+            if let (Some(l), Some(c)) = (bucket.launched, bucket.completed) {
+                comm_s += c.duration_since(l).as_secs_f64();
+                overlapped_s += backward_end.saturating_duration_since(l).min(c.duration_since(l)).as_secs_f64();
+            }
+        }
+        let window = inner.first_hook.map_or(0.0, |t| backward_end.duration_since(t).as_secs_f64());
+        let st = &mut inner.stats;
+        st.steps += 1;
+        st.backward_s += window;
+        st.comm_s += comm_s;
+        st.overlapped_s += overlapped_s;
+        st.exposed_s += done.duration_since(backward_end).as_secs_f64();
+        Ok(())
+    }
+}
+
+/// `recv[at..at + n] / world` as a new gradient of `p`'s shape on `place`.
+fn averaged(recv: &Flat, at: usize, n: usize, world: usize, p: &Tensor, place: Place) -> Result<Tensor> {
+    let shape = p.shape_ref().clone();
+    match recv {
+        Flat::F64(v) => {
+            let data: Vec<f64> = v[at..at + n].iter().map(|x| x / world as f64).collect();
+            Ok(Tensor::from_cpu(CpuData::F64(data), shape))
+        }
+        Flat::F32(v) => {
+            let data: Vec<f32> = v[at..at + n].iter().map(|x| x / world as f32).collect();
+            match place {
+                Place::Cpu => Ok(Tensor::from_cpu(CpuData::F32(data), shape)),
+                Place::Gpu(i) => {
+                    let ctx = crate::backend::gpu::context(i)?;
+                    let buf = ctx.upload("DataParallel", bytemuck::cast_slice(&data))?;
+                    Ok(Tensor::from_gpu(buf, shape, DType::Float32))
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Reducer {
+    fn drop(&mut self) {
+        let inner = self.inner.get_mut().unwrap_or_else(|e| e.into_inner());
+        for bucket in &mut inner.buckets {
+            // A request still in flight reads and writes the bucket's buffers.
+            bucket.drive_request(self.state, true);
+        }
+        for (p, hook) in lock(&self.hooks).drain(..) {
+            p.remove_post_accumulate_hook(&hook);
+        }
+    }
+}
+
+impl std::fmt::Debug for Reducer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let inner = lock(&self.inner);
+        f.debug_struct("Reducer").field("buckets", &inner.buckets.len()).finish()
+    }
+}
