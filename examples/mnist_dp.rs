@@ -37,15 +37,18 @@ fn parsed<T: std::str::FromStr>(name: &str, default: T) -> Result<T> {
     }
 }
 
-/// Correct predictions and samples over this rank's shard of the test set, summed over ranks.
+/// Test accuracy: rank r evaluates batches r, r + N, ... of the test set (each image once,
+/// no padding), and the ranks sum their counts.
 fn evaluate(model: &impl Forward, env: &ParallelEnv, data: Option<&std::path::Path>, batch: usize) -> Result<f64> {
     let _g = dygraph::no_grad_guard();
     let test = Mnist::new(data, Mode::Test)?.with_transform(common::mnist_normalize()?);
-    let sampler = DistributedBatchSampler::new(batch, env.world_size(), env.rank(), false, false)?;
-    let loader = DataLoader::new(test, batch).batch_sampler(sampler).place(env.place());
+    let loader = DataLoader::new(test, batch).place(env.place());
     let (mut correct, mut seen) = (0i64, 0i64);
-    for b in loader.iter()? {
+    for (i, b) in loader.iter()?.enumerate() {
         let (img, label) = b?;
+        if i % env.world_size() != env.rank() {
+            continue;
+        }
         let pred = model.forward(&img)?.argmax(Some(1), false)?.to_vec::<i64>()?;
         let label = label.to_vec::<i64>()?;
         correct += pred.iter().zip(&label).filter(|(p, l)| p == l).count() as i64;

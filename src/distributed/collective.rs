@@ -197,6 +197,25 @@ fn agree(
     Ok(())
 }
 
+/// Checks that every rank passed the same `values` (one per name in `fields`), naming the
+/// first field and rank that differ.
+pub(crate) fn agree_values(s: &State, op: &'static str, fields: &[&str], values: &[i64]) -> Result<()> {
+    let mut all = vec![0i64; values.len() * s.size];
+    s.blocking(op, |comm| comm.all_gather_into(values, &mut all[..]));
+    for (r, theirs) in all.chunks(values.len()).enumerate() {
+        if let Some(i) = (0..values.len()).find(|&i| theirs[i] != values[i]) {
+            return Err(s.error(
+                op,
+                format!(
+                    "ranks disagree on the {}: rank {} has {}, rank {r} has {}",
+                    fields[i], s.rank, values[i], theirs[i]
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn check_rank(s: &State, op: &'static str, what: &str, r: usize) -> Result<()> {
     if r >= s.size {
         return Err(s.error(op, format!("{what} rank {r} is out of range for a world of {} ranks", s.size)));

@@ -5,11 +5,11 @@
 
 use std::sync::Arc;
 
-use super::collective::broadcast;
+use super::collective::{agree_values, broadcast};
 use super::env::state;
 use super::reducer::{CommStats, Reducer};
 use crate::nn::{Forward, Layer};
-use crate::{Result, Tensor};
+use crate::{DType, Result, Tensor};
 
 /// How `DataParallel` groups and reduces gradients.
 #[derive(Clone, Debug, PartialEq)]
@@ -50,19 +50,48 @@ impl<L: Layer> DataParallel<L> {
         const OP: &str = "DataParallel";
         let s = state(OP)?;
         let mb = |x: f64| (x.max(0.0) * 1024.0 * 1024.0) as usize;
-        let named = layer.named_parameters();
-        for (_, t) in layer.state_dict().iter() {
-            // Every tensor's shape and dtype is checked across ranks by the broadcast.
+        let (cap, first_cap) = (mb(options.bucket_cap_mb), mb(options.first_bucket_mb));
+        // A parameter shared by two sublayers (tied weights) is one parameter.
+        let mut seen = std::collections::HashSet::new();
+        let trainable: Vec<(String, Tensor)> = layer
+            .named_parameters()
+            .into_iter()
+            .filter(|(_, p)| !p.stop_gradient() && seen.insert(p.identity()))
+            .collect();
+        // Every rank must bucket the same parameters the same way, or the all-reduces would
+        // pair different buffers: checked before any of them runs.
+        let state_dict = layer.state_dict();
+        let layout_hash = |entries: &mut dyn Iterator<Item = (usize, DType, bool)>| -> i64 {
+            entries.fold(17i64, |h, (n, d, t)| {
+                h.wrapping_mul(1_000_003)
+                    .wrapping_add(n as i64)
+                    .wrapping_mul(31)
+                    .wrapping_add(DType::ALL.iter().position(|&x| x == d).unwrap_or(0) as i64 * 2 + i64::from(t))
+            })
+        };
+        let values = [
+            state_dict.len() as i64,
+            trainable.len() as i64,
+            layout_hash(&mut state_dict.iter().map(|(_, t)| (t.numel(), t.dtype(), false))),
+            layout_hash(&mut trainable.iter().map(|(_, p)| (p.numel(), p.dtype(), p.place().is_gpu()))),
+            cap as i64,
+            first_cap as i64,
+            i64::from(options.find_unused_parameters),
+        ];
+        let fields = [
+            "number of state-dict entries",
+            "number of trainable parameters",
+            "shapes and dtypes of the state dict (hashed)",
+            "trainable parameters' sizes, dtypes and places (hashed)",
+            "bucket_cap_mb (bytes)",
+            "first_bucket_mb (bytes)",
+            "find_unused_parameters",
+        ];
+        agree_values(s, OP, &fields, &values)?;
+        for (_, t) in state_dict.iter() {
             broadcast(t, 0)?;
         }
-        let trainable: Vec<(String, Tensor)> = named.into_iter().filter(|(_, p)| !p.stop_gradient()).collect();
-        let reducer = Reducer::new(
-            s,
-            trainable,
-            mb(options.bucket_cap_mb),
-            mb(options.first_bucket_mb),
-            options.find_unused_parameters,
-        )?;
+        let reducer = Reducer::new(s, trainable, cap, first_cap, options.find_unused_parameters)?;
         Ok(DataParallel { layer, reducer })
     }
 

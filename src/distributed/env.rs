@@ -71,25 +71,44 @@ impl State {
         Error::Distributed { op, rank: self.rank, msg }
     }
 
-    /// Runs `f` with the communicator, under the watchdog: if `f` blocks longer than the
-    /// timeout the process exits naming `what`.
+    /// Runs `f` with the communicator, under the watchdog (armed before waiting for the
+    /// communicator's lock): if it blocks longer than the timeout the process exits naming
+    /// `what`.
     pub fn blocking<R>(&self, what: &str, f: impl FnOnce(&SimpleCommunicator) -> R) -> R {
+        let _watch = self.watch(what);
         let comm = lock(&self.comm);
-        *lock(&self.inflight) = Some((what.to_string(), Instant::now()));
-        let out = f(&comm.world);
-        *lock(&self.inflight) = None;
-        out
+        f(&comm.world)
     }
 
-    /// Runs a call that returns at once (starting or testing a non-blocking operation).
+    /// Runs a call that returns at once (starting or testing a non-blocking operation), or
+    /// a wait that the caller has put under `watch`.
     pub fn quick<R>(&self, f: impl FnOnce(&SimpleCommunicator) -> R) -> R {
         let comm = lock(&self.comm);
         f(&comm.world)
     }
 
-    /// Marks a wait that is not itself an MPI call (a loop over `MPI_Test`) for the watchdog.
-    pub fn watch(&self, what: Option<&str>) {
-        *lock(&self.inflight) = what.map(|w| (w.to_string(), Instant::now()));
+    /// Arms the watchdog for `what` until the returned guard is dropped (which restores
+    /// whatever was armed before).
+    pub fn watch(&self, what: &str) -> Watch<'_> {
+        let previous = lock(&self.inflight).replace((what.to_string(), Instant::now()));
+        Watch { state: self, previous }
+    }
+
+    /// True once MPI has been finalised: no MPI call may be made any more.
+    pub fn finalized(&self) -> bool {
+        lock(&self.universe).is_none()
+    }
+}
+
+/// An armed watchdog entry (see `State::watch`).
+pub(crate) struct Watch<'a> {
+    state: &'a State,
+    previous: Option<(String, Instant)>,
+}
+
+impl Drop for Watch<'_> {
+    fn drop(&mut self) {
+        *lock(&self.state.inflight) = self.previous.take();
     }
 }
 
@@ -115,10 +134,9 @@ impl Drop for EnvGuard {
         }
         // MPI_Finalize waits for the other ranks: under the watchdog, so that a rank that
         // never arrives cannot hang this one.
+        let _watch = s.watch("MPI_Finalize");
         let _comm = lock(&s.comm);
-        *lock(&s.inflight) = Some(("MPI_Finalize".to_string(), Instant::now()));
         lock(&s.universe).take();
-        *lock(&s.inflight) = None;
     }
 }
 
@@ -240,9 +258,17 @@ pub fn init_parallel_env() -> Result<ParallelEnv> {
         return Ok(ParallelEnv { _guard: Arc::new(EnvGuard) });
     }
     let timeout = timeout_from_env()?;
-    let (universe, _provided) = mpi::initialize_with_threading(Threading::Serialized).ok_or_else(|| {
+    let (universe, provided) = mpi::initialize_with_threading(Threading::Serialized).ok_or_else(|| {
         Error::Distributed { op: "init_parallel_env", rank: 0, msg: "MPI was initialised outside dygraph".into() }
     })?;
+    if matches!(provided, Threading::Single | Threading::Funneled) {
+        // Backward (and so the reducer's MPI calls) may run on any thread.
+        return Err(Error::Distributed {
+            op: "init_parallel_env",
+            rank: 0,
+            msg: format!("the MPI library provides only {provided:?} threading; dygraph needs MPI_THREAD_SERIALIZED"),
+        });
+    }
     let world = universe.world();
     let rank = world.rank() as usize;
     let size = world.size() as usize;

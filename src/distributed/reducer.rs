@@ -85,6 +85,12 @@ enum Flat {
     F64(Vec<f64>),
 }
 
+impl Default for Flat {
+    fn default() -> Self {
+        Flat::F32(Vec::new())
+    }
+}
+
 impl Flat {
     fn zeros(dtype: DType, n: usize) -> Flat {
         if dtype == DType::Float64 { Flat::F64(vec![0.0; n]) } else { Flat::F32(vec![0.0; n]) }
@@ -101,6 +107,20 @@ impl Flat {
         match self {
             Flat::F32(v) => v.as_mut_ptr().cast(),
             Flat::F64(v) => v.as_mut_ptr().cast(),
+        }
+    }
+
+    fn set(&mut self, at: usize, v: f64) {
+        match self {
+            Flat::F32(x) => x[at] = v as f32,
+            Flat::F64(x) => x[at] = v,
+        }
+    }
+
+    fn get(&self, at: usize) -> f64 {
+        match self {
+            Flat::F32(x) => f64::from(x[at]),
+            Flat::F64(x) => x[at],
         }
     }
 
@@ -138,9 +158,15 @@ struct Bucket {
     place: Place,
     ready: Vec<bool>,
     pending: usize,
+    /// The host buffers: the gradients, then (in the last bucket only) one more element,
+    /// this rank's count of parameters that got no gradient, so that every rank learns
+    /// whether any rank missed one without an extra collective.
     send: Flat,
     recv: Flat,
+    has_flag: bool,
     staging: Option<wgpu::Buffer>,
+    /// `(offset, numel)` of the gradients the GPU readback in flight copies, in order.
+    gpu_parts: Vec<(usize, usize)>,
     phase: Phase,
     launched: Option<Instant>,
     completed: Option<Instant>,
@@ -155,10 +181,12 @@ impl Bucket {
     /// one), or starts the GPU readback that will.
     fn start_fill(&mut self, s: &State) -> Result<()> {
         let mut gpu: Vec<(Arc<crate::backend::gpu::GpuBuffer>, u64)> = Vec::new();
+        self.gpu_parts.clear();
         for i in 0..self.params.len() {
             let (at, n) = (self.offsets[i], self.params[i].numel());
-            let grad = if self.ready[i] { self.params[i].grad() } else { None };
-            let Some(g) = grad else {
+            // A parameter whose hook did not run this pass still sends the gradient it holds
+            // (accumulated under `no_sync`), as PyTorch's reducer does; zeros when it has none.
+            let Some(g) = self.params[i].grad().filter(|_| n > 0) else {
                 self.send.zero(at, n);
                 continue;
             };
@@ -181,7 +209,10 @@ impl Bucket {
                 Storage::Cpu(d) => {
                     self.send.fill_from(at, &d.read().unwrap_or_else(|e| e.into_inner()));
                 }
-                Storage::Gpu(b) => gpu.push((b.clone(), (n * 4) as u64)),
+                Storage::Gpu(b) => {
+                    gpu.push((b.clone(), (n * 4) as u64));
+                    self.gpu_parts.push((at, n));
+                }
                 _ => return Err(s.error("DataParallel", format!("the gradient of {} has no data", self.names[i]))),
             }
         }
@@ -192,7 +223,7 @@ impl Bucket {
         let ctx = gpu[0].0.ctx.clone();
         let staging = match self.staging.take() {
             Some(b) => b,
-            None => ctx.staging_buffer(self.bytes() as u64),
+            None => ctx.staging_buffer(self.bytes().max(4) as u64),
         };
         let srcs: Vec<(&crate::backend::gpu::GpuBuffer, u64)> = gpu.iter().map(|(b, n)| (&**b, *n)).collect();
         let pending = ctx.start_read(&srcs, staging)?;
@@ -209,14 +240,10 @@ impl Bucket {
         let Phase::Reading(pending, _) = std::mem::replace(&mut self.phase, Phase::Filled) else {
             return Ok(());
         };
-        let present: Vec<(usize, usize)> = (0..self.params.len())
-            .filter(|&i| self.ready[i] && self.params[i].grad().is_some())
-            .map(|i| (self.offsets[i], self.params[i].numel()))
-            .collect();
-        let send = &mut self.send;
+        let (send, parts) = (&mut self.send, &self.gpu_parts);
         let staging = pending.finish(|bytes| {
             let mut from = 0;
-            for &(at, n) in &present {
+            for &(at, n) in parts {
                 send.fill_from_bytes(at, &bytes[from..from + n * 4]);
                 from += (n * 4).div_ceil(4) * 4;
             }
@@ -225,12 +252,16 @@ impl Bucket {
         Ok(())
     }
 
-    fn launch(&mut self, s: &State) {
+    /// Starts the all-reduce on `comm`; `missing` goes into the flag slot of the last bucket.
+    fn launch(&mut self, s: &State, comm: mpi::ffi::MPI_Comm, missing: usize) {
+        if self.has_flag {
+            self.send.set(self.numel, missing as f64);
+        }
         let (send, datatype) = self.send.raw();
         let recv = self.recv.raw_mut();
-        let count = self.numel as c_int;
+        let count = (self.numel + usize::from(self.has_flag)) as c_int;
         let mut request: mpi::ffi::MPI_Request = unsafe { mpi::ffi::RSMPI_REQUEST_NULL };
-        s.quick(|comm| {
+        s.quick(|_| {
             // SAFETY: `send` and `recv` belong to this bucket, which is neither touched nor
             // dropped until the request completes (`Reducer::wait_all`, and `Drop`).
             unsafe {
@@ -240,7 +271,7 @@ impl Bucket {
                     count,
                     datatype,
                     SystemOperation::sum().as_raw(),
-                    comm.as_raw(),
+                    comm,
                     &mut request,
                 );
             }
@@ -306,13 +337,36 @@ struct Inner {
     active: Option<u64>,
     next_launch: usize,
     first_hook: Option<Instant>,
+    /// Set when a pass failed after this rank had started communicating: its all-reduces can
+    /// no longer be matched with the other ranks', so every later pass is an error.
+    broken: Option<String>,
     stats: CommStats,
 }
+
+impl Inner {
+    /// Parameters whose hook has not run in this pass (with their names).
+    fn missing(&self) -> Vec<String> {
+        self.buckets
+            .iter()
+            .flat_map(|b| b.ready.iter().zip(&b.names).filter(|(r, _)| !**r).map(|(_, n)| n.clone()))
+            .collect()
+    }
+}
+
+/// A duplicate of the world communicator for one reducer: its all-reduces are matched
+/// among themselves, whatever other reducers and collectives do meanwhile.
+struct OwnComm(mpi::topology::SimpleCommunicator);
+
+// SAFETY: used only under the process group's mutex (`State::quick` / `blocking`).
+unsafe impl Send for OwnComm {}
+// SAFETY: as above; the handle is only read.
+unsafe impl Sync for OwnComm {}
 
 /// The reducer of one `DataParallel` model.
 pub(crate) struct Reducer {
     inner: Mutex<Inner>,
     hooks: Mutex<Vec<(Tensor, PostAccumulateHook)>>,
+    comm: Option<OwnComm>,
     state: &'static State,
 }
 
@@ -333,6 +387,10 @@ impl Reducer {
                 ));
             }
         }
+        let comm = state.blocking("DataParallel: duplicating the communicator", |w| {
+            use mpi::topology::Communicator;
+            w.duplicate()
+        });
         let sizes: Vec<(usize, DType, Place)> =
             params.iter().map(|(_, p)| (p.numel() * p.dtype().size_of(), p.dtype(), p.place())).collect();
         let plan = plan_buckets(&sizes, cap, first_cap);
@@ -347,6 +405,8 @@ impl Reducer {
                 slots.insert(params[pi].1.identity(), (bi, k));
             }
             let first = &params[members[0]].1;
+            let has_flag = bi + 1 == plan.len();
+            let len = numel + usize::from(has_flag);
             buckets.push(Bucket {
                 params: members.iter().map(|&i| params[i].1.clone()).collect(),
                 names: members.iter().map(|&i| params[i].0.clone()).collect(),
@@ -356,9 +416,11 @@ impl Reducer {
                 place: first.place(),
                 ready: vec![false; members.len()],
                 pending: members.len(),
-                send: Flat::zeros(first.dtype(), numel),
-                recv: Flat::zeros(first.dtype(), numel),
+                send: Flat::zeros(first.dtype(), len),
+                recv: Flat::zeros(first.dtype(), len),
+                has_flag,
                 staging: None,
+                gpu_parts: Vec::new(),
                 phase: Phase::Waiting,
                 launched: None,
                 completed: None,
@@ -375,9 +437,11 @@ impl Reducer {
                 active: None,
                 next_launch: 0,
                 first_hook: None,
+                broken: None,
                 stats,
             }),
             hooks: Mutex::new(Vec::new()),
+            comm: Some(OwnComm(comm)),
             state,
         });
         let weak = Arc::downgrade(&reducer);
@@ -393,6 +457,10 @@ impl Reducer {
         Ok(reducer)
     }
 
+    fn raw_comm(&self) -> mpi::ffi::MPI_Comm {
+        self.comm.as_ref().expect("present until drop").0.as_raw()
+    }
+
     pub fn set_no_sync(&self, on: bool) -> bool {
         std::mem::replace(&mut lock(&self.inner).no_sync, on)
     }
@@ -402,23 +470,34 @@ impl Reducer {
     }
 
     fn on_grad_ready(self: &Arc<Self>, t: &Tensor) -> Result<()> {
+        let s = self.state;
         let mut inner = lock(&self.inner);
         if inner.no_sync {
             return Ok(());
         }
+        if let Some(why) = &inner.broken {
+            return Err(s.error("DataParallel", why.clone()));
+        }
+        if s.finalized() {
+            return Err(s.error("DataParallel", "MPI was finalised (every ParallelEnv was dropped)".into()));
+        }
         let Some(&(b, k)) = inner.slots.get(&t.identity()) else { return Ok(()) };
         let pass = crate::autograd::current_pass();
         if inner.active != Some(pass) {
-            // A new pass. One that failed before its `finalize` ran may have left requests
-            // in flight: they finish first (the other ranks started them too).
+            let started = inner.next_launch > 0 || inner.buckets.iter().any(|b| matches!(b.phase, Phase::Reading(..)));
+            if inner.active.is_some() && started {
+                // An earlier pass failed after this rank had started all-reduces; how many
+                // each rank started depends on timing, so they can no longer be matched.
+                let why = "a backward pass failed after its gradient all-reduces had started, so this rank's \
+                           all-reduces no longer match the other ranks'; restart the job (ParallelEnv::abort)"
+                    .to_string();
+                inner.broken = Some(why.clone());
+                return Err(s.error("DataParallel", why));
+            }
             inner.active = Some(pass);
             inner.next_launch = 0;
             inner.first_hook = Some(Instant::now());
             for bucket in &mut inner.buckets {
-                bucket.drive_request(self.state, true);
-                if matches!(bucket.phase, Phase::Reading(..)) {
-                    bucket.staging = None;
-                }
                 bucket.ready.iter_mut().for_each(|r| *r = false);
                 bucket.pending = bucket.params.len();
                 bucket.phase = Phase::Waiting;
@@ -431,26 +510,47 @@ impl Reducer {
                 None => Ok(()),
             })?;
         }
-        let bucket = &mut inner.buckets[b];
-        if !bucket.ready[k] {
-            bucket.ready[k] = true;
-            bucket.pending -= 1;
-            if bucket.pending == 0 {
-                bucket.start_fill(self.state)?;
-            }
+        let result = self.mark_ready(&mut inner, b, k);
+        if let Err(e) = &result {
+            inner.broken = Some(format!("a gradient hook failed during communication: {e}"));
         }
-        self.progress(&mut inner, false)
+        result
+    }
+
+    fn mark_ready(&self, inner: &mut Inner, b: usize, k: usize) -> Result<()> {
+        let bucket = &mut inner.buckets[b];
+        if bucket.ready[k] {
+            return Err(self.state.error(
+                "DataParallel",
+                format!(
+                    "the gradient of {} was completed twice in one backward pass (a backward run inside a \
+                     backward rule?); DataParallel cannot average a partial gradient",
+                    bucket.names[k]
+                ),
+            ));
+        }
+        bucket.ready[k] = true;
+        bucket.pending -= 1;
+        if bucket.pending == 0 {
+            bucket.start_fill(self.state)?;
+        }
+        self.progress(inner, false)
     }
 
     /// Drives readbacks, launches the buckets whose turn has come, and tests the requests
     /// in flight.
     fn progress(&self, inner: &mut Inner, wait: bool) -> Result<()> {
         let s = self.state;
+        let comm = self.raw_comm();
         let n = inner.buckets.len();
         for b in 0..n {
-            inner.buckets[b].drive_read(wait && b == inner.next_launch)?;
-            if b == inner.next_launch && matches!(inner.buckets[b].phase, Phase::Filled) {
-                inner.buckets[b].launch(s);
+            let turn = b == inner.next_launch;
+            inner.buckets[b].drive_read(wait && turn)?;
+            if turn && matches!(inner.buckets[b].phase, Phase::Filled) {
+                // Only the last bucket carries the count, and it is launched after every other
+                // bucket, so by then the count is final.
+                let missing = if inner.find_unused { 0 } else { inner.missing().len() };
+                inner.buckets[b].launch(s, comm, missing);
                 inner.next_launch += 1;
             }
             inner.buckets[b].drive_request(s, false);
@@ -458,64 +558,77 @@ impl Reducer {
         Ok(())
     }
 
-    /// The end of backward: launches what is left (buckets with unused parameters when
-    /// `find_unused_parameters`), waits for every bucket and writes the averaged gradients.
+    /// The end of backward: fills and launches what is left (parameters without a gradient
+    /// contribute their held gradient or zeros), waits for every bucket, then writes the
+    /// averaged gradients, or fails on every rank alike when some rank missed a parameter
+    /// and `find_unused_parameters` is off.
     fn finalize(&self) -> Result<()> {
-        let s = self.state;
         let mut inner = lock(&self.inner);
         if inner.active.take().is_none() {
             return Ok(());
         }
+        let result = self.finish_pass(&mut inner);
+        if let Err(e) = &result
+            && !matches!(e, crate::Error::Distributed { op: "DataParallel", msg, .. } if msg.starts_with(MISSING))
+        {
+            inner.broken = Some(format!("the end of a backward pass failed during communication: {e}"));
+        }
+        result
+    }
+
+    fn finish_pass(&self, inner: &mut Inner) -> Result<()> {
+        let s = self.state;
         let backward_end = Instant::now();
-        let mut missing: Vec<String> = Vec::new();
-        for bucket in &inner.buckets {
-            for (k, ready) in bucket.ready.iter().enumerate() {
-                if !ready {
-                    missing.push(bucket.names[k].clone());
+        let missing = inner.missing();
+        let find_unused = inner.find_unused;
+        {
+            let _watch = s.watch("DataParallel: waiting for the gradient all-reduce");
+            for b in 0..inner.buckets.len() {
+                if matches!(inner.buckets[b].phase, Phase::Waiting) {
+                    inner.buckets[b].start_fill(s)?;
                 }
             }
-        }
-        let find_unused = inner.find_unused;
-        if !missing.is_empty() && !find_unused {
-            // Buckets already in flight must finish before their buffers may be reused.
-            s.watch(Some("DataParallel: the all-reduce of the buckets in flight"));
+            while inner.next_launch < inner.buckets.len() {
+                let before = inner.next_launch;
+                self.progress(inner, true)?;
+                if inner.next_launch == before {
+                    return Err(s.error("DataParallel", "a bucket could not be launched".into()));
+                }
+            }
             for bucket in &mut inner.buckets {
                 bucket.drive_request(s, true);
             }
-            s.watch(None);
-            return Err(s.error(
-                "DataParallel",
-                format!(
-                    "{} parameter(s) received no gradient in this backward pass ({}); pass \
-                     find_unused_parameters=true if some parameters are not used in every step",
-                    missing.len(),
-                    missing.iter().take(8).cloned().collect::<Vec<_>>().join(", ")
-                ),
-            ));
         }
-        s.watch(Some("DataParallel: waiting for the gradient all-reduce"));
-        for b in 0..inner.buckets.len() {
-            if matches!(inner.buckets[b].phase, Phase::Waiting) {
-                inner.buckets[b].start_fill(s)?;
+        let done = Instant::now();
+        if !find_unused {
+            let last = inner.buckets.last().expect("at least one bucket");
+            let total = last.recv.get(last.numel).round() as usize;
+            if total > 0 {
+                return Err(s.error(
+                    "DataParallel",
+                    format!(
+                        "{MISSING} ({total} over all ranks; on this rank: {}); pass find_unused_parameters=true if \
+                         some parameters are not used in every step",
+                        if missing.is_empty() {
+                            "none".to_string()
+                        } else {
+                            missing.iter().take(8).cloned().collect::<Vec<_>>().join(", ")
+                        }
+                    ),
+                ));
             }
         }
-        while inner.next_launch < inner.buckets.len() {
-            let before = inner.next_launch;
-            self.progress(&mut inner, true)?;
-            if inner.next_launch == before {
-                s.watch(None);
-                return Err(s.error("DataParallel", "a bucket could not be launched".into()));
-            }
-        }
-        for bucket in &mut inner.buckets {
-            bucket.drive_request(s, true);
-        }
-        s.watch(None);
-        // Parameters no rank used keep no gradient.
+        // Parameters no rank used (and none held a gradient for) keep no gradient.
         let used_anywhere: Option<Vec<i32>> = if find_unused {
-            let local: Vec<i32> = inner.buckets.iter().flat_map(|b| b.ready.iter().map(|&r| i32::from(r))).collect();
+            let local: Vec<i32> = inner
+                .buckets
+                .iter()
+                .flat_map(|b| b.ready.iter().zip(&b.params).map(|(&r, p)| i32::from(r || p.grad().is_some())))
+                .collect();
             let mut global = vec![0i32; local.len()];
-            s.blocking("DataParallel: exchanging which parameters were used", |comm| {
+            let comm = &self.comm.as_ref().expect("present until drop").0;
+            let _watch = s.watch("DataParallel: exchanging which parameters were used");
+            s.quick(|_| {
                 use mpi::collective::CommunicatorCollectives;
                 comm.all_reduce_into(&local[..], &mut global[..], SystemOperation::max());
             });
@@ -523,7 +636,6 @@ impl Reducer {
         } else {
             None
         };
-        let done = Instant::now();
         let world = s.size;
         let mut flat_index = 0;
         for bucket in &inner.buckets {
@@ -557,6 +669,10 @@ impl Reducer {
     }
 }
 
+/// How the error for parameters without a gradient begins (the one error after which the
+/// ranks are still in step).
+const MISSING: &str = "parameters received no gradient in this backward pass";
+
 /// `recv[at..at + n] / world` as a new gradient of `p`'s shape on `place`.
 fn averaged(recv: &Flat, at: usize, n: usize, world: usize, p: &Tensor, place: Place) -> Result<Tensor> {
     let shape = p.shape_ref().clone();
@@ -581,13 +697,29 @@ fn averaged(recv: &Flat, at: usize, n: usize, world: usize, p: &Tensor, place: P
 
 impl Drop for Reducer {
     fn drop(&mut self) {
-        let inner = self.inner.get_mut().unwrap_or_else(|e| e.into_inner());
-        for bucket in &mut inner.buckets {
-            // A request still in flight reads and writes the bucket's buffers.
-            bucket.drive_request(self.state, true);
-        }
+        let s = self.state;
         for (p, hook) in lock(&self.hooks).drain(..) {
             p.remove_post_accumulate_hook(&hook);
+        }
+        let inner = self.inner.get_mut().unwrap_or_else(|e| e.into_inner());
+        if s.finalized() {
+            // No MPI call may follow MPI_Finalize; requests died with it.
+            std::mem::forget(self.comm.take());
+            for bucket in &mut inner.buckets {
+                if let Phase::InFlight(_) = bucket.phase {
+                    std::mem::forget(std::mem::take(&mut bucket.send));
+                    std::mem::forget(std::mem::take(&mut bucket.recv));
+                }
+            }
+            return;
+        }
+        // A request still in flight reads and writes the bucket's buffers.
+        let _watch = s.watch("DataParallel: dropping the model with gradient all-reduces in flight");
+        for bucket in &mut inner.buckets {
+            bucket.drive_request(s, true);
+        }
+        if let Some(comm) = self.comm.take() {
+            s.quick(|_| drop(comm));
         }
     }
 }

@@ -117,7 +117,14 @@ pub(crate) fn hardware_adapter_available() -> bool {
 /// Number of hardware (non-software) GPU adapters.
 #[cfg(all(feature = "mpi", not(target_arch = "wasm32")))]
 pub(crate) fn hardware_adapter_count() -> usize {
-    with_registry(|r| r.adapters.iter().filter(|a| is_hardware(&a.get_info())).count())
+    // One GPU can be listed once per backend (Vulkan and DX12 on Windows): count devices.
+    with_registry(|r| {
+        let mut devices: Vec<(u32, u32, String)> =
+            r.adapters.iter().map(|a| a.get_info()).filter(is_hardware).map(|i| (i.vendor, i.device, i.name)).collect();
+        devices.sort();
+        devices.dedup();
+        devices.len()
+    })
 }
 
 /// Number of GPU adapters visible (software ones included).
