@@ -236,27 +236,8 @@ impl<L: Forward> Forward for StaticLayer<L> {
 }
 
 impl<L: Layer> Layer for StaticLayer<L> {
-    fn visit_parameters<'a>(&'a self, f: &mut dyn FnMut(&str, &'a Tensor)) {
-        self.layer.visit_parameters(f)
-    }
-    fn visit_parameters_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor)) {
-        self.layer.visit_parameters_mut(f)
-    }
-    fn visit_buffers<'a>(&'a self, f: &mut dyn FnMut(&str, &'a Tensor)) {
-        self.layer.visit_buffers(f)
-    }
-    fn visit_buffers_mut(&mut self, f: &mut dyn FnMut(&str, &mut Tensor)) {
-        self.layer.visit_buffers_mut(f)
-    }
-    fn visit_sublayers<'a>(&'a self, f: &mut dyn FnMut(&str, &'a dyn Layer)) {
-        self.layer.visit_sublayers(f)
-    }
-    fn visit_sublayers_mut(&mut self, f: &mut dyn FnMut(&str, &mut dyn Layer)) {
-        self.layer.visit_sublayers_mut(f)
-    }
-    fn is_training(&self) -> bool {
-        self.layer.is_training()
-    }
+    crate::nn::layer::forward_layer_visitors!(layer);
+
     fn set_training(&mut self, training: bool) {
         self.cache.lock().unwrap_or_else(|e| e.into_inner()).clear();
         self.layer.set_training(training)

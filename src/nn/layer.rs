@@ -77,6 +77,35 @@ fn join(prefix: &str, name: &str) -> String {
     if prefix.is_empty() { name.to_string() } else { format!("{prefix}.{name}") }
 }
 
+/// The `visit_*` methods and `is_training` of a wrapper layer, forwarded to the wrapped
+/// layer in field `$inner` (its parameters keep their names: no wrapper prefix).
+macro_rules! forward_layer_visitors {
+    ($inner:ident) => {
+        fn visit_parameters<'a>(&'a self, f: &mut dyn FnMut(&str, &'a $crate::Tensor)) {
+            self.$inner.visit_parameters(f)
+        }
+        fn visit_parameters_mut(&mut self, f: &mut dyn FnMut(&str, &mut $crate::Tensor)) {
+            self.$inner.visit_parameters_mut(f)
+        }
+        fn visit_buffers<'a>(&'a self, f: &mut dyn FnMut(&str, &'a $crate::Tensor)) {
+            self.$inner.visit_buffers(f)
+        }
+        fn visit_buffers_mut(&mut self, f: &mut dyn FnMut(&str, &mut $crate::Tensor)) {
+            self.$inner.visit_buffers_mut(f)
+        }
+        fn visit_sublayers<'a>(&'a self, f: &mut dyn FnMut(&str, &'a dyn $crate::nn::Layer)) {
+            self.$inner.visit_sublayers(f)
+        }
+        fn visit_sublayers_mut(&mut self, f: &mut dyn FnMut(&str, &mut dyn $crate::nn::Layer)) {
+            self.$inner.visit_sublayers_mut(f)
+        }
+        fn is_training(&self) -> bool {
+            self.$inner.is_training()
+        }
+    };
+}
+pub(crate) use forward_layer_visitors;
+
 /// A node of a model. Layers implement the `visit_*` methods (usually through
 /// `#[derive(Layer)]`); everything else is provided.
 pub trait Layer: Send + Sync {

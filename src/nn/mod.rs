@@ -4,7 +4,7 @@
 mod ctc_loss;
 pub mod functional;
 pub mod init;
-mod layer;
+pub(crate) mod layer;
 mod layers;
 pub mod loss;
 mod pair_loss;
