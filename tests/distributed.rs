@@ -390,18 +390,17 @@ fn rank_unused_parameters() -> Result<()> {
         }
         plain.clear_gradients();
     }
-    let all_used = |m: &DataParallel<Branches>| -> Result<()> {
-        let l = m.layers();
-        l.a.forward(&x)?.add(&l.b.forward(&x)?)?.add(&l.c.forward(&x)?)?.mean(&[], false)?.backward()
-    };
-    all_used(&plain)?;
-    close(
-        "a.bias after the errors",
-        &plain.layers().a.bias.as_ref().unwrap().grad().unwrap().to_vec()?,
-        &[0.5; 2],
-        1e-6,
-        1e-6,
-    );
+    // After the errors the ranks are still in step: a pass using everything, on inputs that
+    // differ by rank (x·(r+1)), averages. a.weight is [in 4, out 2]; its gradient at (j, o)
+    // is (1/4)·Σ_batch x_j·(r+1) on rank r (the mean over 2 samples × 2 outputs), so the
+    // average is (1/4)·Σ_batch x_j · (n+1)/2.
+    let xr = x.mul_scalar(r as f64 + 1.0)?;
+    let l = plain.layers();
+    l.a.forward(&xr)?.add(&l.b.forward(&xr)?)?.add(&l.c.forward(&xr)?)?.mean(&[], false)?.backward()?;
+    let xs = x.to_vec::<f32>()?;
+    let col: Vec<f32> = (0..4).map(|j| (xs[j] + xs[4 + j]) / 4.0 * (n + 1.0) / 2.0).collect();
+    let want: Vec<f32> = col.iter().flat_map(|&c| [c, c]).collect();
+    close("a.weight after the errors", &l.a.weight.grad().unwrap().to_vec()?, &want, 1e-6, 1e-5);
     drop(plain);
 
     // With it: b is averaged over the ranks that used it (zero from rank 0); c keeps no
@@ -416,25 +415,34 @@ fn rank_unused_parameters() -> Result<()> {
     let ga = model.layers().a.bias.as_ref().expect("bias").grad().expect("a was used").to_vec::<f32>()?;
     close("a.bias grad", &ga, &[0.5; 2], 1e-6, 1e-6);
 
-    // Two DataParallel models in one backward pass: each reducer matches its own buckets.
-    model.clear_gradients();
-    let head = DataParallel::with_options(Head { fc: Linear::new(2, 3)? }, tiny.clone())?;
-    let (a, fc) = (&model.layers().a, &head.layers().fc);
-    fc.forward(&a.forward(&x.mul_scalar(r as f64 + 1.0)?)?)?.mean(&[], false)?.backward()?;
+    // Two DataParallel models in one backward pass, their buckets ready in an order that
+    // differs by rank (backward runs the newest op first, and rank 0 builds `first`'s graph
+    // first, the others `second`'s): each reducer matches its own buckets on its own
+    // communicator. The models have equal shapes, so mispaired buckets would sum silently.
+    let first = DataParallel::new(Head { fc: Linear::new(4, 3)? })?;
+    let second = DataParallel::new(Head { fc: Linear::new(4, 3)? })?;
+    let xr = x.mul_scalar(r as f64 + 1.0)?;
+    let out = |m: &DataParallel<Head>| -> Result<Tensor> { m.layers().fc.forward(&xr)?.square()?.mean(&[], false) };
+    let loss = if r == 0 { out(&first)?.add(&out(&second)?)? } else { out(&second)?.add(&out(&first)?)? };
+    loss.backward()?;
     // The same on one process: the mean over ranks of each rank's gradient.
-    let (mut want_fc, mut want_a) = (vec![0.0f32; 6], vec![0.0f32; 8]);
-    for k in 0..dist::get_world_size() {
-        let (a1, fc1) = (copy_linear(a)?, copy_linear(fc)?);
-        fc1.forward(&a1.forward(&x.mul_scalar(k as f64 + 1.0)?)?)?.mean(&[], false)?.backward()?;
-        for (w, g) in want_fc.iter_mut().zip(fc1.weight.grad().unwrap().to_vec::<f32>()?) {
-            *w += g / n;
+    for (name, m) in [("first", &first), ("second", &second)] {
+        let mut want = vec![0.0f32; 12];
+        for k in 0..dist::get_world_size() {
+            let fc = copy_linear(&m.layers().fc)?;
+            fc.forward(&x.mul_scalar(k as f64 + 1.0)?)?.square()?.mean(&[], false)?.backward()?;
+            for (w, g) in want.iter_mut().zip(fc.weight.grad().unwrap().to_vec::<f32>()?) {
+                *w += g / n;
+            }
         }
-        for (w, g) in want_a.iter_mut().zip(a1.weight.grad().unwrap().to_vec::<f32>()?) {
-            *w += g / n;
-        }
+        close(
+            &format!("{name} model's weight grad"),
+            &m.layers().fc.weight.grad().unwrap().to_vec()?,
+            &want,
+            1e-6,
+            1e-5,
+        );
     }
-    close("head weight grad (two reducers)", &fc.weight.grad().unwrap().to_vec()?, &want_fc, 1e-6, 1e-5);
-    close("a.weight grad (two reducers)", &a.weight.grad().unwrap().to_vec()?, &want_a, 1e-6, 1e-5);
 
     // Ranks whose models differ are told so before any gradient moves.
     let mismatched = if r == 1 {

@@ -49,7 +49,7 @@ pub(crate) fn current_pass() -> u64 {
 
 /// Queues `f` to run once the backward pass running on this thread has delivered every
 /// gradient (PyTorch's `queue_callback`; data parallelism waits for its all-reduces here).
-/// Callbacks run in the order queued; the first error becomes backward's error. Outside a
+/// Callbacks run in the order queued, all of them; the first error becomes backward's. Outside a
 /// backward pass this is an error.
 pub fn queue_callback(f: impl FnOnce() -> Result<()> + 'static) -> Result<()> {
     if DEPTH.with(Cell::get) == 0 {
@@ -80,10 +80,18 @@ impl PassScope {
         }
         let callbacks = CALLBACKS.with(|c| std::mem::take(&mut *c.borrow_mut()));
         let out = result?;
+        // Every callback runs (each may own state that must be finished, such as another
+        // model's all-reduces); the first error is backward's.
+        let mut first_error = None;
         for f in callbacks {
-            f()?;
+            if let Err(e) = f() {
+                first_error.get_or_insert(e);
+            }
         }
-        Ok(out)
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(out),
+        }
     }
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::collective::{agree_values, broadcast};
 use super::env::state;
-use super::reducer::{CommStats, Reducer};
+use super::reducer::{CommStats, Reducer, plan_buckets};
 use crate::nn::{Forward, Layer};
 use crate::{DType, Result, Tensor};
 
@@ -58,6 +58,9 @@ impl<L: Layer> DataParallel<L> {
             .into_iter()
             .filter(|(_, p)| !p.stop_gradient() && seen.insert(p.identity()))
             .collect();
+        let sizes: Vec<(usize, DType, crate::Place)> =
+            trainable.iter().map(|(_, p)| (p.numel() * p.dtype().size_of(), p.dtype(), p.place())).collect();
+        let plan = plan_buckets(&sizes, cap, first_cap);
         // Every rank must bucket the same parameters the same way, or the all-reduces would
         // pair different buffers: checked before any of them runs.
         let state_dict = layer.state_dict();
@@ -73,7 +76,11 @@ impl<L: Layer> DataParallel<L> {
             state_dict.len() as i64,
             trainable.len() as i64,
             layout_hash(&mut state_dict.iter().map(|(_, t)| (t.numel(), t.dtype(), false))),
-            layout_hash(&mut trainable.iter().map(|(_, p)| (p.numel(), p.dtype(), p.place().is_gpu()))),
+            // The bucket plan itself (places may differ between ranks; the plan may not).
+            layout_hash(&mut plan.iter().map(|members| {
+                let numel: usize = members.iter().map(|&i| trainable[i].1.numel()).sum();
+                (numel, trainable[members[0]].1.dtype(), members.len() > 1)
+            })),
             cap as i64,
             first_cap as i64,
             i64::from(options.find_unused_parameters),
@@ -82,7 +89,7 @@ impl<L: Layer> DataParallel<L> {
             "number of state-dict entries",
             "number of trainable parameters",
             "shapes and dtypes of the state dict (hashed)",
-            "trainable parameters' sizes, dtypes and places (hashed)",
+            "gradient buckets' sizes and dtypes (hashed)",
             "bucket_cap_mb (bytes)",
             "first_bucket_mb (bytes)",
             "find_unused_parameters",

@@ -40,8 +40,9 @@ pub(crate) struct State {
     pub local_rank: usize,
     pub local_size: usize,
     pub place: Place,
-    /// The blocking call in progress and when it began (read by the watchdog).
-    inflight: Mutex<Option<(String, Instant)>>,
+    /// The blocking calls in progress (one per waiting thread), each with when it began and
+    /// a token its guard removes it by (read by the watchdog).
+    inflight: Mutex<Vec<(u64, String, Instant)>>,
     timeout: Duration,
     guards: Mutex<usize>,
 }
@@ -87,11 +88,12 @@ impl State {
         f(&comm.world)
     }
 
-    /// Arms the watchdog for `what` until the returned guard is dropped (which restores
-    /// whatever was armed before).
+    /// Arms the watchdog for `what` until the returned guard is dropped.
     pub fn watch(&self, what: &str) -> Watch<'_> {
-        let previous = lock(&self.inflight).replace((what.to_string(), Instant::now()));
-        Watch { state: self, previous }
+        static TOKENS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let token = TOKENS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        lock(&self.inflight).push((token, what.to_string(), Instant::now()));
+        Watch { state: self, token }
     }
 
     /// True once MPI has been finalised: no MPI call may be made any more.
@@ -103,12 +105,12 @@ impl State {
 /// An armed watchdog entry (see `State::watch`).
 pub(crate) struct Watch<'a> {
     state: &'a State,
-    previous: Option<(String, Instant)>,
+    token: u64,
 }
 
 impl Drop for Watch<'_> {
     fn drop(&mut self) {
-        *lock(&self.state.inflight) = self.previous.take();
+        lock(&self.state.inflight).retain(|(t, _, _)| *t != self.token);
     }
 }
 
@@ -226,10 +228,12 @@ fn timeout_from_env() -> Result<Duration> {
 /// One GPU per local rank when the machine has a hardware adapter for each, the CPU
 /// otherwise; `DYGRAPH_DEVICE=cpu|gpu` overrides (`gpu` shares adapters round-robin).
 fn choose_place(local_rank: usize, local_size: usize) -> Result<Place> {
-    let gpus = crate::backend::gpu::gpu_count();
+    // Adapters are enumerated only when a GPU may be used (it takes a while).
+    let gpus = || crate::backend::gpu::gpu_count();
     match std::env::var("DYGRAPH_DEVICE").ok().map(|s| s.trim().to_ascii_lowercase()).as_deref() {
         Some("cpu") => Ok(Place::Cpu),
         Some(d) if d.starts_with("gpu") => {
+            let gpus = gpus();
             if gpus == 0 {
                 return Err(Error::Device(format!("DYGRAPH_DEVICE={d} but no GPU adapter is visible")));
             }
@@ -284,7 +288,7 @@ pub fn init_parallel_env() -> Result<ParallelEnv> {
         local_rank,
         local_size,
         place,
-        inflight: Mutex::new(None),
+        inflight: Mutex::new(Vec::new()),
         timeout,
         guards: Mutex::new(1),
     };
@@ -309,8 +313,8 @@ fn start_watchdog() {
             let tick = (s.timeout / 10).clamp(Duration::from_millis(50), Duration::from_secs(1));
             loop {
                 std::thread::sleep(tick);
-                let late = lock(&s.inflight).as_ref().filter(|(_, t)| t.elapsed() > s.timeout).cloned();
-                if let Some((what, _)) = late {
+                let late = lock(&s.inflight).iter().find(|(_, _, t)| t.elapsed() > s.timeout).map(|e| e.1.clone());
+                if let Some(what) = late {
                     say(&format!(
                         "dygraph.distributed: rank {} of {}: {what} did not complete within {:.0} s: another rank \
                          died, failed or stopped calling collectives (DYGRAPH_DIST_TIMEOUT sets the limit); exiting",

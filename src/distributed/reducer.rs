@@ -252,14 +252,14 @@ impl Bucket {
         Ok(())
     }
 
-    /// Starts the all-reduce on `comm`; `missing` goes into the flag slot of the last bucket.
+    /// Starts the all-reduce on `comm`; the last bucket carries `missing`.
     fn launch(&mut self, s: &State, comm: mpi::ffi::MPI_Comm, missing: usize) {
         if self.has_flag {
             self.send.set(self.numel, missing as f64);
         }
         let (send, datatype) = self.send.raw();
         let recv = self.recv.raw_mut();
-        let count = (self.numel + usize::from(self.has_flag)) as c_int;
+        let count = (self.numel + FLAG_LEN * usize::from(self.has_flag)) as c_int;
         let mut request: mpi::ffi::MPI_Request = unsafe { mpi::ffi::RSMPI_REQUEST_NULL };
         s.quick(|_| {
             // SAFETY: `send` and `recv` belong to this bucket, which is neither touched nor
@@ -280,26 +280,35 @@ impl Bucket {
         self.phase = Phase::InFlight(Request(request));
     }
 
-    /// Tests (or with `wait`, waits for) the request in flight.
+    /// Tests (or with `wait`, waits for) the request in flight. A wait is a loop of tests
+    /// that releases the process group's lock between them, so that another thread's MPI
+    /// calls (which a peer rank may be waiting for) are not shut out.
     fn drive_request(&mut self, s: &State, wait: bool) {
         let Phase::InFlight(req) = &mut self.phase else { return };
-        let done = s.quick(|_| {
-            let mut flag: c_int = 0;
-            // SAFETY: a live request started by `launch`.
-            unsafe {
-                if wait {
-                    mpi::ffi::MPI_Wait(&mut req.0, mpi::ffi::RSMPI_STATUS_IGNORE);
-                    flag = 1;
-                } else {
-                    mpi::ffi::MPI_Test(&mut req.0, &mut flag, mpi::ffi::RSMPI_STATUS_IGNORE);
-                }
-            }
-            flag != 0
-        });
+        let done = test_request(s, &mut req.0, wait);
         if done {
             self.completed = Some(Instant::now());
             self.phase = Phase::Reduced;
         }
+    }
+}
+
+/// `MPI_Test`s `request` (under the process group's lock) once, or with `wait` until it
+/// completes; true when it has.
+fn test_request(s: &State, request: &mut mpi::ffi::MPI_Request, wait: bool) -> bool {
+    loop {
+        let done = s.quick(|_| {
+            let mut flag: c_int = 0;
+            // SAFETY: a live request started by `MPI_Iallreduce`.
+            unsafe {
+                mpi::ffi::MPI_Test(request, &mut flag, mpi::ffi::RSMPI_STATUS_IGNORE);
+            }
+            flag != 0
+        });
+        if done || !wait {
+            return done;
+        }
+        std::thread::yield_now();
     }
 }
 
@@ -340,6 +349,9 @@ struct Inner {
     /// Set when a pass failed after this rank had started communicating: its all-reduces can
     /// no longer be matched with the other ranks', so every later pass is an error.
     broken: Option<String>,
+    /// Every all-reduce of the pass being finished has completed (a later failure leaves
+    /// the ranks in step).
+    comm_done: bool,
     stats: CommStats,
 }
 
@@ -406,7 +418,7 @@ impl Reducer {
             }
             let first = &params[members[0]].1;
             let has_flag = bi + 1 == plan.len();
-            let len = numel + usize::from(has_flag);
+            let len = numel + FLAG_LEN * usize::from(has_flag);
             buckets.push(Bucket {
                 params: members.iter().map(|&i| params[i].1.clone()).collect(),
                 names: members.iter().map(|&i| params[i].0.clone()).collect(),
@@ -438,6 +450,7 @@ impl Reducer {
                 next_launch: 0,
                 first_hook: None,
                 broken: None,
+                comm_done: false,
                 stats,
             }),
             hooks: Mutex::new(Vec::new()),
@@ -567,9 +580,10 @@ impl Reducer {
         if inner.active.take().is_none() {
             return Ok(());
         }
+        inner.comm_done = false;
         let result = self.finish_pass(&mut inner);
         if let Err(e) = &result
-            && !matches!(e, crate::Error::Distributed { op: "DataParallel", msg, .. } if msg.starts_with(MISSING))
+            && !inner.comm_done
         {
             inner.broken = Some(format!("the end of a backward pass failed during communication: {e}"));
         }
@@ -600,9 +614,11 @@ impl Reducer {
             }
         }
         let done = Instant::now();
+        let last = inner.buckets.last().expect("at least one bucket");
+        let total_missing = last.recv.get(last.numel).round() as u64;
+        inner.comm_done = true;
         if !find_unused {
-            let last = inner.buckets.last().expect("at least one bucket");
-            let total = last.recv.get(last.numel).round() as usize;
+            let total = total_missing;
             if total > 0 {
                 return Err(s.error(
                     "DataParallel",
@@ -626,12 +642,24 @@ impl Reducer {
                 .flat_map(|b| b.ready.iter().zip(&b.params).map(|(&r, p)| i32::from(r || p.grad().is_some())))
                 .collect();
             let mut global = vec![0i32; local.len()];
-            let comm = &self.comm.as_ref().expect("present until drop").0;
             let _watch = s.watch("DataParallel: exchanging which parameters were used");
+            let mut request: mpi::ffi::MPI_Request = unsafe { mpi::ffi::RSMPI_REQUEST_NULL };
+            let comm = self.raw_comm();
             s.quick(|_| {
-                use mpi::collective::CommunicatorCollectives;
-                comm.all_reduce_into(&local[..], &mut global[..], SystemOperation::max());
+                // SAFETY: both buffers outlive the wait below.
+                unsafe {
+                    mpi::ffi::MPI_Iallreduce(
+                        local.as_ptr().cast(),
+                        global.as_mut_ptr().cast(),
+                        local.len() as c_int,
+                        i32::equivalent_datatype().as_raw(),
+                        SystemOperation::max().as_raw(),
+                        comm,
+                        &mut request,
+                    );
+                }
             });
+            test_request(s, &mut request, true);
             Some(global)
         } else {
             None
@@ -668,6 +696,9 @@ impl Reducer {
         Ok(())
     }
 }
+
+/// Elements the last bucket carries after the gradients (see `Bucket::send`).
+const FLAG_LEN: usize = 1;
 
 /// How the error for parameters without a gradient begins (the one error after which the
 /// ranks are still in step).

@@ -117,13 +117,14 @@ pub(crate) fn hardware_adapter_available() -> bool {
 /// Number of hardware (non-software) GPU adapters.
 #[cfg(all(feature = "mpi", not(target_arch = "wasm32")))]
 pub(crate) fn hardware_adapter_count() -> usize {
-    // One GPU can be listed once per backend (Vulkan and DX12 on Windows): count devices.
+    // One GPU can be listed once per backend (Vulkan and DX12 on Windows): the count is that
+    // of the backend listing the most.
     with_registry(|r| {
-        let mut devices: Vec<(u32, u32, String)> =
-            r.adapters.iter().map(|a| a.get_info()).filter(is_hardware).map(|i| (i.vendor, i.device, i.name)).collect();
-        devices.sort();
-        devices.dedup();
-        devices.len()
+        let mut per_backend: std::collections::HashMap<wgpu::Backend, usize> = std::collections::HashMap::new();
+        for info in r.adapters.iter().map(|a| a.get_info()).filter(is_hardware) {
+            *per_backend.entry(info.backend).or_default() += 1;
+        }
+        per_backend.into_values().max().unwrap_or(0)
     })
 }
 
