@@ -5,9 +5,10 @@
 
 use std::sync::Arc;
 
+use super::bucket::plan_buckets;
 use super::collective::{agree_values, broadcast};
 use super::env::state;
-use super::reducer::{CommStats, Reducer, plan_buckets};
+use super::reducer::{CommStats, Reducer};
 use crate::nn::{Forward, Layer};
 use crate::{DType, Result, Tensor};
 

@@ -9,6 +9,7 @@
 //! ends a rank whose blocking collective waits longer than `DYGRAPH_DIST_TIMEOUT` seconds
 //! (300 by default). `save` writes a checkpoint from rank 0 only, atomically.
 
+mod bucket;
 mod collective;
 mod data_parallel;
 mod env;
