@@ -3,7 +3,8 @@
 //! kernel dispatch (what a plan removes; recording and submitting included, the device
 //! waits excluded), dispatches per step, and the device memory a step
 //! needs above the parameters (`cargo bench --bench plans`; `-- --quick` for fewer steps).
-//! The CPU modes run interleaved, one step of each per round.
+//! The CPU modes run interleaved, one step of each per round. With `--profile`, each GPU
+//! mode then runs a few more steps under `dygraph::profiler` and prints its kernel table.
 
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -93,6 +94,26 @@ fn measure(place: Place, mode: &'static str, warm: usize, steps: usize, f: &mut 
 
 /// One measured step.
 type Step = Box<dyn FnMut()>;
+
+/// Runs `steps` steps of `f` under the kernel profiler and prints the kernels' device time
+/// per step (the profiler's own passes and readbacks slow the steps, not the kernels).
+fn profile(place: Place, mode: &str, steps: usize, f: &mut dyn FnMut()) {
+    settle(place);
+    let p = match dygraph::profiler::Profiler::start(place) {
+        Ok(p) => p,
+        Err(e) => return println!("<!-- {mode}: no kernel profile ({e}) -->"),
+    };
+    for _ in 0..steps {
+        f();
+    }
+    match p.stop() {
+        Ok(s) => println!(
+            "\n{mode}: {:.1} µs of kernels per step over {steps} steps\n{s}",
+            s.device_time().as_secs_f64() * 1e6 / steps as f64
+        ),
+        Err(e) => println!("<!-- {mode}: the profile failed ({e}) -->"),
+    }
+}
 
 /// An eager training step on `place`.
 fn eager_step(place: Place) -> Step {
@@ -240,6 +261,8 @@ fn wgpu_floor_us() -> Option<f64> {
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
+    let profiled = std::env::args().any(|a| a == "--profile");
+    let mut profiles: Vec<(&str, Step)> = Vec::new();
     let mut places = vec![(Place::Cpu, "CPU".to_string())];
     match paddle::gpu_info(0) {
         Ok(info) => places.push((Place::Gpu(0), format!("GPU ({}, {})", info.name, info.backend))),
@@ -259,7 +282,9 @@ fn main() {
         };
         let rows = match place {
             Place::Gpu(_) => {
-                let mut rows = vec![measure(place, "eager", warm, steps, &mut eager_step(place))];
+                let mut eager = eager_step(place);
+                let mut rows = vec![measure(place, "eager", warm, steps, &mut eager)];
+                profiles.push(("eager", eager));
                 for (mode, plans) in [("static, interpreted", false), ("static, plan", true)] {
                     let (mut step, exe) = static_step(place, plans);
                     let row = measure(place, mode, warm, steps, &mut step);
@@ -270,6 +295,7 @@ fn main() {
                     // The plan's own buffers and arena are held between steps.
                     let held = info.as_ref().map_or(0, |i| i.buffer_bytes);
                     rows.push(Row { step_bytes: row.step_bytes.map(|b| b + held), ..row });
+                    profiles.push((mode, step));
                 }
                 rows
             }
@@ -291,6 +317,11 @@ fn main() {
                 r.step_bytes.map_or("–".into(), |b| format!("{:.2} MiB", b as f64 / (1 << 20) as f64)),
                 eager_ms / r.wall_ms
             );
+        }
+    }
+    if profiled {
+        for (mode, mut step) in profiles {
+            profile(Place::Gpu(0), mode, 10, &mut step);
         }
     }
     if let Some(us) = wgpu_floor_us() {

@@ -38,6 +38,7 @@ pub mod nn;
 pub mod ops;
 pub mod optimizer;
 mod place;
+pub mod profiler;
 mod random;
 pub mod shadow;
 mod shape;

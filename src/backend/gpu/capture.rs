@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
 
 use super::context::{Access, GpuContext, Pipeline, lock};
+use super::profile::KernelLabel;
 use super::recorder::{FLAG_BUFFER_ID, MAX_PENDING, PARAMS_WINDOW};
 use super::shader::Kernel;
 use crate::{Error, Result};
@@ -162,6 +163,7 @@ enum Prepared {
         offset: u32,
         groups: [u32; 3],
         rebind: Option<Vec<Bound>>,
+        label: KernelLabel,
     },
     Copy(CopyCmd),
 }
@@ -309,6 +311,7 @@ impl GpuContext {
                 tape.cmds.push(match cmd {
                     Cmd::Dispatch { kernel, key, entry, pipeline, binds, groups, .. } => {
                         tape.dispatches += 1;
+                        let label = KernelLabel { file: kernel.file, entry, key };
                         // WebGPU lets a dispatch bind one buffer several times only when every
                         // binding of it is writable: a dispatch binds the arena through the
                         // kernel's pipeline with those bindings read-write.
@@ -329,7 +332,7 @@ impl GpuContext {
                         let bind_group =
                             groups_cache.entry(key).or_insert_with(|| self.bind_group(&pipeline, &bound, data)).clone();
                         let rebind = bound.iter().any(|b| rebind.contains(&b.0)).then_some(bound);
-                        Prepared::Dispatch { pipeline, bind_group, offset: o as u32, groups, rebind }
+                        Prepared::Dispatch { pipeline, bind_group, offset: o as u32, groups, rebind, label }
                     }
                     Cmd::Copy(c) => {
                         let (si, s, so, _) = place(c.src.0, &c.src.1);
@@ -528,7 +531,7 @@ impl GpuContext {
                 rec.flush(self)?;
             }
             match cmd {
-                Prepared::Dispatch { pipeline, bind_group, offset, groups, rebind } => {
+                Prepared::Dispatch { pipeline, bind_group, offset, groups, rebind, label } => {
                     let fresh = match rebind {
                         Some(bound) if bound.iter().any(|b| subst.contains_key(&b.0)) => {
                             let bound: Vec<Bound> = bound
@@ -543,7 +546,7 @@ impl GpuContext {
                         }
                         _ => None,
                     };
-                    let pass = rec.pass(self);
+                    let pass = rec.dispatch_pass(self, *label);
                     pass.set_pipeline(&pipeline.pipeline);
                     pass.set_bind_group(0, fresh.as_ref().unwrap_or(bind_group), &[*offset]);
                     pass.dispatch_workgroups(groups[0], groups[1], groups[2]);

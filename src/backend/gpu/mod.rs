@@ -5,6 +5,7 @@ mod capture;
 mod context;
 mod index_check;
 mod pool;
+mod profile;
 mod recorder;
 mod shader;
 

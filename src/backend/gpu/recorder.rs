@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use super::WORKGROUP;
 use super::context::{Access, GpuBuffer, GpuContext, lock};
+use super::profile::{KernelLabel, Profiling};
 use super::shader::Kernel;
 use crate::{Error, Result};
 
@@ -47,6 +48,8 @@ pub(crate) struct Recorder {
     bind_groups: HashMap<(usize, Vec<u64>), wgpu::BindGroup>,
     /// Batches submitted so far.
     pub submits: u64,
+    /// The kernel timing of an active profiler (`profile.rs`).
+    pub(super) profiling: Option<Profiling>,
 }
 
 /// A buffer bound to one kernel dispatch.
@@ -96,6 +99,7 @@ impl Recorder {
             pending: 0,
             bind_groups: HashMap::new(),
             submits: 0,
+            profiling: None,
         }
     }
 
@@ -122,6 +126,17 @@ impl Recorder {
         self.pass.as_mut().expect("compute pass opened above")
     }
 
+    /// The compute pass the next dispatch, of `label`'s kernel, goes into: the open one, or
+    /// while a profiler is on a new pass whose start and end are timestamped.
+    pub(super) fn dispatch_pass(&mut self, ctx: &GpuContext, label: KernelLabel) -> &mut wgpu::ComputePass<'static> {
+        if let Some(p) = self.profiling.as_mut() {
+            self.pass = None;
+            let encoder = self.encoder.get_or_insert_with(|| ctx.device.create_command_encoder(&Default::default()));
+            self.pass = Some(p.begin(encoder, label));
+        }
+        self.pass(ctx)
+    }
+
     /// Records a buffer-to-buffer copy (closing the compute pass).
     pub(super) fn copy_raw(
         &mut self,
@@ -139,7 +154,9 @@ impl Recorder {
     /// Submits the pending batch.
     pub fn flush(&mut self, ctx: &GpuContext) -> Result<()> {
         self.pass = None;
-        if let Some(enc) = self.encoder.take() {
+        let mut timed = false;
+        if let Some(mut enc) = self.encoder.take() {
+            timed = self.profiling.as_ref().is_some_and(|p| p.resolve(&mut enc));
             if !self.arena.is_empty() {
                 self.arena.resize(self.arena.len().next_multiple_of(4), 0);
                 ctx.queue.write_buffer(&self.arena_buf, 0, &self.arena);
@@ -149,6 +166,9 @@ impl Recorder {
         }
         self.arena.clear();
         self.pending = 0;
+        if timed && let Some(p) = self.profiling.as_mut() {
+            p.collect(ctx)?;
+        }
         ctx.check("submit")
     }
 }
@@ -268,7 +288,7 @@ impl GpuContext {
                 g
             }
         };
-        let pass = rec.pass(self);
+        let pass = rec.dispatch_pass(self, KernelLabel { file: kernel.file, entry, key });
         pass.set_pipeline(&pipeline.pipeline);
         pass.set_bind_group(0, &bind_group, &[offset as u32]);
         pass.dispatch_workgroups(groups[0], groups[1], groups[2]);

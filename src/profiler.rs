@@ -1,0 +1,159 @@
+//! The kernel profiler (Paddle's `paddle.profiler` with the GPU target, summarised by
+//! kernel): how long the device spent in each shader between `Profiler::start` and
+//! `Profiler::stop`, eager dispatches and replayed Programs alike.
+//!
+//! ```no_run
+//! use dygraph::{self as paddle, Place, profiler::Profiler};
+//! # fn main() -> paddle::Result<()> {
+//! let x = paddle::ones_on([1024, 1024], paddle::DType::Float32, Place::Gpu(0))?;
+//! let p = Profiler::start(Place::Gpu(0))?;
+//! let y = paddle::matmul(&x, &x, false, false)?.relu()?;
+//! paddle::sync()?;
+//! let summary = p.stop()?;
+//! println!("{summary}");
+//! # let _ = y; Ok(()) }
+//! ```
+//!
+//! Each dispatch is timed by the device's timestamps around a compute pass of its own, and
+//! each submitted batch is read back before the next is recorded: a profiled step runs
+//! slower than an unprofiled one, while the kernel times themselves are the device's. The
+//! adapter must offer timestamp queries (Vulkan, Metal and DX12 drivers generally do); in
+//! the browser the profiler is unavailable, since it reads timestamps back synchronously.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::backend::gpu::{GpuContext, context};
+use crate::{Error, Place, Result};
+
+/// Kernel timing on one GPU, on from `start` to `stop` (or until dropped).
+pub struct Profiler {
+    ctx: Arc<GpuContext>,
+    started: Instant,
+    on: bool,
+}
+
+impl Profiler {
+    /// Finishes the work recorded on `place` so far and starts timing every kernel it
+    /// runs. Errors: a CPU place (it runs no kernels), an adapter without timestamp
+    /// queries, the browser, or a profiler already on for that GPU.
+    pub fn start(place: Place) -> Result<Profiler> {
+        let Place::Gpu(index) = place else {
+            return Err(Error::invalid(
+                "profiler",
+                format!("the profiler times GPU kernels; {place:?} runs none (profile a GPU place)"),
+            ));
+        };
+        let ctx = context(index)?;
+        ctx.start_profiling()?;
+        Ok(Profiler { ctx, started: Instant::now(), on: true })
+    }
+
+    /// Waits for the recorded work, turns timing off and returns each kernel's calls and
+    /// device time.
+    pub fn stop(mut self) -> Result<KernelSummary> {
+        self.on = false;
+        let totals = self.ctx.stop_profiling()?;
+        let mut kernels: Vec<KernelTime> = totals
+            .into_iter()
+            .map(|(label, t)| KernelTime {
+                shader: label.file,
+                entry: label.entry,
+                variant: label.key,
+                calls: t.calls,
+                device_time: Duration::from_secs_f64(t.nanos.max(0.0) * 1e-9),
+            })
+            .collect();
+        kernels.sort_by_key(|k| std::cmp::Reverse(k.device_time));
+        Ok(KernelSummary {
+            device: format!("{} ({:?})", self.ctx.info.name, self.ctx.info.backend),
+            wall: self.started.elapsed(),
+            kernels,
+        })
+    }
+}
+
+impl Drop for Profiler {
+    fn drop(&mut self) {
+        if self.on {
+            // Turning timing off must not fail a drop; the summary is simply not kept.
+            let _ = self.ctx.stop_profiling();
+        }
+    }
+}
+
+/// One kernel's share of a profile: a shader file's entry point in one variant (a
+/// specialisation: dtype, tile size, fused epilogue...).
+#[derive(Clone, Debug, PartialEq)]
+pub struct KernelTime {
+    /// The shader file below `shaders/`, e.g. `"conv2d.wgsl"`.
+    pub shader: &'static str,
+    /// The entry point.
+    pub entry: &'static str,
+    /// The variant key the kernel's op asked for.
+    pub variant: u32,
+    /// Dispatches.
+    pub calls: u64,
+    /// Device time summed over the dispatches.
+    pub device_time: Duration,
+}
+
+/// What a `Profiler` measured: kernels by device time, longest first.
+#[derive(Clone, Debug)]
+pub struct KernelSummary {
+    /// The adapter, e.g. "NVIDIA H100 80GB HBM3 (Vulkan)".
+    pub device: String,
+    /// Host time from `start` to `stop`.
+    pub wall: Duration,
+    pub kernels: Vec<KernelTime>,
+}
+
+impl KernelSummary {
+    /// Device time of every kernel together.
+    pub fn device_time(&self) -> Duration {
+        self.kernels.iter().map(|k| k.device_time).sum()
+    }
+
+    /// Dispatches timed.
+    pub fn dispatches(&self) -> u64 {
+        self.kernels.iter().map(|k| k.calls).sum()
+    }
+
+    /// The kernels of one shader file, longest first.
+    pub fn shader(&self, file: &str) -> Vec<&KernelTime> {
+        self.kernels.iter().filter(|k| k.shader == file).collect()
+    }
+}
+
+impl fmt::Display for KernelSummary {
+    /// A Markdown table: kernel, calls, total and mean µs, share of the device time.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let total = self.device_time().as_secs_f64();
+        writeln!(
+            f,
+            "{}: {} dispatches, {:.1} µs of kernels in {:.1} ms",
+            self.device,
+            self.dispatches(),
+            total * 1e6,
+            self.wall.as_secs_f64() * 1e3
+        )?;
+        writeln!(f, "| kernel | entry | variant | calls | total µs | mean µs | share |")?;
+        writeln!(f, "| --- | --- | ---: | ---: | ---: | ---: | ---: |")?;
+        for k in &self.kernels {
+            let t = k.device_time.as_secs_f64();
+            writeln!(
+                f,
+                "| {} | {} | {} | {} | {:.2} | {:.3} | {:.1}% |",
+                k.shader,
+                k.entry,
+                k.variant,
+                k.calls,
+                t * 1e6,
+                t * 1e6 / k.calls.max(1) as f64,
+                if total > 0.0 { 100.0 * t / total } else { 0.0 }
+            )?;
+        }
+        Ok(())
+    }
+}
