@@ -6,14 +6,15 @@
 //   bwd_filter dW = dy · im2col(x)ᵀ          M = cout_g, NC = cin_g·kh·kw, K = n·oh·ow
 // Each workgroup (16×16 invocations) computes a BM×64 output tile (BM = 16·RM), every
 // invocation RM×4 outputs strided by 16 so global loads and stores coalesce; K advances in
-// 16-deep tiles staged in workgroup memory. bwd_filter splits K across workgroups (z), each
-// writing its own partial slice; the caller sums the slices in a fixed order (no atomics).
+// 16-deep tiles staged in workgroup memory. A product with few tiles splits K across
+// workgroups (z), each writing its own partial slice of the output; `finish` then sums the
+// slices in split order (no atomics) and stores as the unsplit product would.
 // Grid: x·y = tiles (m fastest), z = group·splits + split (offset by z_base).
 //
 // params: [0 n, 1 c, 2 h, 3 w, 4 oc, 5 oh, 6 ow, 7 kh, 8 kw, 9 sh, 10 sw, 11 pt, 12 pl,
 //          13 dh, 14 dw, 15 cin_g, 16 cout_g, 17 M, 18 NC, 19 K, 20 tiles_m, 21 k_chunk,
-//          22 splits, 23 has_bias, 24 z_base, 25 row_blocks, 26 col_blocks (direct only)],
-//          an epilogue's from word 64.
+//          22 splits, 23 has_bias, 24 z_base, 25 row_blocks, 26 col_blocks (direct only),
+//          27 outputs (one slice)], an epilogue's from word 64.
 // fwd stores every value through `epilogue(value, index)`: the identity, or in a variant a
 // chain of elementwise ops fused after the convolution, its extra inputs bound after `dst`
 // (src/ops/epilogue.rs).
@@ -35,10 +36,10 @@ const BK: u32 = 16u;
 
 // The parameters, copied once per invocation into private memory so the loaders' index
 // math reads registers rather than the storage buffer.
-var<private> P: array<u32, 27>;
+var<private> P: array<u32, 28>;
 
 fn load_params() {
-    for (var i = 0u; i < 27u; i = i + 1u) {
+    for (var i = 0u; i < 28u; i = i + 1u) {
         P[i] = params[i];
     }
 }
@@ -102,11 +103,20 @@ fn fwd_load_b(s: vec3<u32>, info: vec3<i32>, grp: u32) -> f32 {
 fn fwd_store(m: u32, col: u32, grp: u32, split: u32, v: f32) {
     let l = P[5] * P[6];
     let oc = grp * P[16] + m;
+    let i = ((col / l) * P[4] + oc) * l + col % l;
+    if (P[22] > 1u) {
+        dst[split * P[27] + i] = v;
+        return;
+    }
+    fwd_finish(i, v);
+}
+
+// Output `i`'s complete sum: the bias and the epilogue.
+fn fwd_finish(i: u32, v: f32) {
     var y = v;
     if (P[23] != 0u) {
-        y = y + bias[oc];
+        y = y + bias[(i / (P[5] * P[6])) % P[4]];
     }
-    let i = ((col / l) * P[4] + oc) * l + col % l;
     dst[i] = epilogue(y, i);
 }
 
@@ -158,7 +168,11 @@ fn bwd_data_load_b(s: vec3<u32>, info: vec3<i32>, grp: u32) -> f32 {
 
 fn bwd_data_store(m: u32, col: u32, grp: u32, split: u32, v: f32) {
     let hw = P[2] * P[3];
-    dst[((col / hw) * P[1] + grp * P[15] + m) * hw + col % hw] = v;
+    dst[split * P[27] + ((col / hw) * P[1] + grp * P[15] + m) * hw + col % hw] = v;
+}
+
+fn bwd_data_finish(i: u32, v: f32) {
+    dst[i] = v;
 }
 
 // ---- bwd_filter: A = dy [cout_g × n·oh·ow], B = im2col(x)ᵀ, C = partial dW of one split;
@@ -194,8 +208,11 @@ fn bwd_filter_load_b(s: vec3<u32>, info: vec3<i32>, grp: u32) -> f32 {
 }
 
 fn bwd_filter_store(m: u32, col: u32, grp: u32, split: u32, v: f32) {
-    let nc = P[18];
-    dst[split * P[4] * nc + (grp * P[16] + m) * nc + col] = v;
+    dst[split * P[27] + (grp * P[16] + m) * P[18] + col] = v;
+}
+
+fn bwd_filter_finish(i: u32, v: f32) {
+    dst[i] = v;
 }
 
 @compute @workgroup_size(16, 16)
@@ -344,4 +361,33 @@ fn direct(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups
             }
         }
     }
+}
+
+// Output `i`'s slices summed, four at a time in independent lanes (the loads overlap), then
+// the lanes and the remainder: a fixed order.
+fn sum_slices(i: u32, outputs: u32, splits: u32) -> f32 {
+    var lanes = vec4<f32>(0.0);
+    var s = 0u;
+    for (; s + 4u <= splits; s = s + 4u) {
+        let at = s * outputs + i;
+        lanes = lanes + vec4<f32>(a_src[at], a_src[at + outputs], a_src[at + 2u * outputs], a_src[at + 3u * outputs]);
+    }
+    var v = (lanes.x + lanes.y) + (lanes.z + lanes.w);
+    for (; s < splits; s = s + 1u) {
+        v = v + a_src[s * outputs + i];
+    }
+    return v;
+}
+
+// A split product's last step, one invocation per output: the sum of its K slices (bound as
+// `a_src`), in split order, stored as the unsplit product stores (fwd: bias, epilogue).
+@compute @workgroup_size(256)
+fn finish(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    load_params();
+    let outputs = P[27];
+    let i = gid.x + gid.y * nwg.x * 256u;
+    if (i >= outputs) {
+        return;
+    }
+    {{MODE}}_finish(i, sum_slices(i, outputs, P[22]));
 }

@@ -4,8 +4,11 @@
 // have batch stride 0. Every value stored passes through `epilogue(value, index)`: the
 // identity, or in a variant a chain of elementwise ops fused after the product (bias add,
 // activation, scale), with its extra inputs bound after `c` (src/ops/epilogue.rs).
-// params: [M, N, K, a_rs, a_cs, b_rs, b_cs, z_base, batch_nd,
-//          batch_shape[nd], a_batch_stride[nd], b_batch_stride[nd]], an epilogue's at word 64
+// `main` may split K (src/ops/split_k.rs): workgroup z = batch·splits + split computes one
+// slice of the reduction into its own partial output, and `finish` sums the slices.
+// params: [M, N, K, a_rs, a_cs, b_rs, b_cs, z_base, splits, k_chunk, outputs (one slice),
+//          batch_nd, batch_shape[nd], a_batch_stride[nd], b_batch_stride[nd]], an epilogue's
+//          at word 64
 #include "lib/int64.wgsl"
 #include "lib/math.wgsl"
 
@@ -17,7 +20,8 @@
 {{EPILOGUE}}
 
 // One product's sizes, strides and where matrix z (this workgroup's, offset by the
-// dispatch's first) of A and of B starts: z decomposed over the broadcast batch shape.
+// dispatch's first) of A and of B starts: z decomposed over the broadcast batch shape; and
+// the slice of K it reduces (all of it unless `main` splits).
 struct Problem {
     m: u32,
     n: u32,
@@ -29,21 +33,31 @@ struct Problem {
     z: u32,
     a_off: u32,
     b_off: u32,
+    split: u32,
+    k_begin: u32,
+    k_end: u32,
 }
 
 fn problem(wid_z: u32) -> Problem {
-    let z = wid_z + params[7];
-    let nd = params[8];
+    let zs = wid_z + params[7];
+    let z = zs / params[8];
+    let split = zs % params[8];
+    let nd = params[11];
     var rem = z;
     var off = vec2<u32>(0u);
     for (var k = nd; k > 0u; k = k - 1u) {
         let d = k - 1u;
-        let size = params[9u + d];
+        let size = params[12u + d];
         let coord = rem % size;
         rem = rem / size;
-        off = off + coord * vec2<u32>(params[9u + nd + d], params[9u + 2u * nd + d]);
+        off = off + coord * vec2<u32>(params[12u + nd + d], params[12u + 2u * nd + d]);
     }
-    return Problem(params[0], params[1], params[2], params[3], params[4], params[5], params[6], z, off.x, off.y);
+    let k_begin = split * params[9];
+    let k_end = min(params[2], k_begin + params[9]);
+    return Problem(
+        params[0], params[1], params[2], params[3], params[4], params[5], params[6], z, off.x, off.y, split,
+        k_begin, k_end,
+    );
 }
 
 var<workgroup> tile_a: array<f32, 1024>;
@@ -59,16 +73,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     for (var i = 0u; i < 16u; i = i + 1u) {
         acc[i] = 0.0;
     }
-    let k_tiles = (p.k + 15u) / 16u;
-    for (var t = 0u; t < k_tiles; t = t + 1u) {
-        let k0 = t * 16u;
+    for (var k0 = p.k_begin; k0 < p.k_end; k0 = k0 + 16u) {
         for (var i = 0u; i < 4u; i = i + 1u) {
             let e = tid + i * 256u;
             // A tile: 64 rows × 16 k, k fastest (contiguous for a row-major A).
             let am = e / 16u;
             let ak = e % 16u;
             var av = 0.0;
-            if (row0 + am < p.m && k0 + ak < p.k) {
+            if (row0 + am < p.m && k0 + ak < p.k_end) {
                 av = a[p.a_off + (row0 + am) * p.a_rs + (k0 + ak) * p.a_cs];
             }
             tile_a[ak * 64u + am] = av;
@@ -76,7 +88,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
             let bk = e / 64u;
             let bn = e % 64u;
             var bv = 0.0;
-            if (k0 + bk < p.k && col0 + bn < p.n) {
+            if (k0 + bk < p.k_end && col0 + bn < p.n) {
                 bv = b[p.b_off + (k0 + bk) * p.b_rs + (col0 + bn) * p.b_cs];
             }
             tile_b[bk * 64u + bn] = bv;
@@ -103,10 +115,42 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
         for (var j = 0u; j < 4u; j = j + 1u) {
             let n = col0 + lid.x + 16u * j;
             if (m < p.m && n < p.n) {
-                c[c_off + m * p.n + n] = epilogue(acc[i * 4u + j], c_off + m * p.n + n);
+                if (params[8] > 1u) {
+                    c[p.split * params[10] + c_off + m * p.n + n] = acc[i * 4u + j];
+                } else {
+                    c[c_off + m * p.n + n] = epilogue(acc[i * 4u + j], c_off + m * p.n + n);
+                }
             }
         }
     }
+}
+
+// Output `i`'s slices summed, four at a time in independent lanes (the loads overlap), then
+// the lanes and the remainder: a fixed order.
+fn sum_slices(i: u32, outputs: u32, splits: u32) -> f32 {
+    var lanes = vec4<f32>(0.0);
+    var s = 0u;
+    for (; s + 4u <= splits; s = s + 4u) {
+        let at = s * outputs + i;
+        lanes = lanes + vec4<f32>(a[at], a[at + outputs], a[at + 2u * outputs], a[at + 3u * outputs]);
+    }
+    var v = (lanes.x + lanes.y) + (lanes.z + lanes.w);
+    for (; s < splits; s = s + 1u) {
+        v = v + a[s * outputs + i];
+    }
+    return v;
+}
+
+// A split product's last step, one invocation per output: the sum of its K slices (the
+// partial outputs, bound as `a`), in split order, through the epilogue.
+@compute @workgroup_size(256)
+fn finish(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    let outputs = params[10];
+    let i = gid.x + gid.y * nwg.x * 256u;
+    if (i >= outputs) {
+        return;
+    }
+    c[i] = epilogue(sum_slices(i, outputs, params[8]), i);
 }
 
 // The same product without workgroup memory or barriers, each invocation accumulating a

@@ -12,6 +12,7 @@ use crate::ops::epilogue::Epilogue;
 use crate::ops::registry::apply::apply1;
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
 use crate::ops::registry::registry_entry;
+use crate::ops::split_k;
 use crate::shape::{broadcast_shapes, broadcast_strides, collapse};
 use crate::tensor::TensorMeta;
 use crate::{Error, Result, Tensor};
@@ -178,32 +179,49 @@ pub(crate) fn product_gpu(
     let batches: usize = p.batch.iter().product();
     let (cs, st) = collapse(&p.batch, &[p.sa.clone(), p.sb.clone()]);
     let max_z = ctx.limits.max_compute_workgroups_per_dimension.max(1) as usize;
+    let entry = entry(ctx, p, batches);
+    let tile = if entry.starts_with("wide") { 128 } else { 64 };
+    let tiles = n.div_ceil(tile).max(1) * m.div_ceil(tile).max(1);
+    let outputs = batches * m * n;
+    let splits = if entry == "main" { split_k::slices(ctx, tiles * batches, k, outputs, 1) } else { 1 };
+    let k_chunk = k.div_ceil(splits).div_ceil(16) * 16;
+    let splits = k.div_ceil(k_chunk.max(1)).max(1);
+    let partial = if splits > 1 { Some(ctx.alloc("matmul", 4 * (outputs * splits) as u64)?) } else { None };
+    let dst = partial.as_ref().unwrap_or(out);
+    let mut params = vec![
+        m as u32,
+        n as u32,
+        k as u32,
+        p.av.rs as u32,
+        p.av.cs as u32,
+        p.bv.rs as u32,
+        p.bv.cs as u32,
+        0,
+        splits as u32,
+        k_chunk as u32,
+        outputs as u32,
+        cs.len() as u32,
+    ];
+    params.extend(cs.iter().map(|&d| d as u32));
+    for s in &st {
+        params.extend(s.iter().map(|&d| d as u32));
+    }
+    epi.append_params("matmul", &mut params)?;
+    let extras = || epi.extras.iter().map(|x| Bind::read(x));
+    let total_z = batches * splits;
     let mut z0 = 0;
-    while z0 < batches {
-        let zn = (batches - z0).min(max_z);
-        let mut params = vec![
-            m as u32,
-            n as u32,
-            k as u32,
-            p.av.rs as u32,
-            p.av.cs as u32,
-            p.bv.rs as u32,
-            p.bv.cs as u32,
-            z0 as u32,
-            cs.len() as u32,
-        ];
-        params.extend(cs.iter().map(|&d| d as u32));
-        for s in &st {
-            params.extend(s.iter().map(|&d| d as u32));
-        }
-        epi.append_params("matmul", &mut params)?;
-        let entry = entry(ctx, p, batches);
-        let tile = if entry.starts_with("wide") { 128 } else { 64 };
+    while z0 < total_z {
+        let zn = (total_z - z0).min(max_z);
+        params[7] = z0 as u32;
         let groups = [n.div_ceil(tile).max(1) as u32, m.div_ceil(tile).max(1) as u32, zn as u32];
-        let mut binds = vec![Bind::read(a), Bind::read(b), Bind::write(out)];
-        binds.extend(epi.extras.iter().map(|x| Bind::read(x)));
+        let binds: Vec<Bind> = [Bind::read(a), Bind::read(b), Bind::write(dst)].into_iter().chain(extras()).collect();
         ctx.dispatch(&MATMUL, epi.number, entry, &binds, &params, groups)?;
         z0 += zn;
+    }
+    if let Some(partial) = &partial {
+        let binds: Vec<Bind> =
+            [Bind::read(partial), Bind::unused(ctx), Bind::write(out)].into_iter().chain(extras()).collect();
+        ctx.dispatch(&MATMUL, epi.number, "finish", &binds, &params, outputs as u64)?;
     }
     Ok(())
 }

@@ -44,4 +44,5 @@ pub use registry::{
 };
 pub(crate) mod shape;
 pub(crate) mod sort;
+pub(crate) mod split_k;
 pub(crate) mod tri;

@@ -23,6 +23,7 @@ use crate::ops::epilogue::Epilogue;
 use crate::ops::registry::apply::apply1;
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
 use crate::ops::registry::{op_header, registry_entry};
+use crate::ops::split_k;
 use crate::tensor::TensorMeta;
 use crate::{DType, Error, Result, Scalar, Tensor};
 
@@ -453,15 +454,7 @@ fn gpu_conv(
     let tiles_m = m.div_ceil(16 * rm);
     let tiles = if direct { (row_blocks * col_blocks).div_ceil(256) } else { tiles_m * ncols.div_ceil(BN) };
     let max_z = ctx.limits.max_compute_workgroups_per_dimension.max(1) as usize;
-    // The filter gradient has few outputs and a long reduction (n·oh·ow): split it so
-    // enough workgroups run, each writing its own partial slice.
-    let splits = if mode == Mode::BwdFilter {
-        let want = (k / 256).clamp(1, 64);
-        let by_memory = ((1usize << 24) / numel).max(1);
-        want.min(by_memory).min((max_z / g.groups).max(1))
-    } else {
-        1
-    };
+    let splits = split_count(ctx, mode, tiles * g.groups, k, numel).min((max_z / g.groups).max(1));
     let k_chunk = k.div_ceil(splits).div_ceil(BK) * BK;
     let splits = k.div_ceil(k_chunk);
     let partial = if splits > 1 { Some(ctx.alloc(OP, 4 * (numel * splits) as u64)?) } else { None };
@@ -472,7 +465,7 @@ fn gpu_conv(
     let mut params: Vec<u32> = [
         g.n, g.c, g.h, g.w, g.oc, g.oh, g.ow, g.kh, g.kw, g.sh, g.sw, g.pt, g.pl, g.dh, g.dw,
         g.cin_g(), g.cout_g(), m, ncols, k, tiles_m, k_chunk, splits, bias.is_some() as usize, 0,
-        row_blocks, col_blocks,
+        row_blocks, col_blocks, numel,
     ]
     .iter()
     .map(|&v| v as u32)
@@ -480,17 +473,27 @@ fn gpu_conv(
     epi.append_params(OP, &mut params)?;
     let key = conv_key(mode, rm as u32) + 32 * epi.number;
     let mut z0 = 0;
+    let bias = || bias.map_or_else(|| Bind::unused(ctx), Bind::read);
     while z0 < total_z {
         let zn = (total_z - z0).min(max_z);
         params[24] = z0 as u32;
-        let bias = bias.map_or_else(|| Bind::unused(ctx), Bind::read);
-        let mut binds = vec![Bind::read(a), Bind::read(b), bias, Bind::write(dst)];
+        let mut binds = vec![Bind::read(a), Bind::read(b), bias(), Bind::write(dst)];
         binds.extend(epi.extras.iter().map(|x| Bind::read(x)));
         ctx.dispatch(&CONV2D, key, entry, &binds, &params, [gx, gy, zn as u32])?;
         z0 += zn;
     }
-    match &partial {
-        Some(p) => crate::ops::reduce::gpu_sum_rows(ctx, p, DType::Float32, (1, splits, numel), out),
-        None => Ok(()),
+    if let Some(p) = &partial {
+        let mut binds = vec![Bind::read(p), Bind::unused(ctx), bias(), Bind::write(out)];
+        binds.extend(epi.extras.iter().map(|x| Bind::read(x)));
+        ctx.dispatch(&CONV2D, key, "finish", &binds, &params, numel as u64)?;
     }
+    Ok(())
+}
+
+/// How many slices the product's reduction (`k` deep) is split into: `split_k::slices`, and
+/// for the filter gradient (few outputs, a reduction over every pixel) at least one per 256
+/// of K on any adapter, up to 64.
+fn split_count(ctx: &GpuContext, mode: Mode, workgroups: usize, k: usize, numel: usize) -> usize {
+    let floor = if mode == Mode::BwdFilter { (k / 256).clamp(1, 64) } else { 1 };
+    split_k::slices(ctx, workgroups, k, numel, floor)
 }

@@ -1,0 +1,117 @@
+//! Split-K products (`src/ops/split_k.rs`): a hardware GPU splits the reduction of a small
+//! `matmul` or `conv2d` (forward, input gradient, filter gradient) over workgroups and sums
+//! the slices in a `finish` dispatch that also adds the bias and runs a fused epilogue. The
+//! software adapter here does not split by itself, so the parent test runs this binary's
+//! child with `DYGRAPH_SPLIT_K` forcing it, once with the tiled convolution kernel and once
+//! with the direct one, and the child checks every split product against the CPU, and that
+//! `finish` ran (the kernel profiler counts it).
+
+mod common;
+
+use common::{assert_close, values};
+use dygraph::nn::{self, Forward};
+use dygraph::profiler::Profiler;
+use dygraph::static_::{self as st, Executor, Program, Scope};
+use dygraph::{self as paddle, DType, Place, Tensor};
+
+/// `(x, w, bias)` for a 5×5 convolution whose three products all reach a split on `place`:
+/// forward K = 6·25 = 150, input gradient K = 8·25 = 200, filter gradient K = 4·8·8 = 256.
+fn conv_operands(seed: u64, place: Place) -> (Tensor, Tensor, Tensor) {
+    let mut rng = common::Rng::new(seed ^ 0x5b1);
+    let t = |n: usize, shape: &[usize], rng: &mut common::Rng| {
+        let v = common::tensor(&rng.vec(n, -1.0, 1.0), shape, DType::Float32, place);
+        v.set_stop_gradient(false);
+        v
+    };
+    (t(4 * 6 * 144, &[4, 6, 12, 12], &mut rng), t(8 * 6 * 25, &[8, 6, 5, 5], &mut rng), t(8, &[8], &mut rng))
+}
+
+/// A conv2d and a 64×800·800×10 matmul with their gradients on `place`: (outputs, grads).
+fn eager_products(seed: u64, place: Place) -> Vec<Vec<f64>> {
+    let (x, w, b) = conv_operands(seed, place);
+    let y = paddle::conv2d(&x, &w, Some(&b), &Default::default()).unwrap();
+    let mut rng = common::Rng::new(seed ^ 0x77);
+    let r = common::tensor(&rng.vec(y.numel(), -1.0, 1.0), y.shape(), DType::Float32, place);
+    (&y * &r).sum(&[], false).unwrap().backward().unwrap();
+    let a = common::tensor(&rng.vec(64 * 800, -1.0, 1.0), &[64, 800], DType::Float32, place);
+    let m = common::tensor(&rng.vec(800 * 10, -1.0, 1.0), &[800, 10], DType::Float32, place);
+    a.set_stop_gradient(false);
+    m.set_stop_gradient(false);
+    let p = paddle::matmul(&a, &m, false, false).unwrap();
+    let q = common::tensor(&rng.vec(640, -1.0, 1.0), &[64, 10], DType::Float32, place);
+    (&p * &q).sum(&[], false).unwrap().backward().unwrap();
+    let grad = |t: &Tensor| values(&t.grad().expect("a gradient"));
+    vec![values(&y), grad(&x), grad(&w), grad(&b), values(&p), grad(&a), grad(&m)]
+}
+
+/// relu(conv2d(x) + b) and relu(x·W + b) as a static program with fusion on `place` (a GPU
+/// makes both epilogues): the fetched values and the fused op types.
+fn fused_program(seed: u64, place: Place) -> (Vec<Vec<f64>>, Vec<String>) {
+    paddle::seed(seed);
+    let (main, startup) = (Program::new(), Program::new());
+    let (c, f) = st::program_guard(&main, &startup, || {
+        let img = st::data("img", &[-1, 6, 12, 12], DType::Float32).unwrap();
+        let row = st::data("row", &[-1, 800], DType::Float32).unwrap();
+        let conv = nn::Conv2D::new(6, 8, 5).unwrap();
+        let fc = nn::Linear::new(800, 10).unwrap();
+        (conv.forward(&img).unwrap().relu().unwrap(), fc.forward(&row).unwrap().relu().unwrap())
+    });
+    let exe = Executor::with_scope(place, Scope::new());
+    exe.run(&startup, &[], &[] as &[&str]).unwrap();
+    let mut rng = common::Rng::new(seed ^ 0x3c);
+    let img = common::tensor(&rng.vec(4 * 6 * 144, -1.0, 1.0), &[4, 6, 12, 12], DType::Float32, Place::Cpu);
+    let row = common::tensor(&rng.vec(64 * 800, -1.0, 1.0), &[64, 800], DType::Float32, Place::Cpu);
+    let out = exe.run(&main, &[("img", &img), ("row", &row)], &[&c, &f]).unwrap();
+    let ops = exe.ops_to_run(&main).unwrap().into_iter().map(|o| o.op_type).collect();
+    (out.iter().map(values).collect(), ops)
+}
+
+#[test]
+#[ignore = "run by split_products_match_the_cpu with DYGRAPH_SPLIT_K set"]
+fn split_child() {
+    let gpu = Place::Gpu(0);
+    let seed = common::run_seed();
+    let names = ["conv y", "conv dx", "conv dw", "conv db", "matmul", "matmul da", "matmul dm"];
+    let p = Profiler::start(gpu).unwrap();
+    let on_gpu = eager_products(seed, gpu);
+    let (fused, ops) = fused_program(seed, gpu);
+    let summary = p.stop().unwrap();
+    println!("{summary}");
+    let reference = eager_products(seed, Place::Cpu);
+    for ((name, g), c) in names.iter().zip(&on_gpu).zip(&reference) {
+        assert_close(&format!("{name}, split on the GPU against the CPU"), g, c, 1e-4);
+    }
+    assert!(ops.iter().any(|o| o == "conv2d_epilogue") && ops.iter().any(|o| o == "matmul_epilogue"), "{ops:?}");
+    let (plain, _) = fused_program(seed, Place::Cpu);
+    assert_close("relu(conv2d + b), split epilogue", &fused[0], &plain[0], 1e-4);
+    assert_close("relu(x·W + b), split epilogue", &fused[1], &plain[1], 1e-4);
+    // conv: the forward, input and filter gradients and the epilogue each split; matmul: the
+    // forward and the epilogue (its gradients reduce over 10 and 64, too shallow to split).
+    for (shader, split) in [("conv2d.wgsl", 4), ("matmul.wgsl", 2)] {
+        let finishes: u64 = summary.shader(shader).iter().filter(|k| k.entry == "finish").map(|k| k.calls).sum();
+        assert_eq!(finishes, split, "{shader}: split products finished\n{summary}");
+    }
+    println!("split products checked");
+}
+
+#[test]
+fn split_products_match_the_cpu() {
+    let Some(_) = common::gpu_or_skip() else { return };
+    for conv in ["tiled", "direct"] {
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["split_child", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
+            .env("DYGRAPH_SPLIT_K", "4096")
+            .env("DYGRAPH_CONV_KERNEL", conv)
+            .env("DYGRAPH_MATMUL_KERNEL", "main")
+            .env("DYGRAPH_TEST_SEED", common::run_seed().to_string())
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        eprintln!("{conv} convolution kernel:\n{text}");
+        assert!(
+            out.status.success() && text.contains("split products checked"),
+            "the child with the {conv} convolution kernel failed:\n{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
