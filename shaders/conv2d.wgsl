@@ -56,6 +56,25 @@ fn k_start(k: u32, dims: vec3<u32>) -> vec3<u32> {
     return vec3<u32>(rest / dims.y, rest % dims.y, inner);
 }
 
+// `d` as digits of the counter (the outer digit unbounded).
+fn k_digits(d: u32, dims: vec3<u32>) -> vec3<u32> {
+    return vec3<u32>(d / (dims.y * dims.z), (d / dims.z) % dims.y, d % dims.z);
+}
+
+// Counter `s` advanced by digits `d` (each digit below its size, so one carry at most each).
+fn k_add(s: vec3<u32>, d: vec3<u32>, dims: vec3<u32>) -> vec3<u32> {
+    var t = s + d;
+    if (t.z >= dims.z) {
+        t.z = t.z - dims.z;
+        t.y = t.y + 1u;
+    }
+    if (t.y >= dims.y) {
+        t.y = t.y - dims.y;
+        t.x = t.x + 1u;
+    }
+    return t;
+}
+
 fn k_next(s: vec3<u32>, dims: vec3<u32>) -> vec3<u32> {
     var t = s;
     t.z = t.z + 1u;
@@ -247,18 +266,27 @@ fn main(
     let b_col = col0 + b_n;
     let info = {{MODE}}_col_info(min(b_col, max(n_len, 1u) - 1u));
 
+    // The k an invocation loads within each staged tile never changes (A: tid % BK, the same
+    // for all RM of its rows; B: b_k + 4i), so its counters are decomposed once and advance
+    // one tile per stage without a division (the loads' index math, not the products, bounded
+    // these kernels on an H100).
+    let ak = tid % BK;
+    let step = k_digits(BK, dims);
+    var sa = k_start(k_begin + ak, dims);
+    var sb: array<vec3<u32>, 4>;
+    for (var i = 0u; i < 4u; i = i + 1u) {
+        sb[i] = k_start(k_begin + b_k + i * 4u, dims);
+    }
     var acc: array<f32, {{ACC}}>;
     for (var i = 0u; i < RM * 4u; i = i + 1u) {
         acc[i] = 0.0;
     }
     for (var k0 = k_begin; k0 < k_end; k0 = k0 + BK) {
         for (var i = 0u; i < RM; i = i + 1u) {
-            let e = tid + i * 256u;
-            let am = e / BK;
-            let ak = e % BK;
+            let am = (tid + i * 256u) / BK;
             var av = 0.0;
             if (row0 + am < m_len && k0 + ak < k_end) {
-                av = {{MODE}}_load_a(row0 + am, k0 + ak, k_start(k0 + ak, dims), grp);
+                av = {{MODE}}_load_a(row0 + am, k0 + ak, sa, grp);
             }
             tile_a[ak * BM + am] = av;
         }
@@ -266,9 +294,13 @@ fn main(
             let bk = b_k + i * 4u;
             var bv = 0.0;
             if (b_col < n_len && k0 + bk < k_end) {
-                bv = {{MODE}}_load_b(k_start(k0 + bk, dims), info, grp);
+                bv = {{MODE}}_load_b(sb[i], info, grp);
             }
             tile_b[bk * BN + b_n] = bv;
+        }
+        sa = k_add(sa, step, dims);
+        for (var i = 0u; i < 4u; i = i + 1u) {
+            sb[i] = k_add(sb[i], step, dims);
         }
         workgroupBarrier();
         for (var kk = 0u; kk < BK; kk = kk + 1u) {
