@@ -20,6 +20,7 @@
 // (src/ops/epilogue.rs).
 #include "lib/int64.wgsl"
 #include "lib/math.wgsl"
+#include "lib/split_k.wgsl"
 
 @group(0) @binding(0) var<storage, read> a_src: array<f32>;
 @group(0) @binding(1) var<storage, read> b_src: array<f32>;
@@ -395,20 +396,9 @@ fn direct(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups
     }
 }
 
-// Output `i`'s slices summed, four at a time in independent lanes (the loads overlap), then
-// the lanes and the remainder: a fixed order.
-fn sum_slices(i: u32, outputs: u32, splits: u32) -> f32 {
-    var lanes = vec4<f32>(0.0);
-    var s = 0u;
-    for (; s + 4u <= splits; s = s + 4u) {
-        let at = s * outputs + i;
-        lanes = lanes + vec4<f32>(a_src[at], a_src[at + outputs], a_src[at + 2u * outputs], a_src[at + 3u * outputs]);
-    }
-    var v = (lanes.x + lanes.y) + (lanes.z + lanes.w);
-    for (; s < splits; s = s + 1u) {
-        v = v + a_src[s * outputs + i];
-    }
-    return v;
+// The partial outputs of a split product are bound as `a_src` (lib/split_k.wgsl).
+fn partial(at: u32) -> f32 {
+    return a_src[at];
 }
 
 // A split product's last step, one invocation per output: the sum of its K slices (bound as

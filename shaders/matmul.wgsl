@@ -11,6 +11,7 @@
 //          at word 64
 #include "lib/int64.wgsl"
 #include "lib/math.wgsl"
+#include "lib/split_k.wgsl"
 
 @group(0) @binding(0) var<storage, read> a: array<f32>;
 @group(0) @binding(1) var<storage, read> b: array<f32>;
@@ -125,20 +126,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     }
 }
 
-// Output `i`'s slices summed, four at a time in independent lanes (the loads overlap), then
-// the lanes and the remainder: a fixed order.
-fn sum_slices(i: u32, outputs: u32, splits: u32) -> f32 {
-    var lanes = vec4<f32>(0.0);
-    var s = 0u;
-    for (; s + 4u <= splits; s = s + 4u) {
-        let at = s * outputs + i;
-        lanes = lanes + vec4<f32>(a[at], a[at + outputs], a[at + 2u * outputs], a[at + 3u * outputs]);
-    }
-    var v = (lanes.x + lanes.y) + (lanes.z + lanes.w);
-    for (; s < splits; s = s + 1u) {
-        v = v + a[s * outputs + i];
-    }
-    return v;
+// The partial outputs of a split product are bound as `a` (lib/split_k.wgsl).
+fn partial(at: u32) -> f32 {
+    return a[at];
 }
 
 // A split product's last step, one invocation per output: the sum of its K slices (the
