@@ -121,7 +121,9 @@ impl Profiling {
     /// After the batch was submitted: waits for it, reads its timestamps and adds each
     /// dispatch's duration to its kernel.
     pub fn collect(&mut self, ctx: &GpuContext) -> Result<()> {
-        let n = 2 * self.batch.len() as u64;
+        // Taken first, so a failed readback leaves the next batch's query pairs from 0.
+        let batch = std::mem::take(&mut self.batch);
+        let n = 2 * batch.len() as u64;
         let (tx, rx) = std::sync::mpsc::channel();
         self.readback.map_async(wgpu::MapMode::Read, ..8 * n, move |r| {
             let _ = tx.send(r);
@@ -146,7 +148,7 @@ impl Profiling {
             bytemuck::pod_collect_to_vec(&view[..])
         };
         self.readback.unmap();
-        for (label, pair) in self.batch.drain(..).zip(ticks.chunks_exact(2)) {
+        for (label, pair) in batch.into_iter().zip(ticks.chunks_exact(2)) {
             let i = *self.at.entry(label).or_insert_with(|| {
                 self.totals.push((label, KernelTotal::default()));
                 self.totals.len() - 1
