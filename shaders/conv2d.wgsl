@@ -8,7 +8,7 @@
 // invocation RM×4 outputs strided by 16 so global loads and stores coalesce; K advances in
 // 16-deep tiles staged in workgroup memory. A product with few tiles splits K across
 // workgroups (z), each writing its own partial slice of the output; `finish` then sums the
-// slices in split order (no atomics) and stores as the unsplit product would.
+// slices in a fixed order (no atomics) and stores as the unsplit product would.
 // Grid: x·y = tiles (m fastest), z = group·splits + split (offset by z_base).
 //
 // params: [0 n, 1 c, 2 h, 3 w, 4 oc, 5 oh, 6 ow, 7 kh, 8 kw, 9 sh, 10 sw, 11 pt, 12 pl,
@@ -128,16 +128,20 @@ fn fwd_store(m: u32, col: u32, grp: u32, split: u32, v: f32) {
         dst[split * P[27] + i] = v;
         return;
     }
-    fwd_finish(i, v);
+    fwd_output(i, oc, v);
 }
 
-// Output `i`'s complete sum: the bias and the epilogue.
-fn fwd_finish(i: u32, v: f32) {
+// Output `i` (of channel `oc`) from its complete sum: the bias and the epilogue.
+fn fwd_output(i: u32, oc: u32, v: f32) {
     var y = v;
     if (P[23] != 0u) {
-        y = y + bias[(i / (P[5] * P[6])) % P[4]];
+        y = y + bias[oc];
     }
     dst[i] = epilogue(y, i);
+}
+
+fn fwd_finish(i: u32, v: f32) {
+    fwd_output(i, (i / (P[5] * P[6])) % P[4], v);
 }
 
 // ---- bwd_data: A = Wᵀ per group, B = dy through the transposed window, C = dx;
@@ -402,7 +406,7 @@ fn partial(at: u32) -> f32 {
 }
 
 // A split product's last step, one invocation per output: the sum of its K slices (bound as
-// `a_src`), in split order, stored as the unsplit product stores (fwd: bias, epilogue).
+// `a_src`), in a fixed order, stored as the unsplit product stores (fwd: bias, epilogue).
 @compute @workgroup_size(256)
 fn finish(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     load_params();

@@ -132,7 +132,7 @@ fn partial(at: u32) -> f32 {
 }
 
 // A split product's last step, one invocation per output: the sum of its K slices (the
-// partial outputs, bound as `a`), in split order, through the epilogue.
+// partial outputs, bound as `a`), in a fixed order, through the epilogue.
 @compute @workgroup_size(256)
 fn finish(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     let outputs = params[10];

@@ -18,7 +18,9 @@
 //! each submitted batch is read back before the next is recorded: a profiled step runs
 //! slower than an unprofiled one, while the kernel times themselves are the device's. The
 //! adapter must offer timestamp queries (Vulkan, Metal and DX12 drivers generally do); in
-//! the browser the profiler is unavailable, since it reads timestamps back synchronously.
+//! the browser the profiler is unavailable, since it reads timestamps back synchronously. A
+//! timestamp readback that fails (a lost device) is returned by the operation that submitted
+//! the batch, and timing stops there.
 
 use std::fmt;
 use std::sync::Arc;

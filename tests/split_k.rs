@@ -26,7 +26,8 @@ fn conv_operands(seed: u64, place: Place) -> (Tensor, Tensor, Tensor) {
     (t(4 * 6 * 144, &[4, 6, 12, 12], &mut rng), t(8 * 6 * 25, &[8, 6, 5, 5], &mut rng), t(8, &[8], &mut rng))
 }
 
-/// A conv2d and a 64×800·800×10 matmul with their gradients on `place`: (outputs, grads).
+/// A conv2d, a grouped conv2d, a 64×800·800×10 matmul and a batched 3×(32×256·256×8) one,
+/// with their gradients on `place`.
 fn eager_products(seed: u64, place: Place) -> Vec<Vec<f64>> {
     let (x, w, b) = conv_operands(seed, place);
     let y = paddle::conv2d(&x, &w, Some(&b), &Default::default()).unwrap();
@@ -40,8 +41,15 @@ fn eager_products(seed: u64, place: Place) -> Vec<Vec<f64>> {
     let p = paddle::matmul(&a, &m, false, false).unwrap();
     let q = common::tensor(&rng.vec(640, -1.0, 1.0), &[64, 10], DType::Float32, place);
     (&p * &q).sum(&[], false).unwrap().backward().unwrap();
+    // Two groups of 6 input and 4 output channels: the forward reduces over 150.
+    let gx = common::tensor(&rng.vec(2 * 12 * 100, -1.0, 1.0), &[2, 12, 10, 10], DType::Float32, place);
+    let gw = common::tensor(&rng.vec(8 * 6 * 25, -1.0, 1.0), &[8, 6, 5, 5], DType::Float32, place);
+    let gy = paddle::conv2d(&gx, &gw, None, &paddle::Conv2dOptions::default().groups(2)).unwrap();
+    let ba = common::tensor(&rng.vec(3 * 32 * 256, -1.0, 1.0), &[3, 32, 256], DType::Float32, place);
+    let bb = common::tensor(&rng.vec(3 * 256 * 8, -1.0, 1.0), &[3, 256, 8], DType::Float32, place);
+    let bp = paddle::matmul(&ba, &bb, false, false).unwrap();
     let grad = |t: &Tensor| values(&t.grad().expect("a gradient"));
-    vec![values(&y), grad(&x), grad(&w), grad(&b), values(&p), grad(&a), grad(&m)]
+    vec![values(&y), grad(&x), grad(&w), grad(&b), values(&p), grad(&a), grad(&m), values(&gy), values(&bp)]
 }
 
 /// relu(conv2d(x) + b) and relu(x·W + b) as a static program with fusion on `place` (a GPU
@@ -71,7 +79,17 @@ fn fused_program(seed: u64, place: Place) -> (Vec<Vec<f64>>, Vec<String>) {
 fn split_child() {
     let gpu = Place::Gpu(0);
     let seed = common::run_seed();
-    let names = ["conv y", "conv dx", "conv dw", "conv db", "matmul", "matmul da", "matmul dm"];
+    let names = [
+        "conv y",
+        "conv dx",
+        "conv dw",
+        "conv db",
+        "matmul",
+        "matmul da",
+        "matmul dm",
+        "grouped conv y",
+        "batched matmul",
+    ];
     let p = Profiler::start(gpu).unwrap();
     let on_gpu = eager_products(seed, gpu);
     let (fused, ops) = fused_program(seed, gpu);
@@ -85,9 +103,10 @@ fn split_child() {
     let (plain, _) = fused_program(seed, Place::Cpu);
     assert_close("relu(conv2d + b), split epilogue", &fused[0], &plain[0], 1e-4);
     assert_close("relu(x·W + b), split epilogue", &fused[1], &plain[1], 1e-4);
-    // conv: the forward, input and filter gradients and the epilogue each split; matmul: the
-    // forward and the epilogue (its gradients reduce over 10 and 64, too shallow to split).
-    for (shader, split) in [("conv2d.wgsl", 4), ("matmul.wgsl", 2)] {
+    // conv: the forward, input and filter gradients, the grouped forward and the epilogue each
+    // split; matmul: the forward, the batched product and the epilogue (the gradients reduce
+    // over 10 and 64, too shallow to split).
+    for (shader, split) in [("conv2d.wgsl", 5), ("matmul.wgsl", 3)] {
         let finishes: u64 = summary.shader(shader).iter().filter(|k| k.entry == "finish").map(|k| k.calls).sum();
         assert_eq!(finishes, split, "{shader}: split products finished\n{summary}");
     }

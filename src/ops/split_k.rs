@@ -4,7 +4,7 @@
 //! convolutions ran 64–144 workgroups of 32–78 tiles each, and the FC layer's 64×800·800×10
 //! product one workgroup of 50 tiles (109 µs). Splitting K gives each workgroup a slice of
 //! the reduction, written to its own partial output; the kernel's `finish` entry then sums
-//! the slices in split order (deterministic, no atomics) and stores as the unsplit kernel
+//! the slices in a fixed order (deterministic, no atomics) and stores as the unsplit kernel
 //! would, epilogue included.
 
 use crate::backend::gpu::GpuContext;

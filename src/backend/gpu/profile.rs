@@ -118,6 +118,11 @@ impl Profiling {
         true
     }
 
+    /// Forgets the batch's timestamps (its submission failed).
+    pub fn drop_batch(&mut self) {
+        self.batch.clear();
+    }
+
     /// After the batch was submitted: waits for it, reads its timestamps and adds each
     /// dispatch's duration to its kernel.
     pub fn collect(&mut self, ctx: &GpuContext) -> Result<()> {

@@ -166,10 +166,22 @@ impl Recorder {
         }
         self.arena.clear();
         self.pending = 0;
+        let checked = ctx.check("submit");
         if timed && let Some(p) = self.profiling.as_mut() {
-            p.collect(ctx)?;
+            // A batch that failed validation has no timestamps to read; a readback that
+            // failed leaves the profiler unusable, so timing stops there.
+            let collected = if checked.is_ok() {
+                p.collect(ctx)
+            } else {
+                p.drop_batch();
+                Ok(())
+            };
+            if let Err(e) = collected {
+                self.profiling = None;
+                return Err(e);
+            }
         }
-        ctx.check("submit")
+        checked
     }
 }
 
