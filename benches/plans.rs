@@ -3,8 +3,8 @@
 //! kernel dispatch (what a plan removes; recording and submitting included, the device
 //! waits excluded), dispatches per step, and the device memory a step
 //! needs above the parameters (`cargo bench --bench plans`; `-- --quick` for fewer steps).
-//! The CPU modes run interleaved, one step of each per round. With `--profile`, each GPU
-//! mode then runs a few more steps under `dygraph::profiler` and prints its kernel table.
+//! The CPU modes run interleaved, one step of each per round. With `--profile`, each mode
+//! then runs a few more steps under `dygraph::profiler` and prints its kernel table.
 
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -323,6 +323,8 @@ fn main() {
         for (mode, mut step) in profiles {
             profile(Place::Gpu(0), mode, 10, &mut step);
         }
+        profile(Place::Cpu, "CPU eager", 10, &mut eager_step(Place::Cpu));
+        profile(Place::Cpu, "CPU static, interpreted", 10, &mut static_step(Place::Cpu, false).0);
     }
     if let Some(us) = wgpu_floor_us() {
         println!(

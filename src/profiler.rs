@@ -1,6 +1,6 @@
-//! The kernel profiler (Paddle's `paddle.profiler` with the GPU target, summarised by
-//! kernel): how long the device spent in each shader between `Profiler::start` and
-//! `Profiler::stop`, eager dispatches and replayed Programs alike.
+//! The kernel profiler (Paddle's `paddle.profiler`, summarised by kernel): between
+//! `Profiler::start` and `Profiler::stop`, how long a GPU spent in each shader (eager
+//! dispatches and replayed Programs alike), or on the CPU place how long each op's kernel ran.
 //!
 //! ```no_run
 //! use dygraph::{self as paddle, Place, profiler::Profiler};
@@ -14,65 +14,128 @@
 //! # let _ = y; Ok(()) }
 //! ```
 //!
-//! Each dispatch is timed by the device's timestamps around a compute pass of its own, and
+//! On a GPU, each dispatch is timed by the device's timestamps around a compute pass of its own, and
 //! each submitted batch is read back before the next is recorded: a profiled step runs
 //! slower than an unprofiled one, while the kernel times themselves are the device's. The
 //! adapter must offer timestamp queries (Vulkan, Metal and DX12 drivers generally do); in
 //! the browser the profiler is unavailable, since it reads timestamps back synchronously. A
 //! timestamp readback that fails (a lost device) is returned by the operation that submitted
 //! the batch, and timing stops there.
+//!
+//! On the CPU place each registered op's kernel is timed on the host (wall time, its worker
+//! threads included), from every thread of the process; a `KernelTime` then has `shader`
+//! `"cpu"` and the op's name as `entry` (not in the browser, which has no such clock).
 
+use std::collections::HashMap;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::backend::gpu::{GpuContext, context};
+use crate::backend::gpu::{GpuContext, context, lock};
 use crate::{Error, Place, Result};
 
-/// Kernel timing on one GPU, on from `start` to `stop` (or until dropped).
+/// Kernel timing on one GPU or on the CPU, on from `start` to `stop` (or until dropped).
 pub struct Profiler {
-    ctx: Arc<GpuContext>,
+    target: Target,
     started: Instant,
     on: bool,
 }
 
+enum Target {
+    Gpu(Arc<GpuContext>),
+    Cpu,
+}
+
+/// Whether CPU kernels are being timed (read by every CPU op), and their totals by op.
+static CPU_ON: AtomicBool = AtomicBool::new(false);
+static CPU_TOTALS: Mutex<Option<HashMap<&'static str, (u64, Duration)>>> = Mutex::new(None);
+
+/// Runs a CPU op's kernel, timing it under `op` while a CPU profiler is on.
+pub(crate) fn time_cpu<T>(op: &'static str, kernel: impl FnOnce() -> T) -> T {
+    if !CPU_ON.load(Ordering::Relaxed) {
+        return kernel();
+    }
+    let t = Instant::now();
+    let out = kernel();
+    let spent = t.elapsed();
+    if let Some(totals) = lock(&CPU_TOTALS).as_mut() {
+        let e = totals.entry(op).or_default();
+        e.0 += 1;
+        e.1 += spent;
+    }
+    out
+}
+
 impl Profiler {
     /// Finishes the work recorded on `place` so far and starts timing every kernel it
-    /// runs. Errors: a CPU place (it runs no kernels), an adapter without timestamp
-    /// queries, the browser, or a profiler already on for that GPU.
+    /// runs. Errors: an adapter without timestamp queries, a GPU in the browser, or a
+    /// profiler already on for that place.
     pub fn start(place: Place) -> Result<Profiler> {
-        let Place::Gpu(index) = place else {
-            return Err(Error::invalid(
-                "profiler",
-                format!("the profiler times GPU kernels; {place:?} runs none (profile a GPU place)"),
-            ));
+        let target = match place {
+            Place::Gpu(index) => {
+                let ctx = context(index)?;
+                ctx.start_profiling()?;
+                Target::Gpu(ctx)
+            }
+            Place::Cpu => {
+                if cfg!(target_arch = "wasm32") {
+                    return Err(Error::invalid("profiler", "the browser has no clock for timing CPU kernels"));
+                }
+                let mut totals = lock(&CPU_TOTALS);
+                if totals.is_some() {
+                    return Err(Error::invalid("profiler", "a profiler is already on for the CPU"));
+                }
+                *totals = Some(HashMap::new());
+                CPU_ON.store(true, Ordering::Relaxed);
+                Target::Cpu
+            }
         };
-        let ctx = context(index)?;
-        ctx.start_profiling()?;
-        Ok(Profiler { ctx, started: Instant::now(), on: true })
+        Ok(Profiler { target, started: Instant::now(), on: true })
+    }
+
+    /// Turns timing off: each kernel's (shader, entry, variant, calls, time).
+    fn finish(&self) -> Result<Vec<KernelTime>> {
+        Ok(match &self.target {
+            Target::Gpu(ctx) => ctx
+                .stop_profiling()?
+                .into_iter()
+                .map(|(label, t)| KernelTime {
+                    shader: label.file,
+                    entry: label.entry,
+                    variant: label.key,
+                    calls: t.calls,
+                    device_time: Duration::from_secs_f64(t.nanos.max(0.0) * 1e-9),
+                })
+                .collect(),
+            Target::Cpu => {
+                CPU_ON.store(false, Ordering::Relaxed);
+                let totals = lock(&CPU_TOTALS).take().unwrap_or_default();
+                totals
+                    .into_iter()
+                    .map(|(op, (calls, time))| KernelTime {
+                        shader: "cpu",
+                        entry: op,
+                        variant: 0,
+                        calls,
+                        device_time: time,
+                    })
+                    .collect()
+            }
+        })
     }
 
     /// Waits for the recorded work, turns timing off and returns each kernel's calls and
     /// device time.
     pub fn stop(mut self) -> Result<KernelSummary> {
         self.on = false;
-        let totals = self.ctx.stop_profiling()?;
-        let mut kernels: Vec<KernelTime> = totals
-            .into_iter()
-            .map(|(label, t)| KernelTime {
-                shader: label.file,
-                entry: label.entry,
-                variant: label.key,
-                calls: t.calls,
-                device_time: Duration::from_secs_f64(t.nanos.max(0.0) * 1e-9),
-            })
-            .collect();
+        let mut kernels = self.finish()?;
         kernels.sort_by_key(|k| std::cmp::Reverse(k.device_time));
-        Ok(KernelSummary {
-            device: format!("{} ({:?})", self.ctx.info.name, self.ctx.info.backend),
-            wall: self.started.elapsed(),
-            kernels,
-        })
+        let device = match &self.target {
+            Target::Gpu(ctx) => format!("{} ({:?})", ctx.info.name, ctx.info.backend),
+            Target::Cpu => "CPU".to_string(),
+        };
+        Ok(KernelSummary { device, wall: self.started.elapsed(), kernels })
     }
 }
 
@@ -80,31 +143,31 @@ impl Drop for Profiler {
     fn drop(&mut self) {
         if self.on {
             // Turning timing off must not fail a drop; the summary is simply not kept.
-            let _ = self.ctx.stop_profiling();
+            let _ = self.finish();
         }
     }
 }
 
 /// One kernel's share of a profile: a shader file's entry point in one variant (a
-/// specialisation: dtype, tile size, fused epilogue...).
+/// specialisation: dtype, tile size, fused epilogue...), or on the CPU one op's kernel.
 #[derive(Clone, Debug, PartialEq)]
 pub struct KernelTime {
-    /// The shader file below `shaders/`, e.g. `"conv2d.wgsl"`.
+    /// The shader file below `shaders/`, e.g. `"conv2d.wgsl"`; `"cpu"` on the CPU place.
     pub shader: &'static str,
-    /// The entry point.
+    /// The entry point; on the CPU place the op's name.
     pub entry: &'static str,
     /// The variant key the kernel's op asked for.
     pub variant: u32,
     /// Dispatches.
     pub calls: u64,
-    /// Device time summed over the dispatches.
+    /// Device time summed over the dispatches (on the CPU place, the kernels' wall time).
     pub device_time: Duration,
 }
 
 /// What a `Profiler` measured: kernels by device time, longest first.
 #[derive(Clone, Debug)]
 pub struct KernelSummary {
-    /// The adapter, e.g. "NVIDIA H100 80GB HBM3 (Vulkan)".
+    /// The adapter, e.g. "NVIDIA H100 80GB HBM3 (Vulkan)", or "CPU".
     pub device: String,
     /// Host time from `start` to `stop`.
     pub wall: Duration,
@@ -134,7 +197,7 @@ impl fmt::Display for KernelSummary {
         let total = self.device_time().as_secs_f64();
         writeln!(
             f,
-            "{}: {} dispatches, {:.1} µs of kernels in {:.1} ms",
+            "{}: {} kernel calls, {:.1} µs of kernels in {:.1} ms",
             self.device,
             self.dispatches(),
             total * 1e6,

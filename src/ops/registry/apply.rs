@@ -167,7 +167,7 @@ fn run_kernels<O: Op>(
                 })
                 .collect::<Result<_>>()?;
             let mut call = CpuCall { args, ins: metas, outs };
-            let data = op.cpu(&mut call, attrs, plan)?;
+            let data = crate::profiler::time_cpu(op.name(), || op.cpu(&mut call, attrs, plan))?;
             drop(call);
             check_outputs(op.name(), &data, outs)?;
             Ok(data.into_iter().zip(outs).map(|(d, o)| Tensor::from_cpu(d, o.shape.clone())).collect())
