@@ -125,8 +125,9 @@ fn batches_past_the_submission_bound_and_plan_replays_are_counted() {
 #[test]
 fn cpu_kernels_are_counted_under_their_ops() {
     let _t = turn();
-    let a = Tensor::from_vec((0..12).map(|i| i as f32).collect(), [3, 4]).unwrap();
-    let w = Tensor::from_vec((0..8).map(|i| i as f32 * 0.5).collect(), [4, 2]).unwrap();
+    // On the CPU whatever the default place (the suite also runs with the GPU as default).
+    let a = Tensor::from_vec_on((0..12).map(|i| i as f32).collect(), [3, 4], Place::Cpu).unwrap();
+    let w = Tensor::from_vec_on((0..8).map(|i| i as f32 * 0.5).collect(), [4, 2], Place::Cpu).unwrap();
     let p = Profiler::start(Place::Cpu).unwrap();
     let s = &(&a + &a) + &a;
     let m = paddle::matmul(&s, &w, false, false).unwrap();
