@@ -200,3 +200,29 @@ fn a_fetched_feed_is_the_value_fed_in_every_replay() {
     assert!(exe.last_plan().is_some(), "{:?}", exe.interpreted_because());
     drop(startup);
 }
+
+#[test]
+fn replays_bind_each_runs_feed_buffer() {
+    let Some(gpu) = common::gpu_or_skip() else { return };
+    let _g = common::generator_lock();
+    let (main, startup) = (Program::new(), Program::new());
+    let y = st::program_guard(&main, &startup, || {
+        let x = st::data("x", &[-1, 3], DType::Float32).unwrap();
+        x.scale(2.0, 1.0).unwrap().sum(&[], false).unwrap()
+    });
+    let exe = Executor::with_scope(gpu, Scope::new());
+    let fed = |s: f32| Tensor::from_vec(vec![s, s + 1.0, s + 2.0], [1, 3]).unwrap().to(gpu).unwrap();
+    // Two feeds alive at once (a replay must not reuse the other's bindings), then one
+    // overwritten in place (the same buffer, new values).
+    let (a, b) = (fed(1.0), fed(10.0));
+    for (run, (x, first)) in [(&a, 1.0f32), (&b, 10.0), (&a, 1.0), (&a, 1.0), (&b, 10.0)].into_iter().enumerate() {
+        let out = exe.run(&main, &[("x", x)], &[&y]).unwrap();
+        let want = (0..3).map(|i| 2.0 * (first + i as f32) as f64 + 1.0).sum::<f64>();
+        assert_close(&format!("run {run}"), &values(&out[0]), &[want], 1e-6);
+    }
+    a.assign_(&fed(-4.0)).unwrap();
+    let out = exe.run(&main, &[("x", &a)], &[&y]).unwrap();
+    assert_close("after an in-place write", &values(&out[0]), &[2.0 * (-4.0 - 3.0 - 2.0) + 3.0], 1e-6);
+    assert!(exe.last_plan().is_some(), "{:?}", exe.interpreted_because());
+    drop(startup);
+}

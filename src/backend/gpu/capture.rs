@@ -163,6 +163,10 @@ enum Prepared {
         offset: u32,
         groups: [u32; 3],
         rebind: Option<Vec<Bound>>,
+        /// The bind group made for the last run's replaced buffers, reused while a run
+        /// replaces them by the same ones (a loop feeding pooled buffers, a fetch whose last
+        /// value was dropped).
+        rebound: Mutex<Option<(Vec<wgpu::Buffer>, wgpu::BindGroup)>>,
         label: KernelLabel,
     },
     Copy(CopyCmd),
@@ -332,7 +336,8 @@ impl GpuContext {
                         let bind_group =
                             groups_cache.entry(key).or_insert_with(|| self.bind_group(&pipeline, &bound, data)).clone();
                         let rebind = bound.iter().any(|b| rebind.contains(&b.0)).then_some(bound);
-                        Prepared::Dispatch { pipeline, bind_group, offset: o as u32, groups, rebind, label }
+                        let rebound = Mutex::new(None);
+                        Prepared::Dispatch { pipeline, bind_group, offset: o as u32, groups, rebind, rebound, label }
                     }
                     Cmd::Copy(c) => {
                         let (si, s, so, _) = place(c.src.0, &c.src.1);
@@ -531,18 +536,29 @@ impl GpuContext {
                 rec.flush(self)?;
             }
             match cmd {
-                Prepared::Dispatch { pipeline, bind_group, offset, groups, rebind, label } => {
+                Prepared::Dispatch { pipeline, bind_group, offset, groups, rebind, rebound, label } => {
                     let fresh = match rebind {
                         Some(bound) if bound.iter().any(|b| subst.contains_key(&b.0)) => {
-                            let bound: Vec<Bound> = bound
-                                .iter()
-                                .map(|b| match subst.get(&b.0) {
-                                    Some(s) => (b.0, s.clone(), 0, None),
-                                    None => b.clone(),
-                                })
-                                .collect();
-                            let data = tape.data.as_ref().expect("a dispatch put its parameters into the data buffer");
-                            Some(self.bind_group(pipeline, &bound, data))
+                            let replaced: Vec<wgpu::Buffer> =
+                                bound.iter().filter_map(|b| subst.get(&b.0)).cloned().collect();
+                            let mut last = lock(rebound);
+                            match last.as_ref() {
+                                Some((was, group)) if *was == replaced => Some(group.clone()),
+                                _ => {
+                                    let bound: Vec<Bound> = bound
+                                        .iter()
+                                        .map(|b| match subst.get(&b.0) {
+                                            Some(s) => (b.0, s.clone(), 0, None),
+                                            None => b.clone(),
+                                        })
+                                        .collect();
+                                    let data =
+                                        tape.data.as_ref().expect("a dispatch put its parameters into the data buffer");
+                                    let group = self.bind_group(pipeline, &bound, data);
+                                    *last = Some((replaced, group.clone()));
+                                    Some(group)
+                                }
+                            }
                         }
                         _ => None,
                     };

@@ -45,6 +45,10 @@ pub(crate) struct GpuContext {
     pub(super) dispatches: std::sync::atomic::AtomicU64,
     /// A small buffer bound where a kernel's optional input is absent (never read).
     pub(crate) unused: wgpu::Buffer,
+    /// A host-mappable buffer for small readbacks (a loss, the index-error flag), taken by
+    /// one readback at a time and put back unmapped, so a training loop's per-step reads
+    /// create and destroy no buffer.
+    pub(super) small_staging: Mutex<Option<wgpu::Buffer>>,
     errors: Arc<Mutex<Vec<String>>>,
     lost: Arc<Mutex<Option<String>>>,
 }
@@ -326,6 +330,7 @@ impl GpuContext {
             capturing: Default::default(),
             dispatches: Default::default(),
             unused,
+            small_staging: Mutex::new(None),
             errors,
             lost,
         })
@@ -554,15 +559,16 @@ impl GpuContext {
     /// kernel met (in the browser, where nothing may block, the next async readback reports
     /// them).
     pub fn sync(&self) -> Result<()> {
+        // When a checking kernel ran, reading its flag back submits the pending work in the
+        // same batch and waits for it: one submission per sync either way.
+        #[cfg(not(target_arch = "wasm32"))]
+        pollster::block_on(self.check_indices())?;
         lock(&self.recorder).flush(self)?;
         #[cfg(not(target_arch = "wasm32"))]
         self.device
             .poll(wgpu::PollType::wait_indefinitely())
             .map_err(|e| Error::Gpu { op: "sync", msg: e.to_string() })?;
-        self.check("sync")?;
-        #[cfg(not(target_arch = "wasm32"))]
-        pollster::block_on(self.check_indices())?;
-        Ok(())
+        self.check("sync")
     }
 }
 

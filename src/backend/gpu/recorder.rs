@@ -29,6 +29,8 @@ const SMALL_UPLOAD: usize = 1 << 18;
 pub(crate) const PARAMS_WINDOW: usize = 512;
 /// The params window in 32-bit words.
 pub(crate) const PARAMS_WORDS: usize = PARAMS_WINDOW / 4;
+/// Readbacks up to this many bytes go through the device's one reusable staging buffer.
+const SMALL_READBACK: u64 = 4096;
 /// Bind groups kept for reuse before the cache is dropped and refilled.
 const MAX_BIND_GROUPS: usize = 4096;
 /// The id of the index-error flag buffer in bind-group keys (see `next_buffer_id`).
@@ -465,11 +467,14 @@ impl GpuContext {
             })
             .collect();
         let size: u64 = parts.iter().map(|&(_, b)| b.div_ceil(4) * 4).sum();
-        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("dygraph-readback"),
-            size,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
+        let reused = if size <= SMALL_READBACK { lock(&self.small_staging).take() } else { None };
+        let staging = reused.unwrap_or_else(|| {
+            self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("dygraph-readback"),
+                size: if size <= SMALL_READBACK { SMALL_READBACK } else { size },
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            })
         });
         {
             let mut rec = lock(&self.recorder);
@@ -484,7 +489,7 @@ impl GpuContext {
             rec.flush(self)?;
         }
         let (tx, rx) = futures_intrusive::channel::shared::oneshot_channel();
-        staging.map_async(wgpu::MapMode::Read, .., move |r| {
+        staging.map_async(wgpu::MapMode::Read, ..size, move |r| {
             let _ = tx.send(r);
         });
         #[cfg(not(target_arch = "wasm32"))]
@@ -501,10 +506,14 @@ impl GpuContext {
             None => return Err(Error::DeviceLost("readback callback dropped".into())),
         }
         let mut out: Vec<Vec<u8>> = {
-            let view = staging.get_mapped_range(..).map_err(|e| Error::Gpu { op: "readback", msg: e.to_string() })?;
+            let view =
+                staging.get_mapped_range(..size).map_err(|e| Error::Gpu { op: "readback", msg: e.to_string() })?;
             parts.iter().zip(&offsets).map(|(&(_, b), &o)| view[o as usize..(o + b) as usize].to_vec()).collect()
         };
         staging.unmap();
+        if staging.size() == SMALL_READBACK {
+            *lock(&self.small_staging) = Some(staging);
+        }
         if flag.is_some() {
             let words = out.pop().unwrap_or_default();
             self.index_error(&words)?;
