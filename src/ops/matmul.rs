@@ -183,11 +183,9 @@ pub(crate) fn product_gpu(
     let tile = if entry.starts_with("wide") { 128 } else { 64 };
     let tiles = n.div_ceil(tile).max(1) * m.div_ceil(tile).max(1);
     let outputs = batches * m * n;
-    let splits = if entry == "main" { split_k::slices(ctx, tiles * batches, k, outputs, 1) } else { 1 };
-    let k_chunk = k.div_ceil(splits).div_ceil(16) * 16;
-    let splits = k.div_ceil(k_chunk.max(1)).max(1);
-    let partial = if splits > 1 { Some(ctx.alloc("matmul", 4 * (outputs * splits) as u64)?) } else { None };
-    let dst = partial.as_ref().unwrap_or(out);
+    let wanted = if entry == "main" { split_k::slices(ctx, tiles * batches, k, outputs, 1) } else { 1 };
+    let split = split_k::Split::new(ctx, "matmul", wanted, k, 16, outputs)?;
+    let dst = split.target(out);
     let mut params = vec![
         m as u32,
         n as u32,
@@ -197,8 +195,8 @@ pub(crate) fn product_gpu(
         p.bv.rs as u32,
         p.bv.cs as u32,
         0,
-        splits as u32,
-        k_chunk as u32,
+        split.slices as u32,
+        split.k_chunk as u32,
         outputs as u32,
         cs.len() as u32,
     ];
@@ -208,7 +206,7 @@ pub(crate) fn product_gpu(
     }
     epi.append_params("matmul", &mut params)?;
     let extras = || epi.extras.iter().map(|x| Bind::read(x));
-    let total_z = batches * splits;
+    let total_z = batches * split.slices;
     let mut z0 = 0;
     while z0 < total_z {
         let zn = (total_z - z0).min(max_z);
@@ -218,7 +216,7 @@ pub(crate) fn product_gpu(
         ctx.dispatch(&MATMUL, epi.number, entry, &binds, &params, groups)?;
         z0 += zn;
     }
-    if let Some(partial) = &partial {
+    if let Some(partial) = &split.partial {
         let binds: Vec<Bind> =
             [Bind::read(partial), Bind::unused(ctx), Bind::write(out)].into_iter().chain(extras()).collect();
         ctx.dispatch(&MATMUL, epi.number, "finish", &binds, &params, outputs as u64)?;

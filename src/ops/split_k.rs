@@ -7,7 +7,10 @@
 //! the slices in a fixed order (deterministic, no atomics) and stores as the unsplit kernel
 //! would, epilogue included.
 
-use crate::backend::gpu::GpuContext;
+use std::sync::Arc;
+
+use crate::Result;
+use crate::backend::gpu::{GpuBuffer, GpuContext};
 
 /// About eight 256-invocation workgroups on each of an H100's 132 multiprocessors.
 pub(crate) const SPLIT_TARGET: usize = 1024;
@@ -37,4 +40,35 @@ pub(crate) fn slices(ctx: &GpuContext, workgroups: usize, k: usize, outputs: usi
         t => t.div_ceil(workgroups.max(1)).min(k / MIN_SPLIT_DEPTH).min(MAX_SPLITS),
     };
     want.max(floor).min(MAX_PARTIAL_FLOATS / outputs.max(1)).max(1)
+}
+
+/// A product's reduction as split for dispatch: `slices` of `k_chunk` each (the last may be
+/// shorter), and the buffer their partial outputs go to when there is more than one.
+pub(crate) struct Split {
+    pub slices: usize,
+    pub k_chunk: usize,
+    pub partial: Option<GpuBuffer>,
+}
+
+impl Split {
+    /// `wanted` slices of a reduction `k` deep, each slice a whole number of the kernel's
+    /// `tile_depth`-deep stages (so there may be fewer), over `outputs` values.
+    pub fn new(
+        ctx: &Arc<GpuContext>,
+        op: &'static str,
+        wanted: usize,
+        k: usize,
+        tile_depth: usize,
+        outputs: usize,
+    ) -> Result<Split> {
+        let k_chunk = k.div_ceil(wanted.max(1)).div_ceil(tile_depth) * tile_depth;
+        let slices = k.div_ceil(k_chunk.max(1)).max(1);
+        let partial = if slices > 1 { Some(ctx.alloc(op, 4 * (outputs * slices) as u64)?) } else { None };
+        Ok(Split { slices, k_chunk, partial })
+    }
+
+    /// Where the main entry writes: the partial outputs, or `out` when unsplit.
+    pub fn target<'a>(&'a self, out: &'a GpuBuffer) -> &'a GpuBuffer {
+        self.partial.as_ref().unwrap_or(out)
+    }
 }

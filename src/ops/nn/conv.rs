@@ -454,17 +454,15 @@ fn gpu_conv(
     let tiles_m = m.div_ceil(16 * rm);
     let tiles = if direct { (row_blocks * col_blocks).div_ceil(256) } else { tiles_m * ncols.div_ceil(BN) };
     let max_z = ctx.limits.max_compute_workgroups_per_dimension.max(1) as usize;
-    let splits = split_count(ctx, mode, tiles * g.groups, k, numel).min((max_z / g.groups).max(1));
-    let k_chunk = k.div_ceil(splits).div_ceil(BK) * BK;
-    let splits = k.div_ceil(k_chunk);
-    let partial = if splits > 1 { Some(ctx.alloc(OP, 4 * (numel * splits) as u64)?) } else { None };
-    let dst = partial.as_ref().unwrap_or(out);
+    let wanted = split_count(ctx, mode, tiles * g.groups, k, numel).min((max_z / g.groups).max(1));
+    let split = split_k::Split::new(ctx, OP, wanted, k, BK, numel)?;
+    let dst = split.target(out);
     let [gx, gy, _] = grid(ctx, tiles as u64)?;
-    let total_z = g.groups * splits;
+    let total_z = g.groups * split.slices;
     #[rustfmt::skip]
     let mut params: Vec<u32> = [
         g.n, g.c, g.h, g.w, g.oc, g.oh, g.ow, g.kh, g.kw, g.sh, g.sw, g.pt, g.pl, g.dh, g.dw,
-        g.cin_g(), g.cout_g(), m, ncols, k, tiles_m, k_chunk, splits, bias.is_some() as usize, 0,
+        g.cin_g(), g.cout_g(), m, ncols, k, tiles_m, split.k_chunk, split.slices, bias.is_some() as usize, 0,
         row_blocks, col_blocks, numel,
     ]
     .iter()
@@ -482,7 +480,7 @@ fn gpu_conv(
         ctx.dispatch(&CONV2D, key, entry, &binds, &params, [gx, gy, zn as u32])?;
         z0 += zn;
     }
-    if let Some(p) = &partial {
+    if let Some(p) = &split.partial {
         let mut binds = vec![Bind::read(p), Bind::unused(ctx), bias(), Bind::write(out)];
         binds.extend(epi.extras.iter().map(|x| Bind::read(x)));
         ctx.dispatch(&CONV2D, key, "finish", &binds, &params, numel as u64)?;
