@@ -3,7 +3,9 @@
 //! kernel dispatch (what a plan removes; recording and submitting included, the device
 //! waits excluded), dispatches per step, and the device memory a step
 //! needs above the parameters (`cargo bench --bench plans`; `-- --quick` for fewer steps).
-//! The CPU modes run interleaved, one step of each per round. With `--profile`, each mode
+//! The CPU modes run interleaved, one step of each per round. A second measure drains the
+//! device after every step (batch 1) and reports the median host CPU per step and per
+//! dispatch, submission and driver clean-up included. With `--profile`, each mode
 //! then runs a few more steps under `dygraph::profiler` and prints its kernel table.
 
 use std::rc::Rc;
@@ -20,8 +22,7 @@ mod common;
 
 use common::thread_cpu;
 
-fn batch(place: Place) -> (Tensor, Tensor) {
-    let n = 64;
+fn batch(place: Place, n: usize) -> (Tensor, Tensor) {
     let px: Vec<f32> = (0..n * 784).map(|i| (((i * 7) % 17) as f32 / 8.0) - 1.0).collect();
     let lb: Vec<i64> = (0..n).map(|i| ((i * 3) % 10) as i64).collect();
     let x = Tensor::from_vec(px, [n, 1, 28, 28]).unwrap().to(place).unwrap();
@@ -92,6 +93,29 @@ fn measure(place: Place, mode: &'static str, warm: usize, steps: usize, f: &mut 
     }
 }
 
+/// The median host CPU of one step of `f` plus draining the device (recording, submitting,
+/// the driver's clean-up of the finished batch and the index-flag readback; the waits
+/// themselves use no CPU), and the dispatches per step. Run on a batch of one, so a
+/// software adapter's kernels barely compete with the host for the cores.
+fn synced_host(steps: usize, f: &mut dyn FnMut()) -> (f64, f64) {
+    for _ in 0..5 {
+        f();
+        settle(Place::Gpu(0));
+    }
+    let d0 = dispatches(Place::Gpu(0));
+    let mut cpu: Vec<f64> = (0..steps)
+        .map(|_| {
+            let c = thread_cpu();
+            f();
+            settle(Place::Gpu(0));
+            (thread_cpu() - c).as_secs_f64() * 1e6
+        })
+        .collect();
+    let d = (dispatches(Place::Gpu(0)) - d0) as f64 / steps as f64;
+    cpu.sort_by(f64::total_cmp);
+    (cpu[steps / 2], d)
+}
+
 /// One measured step.
 type Step = Box<dyn FnMut()>;
 
@@ -115,10 +139,10 @@ fn profile(place: Place, mode: &str, steps: usize, f: &mut dyn FnMut()) {
     }
 }
 
-/// An eager training step on `place`.
-fn eager_step(place: Place) -> Step {
+/// An eager training step on `place` over a batch of `n`.
+fn eager_step(place: Place, n: usize) -> Step {
     paddle::seed(1);
-    let (x, y) = batch(place);
+    let (x, y) = batch(place, n);
     let net = paddle::guard(place, MnistNet::new).unwrap();
     let mut opt = Adam::new(1e-3, net.parameters());
     Box::new(move || {
@@ -130,7 +154,7 @@ fn eager_step(place: Place) -> Step {
 }
 
 /// The same step as a static program on `place`, with its executor (plans on or off).
-fn static_step(place: Place, plans: bool) -> (Step, Rc<Executor>) {
+fn static_step(place: Place, plans: bool, n: usize) -> (Step, Rc<Executor>) {
     paddle::seed(1);
     let (main, startup) = (Program::new(), Program::new());
     let loss = st::program_guard(&main, &startup, || {
@@ -144,7 +168,7 @@ fn static_step(place: Place, plans: bool) -> (Step, Rc<Executor>) {
     let exe = Rc::new(Executor::with_scope(place, Scope::new()));
     exe.set_plans(plans);
     exe.run(&startup, &[], &[] as &[&str]).unwrap();
-    let (x, y) = batch(place);
+    let (x, y) = batch(place, n);
     let e = exe.clone();
     let step = Box::new(move || {
         e.run(&main, &[("pixel", &x), ("label", &y)], &[&loss]).unwrap();
@@ -282,11 +306,11 @@ fn main() {
         };
         let rows = match place {
             Place::Gpu(_) => {
-                let mut eager = eager_step(place);
+                let mut eager = eager_step(place, 64);
                 let mut rows = vec![measure(place, "eager", warm, steps, &mut eager)];
                 profiles.push(("eager", eager));
                 for (mode, plans) in [("static, interpreted", false), ("static, plan", true)] {
-                    let (mut step, exe) = static_step(place, plans);
+                    let (mut step, exe) = static_step(place, plans, 64);
                     let row = measure(place, mode, warm, steps, &mut step);
                     let info = exe.last_plan();
                     if let Some(info) = &info {
@@ -300,7 +324,7 @@ fn main() {
                 rows
             }
             _ => interleaved(
-                vec![("eager", eager_step(place)), ("static, interpreted", static_step(place, false).0)],
+                vec![("eager", eager_step(place, 64)), ("static, interpreted", static_step(place, false, 64).0)],
                 warm,
                 steps,
             ),
@@ -323,8 +347,20 @@ fn main() {
         for (mode, mut step) in profiles {
             profile(Place::Gpu(0), mode, 10, &mut step);
         }
-        profile(Place::Cpu, "CPU eager", 10, &mut eager_step(Place::Cpu));
-        profile(Place::Cpu, "CPU static, interpreted", 10, &mut static_step(Place::Cpu, false).0);
+        profile(Place::Cpu, "CPU eager", 10, &mut eager_step(Place::Cpu, 64));
+        profile(Place::Cpu, "CPU static, interpreted", 10, &mut static_step(Place::Cpu, false, 64).0);
+    }
+    if paddle::gpu_info(0).is_ok() {
+        let steps = if quick { 30 } else { 200 };
+        println!(
+            "\nHost CPU per step, the device drained after every step (a loop reading its loss each step), batch 1, median of {steps}:"
+        );
+        for (mode, mut step) in
+            [("eager", eager_step(Place::Gpu(0), 1)), ("static, plan", static_step(Place::Gpu(0), true, 1).0)]
+        {
+            let (us, d) = synced_host(steps, &mut step);
+            println!("- {mode}: {us:.0} µs per step, {d:.0} dispatches, {:.2} µs per dispatch", us / d);
+        }
     }
     if let Some(us) = wgpu_floor_us() {
         println!(
