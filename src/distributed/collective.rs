@@ -47,6 +47,21 @@ macro_rules! with_buf {
     };
 }
 
+/// `$body` over two buffers of one element type, bound as `$a` and `$b`; `$other` when their
+/// types differ (never, for a buffer made by `zeros_like` of the other).
+macro_rules! with_pair {
+    ($x:expr, $y:expr, ($a:ident, $b:ident) => $body:expr, _ => $other:expr) => {
+        match ($x, $y) {
+            (MpiBuf::U8($a), MpiBuf::U8($b)) => $body,
+            (MpiBuf::I32($a), MpiBuf::I32($b)) => $body,
+            (MpiBuf::I64($a), MpiBuf::I64($b)) => $body,
+            (MpiBuf::F32($a), MpiBuf::F32($b)) => $body,
+            (MpiBuf::F64($a), MpiBuf::F64($b)) => $body,
+            _ => $other,
+        }
+    };
+}
+
 impl MpiBuf {
     fn from_data(data: CpuData) -> MpiBuf {
         match data {
@@ -97,14 +112,7 @@ impl MpiBuf {
     }
 
     fn extend(&mut self, other: MpiBuf) {
-        match (self, other) {
-            (MpiBuf::U8(a), MpiBuf::U8(b)) => a.extend(b),
-            (MpiBuf::I32(a), MpiBuf::I32(b)) => a.extend(b),
-            (MpiBuf::I64(a), MpiBuf::I64(b)) => a.extend(b),
-            (MpiBuf::F32(a), MpiBuf::F32(b)) => a.extend(b),
-            (MpiBuf::F64(a), MpiBuf::F64(b)) => a.extend(b),
-            _ => {}
-        }
+        with_pair!(self, other, (a, b) => a.extend(b), _ => {})
     }
 
     /// Divides every element by `n` (the mean of a sum over `n` ranks).
@@ -245,14 +253,7 @@ pub fn all_reduce(tensor: &Tensor, op: ReduceOp) -> Result<()> {
     s.blocking(OP, |comm| -> Result<()> {
         agree(s, comm, OP, tensor, 0, local)?;
         let sop = system_op(op, bytes);
-        match (&send, &mut recv) {
-            (MpiBuf::U8(a), MpiBuf::U8(b)) => comm.all_reduce_into(&a[..], &mut b[..], sop),
-            (MpiBuf::I32(a), MpiBuf::I32(b)) => comm.all_reduce_into(&a[..], &mut b[..], sop),
-            (MpiBuf::I64(a), MpiBuf::I64(b)) => comm.all_reduce_into(&a[..], &mut b[..], sop),
-            (MpiBuf::F32(a), MpiBuf::F32(b)) => comm.all_reduce_into(&a[..], &mut b[..], sop),
-            (MpiBuf::F64(a), MpiBuf::F64(b)) => comm.all_reduce_into(&a[..], &mut b[..], sop),
-            _ => {}
-        }
+        with_pair!(&send, &mut recv, (a, b) => comm.all_reduce_into(&a[..], &mut b[..], sop), _ => {});
         Ok(())
     })?;
     if op == ReduceOp::Avg {
@@ -276,14 +277,10 @@ pub fn reduce(tensor: &Tensor, dst: usize, op: ReduceOp) -> Result<()> {
         agree(s, comm, OP, tensor, dst, local)?;
         let sop = system_op(op, bytes);
         let p = comm.process_at_rank(dst as i32);
-        match (&send, &mut recv, root) {
-            (MpiBuf::U8(a), MpiBuf::U8(b), true) => p.reduce_into_root(&a[..], &mut b[..], sop),
-            (MpiBuf::I32(a), MpiBuf::I32(b), true) => p.reduce_into_root(&a[..], &mut b[..], sop),
-            (MpiBuf::I64(a), MpiBuf::I64(b), true) => p.reduce_into_root(&a[..], &mut b[..], sop),
-            (MpiBuf::F32(a), MpiBuf::F32(b), true) => p.reduce_into_root(&a[..], &mut b[..], sop),
-            (MpiBuf::F64(a), MpiBuf::F64(b), true) => p.reduce_into_root(&a[..], &mut b[..], sop),
-            (a, _, false) => with_buf!(a, v => p.reduce_into(&v[..], sop)),
-            _ => {}
+        if root {
+            with_pair!(&send, &mut recv, (a, b) => p.reduce_into_root(&a[..], &mut b[..], sop), _ => {});
+        } else {
+            with_buf!(&send, v => p.reduce_into(&v[..], sop));
         }
         Ok(())
     })?;
@@ -324,14 +321,7 @@ pub fn all_gather(tensor: &Tensor) -> Result<Vec<Tensor>> {
     let mut recv = send.zeros_like(n * s.size);
     s.blocking(OP, |comm| -> Result<()> {
         agree(s, comm, OP, tensor, 0, Ok(()))?;
-        match (&send, &mut recv) {
-            (MpiBuf::U8(a), MpiBuf::U8(b)) => comm.all_gather_into(&a[..], &mut b[..]),
-            (MpiBuf::I32(a), MpiBuf::I32(b)) => comm.all_gather_into(&a[..], &mut b[..]),
-            (MpiBuf::I64(a), MpiBuf::I64(b)) => comm.all_gather_into(&a[..], &mut b[..]),
-            (MpiBuf::F32(a), MpiBuf::F32(b)) => comm.all_gather_into(&a[..], &mut b[..]),
-            (MpiBuf::F64(a), MpiBuf::F64(b)) => comm.all_gather_into(&a[..], &mut b[..]),
-            _ => {}
-        }
+        with_pair!(&send, &mut recv, (a, b) => comm.all_gather_into(&a[..], &mut b[..]), _ => {});
         Ok(())
     })?;
     (0..s.size)
@@ -362,14 +352,9 @@ pub fn scatter(tensor: &Tensor, tensor_list: Option<&[Tensor]>, src: usize) -> R
     s.blocking(OP, |comm| -> Result<()> {
         agree(s, comm, OP, tensor, src, local)?;
         let p = comm.process_at_rank(src as i32);
-        match (&send, &mut recv) {
-            (Some(MpiBuf::U8(a)), MpiBuf::U8(b)) => p.scatter_into_root(&a[..], &mut b[..]),
-            (Some(MpiBuf::I32(a)), MpiBuf::I32(b)) => p.scatter_into_root(&a[..], &mut b[..]),
-            (Some(MpiBuf::I64(a)), MpiBuf::I64(b)) => p.scatter_into_root(&a[..], &mut b[..]),
-            (Some(MpiBuf::F32(a)), MpiBuf::F32(b)) => p.scatter_into_root(&a[..], &mut b[..]),
-            (Some(MpiBuf::F64(a)), MpiBuf::F64(b)) => p.scatter_into_root(&a[..], &mut b[..]),
-            (None, b) => with_buf!(b, v => p.scatter_into(&mut v[..])),
-            _ => {}
+        match &send {
+            Some(all) => with_pair!(all, &mut recv, (a, b) => p.scatter_into_root(&a[..], &mut b[..]), _ => {}),
+            None => with_buf!(&mut recv, v => p.scatter_into(&mut v[..])),
         }
         Ok(())
     })?;
