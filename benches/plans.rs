@@ -95,8 +95,9 @@ fn measure(place: Place, mode: &'static str, warm: usize, steps: usize, f: &mut 
 
 /// The median host CPU of one step of `f` plus draining the device (recording, submitting,
 /// the driver's clean-up of the finished batch and the index-flag readback; the waits
-/// themselves use no CPU), and the dispatches per step. Run on a batch of one, so a
-/// software adapter's kernels barely compete with the host for the cores.
+/// themselves use no CPU on Linux, where `thread_cpu` is the thread clock), and the dispatches
+/// per step. Run on a batch of one, so a software adapter's kernels barely compete with the
+/// host for the cores.
 fn synced_host(steps: usize, f: &mut dyn FnMut()) -> (f64, f64) {
     for _ in 0..5 {
         f();
@@ -353,7 +354,7 @@ fn main() {
     if paddle::gpu_info(0).is_ok() {
         let steps = if quick { 30 } else { 200 };
         println!(
-            "\nHost CPU per step, the device drained after every step (a loop reading its loss each step), batch 1, median of {steps}:"
+            "\nHost CPU per step, the device drained after every step (a loop that syncs each step), batch 1, median of {steps}:"
         );
         for (mode, mut step) in
             [("eager", eager_step(Place::Gpu(0), 1)), ("static, plan", static_step(Place::Gpu(0), true, 1).0)]

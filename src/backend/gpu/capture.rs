@@ -163,10 +163,10 @@ enum Prepared {
         offset: u32,
         groups: [u32; 3],
         rebind: Option<Vec<Bound>>,
-        /// The bind group made for the last run's replaced buffers, reused while a run
-        /// replaces them by the same ones (a loop feeding pooled buffers, a fetch whose last
+        /// The bind group made for the last run's replacements (by binding slot), reused
+        /// while a run makes the same ones (a loop feeding pooled buffers, a fetch whose last
         /// value was dropped).
-        rebound: Mutex<Option<(Vec<wgpu::Buffer>, wgpu::BindGroup)>>,
+        rebound: Mutex<Option<(Vec<Option<wgpu::Buffer>>, wgpu::BindGroup)>>,
         label: KernelLabel,
     },
     Copy(CopyCmd),
@@ -539,8 +539,8 @@ impl GpuContext {
                 Prepared::Dispatch { pipeline, bind_group, offset, groups, rebind, rebound, label } => {
                     let fresh = match rebind {
                         Some(bound) if bound.iter().any(|b| subst.contains_key(&b.0)) => {
-                            let replaced: Vec<wgpu::Buffer> =
-                                bound.iter().filter_map(|b| subst.get(&b.0)).cloned().collect();
+                            let replaced: Vec<Option<wgpu::Buffer>> =
+                                bound.iter().map(|b| subst.get(&b.0).cloned()).collect();
                             let mut last = lock(rebound);
                             match last.as_ref() {
                                 Some((was, group)) if *was == replaced => Some(group.clone()),

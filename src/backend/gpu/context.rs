@@ -562,7 +562,7 @@ impl GpuContext {
         // When a checking kernel ran, reading its flag back submits the pending work in the
         // same batch and waits for it: one submission per sync either way.
         #[cfg(not(target_arch = "wasm32"))]
-        pollster::block_on(self.check_indices())?;
+        pollster::block_on(self.check_indices("sync"))?;
         lock(&self.recorder).flush(self)?;
         #[cfg(not(target_arch = "wasm32"))]
         self.device

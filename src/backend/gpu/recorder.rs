@@ -377,10 +377,10 @@ impl GpuContext {
     /// reports an out-of-range index a kernel recorded since the last check.
     pub async fn read(&self, src: &GpuBuffer, bytes: u64) -> Result<Vec<u8>> {
         if bytes == 0 {
-            self.check_indices().await?;
+            self.check_indices("readback").await?;
             return Ok(Vec::new());
         }
-        let mut out = self.read_raw(&[(src.raw(), bytes)]).await?;
+        let mut out = self.read_raw("readback", &[(src.raw(), bytes)]).await?;
         Ok(out.swap_remove(0))
     }
 
@@ -440,13 +440,14 @@ impl GpuContext {
     }
 
     /// Submits pending work and reports an out-of-range index recorded since the last check.
-    pub async fn check_indices(&self) -> Result<()> {
-        self.read_raw(&[]).await.map(|_| ())
+    /// Errors name `op` (the caller: a readback, `sync`).
+    pub async fn check_indices(&self, op: &'static str) -> Result<()> {
+        self.read_raw(op, &[]).await.map(|_| ())
     }
 
     /// Reads the first bytes of each buffer (and the index-error flag, when a checking kernel
     /// ran since it was last read) with one submission and one mapping.
-    async fn read_raw(&self, srcs: &[(&wgpu::Buffer, u64)]) -> Result<Vec<Vec<u8>>> {
+    async fn read_raw(&self, op: &'static str, srcs: &[(&wgpu::Buffer, u64)]) -> Result<Vec<Vec<u8>>> {
         if !srcs.is_empty() {
             self.taint_capture("an op read data back to the host");
         }
@@ -493,21 +494,18 @@ impl GpuContext {
             let _ = tx.send(r);
         });
         #[cfg(not(target_arch = "wasm32"))]
-        self.device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| Error::Gpu { op: "readback", msg: e.to_string() })?;
+        self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| Error::Gpu { op, msg: e.to_string() })?;
         let mapped = rx.receive().await;
-        self.check("readback")?;
+        self.check(op)?;
         match mapped {
             Some(Ok(())) => {}
             Some(Err(e)) => {
-                return Err(Error::Gpu { op: "readback", msg: e.to_string() });
+                return Err(Error::Gpu { op, msg: e.to_string() });
             }
             None => return Err(Error::DeviceLost("readback callback dropped".into())),
         }
         let mut out: Vec<Vec<u8>> = {
-            let view =
-                staging.get_mapped_range(..size).map_err(|e| Error::Gpu { op: "readback", msg: e.to_string() })?;
+            let view = staging.get_mapped_range(..size).map_err(|e| Error::Gpu { op, msg: e.to_string() })?;
             parts.iter().zip(&offsets).map(|(&(_, b), &o)| view[o as usize..(o + b) as usize].to_vec()).collect()
         };
         staging.unmap();
