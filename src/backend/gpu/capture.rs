@@ -547,7 +547,8 @@ impl GpuContext {
                                 _ => {
                                     let bound: Vec<Bound> = bound
                                         .iter()
-                                        .map(|b| match subst.get(&b.0) {
+                                        .zip(&replaced)
+                                        .map(|(b, r)| match r {
                                             Some(s) => (b.0, s.clone(), 0, None),
                                             None => b.clone(),
                                         })
