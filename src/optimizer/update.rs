@@ -168,6 +168,79 @@ fn step_scalar(rule: &Rule, p: f64, g: f64, s: &mut [f64], lr: f64, wd: f64) -> 
     }
 }
 
+/// The CPU update of every element: `step_scalar` in float64, with the rule chosen once per
+/// call rather than per element, and Adam's step-constant factors computed once (the same
+/// operations in the same order, so the same bits).
+fn update_cpu<T: UpdateFloat>(rule: &Rule, p: &mut [T], g: &[T], states: Vec<&mut [T]>, lr: f64, wd: f64) {
+    match (*rule, <[&mut [T]; 2]>::try_from(states)) {
+        (Rule::Adam { beta1, beta2, eps, beta1_pow, beta2_pow, decoupled_wd }, Ok(states)) => {
+            let c2 = (1.0 - beta2_pow).sqrt();
+            let (decay, step, eps_hat) = (lr * decoupled_wd, lr * c2 / (1.0 - beta1_pow), eps * c2);
+            let (keep1, keep2) = (1.0 - beta1, 1.0 - beta2);
+            sweep(p, g, states, |p, g, s| {
+                let p = p - decay * p;
+                let g = g + wd * p;
+                let m = beta1 * s[0] + keep1 * g;
+                let v = beta2 * s[1] + keep2 * g * g;
+                s[0] = m;
+                s[1] = v;
+                p - step * (m / (v.sqrt() + eps_hat))
+            })
+        }
+        (_, Ok(states)) => sweep(p, g, states, |p, g, s| step_scalar(rule, p, g, s, lr, wd)),
+        (_, Err(states)) => match <[&mut [T]; 3]>::try_from(states) {
+            Ok(states) => sweep(p, g, states, |p, g, s| step_scalar(rule, p, g, s, lr, wd)),
+            Err(states) => match <[&mut [T]; 1]>::try_from(states) {
+                Ok(states) => sweep(p, g, states, |p, g, s| step_scalar(rule, p, g, s, lr, wd)),
+                Err(_) => sweep(p, g, [], |p, g, s| step_scalar(rule, p, g, s, lr, wd)),
+            },
+        },
+    }
+}
+
+/// `p[i] = f(p[i], g[i], states at i)` in float64 for every element, writing the states back.
+fn sweep<T: UpdateFloat, const S: usize>(
+    p: &mut [T],
+    g: &[T],
+    mut states: [&mut [T]; S],
+    f: impl Fn(f64, f64, &mut [f64; S]) -> f64,
+) {
+    for i in 0..p.len().min(g.len()) {
+        let mut s = [0.0f64; S];
+        for (v, st) in s.iter_mut().zip(&states) {
+            *v = st[i].to_f64();
+        }
+        p[i] = T::from_f64(f(p[i].to_f64(), g[i].to_f64(), &mut s));
+        for (v, st) in s.iter().zip(states.iter_mut()) {
+            st[i] = T::from_f64(*v);
+        }
+    }
+}
+
+/// The parameter types the CPU updates (the arithmetic is float64 for both).
+trait UpdateFloat: Copy {
+    fn to_f64(self) -> f64;
+    fn from_f64(v: f64) -> Self;
+}
+
+impl UpdateFloat for f32 {
+    fn to_f64(self) -> f64 {
+        self as f64
+    }
+    fn from_f64(v: f64) -> Self {
+        v as f32
+    }
+}
+
+impl UpdateFloat for f64 {
+    fn to_f64(self) -> f64 {
+        self
+    }
+    fn from_f64(v: f64) -> Self {
+        v
+    }
+}
+
 fn f(v: f64) -> u32 {
     (v as f32).to_bits()
 }
@@ -414,31 +487,26 @@ impl Op for UpdateOp {
             return Err(Error::invalid(self.name, "the parameter and states must be writable"));
         }
         let (param, states) = written.split_at_mut(1);
-        let n = grad.len();
-        let mut s = vec![0.0f64; self.states];
         macro_rules! run {
-            ($variant:ident, $t:ty) => {{
+            ($variant:ident) => {{
                 let (CpuData::$variant(p), CpuData::$variant(g)) = (&mut *param[0], grad) else {
                     return Err(Error::unsupported(self.name, grad.dtype(), "(parameters must be float32 or float64)"));
                 };
-                for i in 0..n {
-                    for (j, st) in states.iter().enumerate() {
-                        if let CpuData::$variant(v) = &**st {
-                            s[j] = v[i] as f64;
-                        }
-                    }
-                    p[i] = step_scalar(rule, p[i] as f64, g[i] as f64, &mut s, lr, wd) as $t;
-                    for (j, st) in states.iter_mut().enumerate() {
-                        if let CpuData::$variant(v) = &mut **st {
-                            v[i] = s[j] as $t;
+                let mut st = Vec::with_capacity(states.len());
+                for s in states.iter_mut() {
+                    match &mut **s {
+                        CpuData::$variant(v) => st.push(v.as_mut_slice()),
+                        other => {
+                            return Err(Error::DTypeMismatch { op: self.name, lhs: grad.dtype(), rhs: other.dtype() });
                         }
                     }
                 }
+                update_cpu(rule, p, g, st, lr, wd);
             }};
         }
         match grad {
-            CpuData::F32(_) => run!(F32, f32),
-            _ => run!(F64, f64),
+            CpuData::F32(_) => run!(F32),
+            _ => run!(F64),
         }
         Ok(Vec::new())
     }
