@@ -326,3 +326,80 @@ fn bad_fused_programs_are_typed_errors() {
         assert!(msg.contains("matmul"), "{msg}");
     }
 }
+
+/// Bit patterns with every NaN alike (the kernels may produce different NaN payloads).
+fn bits(v: &[f64]) -> Vec<u64> {
+    v.iter().map(|x| if x.is_nan() { f64::NAN.to_bits() } else { x.to_bits() }).collect()
+}
+
+/// On the CPU, `max_pool(relu(x))` runs as `relu(max_pool(x))` with its gradient reordered
+/// to match, and gives the same bits as the program as written, forward and backward:
+/// overlapping and padded windows, adaptive windows, ties, all-negative windows, zeros of
+/// both signs, infinities and NaN. Fetching the relu output runs the program as written.
+#[test]
+fn relu_moves_after_max_pooling_on_the_cpu_bit_for_bit() {
+    let seed = common::run_seed();
+    let mut rng = common::Rng::new(seed);
+    type Pool = fn(&Tensor) -> paddle::Result<Tensor>;
+    let pools: [(&str, &str, Pool); 3] = [
+        ("2x2 stride 2", "max_pool2d", |h| paddle::max_pool2d(h, &nn::Pool2dOptions::new(2))),
+        ("3x3 stride 1 padding 1", "max_pool2d", |h| {
+            paddle::max_pool2d(h, &nn::Pool2dOptions::new(3).stride(1).padding(1))
+        }),
+        ("adaptive 4x4", "adaptive_max_pool2d", |h| paddle::adaptive_max_pool2d(h, 4)),
+    ];
+    let mut x = rng.vec(2 * 2 * 6 * 6, -1.0, 1.0);
+    let at = |n: usize, c: usize, y: usize, x: usize| ((n * 2 + c) * 6 + y) * 6 + x;
+    for y in 0..3 {
+        for xx in 0..3 {
+            x[at(0, 0, y, xx)] = -0.25 - (y * 3 + xx) as f64 / 16.0; // an all-negative corner
+        }
+    }
+    (x[at(0, 1, 2, 2)], x[at(0, 1, 2, 3)], x[at(0, 1, 3, 2)]) = (0.75, 0.75, 0.75); // ties
+    (x[at(1, 0, 4, 4)], x[at(1, 0, 4, 5)], x[at(1, 0, 5, 4)], x[at(1, 0, 5, 5)]) = (0.0, -0.0, -0.5, -0.0);
+    (x[at(1, 1, 0, 1)], x[at(1, 1, 5, 5)], x[at(0, 0, 5, 5)]) = (f64::NAN, f64::INFINITY, f64::NEG_INFINITY);
+    for dtype in [DType::Float32, DType::Float64] {
+        for (what, pool_type, pool) in pools {
+            let (main, startup) = (Program::new(), Program::new());
+            let (r, p, loss, gx) = st::program_guard(&main, &startup, || {
+                let x = st::data("x", &[-1, 2, 6, 6], dtype).unwrap();
+                x.set_stop_gradient(false);
+                let r = x.relu().unwrap();
+                let p = pool(&r).unwrap();
+                let loss = p.multiply(&p.scale(0.5, 1.0).unwrap()).unwrap().sum(&[], false).unwrap();
+                let gx = st::gradients(std::slice::from_ref(&loss), &[x], None).unwrap().remove(0).unwrap();
+                (r, p, loss, gx)
+            });
+            let xt = common::tensor(&x, &[2, 2, 6, 6], dtype, Place::Cpu);
+            let run = |fusion: bool, fetch: &[&Tensor]| -> (Vec<Vec<f64>>, Vec<String>) {
+                let exe = Executor::with_scope(Place::Cpu, Scope::new());
+                exe.set_fusion(fusion);
+                exe.run(&startup, &[], &[] as &[&str]).unwrap();
+                let order = exe.ops_to_run(&main).unwrap().into_iter().map(|o| o.op_type).collect();
+                let out = exe.run(&main, &[("x", &xt)], fetch).unwrap();
+                (out.iter().map(values).collect(), order)
+            };
+            let case = format!("{what}, {dtype} (seed {seed})");
+            let ((moved, order), (written, written_order)) =
+                (run(true, &[&p, &loss, &gx]), run(false, &[&p, &loss, &gx]));
+            let pos = |o: &[String], t: &str| {
+                o.iter().position(|s| s == t).unwrap_or_else(|| panic!("{case}: no {t} in {o:?}"))
+            };
+            assert!(pos(&written_order, "relu") < pos(&written_order, pool_type), "{case}: {written_order:?}");
+            assert!(pos(&order, pool_type) < pos(&order, "relu"), "{case}: relu moves after the pooling: {order:?}");
+            // relu's gradient runs before the pooling's (here fused with the loss's gradient).
+            let after_pool_grad = |o: &[String]| o[pos(o, "pool2d_max_grad")..].contains(&"relu_grad".to_string());
+            assert!(after_pool_grad(&written_order) && !after_pool_grad(&order), "{case}: {order:?}");
+            for (name, (a, b)) in ["pooled", "loss", "input gradient"].iter().zip(moved.iter().zip(&written)) {
+                assert_eq!(bits(a), bits(b), "{case}: {name}, rewritten vs as written");
+            }
+            assert!(written[2].iter().any(|&g| g != 0.0) && written[2].contains(&0.0), "{case}");
+            // The relu output is what the rewrite removes: fetching it runs the program as written.
+            let (fetched, _) = run(true, &[&r, &p]);
+            let relu: Vec<f64> =
+                xt.to_f64_vec().unwrap().iter().map(|&v| if v > 0.0 || v.is_nan() { v } else { 0.0 }).collect();
+            assert_eq!(bits(&fetched[0]), bits(&relu), "{case}: fetched relu output");
+            assert_eq!(bits(&fetched[1]), bits(&written[0]), "{case}: pooled, relu output fetched");
+        }
+    }
+}

@@ -422,23 +422,32 @@ fn compile(d: &ProgramData, place: Place) -> Result<Compiled> {
     }
     let mut c = compile_ops(d, &d.blocks[0].ops, place)?;
     if c.plannable {
-        let chains = super::fusion::fuse(&d.blocks[0].ops, &d.vars, super::fusion::Kinds::for_place(place.is_gpu()));
-        if !chains.is_empty() {
-            let mut skip = HashSet::new();
-            let mut at = HashMap::new();
-            for f in &chains {
-                skip.extend(f.members.iter().copied());
-                at.insert(f.root, f.desc.clone());
-            }
-            let eliminated: HashSet<VarId> = chains
-                .iter()
-                .flat_map(|f| f.members.iter().flat_map(|&m| d.blocks[0].ops[m].outputs.clone()))
-                .collect();
-            let ops: Vec<OpDesc> = (0..d.blocks[0].ops.len())
+        let kinds = super::fusion::Kinds::for_place(place.is_gpu());
+        let commuted = kinds.commute.then(|| super::commute::relu_after_max_pool(&d.blocks[0].ops, &d.vars)).flatten();
+        let (base, mut eliminated, reshaped) = match commuted {
+            Some(cm) => (cm.ops, cm.eliminated, cm.reshaped),
+            None => (d.blocks[0].ops.clone(), HashSet::new(), Vec::new()),
+        };
+        let mut vars = d.vars.clone();
+        for &(v, like) in &reshaped {
+            vars[v].shape = d.vars[like].shape.clone();
+        }
+        let chains = super::fusion::fuse(&base, &vars, kinds);
+        let mut skip = HashSet::new();
+        let mut at = HashMap::new();
+        for f in &chains {
+            skip.extend(f.members.iter().copied());
+            at.insert(f.root, f.desc.clone());
+        }
+        eliminated.extend(chains.iter().flat_map(|f| f.members.iter().flat_map(|&m| base[m].outputs.clone())));
+        if !eliminated.is_empty() {
+            let ops: Vec<OpDesc> = (0..base.len())
                 .filter(|i| !skip.contains(i))
-                .map(|i| at.remove(&i).unwrap_or_else(|| d.blocks[0].ops[i].clone()))
+                .map(|i| at.remove(&i).unwrap_or_else(|| base[i].clone()))
                 .collect();
-            c.fused = Some(Fusion { compiled: Arc::new(compile_ops(d, &ops, place)?), eliminated });
+            let mut fused = compile_ops(d, &ops, place)?;
+            fused.vars = vars;
+            c.fused = Some(Fusion { compiled: Arc::new(fused), eliminated });
         }
     }
     Ok(c)

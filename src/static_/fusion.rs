@@ -71,19 +71,22 @@ pub(super) struct Kinds {
     pub epilogues: bool,
     /// A chain before a reduction into its loads.
     pub prologues: bool,
+    /// `max_pool(relu(x))` as `relu(max_pool(x))` (see `commute`).
+    pub commute: bool,
 }
 
 impl Kinds {
     /// What a place fuses: epilogues and prologues only on a GPU (on the CPU the separate,
-    /// vectorised kernels are faster than one loop evaluating the chain). `DYGRAPH_FUSION`
-    /// narrows it, for measurement: a comma-separated list of `chains`, `epilogues`,
-    /// `prologues` (`0` for none is handled by the Executor).
+    /// vectorised kernels are faster than one loop evaluating the chain), the relu–pooling
+    /// rewrite only on the CPU. `DYGRAPH_FUSION` narrows it, for measurement: a
+    /// comma-separated list of `chains`, `epilogues`, `prologues`, `commute` (`0` for none is
+    /// handled by the Executor).
     pub(super) fn for_place(gpu: bool) -> Kinds {
         Kinds::from_setting(gpu, std::env::var("DYGRAPH_FUSION").ok().as_deref())
     }
 
     fn from_setting(gpu: bool, setting: Option<&str>) -> Kinds {
-        let all = Kinds { chains: true, epilogues: gpu, prologues: gpu };
+        let all = Kinds { chains: true, epilogues: gpu, prologues: gpu, commute: !gpu };
         match setting {
             Some(list) if list.contains(|c: char| c.is_ascii_alphabetic()) => {
                 let has = |k: &str| list.split(',').any(|s| s.trim() == k);
@@ -91,6 +94,7 @@ impl Kinds {
                     chains: has("chains"),
                     epilogues: all.epilogues && has("epilogues"),
                     prologues: all.prologues && has("prologues"),
+                    commute: all.commute && has("commute"),
                 }
             }
             _ => all,
@@ -349,13 +353,15 @@ mod tests {
 
     #[test]
     fn fusion_setting_narrows_the_kinds() {
-        let k = |chains, epilogues, prologues| Kinds { chains, epilogues, prologues };
-        assert_eq!(Kinds::from_setting(true, None), k(true, true, true));
-        assert_eq!(Kinds::from_setting(false, None), k(true, false, false));
-        assert_eq!(Kinds::from_setting(true, Some("1")), k(true, true, true));
-        assert_eq!(Kinds::from_setting(true, Some("chains, prologues")), k(true, false, true));
-        assert_eq!(Kinds::from_setting(true, Some("epilogues")), k(false, true, false));
-        // The CPU never fuses products, whatever is asked.
-        assert_eq!(Kinds::from_setting(false, Some("epilogues,chains")), k(true, false, false));
+        let k = |chains, epilogues, prologues, commute| Kinds { chains, epilogues, prologues, commute };
+        assert_eq!(Kinds::from_setting(true, None), k(true, true, true, false));
+        assert_eq!(Kinds::from_setting(false, None), k(true, false, false, true));
+        assert_eq!(Kinds::from_setting(true, Some("1")), k(true, true, true, false));
+        assert_eq!(Kinds::from_setting(true, Some("chains, prologues")), k(true, false, true, false));
+        assert_eq!(Kinds::from_setting(true, Some("epilogues")), k(false, true, false, false));
+        assert_eq!(Kinds::from_setting(false, Some("commute")), k(false, false, false, true));
+        // The CPU never fuses products, whatever is asked; the GPU never commutes.
+        assert_eq!(Kinds::from_setting(false, Some("epilogues,chains")), k(true, false, false, false));
+        assert_eq!(Kinds::from_setting(true, Some("commute,chains")), k(true, false, false, false));
     }
 }

@@ -28,6 +28,7 @@
 
 mod backward;
 pub(crate) mod capture;
+mod commute;
 mod control;
 mod executor;
 mod fusion;
