@@ -3,7 +3,8 @@
 //! kernel dispatch (what a plan removes; recording and submitting included, the device
 //! waits excluded), dispatches per step, and the device memory a step
 //! needs above the parameters (`cargo bench --bench plans`; `-- --quick` for fewer steps).
-//! The CPU modes run interleaved, one step of each per round. A second measure drains the
+//! The CPU modes run interleaved, one step of each per round; the median and quartiles of
+//! the per-round ratio follow the table (a shared VM's drift moves the means more). A second measure drains the
 //! device after every step (batch 1) and reports the median host CPU per step and per
 //! dispatch, submission and driver clean-up included. With `--profile`, each mode
 //! then runs a few more steps under `dygraph::profiler` and prints its kernel table.
@@ -179,7 +180,9 @@ fn static_step(place: Place, plans: bool, n: usize) -> (Step, Rc<Executor>) {
 
 /// The CPU modes measured step by step in turn (one step of each per round), so the drift
 /// of a shared machine falls on every mode alike: wall and host CPU time per step.
-fn interleaved(modes: Vec<(&'static str, Step)>, warm: usize, steps: usize) -> Vec<Row> {
+/// Also returns the median and quartiles of the first mode's time over the last's within
+/// each round.
+fn interleaved(modes: Vec<(&'static str, Step)>, warm: usize, steps: usize) -> (Vec<Row>, String) {
     let mut modes = modes;
     for (_, f) in modes.iter_mut() {
         for _ in 0..warm {
@@ -188,16 +191,31 @@ fn interleaved(modes: Vec<(&'static str, Step)>, warm: usize, steps: usize) -> V
     }
     let mut wall = vec![Duration::ZERO; modes.len()];
     let mut host = vec![Duration::ZERO; modes.len()];
+    let mut ratios = Vec::with_capacity(steps);
     for _ in 0..steps {
+        let mut round = Vec::with_capacity(modes.len());
         for (i, (_, f)) in modes.iter_mut().enumerate() {
             let (t, c) = (Instant::now(), thread_cpu());
             f();
             host[i] += thread_cpu() - c;
-            wall[i] += t.elapsed();
+            round.push(t.elapsed());
+            wall[i] += round[i];
         }
+        ratios.push(round[0].as_secs_f64() / round[round.len() - 1].as_secs_f64());
     }
+    // A shared VM's drift moves the means; the ratio within each round moves less.
+    ratios.sort_by(f64::total_cmp);
+    let q = |f: f64| ratios[((ratios.len() - 1) as f64 * f).round() as usize];
+    let spread = format!(
+        "{} ÷ {} within each round: median {:.3}, quartiles {:.3}–{:.3} over {steps} rounds",
+        modes[0].0,
+        modes[modes.len() - 1].0,
+        q(0.5),
+        q(0.25),
+        q(0.75)
+    );
     let per = |d: Duration| d.as_secs_f64() * 1e3 / steps as f64;
-    modes
+    let rows = modes
         .iter()
         .enumerate()
         .map(|(i, (mode, _))| Row {
@@ -207,7 +225,8 @@ fn interleaved(modes: Vec<(&'static str, Step)>, warm: usize, steps: usize) -> V
             dispatches: None,
             step_bytes: None,
         })
-        .collect()
+        .collect();
+    (rows, spread)
 }
 
 /// The host cost per dispatch of wgpu itself on the first adapter, with no framework code:
@@ -289,6 +308,7 @@ fn main() {
     let profiled = std::env::args().any(|a| a == "--profile");
     let mut profiles: Vec<(&str, Step)> = Vec::new();
     let mut places = vec![(Place::Cpu, "CPU".to_string())];
+    let mut notes: Vec<String> = Vec::new();
     match paddle::gpu_info(0) {
         Ok(info) => places.push((Place::Gpu(0), format!("GPU ({}, {})", info.name, info.backend))),
         Err(e) => println!("no GPU adapter ({e}): the GPU rows are left out"),
@@ -324,11 +344,15 @@ fn main() {
                 }
                 rows
             }
-            _ => interleaved(
-                vec![("eager", eager_step(place, 64)), ("static, interpreted", static_step(place, false, 64).0)],
-                warm,
-                steps,
-            ),
+            _ => {
+                let (rows, spread) = interleaved(
+                    vec![("eager", eager_step(place, 64)), ("static, interpreted", static_step(place, false, 64).0)],
+                    warm,
+                    steps,
+                );
+                notes.push(format!("{name}: {spread}"));
+                rows
+            }
         };
         let eager_ms = rows[0].wall_ms;
         for r in &rows {
@@ -343,6 +367,9 @@ fn main() {
                 eager_ms / r.wall_ms
             );
         }
+    }
+    for note in &notes {
+        println!("\n{note}");
     }
     if profiled {
         for (mode, mut step) in profiles {

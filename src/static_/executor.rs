@@ -178,7 +178,8 @@ impl Executor {
     }
 
     /// The ops a run of `program` executes, in order, after the fusion pass (when it is on
-    /// and no fetched value is one it removes): `fused_elementwise` ops replace chains.
+    /// and no fetched value is one it removes): `fused_elementwise` ops replace chains, and
+    /// on the CPU a `relu` read by a max pooling runs after it.
     pub fn ops_to_run(&self, program: &Program) -> Result<Vec<OpDesc>> {
         let c = self.compile(program)?;
         let c = match &c.fused {
