@@ -335,7 +335,8 @@ fn bits(v: &[f64]) -> Vec<u64> {
 /// On the CPU, `max_pool(relu(x))` runs as `relu(max_pool(x))` with its gradient reordered
 /// to match, and gives the same bits as the program as written, forward and backward:
 /// overlapping and padded windows, adaptive windows, ties, all-negative windows, zeros of
-/// both signs, infinities and NaN. Fetching the relu output runs the program as written.
+/// both signs, infinities and NaN in the input and in the pooled gradient. Fetching the relu
+/// output runs the program as written.
 #[test]
 fn relu_moves_after_max_pooling_on_the_cpu_bit_for_bit() {
     let seed = common::run_seed();
@@ -366,35 +367,64 @@ fn relu_moves_after_max_pooling_on_the_cpu_bit_for_bit() {
                 x.set_stop_gradient(false);
                 let r = x.relu().unwrap();
                 let p = pool(&r).unwrap();
-                let loss = p.multiply(&p.scale(0.5, 1.0).unwrap()).unwrap().sum(&[], false).unwrap();
+                // The pooled gradient is `w`: any value, special ones included.
+                let dims: Vec<i64> = std::iter::once(-1).chain(p.shape()[1..].iter().map(|&d| d as i64)).collect();
+                let w = st::data("w", &dims, dtype).unwrap();
+                let loss = p.multiply(&w).unwrap().sum(&[], false).unwrap();
                 let gx = st::gradients(std::slice::from_ref(&loss), &[x], None).unwrap().remove(0).unwrap();
                 (r, p, loss, gx)
             });
             let xt = common::tensor(&x, &[2, 2, 6, 6], dtype, Place::Cpu);
-            let run = |fusion: bool, fetch: &[&Tensor]| -> (Vec<Vec<f64>>, Vec<String>) {
+            let p_shape: Vec<usize> = std::iter::once(2).chain(p.shape()[1..].iter().copied()).collect();
+            let n: usize = p_shape.iter().product();
+            let mut wv = rng.vec(n, -1.0, 1.0);
+            for (k, v) in wv.iter_mut().enumerate() {
+                match k % 19 {
+                    3 => *v = f64::INFINITY,
+                    7 => *v = -0.0,
+                    11 => *v = f64::NAN,
+                    13 => *v = f64::NEG_INFINITY,
+                    _ => {}
+                }
+            }
+            let wt = common::tensor(&wv, &p_shape, dtype, Place::Cpu);
+            let run = |fusion: bool, fetch: &[&Tensor]| -> (Vec<Vec<f64>>, Vec<(String, String)>) {
                 let exe = Executor::with_scope(Place::Cpu, Scope::new());
                 exe.set_fusion(fusion);
                 exe.run(&startup, &[], &[] as &[&str]).unwrap();
-                let order = exe.ops_to_run(&main).unwrap().into_iter().map(|o| o.op_type).collect();
-                let out = exe.run(&main, &[("x", &xt)], fetch).unwrap();
+                let order = exe
+                    .ops_to_run(&main)
+                    .unwrap()
+                    .into_iter()
+                    .map(|o| {
+                        let program = match o.attrs.get("program") {
+                            Some(dygraph::ops::AttrValue::Str(s)) => s.clone(),
+                            _ => String::new(),
+                        };
+                        (o.op_type, program)
+                    })
+                    .collect();
+                let out = exe.run(&main, &[("x", &xt), ("w", &wt)], fetch).unwrap();
                 (out.iter().map(values).collect(), order)
             };
             let case = format!("{what}, {dtype} (seed {seed})");
             let ((moved, order), (written, written_order)) =
                 (run(true, &[&p, &loss, &gx]), run(false, &[&p, &loss, &gx]));
-            let pos = |o: &[String], t: &str| {
-                o.iter().position(|s| s == t).unwrap_or_else(|| panic!("{case}: no {t} in {o:?}"))
+            // The first op computing `t` (itself, or a fused op whose program holds it).
+            let pos = |o: &[(String, String)], t: &str| {
+                o.iter()
+                    .position(|(op, program)| op == t || program.split(' ').any(|tok| tok == format!("b.{t}")))
+                    .unwrap_or_else(|| panic!("{case}: no {t} in {o:?}"))
             };
             assert!(pos(&written_order, "relu") < pos(&written_order, pool_type), "{case}: {written_order:?}");
             assert!(pos(&order, pool_type) < pos(&order, "relu"), "{case}: relu moves after the pooling: {order:?}");
-            // relu's gradient runs before the pooling's (here fused with the loss's gradient).
-            let after_pool_grad = |o: &[String]| o[pos(o, "pool2d_max_grad")..].contains(&"relu_grad".to_string());
-            assert!(after_pool_grad(&written_order) && !after_pool_grad(&order), "{case}: {order:?}");
+            assert!(pos(&written_order, "pool2d_max_grad") < pos(&written_order, "relu_grad"), "{case}");
+            assert!(pos(&order, "relu_grad") < pos(&order, "pool2d_max_grad"), "{case}: {order:?}");
             for (name, (a, b)) in ["pooled", "loss", "input gradient"].iter().zip(moved.iter().zip(&written)) {
                 assert_eq!(bits(a), bits(b), "{case}: {name}, rewritten vs as written");
             }
-            assert!(written[2].iter().any(|&g| g != 0.0) && written[2].contains(&0.0), "{case}");
-            // The relu output is what the rewrite removes: fetching it runs the program as written.
+            let g = &written[2];
+            assert!(g.iter().any(|&v| v.is_finite() && v != 0.0) && g.contains(&0.0), "{case}: {g:?}");
             let (fetched, _) = run(true, &[&r, &p]);
             let relu: Vec<f64> =
                 xt.to_f64_vec().unwrap().iter().map(|&v| if v > 0.0 || v.is_nan() { v } else { 0.0 }).collect();
@@ -402,4 +432,23 @@ fn relu_moves_after_max_pooling_on_the_cpu_bit_for_bit() {
             assert_eq!(bits(&fetched[1]), bits(&written[0]), "{case}: pooled, relu output fetched");
         }
     }
+}
+
+/// The rewrite needs the relu output to be read by the pooling and relu's gradient only: a
+/// second reader keeps the program as written.
+#[test]
+fn relu_read_elsewhere_stays_before_the_pooling() {
+    let (main, startup) = (Program::new(), Program::new());
+    st::program_guard(&main, &startup, || {
+        let x = st::data("x", &[-1, 1, 4, 4], DType::Float32).unwrap();
+        x.set_stop_gradient(false);
+        let r = x.relu().unwrap();
+        let p = paddle::max_pool2d(&r, &nn::Pool2dOptions::new(2)).unwrap();
+        let loss = p.sum(&[], false).unwrap().add(&r.mean(&[], false).unwrap()).unwrap();
+        st::gradients(std::slice::from_ref(&loss), &[x], None).unwrap();
+    });
+    let exe = Executor::new(Place::Cpu);
+    let order: Vec<String> = exe.ops_to_run(&main).unwrap().into_iter().map(|o| o.op_type).collect();
+    let pos = |t: &str| order.iter().position(|s| s == t).unwrap_or_else(|| panic!("no {t} in {order:?}"));
+    assert!(pos("relu") < pos("max_pool2d"), "{order:?}");
 }

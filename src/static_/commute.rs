@@ -9,7 +9,9 @@
 //!   zero, both output `0.0` and both pass a zero gradient (relu's gradient there is 0).
 //! - So the gradient scatter `g · [x > 0]` at each window's argmax sums the same terms per
 //!   input element in the same order; the rewritten one adds exact zeros where a window's
-//!   maximum is not positive, which changes no value.
+//!   maximum is not positive, which changes no value. This relies on `relu_grad` being a
+//!   select (`b` where `a > 0`, else `0.0`), not a product: `g · 0` would turn an infinite or
+//!   NaN gradient into NaN, at a different index in each order.
 //!
 //! The pattern is the one a training program holds (`r = relu(x)`, `(p, i) = max_pool(r)`,
 //! `gr = pool2d_max_grad(gp, i)`, `gx = relu_grad(r, gr)`), each intermediate read by these
@@ -57,10 +59,8 @@ pub(super) fn relu_after_max_pool(ops: &[OpDesc], vars: &[VarDesc]) -> Option<Co
     let mut eliminated = HashSet::new();
     let mut reshaped = Vec::new();
     for (i2, pool) in ops.iter().enumerate() {
+        // Patterns never share an op: each relu output, index and gradient has one pooling.
         let Some(m) = Match::at(ops, vars, i2, pool, &producer, &reads) else { continue };
-        if [m.relu, i2, m.pool_grad, m.relu_grad].iter().any(|k| replaced.contains_key(k) || removed.contains(k)) {
-            continue;
-        }
         let (relu, grad, relu_grad) = (&ops[m.relu], &ops[m.pool_grad], &ops[m.relu_grad]);
         let [r, p, idx, gr] = [relu.outputs[0], pool.outputs[0], pool.outputs[1], grad.outputs[0]];
         let with = |op: &OpDesc, inputs: Vec<VarId>, outputs: Vec<VarId>| OpDesc { inputs, outputs, ..op.clone() };

@@ -112,7 +112,7 @@ pub(super) struct Compiled {
     frees: Vec<Vec<VarId>>,
     /// Block 0 has no control flow, so a GPU run can follow a plan.
     plannable: bool,
-    /// The program with its elementwise chains fused.
+    /// The program after the fusion pass (and, on the CPU, the relu–pooling rewrite).
     fused: Option<Fusion>,
 }
 
