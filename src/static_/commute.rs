@@ -1,4 +1,4 @@
-//! A rewrite the Executor makes on the CPU place before fusion: `max_pool(relu(x))` becomes
+//! A rewrite the Executor makes before fusion: `max_pool(relu(x))` becomes
 //! `relu(max_pool(x))`, forward and backward, so relu and its gradient touch a quarter of
 //! the elements (a 2×2 pooling) and the full-size relu output is never stored.
 //!
@@ -19,9 +19,15 @@
 //! `gq = relu_grad(p, gp)`, `gx = pool2d_max_grad(gq, i')`, reusing `r`, `i` and `gr` as
 //! `q`, `i'` and `gq` (`q` and `gq` take `p`'s shape; `i'` may differ from `i` in windows
 //! whose maximum is not positive). Those three values are listed as removed, so a run
-//! fetching one runs the program as written. The GPU keeps the written order: there relu
-//! already runs inside the convolution that produces `x` (an epilogue), so moving it would
-//! add a dispatch.
+//! fetching one runs the program as written.
+//!
+//! The GPU kernels are the same selects and the same first-maximum scan, so the argument
+//! holds there too. On the CPU the gain is time (relu on a quarter of the elements). On a
+//! GPU relu would otherwise run free inside the convolution producing `x` (an epilogue), and
+//! the rewrite adds one small dispatch; the gain there is memory: the written program keeps
+//! the full-size relu output alive from the forward pass until relu's gradient near the end
+//! of the backward pass, the rewritten one frees `x` once it is pooled. On an H100 the MNIST
+//! step's plan needs 9.1 MiB instead of 11.9 with its wall time unchanged (BENCHMARKS.md).
 
 use std::collections::{HashMap, HashSet};
 

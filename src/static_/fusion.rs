@@ -78,7 +78,7 @@ pub(super) struct Kinds {
 impl Kinds {
     /// What a place fuses: epilogues and prologues only on a GPU (on the CPU the separate,
     /// vectorised kernels are faster than one loop evaluating the chain), the relu–pooling
-    /// rewrite only on the CPU. `DYGRAPH_FUSION` narrows it, for measurement: a
+    /// rewrite on both. `DYGRAPH_FUSION` narrows it, for measurement: a
     /// comma-separated list of `chains`, `epilogues`, `prologues`, `commute` (`0` for none is
     /// handled by the Executor).
     pub(super) fn for_place(gpu: bool) -> Kinds {
@@ -86,7 +86,7 @@ impl Kinds {
     }
 
     fn from_setting(gpu: bool, setting: Option<&str>) -> Kinds {
-        let all = Kinds { chains: true, epilogues: gpu, prologues: gpu, commute: !gpu };
+        let all = Kinds { chains: true, epilogues: gpu, prologues: gpu, commute: true };
         match setting {
             Some(list) if list.contains(|c: char| c.is_ascii_alphabetic()) => {
                 let has = |k: &str| list.split(',').any(|s| s.trim() == k);
@@ -354,14 +354,14 @@ mod tests {
     #[test]
     fn fusion_setting_narrows_the_kinds() {
         let k = |chains, epilogues, prologues, commute| Kinds { chains, epilogues, prologues, commute };
-        assert_eq!(Kinds::from_setting(true, None), k(true, true, true, false));
+        assert_eq!(Kinds::from_setting(true, None), k(true, true, true, true));
         assert_eq!(Kinds::from_setting(false, None), k(true, false, false, true));
-        assert_eq!(Kinds::from_setting(true, Some("1")), k(true, true, true, false));
+        assert_eq!(Kinds::from_setting(true, Some("1")), k(true, true, true, true));
         assert_eq!(Kinds::from_setting(true, Some("chains, prologues")), k(true, false, true, false));
         assert_eq!(Kinds::from_setting(true, Some("epilogues")), k(false, true, false, false));
         assert_eq!(Kinds::from_setting(false, Some("commute")), k(false, false, false, true));
-        // The CPU never fuses products, whatever is asked; the GPU never commutes.
+        assert_eq!(Kinds::from_setting(true, Some("commute,chains")), k(true, false, false, true));
+        // The CPU never fuses products, whatever is asked.
         assert_eq!(Kinds::from_setting(false, Some("epilogues,chains")), k(true, false, false, false));
-        assert_eq!(Kinds::from_setting(true, Some("commute,chains")), k(true, false, false, false));
     }
 }
