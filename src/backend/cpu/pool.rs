@@ -96,8 +96,13 @@ pub(crate) fn max_pool<T: WinFloat>(x: &[T], g: &PoolGeom) -> (Vec<T>, Vec<i32>)
     let (rows, cols) = g.windows();
     let mut vals = vec![T::ZERO; g.planes() * op];
     let mut idx = vec![0i32; g.planes() * op];
+    let halving =
+        !g.adaptive && (g.kh, g.kw, g.sh, g.sw, g.pt, g.pl) == (2, 2, 2, 2, 0, 0) && 2 * g.oh <= g.h && 2 * g.ow <= g.w;
     for_each_item2(&mut vals, &mut idx, op, |p, vo, io| {
         let plane = &x[p * ip..(p + 1) * ip];
+        if halving {
+            return max_pool_2x2(plane, g, vo, io);
+        }
         for (oy, &(r0, r1)) in rows.iter().enumerate() {
             let (vrow, irow) = (&mut vo[oy * g.ow..(oy + 1) * g.ow], &mut io[oy * g.ow..(oy + 1) * g.ow]);
             for ((v_out, i_out), &(c0, c1)) in vrow.iter_mut().zip(irow.iter_mut()).zip(&cols) {
@@ -118,6 +123,33 @@ pub(crate) fn max_pool<T: WinFloat>(x: &[T], g: &PoolGeom) -> (Vec<T>, Vec<i32>)
         }
     });
     (vals, idx)
+}
+
+/// The first maximum of `(a, ia)` then `(b, ib)`: `b` when it is greater, or the first NaN.
+/// Without branches: which one wins is data-dependent, so the loop below vectorises.
+#[inline(always)]
+fn first_max<T: WinFloat>((a, ia): (T, i32), (b, ib): (T, i32)) -> (T, i32) {
+    let take = (b > a) | (b.is_nan() & !a.is_nan());
+    (if take { b } else { a }, if take { ib } else { ia })
+}
+
+/// One plane of the 2×2, stride-2, unpadded max pooling (every window whole): each window's
+/// two row pairs, then the pairs' winners, which picks the same element as the row-major
+/// scan (the first maximum, the first NaN).
+fn max_pool_2x2<T: WinFloat>(plane: &[T], g: &PoolGeom, vo: &mut [T], io: &mut [i32]) {
+    let (w, ow) = (g.w, g.ow);
+    for (oy, (vrow, irow)) in vo.chunks_exact_mut(ow).zip(io.chunks_exact_mut(ow)).enumerate() {
+        let top = 2 * oy * w;
+        let (r0, r1) = (&plane[top..top + 2 * ow], &plane[top + w..top + w + 2 * ow]);
+        let (t, wi) = (top as i32, w as i32);
+        let pairs = r0.chunks_exact(2).zip(r1.chunks_exact(2));
+        for (c, ((v_out, i_out), (p0, p1))) in (0i32..).step_by(2).zip(vrow.iter_mut().zip(irow.iter_mut()).zip(pairs))
+        {
+            let upper = first_max((p0[0], t + c), (p0[1], t + c + 1));
+            let lower = first_max((p1[0], t + wi + c), (p1[1], t + wi + c + 1));
+            (*v_out, *i_out) = first_max(upper, lower);
+        }
+    }
 }
 
 /// `f(item, a_chunk, b_chunk)` over matching `per`-sized chunks of two outputs, in parallel
