@@ -336,9 +336,10 @@ fn bits(v: &[f64]) -> Vec<u64> {
 /// reordered to match, and gives the same bits as the program as written, forward and
 /// backward: overlapping and padded windows, adaptive windows, ties, all-negative windows,
 /// zeros of both signs, infinities and NaN in the input and in the pooled gradient. Fetching
-/// the relu output runs the program as written. On a GPU (float32) the loss, a sum the fused
-/// program reduces with its product as a prologue, is compared within tolerance; the pooled
-/// values and the input gradient still bit for bit.
+/// the relu output runs the program as written. The loss with special values is NaN by
+/// construction, so a second, finite loss over the first image is compared too: bit for bit
+/// on the CPU, within tolerance on a GPU (float32), where the fused program may sum it with
+/// its product as a prologue; the pooled values and the input gradient bit for bit on both.
 #[test]
 fn relu_moves_after_max_pooling_bit_for_bit() {
     for place in places() {
@@ -371,7 +372,7 @@ fn relu_after_max_pooling(place: Place) {
     for &dtype in dtypes {
         for (what, pool_type, pool) in pools {
             let (main, startup) = (Program::new(), Program::new());
-            let (r, p, loss, gx) = st::program_guard(&main, &startup, || {
+            let (r, p, loss, gx, finite) = st::program_guard(&main, &startup, || {
                 let x = st::data("x", &[-1, 2, 6, 6], dtype).unwrap();
                 x.set_stop_gradient(false);
                 let r = x.relu().unwrap();
@@ -381,7 +382,11 @@ fn relu_after_max_pooling(place: Place) {
                 let w = st::data("w", &dims, dtype).unwrap();
                 let loss = p.multiply(&w).unwrap().sum(&[], false).unwrap();
                 let gx = st::gradients(std::slice::from_ref(&loss), &[x], None).unwrap().remove(0).unwrap();
-                (r, p, loss, gx)
+                // The first image's pooled values hold no NaN or infinity.
+                let first = p.slice(&[0], &[0], &[1]).unwrap();
+                let v = st::data("v", &first.shape().iter().map(|&d| d as i64).collect::<Vec<_>>(), dtype).unwrap();
+                let finite = first.multiply(&v).unwrap().sum(&[], false).unwrap();
+                (r, p, loss, gx, finite)
             });
             let xt = common::tensor(&x, &[2, 2, 6, 6], dtype, Place::Cpu);
             let p_shape: Vec<usize> = std::iter::once(2).chain(p.shape()[1..].iter().copied()).collect();
@@ -397,6 +402,8 @@ fn relu_after_max_pooling(place: Place) {
                 }
             }
             let wt = common::tensor(&wv, &p_shape, dtype, Place::Cpu);
+            let v_shape: Vec<usize> = std::iter::once(1).chain(p.shape()[1..].iter().copied()).collect();
+            let vt = common::tensor(&rng.vec(v_shape.iter().product(), -1.0, 1.0), &v_shape, dtype, Place::Cpu);
             let run = |fusion: bool, fetch: &[&Tensor]| -> (Vec<Vec<f64>>, Vec<(String, String)>) {
                 let exe = Executor::with_scope(place, Scope::new());
                 exe.set_fusion(fusion);
@@ -413,12 +420,12 @@ fn relu_after_max_pooling(place: Place) {
                         (o.op_type, program)
                     })
                     .collect();
-                let out = exe.run(&main, &[("x", &xt), ("w", &wt)], fetch).unwrap();
+                let out = exe.run(&main, &[("x", &xt), ("w", &wt), ("v", &vt)], fetch).unwrap();
                 (out.iter().map(values).collect(), order)
             };
             let case = format!("{what}, {dtype}, {place:?} (seed {seed})");
             let ((moved, order), (written, written_order)) =
-                (run(true, &[&p, &loss, &gx]), run(false, &[&p, &loss, &gx]));
+                (run(true, &[&p, &loss, &gx, &finite]), run(false, &[&p, &loss, &gx, &finite]));
             // The first op computing `t` (itself, or a fused op whose program holds it).
             let pos = |o: &[(String, String)], t: &str| {
                 o.iter()
@@ -429,15 +436,16 @@ fn relu_after_max_pooling(place: Place) {
             assert!(pos(&order, pool_type) < pos(&order, "relu"), "{case}: relu moves after the pooling: {order:?}");
             assert!(pos(&written_order, "pool2d_max_grad") < pos(&written_order, "relu_grad"), "{case}");
             assert!(pos(&order, "relu_grad") < pos(&order, "pool2d_max_grad"), "{case}: {order:?}");
-            for (name, (a, b)) in ["pooled", "loss", "input gradient"].iter().zip(moved.iter().zip(&written)) {
-                if *name == "loss" && place.is_gpu() {
-                    let close =
-                        |a: f64, b: f64| (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= 1e-5 + 1e-5 * b.abs();
-                    assert!(a.iter().zip(b).all(|(&a, &b)| close(a, b)), "{case}: loss {a:?} vs {b:?}");
+            let names = ["pooled", "loss", "input gradient", "finite loss"];
+            for (name, (a, b)) in names.iter().zip(moved.iter().zip(&written)) {
+                if *name == "finite loss" && place.is_gpu() {
+                    let close = |a: f64, b: f64| (a - b).abs() <= 1e-5 + 1e-5 * b.abs();
+                    assert!(a.iter().zip(b).all(|(&a, &b)| close(a, b)), "{case}: finite loss {a:?} vs {b:?}");
                 } else {
                     assert_eq!(bits(a), bits(b), "{case}: {name}, rewritten vs as written");
                 }
             }
+            assert!(written[1][0].is_nan() && written[3][0].is_finite() && written[3][0] != 0.0, "{case}: {written:?}");
             let g = &written[2];
             assert!(g.iter().any(|&v| v.is_finite() && v != 0.0) && g.contains(&0.0), "{case}: {g:?}");
             let (fetched, _) = run(true, &[&r, &p]);
@@ -445,6 +453,62 @@ fn relu_after_max_pooling(place: Place) {
                 xt.to_f64_vec().unwrap().iter().map(|&v| if v > 0.0 || v.is_nan() { v } else { 0.0 }).collect();
             assert_eq!(bits(&fetched[0]), bits(&relu), "{case}: fetched relu output");
             assert_eq!(bits(&fetched[1]), bits(&written[0]), "{case}: pooled, relu output fetched");
+        }
+    }
+}
+
+/// The MNIST pattern on each place: a convolution with its bias, relu, 2×2 max pooling. On a
+/// GPU the written program runs relu in the convolution's epilogue and the rewritten one after
+/// the pooling; the pooled values and the input gradient keep their bits either way (fusion on
+/// against off), the parameter gradients agree within tolerance (their reductions may fuse).
+#[test]
+fn conv_relu_pooling_keeps_its_bits_when_relu_moves() {
+    let _g = common::generator_lock();
+    let seed = common::run_seed();
+    for place in places() {
+        let build = || {
+            paddle::seed(seed);
+            let (main, startup) = (Program::new(), Program::new());
+            let fetched = st::program_guard(&main, &startup, || {
+                let x = st::data("x", &[-1, 2, 10, 10], DType::Float32).unwrap();
+                x.set_stop_gradient(false);
+                let conv = nn::Conv2D::new(2, 4, 3).unwrap();
+                let p =
+                    paddle::max_pool2d(&conv.forward(&x).unwrap().relu().unwrap(), &nn::Pool2dOptions::new(2)).unwrap();
+                let w = st::data("w", &[-1, 4, 4, 4], DType::Float32).unwrap();
+                let loss = p.multiply(&w).unwrap().sum(&[], false).unwrap();
+                let mut wrt = vec![x];
+                wrt.extend(conv.parameters());
+                let grads = st::gradients(std::slice::from_ref(&loss), &wrt, None).unwrap();
+                let mut fetched = vec![p];
+                fetched.extend(grads.into_iter().map(Option::unwrap));
+                fetched
+            });
+            (main, startup, fetched)
+        };
+        let mut rng = common::Rng::new(seed ^ 29);
+        let x = common::tensor(&rng.vec(3 * 200, -1.0, 1.0), &[3, 2, 10, 10], DType::Float32, Place::Cpu);
+        let w = common::tensor(&rng.vec(3 * 64, -1.0, 1.0), &[3, 4, 4, 4], DType::Float32, Place::Cpu);
+        let run = |fusion: bool| {
+            let (main, startup, fetched) = build();
+            let exe = Executor::with_scope(place, Scope::new());
+            exe.set_fusion(fusion);
+            exe.run(&startup, &[], &[] as &[&str]).unwrap();
+            let order: Vec<String> = exe.ops_to_run(&main).unwrap().into_iter().map(|o| o.op_type).collect();
+            let refs: Vec<&Tensor> = fetched.iter().collect();
+            let out = exe.run(&main, &[("x", &x), ("w", &w)], &refs).unwrap();
+            (out.iter().map(values).collect::<Vec<_>>(), order)
+        };
+        let ((moved, order), (written, _)) = (run(true), run(false));
+        let case = format!("{place:?} (seed {seed})");
+        let pos = |t: &str| order.iter().position(|s| s == t).unwrap_or_else(|| panic!("{case}: no {t} in {order:?}"));
+        assert!(pos("max_pool2d") < pos("relu"), "{case}: relu moves after the pooling: {order:?}");
+        for (k, name) in ["pooled", "input gradient"].iter().enumerate() {
+            assert_eq!(bits(&moved[k]), bits(&written[k]), "{case}: {name}");
+        }
+        assert!(moved[0].contains(&0.0) && moved[0].iter().any(|&v| v > 0.0), "{case}: {:?}", moved[0]);
+        for (k, name) in [(2, "filter gradient"), (3, "bias gradient")] {
+            assert_close(&format!("{case}: {name}"), &moved[k], &written[k], 1e-5);
         }
     }
 }

@@ -129,30 +129,33 @@ fn ties_nan_and_indices() {
 
 /// 2×2 stride-2 max pooling against a row-major scan written here, on values drawn from a
 /// small set (so windows tie often and hold several NaNs, infinities and zeros of both signs),
-/// odd and even plane sizes (the last row and column left out), both float dtypes, both
-/// places: the first maximum and the first NaN win, values and indices.
+/// odd and even plane sizes (the last row and column left out, or with `ceil_mode` pooled in
+/// clipped windows, which the general scan handles), both float dtypes, both places: the
+/// first maximum and the first NaN win, values and indices.
 #[test]
 fn max_pool_2x2_matches_a_row_major_scan() {
     let seed = common::run_seed();
     let mut rng = common::Rng::new(seed);
     let set = [-1.0, -0.0, 0.0, 1.0, 2.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY];
     for place in common::places() {
-        for (h, w) in [(4, 4), (5, 7), (24, 24), (9, 2)] {
+        for (h, w) in [(4usize, 4usize), (5, 7), (24, 24), (9, 2)] {
             let dtypes = if place.is_gpu() { &[DType::Float32][..] } else { &[DType::Float32, DType::Float64] };
-            for &dtype in dtypes {
+            for (&dtype, ceil) in dtypes.iter().flat_map(|d| [(d, false), (d, true)]) {
                 let planes = 6;
                 let x: Vec<f64> = (0..planes * h * w).map(|_| set[(rng.next_u64() % 8) as usize]).collect();
-                let (oh, ow) = (h / 2, w / 2);
+                let (oh, ow) = if ceil { (h.div_ceil(2), w.div_ceil(2)) } else { (h / 2, w / 2) };
                 let (mut want, mut want_idx) = (Vec::new(), Vec::new());
                 for p in 0..planes {
                     for oy in 0..oh {
                         for ox in 0..ow {
                             let mut at = 2 * oy * w + 2 * ox;
-                            for k in [2 * oy * w + 2 * ox + 1, (2 * oy + 1) * w + 2 * ox, (2 * oy + 1) * w + 2 * ox + 1]
-                            {
-                                let (v, best) = (x[p * h * w + k], x[p * h * w + at]);
-                                if v > best || (v.is_nan() && !best.is_nan()) {
-                                    at = k;
+                            for iy in 2 * oy..(2 * oy + 2).min(h) {
+                                for ix in 2 * ox..(2 * ox + 2).min(w) {
+                                    let k = iy * w + ix;
+                                    let (v, best) = (x[p * h * w + k], x[p * h * w + at]);
+                                    if v > best || (v.is_nan() && !best.is_nan()) {
+                                        at = k;
+                                    }
                                 }
                             }
                             want.push(x[p * h * w + at]);
@@ -161,8 +164,8 @@ fn max_pool_2x2_matches_a_row_major_scan() {
                     }
                 }
                 let xt = common::tensor(&x, &[2, 3, h, w], dtype, place);
-                let (out, idx) = paddle::max_pool2d_with_index(&xt, &Pool2dOptions::new(2)).unwrap();
-                let case = format!("{h}x{w}, {dtype}, {place:?} (seed {seed})");
+                let (out, idx) = paddle::max_pool2d_with_index(&xt, &Pool2dOptions::new(2).ceil_mode(ceil)).unwrap();
+                let case = format!("{h}x{w}, ceil_mode {ceil}, {dtype}, {place:?} (seed {seed})");
                 let got = common::values(&out);
                 let same = |a: f64, b: f64| (a.is_nan() && b.is_nan()) || a.to_bits() == b.to_bits();
                 for (i, (&g, &e)) in got.iter().zip(&want).enumerate() {

@@ -112,7 +112,7 @@ pub(super) struct Compiled {
     frees: Vec<Vec<VarId>>,
     /// Block 0 has no control flow, so a GPU run can follow a plan.
     plannable: bool,
-    /// The program after the fusion pass (and, on the CPU, the relu–pooling rewrite).
+    /// The program after the relu–pooling rewrite and the fusion pass.
     fused: Option<Fusion>,
 }
 
@@ -179,7 +179,7 @@ impl Executor {
 
     /// The ops a run of `program` executes, in order, after the fusion pass (when it is on
     /// and no fetched value is one it removes): `fused_elementwise` ops replace chains, and
-    /// on the CPU a `relu` read by a max pooling runs after it.
+    /// a `relu` read by a max pooling runs after it.
     pub fn ops_to_run(&self, program: &Program) -> Result<Vec<OpDesc>> {
         let c = self.compile(program)?;
         let c = match &c.fused {
