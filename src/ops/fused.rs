@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::backend::cpu::CpuData;
 use crate::backend::cpu::elementwise::PAR_MIN;
-use crate::backend::cpu::par_chunks_mut;
+use crate::backend::cpu::par_chunks_new;
 use crate::backend::gpu::{Bind, GpuBuffer, GpuContext, Kernel};
 use crate::ops::elementwise::binary::BinaryDef;
 use crate::ops::elementwise::unary::UnaryDef;
@@ -241,12 +241,11 @@ impl Chain {
             }
             vals[self.nodes.len() - 1]
         };
-        let mut out = vec![0f64; n];
         let (shape, strides) = collapse(shape, strides);
         if n == 0 {
             return Ok(if f32s { CpuData::F32(Vec::new()) } else { CpuData::F64(Vec::new()) });
         }
-        par_chunks_mut(&mut out, PAR_MIN / 4, |start, chunk| {
+        let out = par_chunks_new(n, 0f64, PAR_MIN / 4, |start, chunk| {
             let nd = shape.len();
             let mut coord = vec![0usize; nd];
             let mut rem = start;

@@ -19,7 +19,7 @@
 //! (`index_gather`, `index_scatter_add`), each of which is the other's gradient.
 
 use crate::backend::cpu::float_kernel;
-use crate::backend::cpu::{CpuData, map_data, par_chunks_mut};
+use crate::backend::cpu::{CpuData, map_data, par_chunks_new};
 use crate::backend::gpu::{Bind, Kernel, Variant};
 use crate::ops::registry::apply::apply1;
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
@@ -196,9 +196,8 @@ pub(crate) fn out_of_range(index: &CpuData, n: usize) -> Option<i64> {
 }
 
 fn gather_cpu<T: Copy + Default + Send + Sync>(src: &[T], idx: &[usize], g: &Geom, total: usize) -> Vec<T> {
-    let mut out = vec![T::default(); total];
     let (m, inner) = (g.m, g.inner);
-    par_chunks_mut(&mut out, 1 << 14, |start, chunk| {
+    par_chunks_new(total, T::default(), 1 << 14, |start, chunk| {
         for (k, o_val) in chunk.iter_mut().enumerate() {
             let t = start + k;
             let (o, j, i) = (t / (inner * m), (t / inner) % m, t % inner);
@@ -207,8 +206,7 @@ fn gather_cpu<T: Copy + Default + Send + Sync>(src: &[T], idx: &[usize], g: &Geo
                 *o_val = src[(o * g.n + v) * inner + i];
             }
         }
-    });
-    out
+    })
 }
 
 fn scatter_add_cpu<T: Copy + Default + std::ops::AddAssign>(grad: &[T], idx: &[usize], g: &Geom) -> Vec<T> {

@@ -9,6 +9,8 @@ use std::ops::{Add, AddAssign, Mul};
 
 use gemm::Parallelism;
 
+use super::workers::{CachedScratch, zeroed_items};
+
 /// The geometry of one convolution: input `[n, c, h, w]`, weight `[oc, c / groups, kh, kw]`,
 /// output `[n, oc, oh, ow]`, stride, top/left padding, dilation and groups.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, dygraph_derive::Attrs)]
@@ -65,7 +67,16 @@ impl ConvGeom {
 
 /// The float types the CPU window kernels run in (f32, and f64 for gradchecks).
 pub(crate) trait WinFloat:
-    Copy + Send + Sync + Default + PartialOrd + Add<Output = Self> + Mul<Output = Self> + AddAssign + 'static
+    Copy
+    + Send
+    + Sync
+    + Default
+    + PartialOrd
+    + Add<Output = Self>
+    + Mul<Output = Self>
+    + AddAssign
+    + CachedScratch
+    + 'static
 {
     const ZERO: Self;
     const ONE: Self;
@@ -225,32 +236,6 @@ fn col2im<T: WinFloat>(cols: &[T], ld: usize, g: &ConvGeom, xg: &mut [T]) {
     }
 }
 
-/// Runs `f(item, chunk, scratch)` over the `per`-sized chunks of `out`, in parallel on
-/// native targets, each worker starting from its own clone of `scratch` and reusing it
-/// across the items it handles.
-pub(crate) fn for_each_item<T: Send, S: Clone + Send + Sync>(
-    out: &mut [T],
-    per: usize,
-    scratch: S,
-    f: impl Fn(usize, &mut [T], &mut S) + Sync,
-) {
-    if per == 0 {
-        return;
-    }
-    #[cfg(not(target_arch = "wasm32"))]
-    {
-        use rayon::prelude::*;
-        out.par_chunks_mut(per).enumerate().for_each_init(|| scratch.clone(), |s, (i, chunk)| f(i, chunk, s));
-    }
-    #[cfg(target_arch = "wasm32")]
-    {
-        let mut s = scratch;
-        for (i, chunk) in out.chunks_mut(per).enumerate() {
-            f(i, chunk, &mut s);
-        }
-    }
-}
-
 /// GEMM parallelism inside one image: only when there is a single image to work on.
 fn inner_parallelism(g: &ConvGeom, work: usize) -> Parallelism {
     #[cfg(not(target_arch = "wasm32"))]
@@ -264,10 +249,9 @@ fn inner_parallelism(g: &ConvGeom, work: usize) -> Parallelism {
 /// `y = conv2d(x, w) + bias` (`x` `[n, c, h, w]`, `w` `[oc, c/groups, kh, kw]`, contiguous).
 pub(crate) fn conv2d_forward<T: WinFloat>(x: &[T], wt: &[T], bias: Option<&[T]>, g: &ConvGeom) -> Vec<T> {
     let (cin_g, cout_g, kk, l) = (g.cin_g(), g.cout_g(), g.k_len(), g.out_hw());
-    let mut out = vec![T::ZERO; g.n * g.oc * l];
     let par = inner_parallelism(g, cout_g * kk * l);
-    let scratch = vec![T::ZERO; if g.pointwise() { 0 } else { kk * l }];
-    for_each_item(&mut out, g.oc * l, scratch, |ni, o, cols| {
+    let scratch = if g.pointwise() { 0 } else { kk * l };
+    zeroed_items(g.n * g.oc * l, g.oc * l, scratch, |ni, o, cols| {
         let xi = &x[ni * g.c * g.h * g.w..(ni + 1) * g.c * g.h * g.w];
         for gi in 0..g.groups {
             let xg = &xi[gi * cin_g * g.h * g.w..(gi + 1) * cin_g * g.h * g.w];
@@ -298,8 +282,7 @@ pub(crate) fn conv2d_forward<T: WinFloat>(x: &[T], wt: &[T], bias: Option<&[T]>,
                 )
             };
         }
-    });
-    out
+    })
 }
 
 /// Lays group `gi`'s `dy` rows of images `first..first + items` side by side: `dys` becomes
@@ -321,11 +304,12 @@ fn gather_dy_block<T: WinFloat>(dy: &[T], g: &ConvGeom, gi: usize, first: usize,
 pub(crate) fn conv2d_backward_data<T: WinFloat>(dy: &[T], wt: &[T], g: &ConvGeom) -> Vec<T> {
     let (cin_g, cout_g, kk, l) = (g.cin_g(), g.cout_g(), g.k_len(), g.out_hw());
     let hw = g.h * g.w;
-    let mut dx = vec![T::ZERO; g.n * g.c * hw];
+
     let block = (IM2COL_BLOCK / (kk * l).max(1)).clamp(1, g.n.div_ceil(8).max(1));
     let par = inner_parallelism(g, cout_g * kk * l * block);
-    let scratch = (vec![T::ZERO; kk * l * block], vec![T::ZERO; cout_g * l * block]);
-    for_each_item(&mut dx, block * g.c * hw, scratch, |bi, dxb, (cols, dys)| {
+    let scratch = (kk + cout_g) * l * block;
+    zeroed_items(g.n * g.c * hw, block * g.c * hw, scratch, |bi, dxb, s| {
+        let (cols, dys) = s.split_at_mut(kk * l * block);
         let items = dxb.len() / (g.c * hw);
         let ld = items * l;
         for gi in 0..g.groups {
@@ -349,8 +333,7 @@ pub(crate) fn conv2d_backward_data<T: WinFloat>(dy: &[T], wt: &[T], g: &ConvGeom
                 col2im(&cols[j * l..], ld, g, dxg);
             }
         }
-    });
-    dx
+    })
 }
 
 /// Batch chunks the filter gradient is split into (fixed, so sums are reproducible).
@@ -369,10 +352,11 @@ pub(crate) fn conv2d_backward_filter<T: WinFloat>(x: &[T], dy: &[T], g: &ConvGeo
     let per_chunk = g.n.div_ceil(chunks);
     let block = (IM2COL_BLOCK / (kk * l).max(1)).clamp(1, per_chunk.max(1));
     let par = inner_parallelism(g, cout_g * kk * l * block);
-    let scratch = (vec![T::ZERO; kk * l * block], vec![T::ZERO; cout_g * l * block]);
-    let mut partials = vec![T::ZERO; chunks * wlen];
+    let scratch = (kk + cout_g) * l * block;
+
     let chw = g.c * g.h * g.w;
-    for_each_item(&mut partials, wlen, scratch, |ci, dw, (cols, dys)| {
+    let partials = zeroed_items(chunks * wlen, wlen, scratch, |ci, dw, s| {
+        let (cols, dys) = s.split_at_mut(kk * l * block);
         let (n0, n1) = ((ci * per_chunk).min(g.n), ((ci + 1) * per_chunk).min(g.n));
         let mut first = true;
         for b0 in (n0..n1).step_by(block) {

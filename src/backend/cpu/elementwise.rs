@@ -98,7 +98,7 @@ fn walk_runs<const K: usize>(
 pub(crate) const PAR_MIN: usize = 1 << 15;
 
 /// `out[i] = f(a[offset_a(i)])` over `shape` with strides `sa` (from base `oa`).
-pub(crate) fn map_strided<A: Copy + Sync, Y: Copy + Send + Default>(
+pub(crate) fn map_strided<A: Copy + Sync, Y: Copy + Send + Sync + Default>(
     a: &[A],
     shape: &[usize],
     sa: &[isize],
@@ -106,30 +106,27 @@ pub(crate) fn map_strided<A: Copy + Sync, Y: Copy + Send + Default>(
     f: impl Fn(A) -> Y + Sync,
 ) -> Vec<Y> {
     let n: usize = shape.iter().product();
-    let mut out = vec![Y::default(); n];
     let (shape, st) = collapse(shape, &[sa.to_vec()]);
     let st: [Vec<isize>; 1] = [st[0].clone()];
     if shape.len() == 1 && st[0][0] == 1 {
         let src = &a[oa..oa + n];
-        super::par_chunks_mut(&mut out, PAR_MIN, |start, chunk| {
+        return super::par_chunks_new(n, Y::default(), PAR_MIN, |start, chunk| {
             let len = chunk.len();
             for (o, &x) in chunk.iter_mut().zip(&src[start..start + len]) {
                 *o = f(x);
             }
         });
-        return out;
     }
-    super::par_chunks_mut(&mut out, PAR_MIN, |start, chunk| {
+    super::par_chunks_new(n, Y::default(), PAR_MIN, |start, chunk| {
         let len = chunk.len();
         walk(&shape, &st, [oa as isize], start, len, |i, [ia]| {
             chunk[i - start] = f(a[ia as usize]);
         });
-    });
-    out
+    })
 }
 
 /// `out[i] = f(a[..], b[..])` over `shape` with per-operand strides (0 = broadcast).
-pub(crate) fn zip_strided<A: Copy + Sync, B: Copy + Sync, Y: Copy + Send + Default>(
+pub(crate) fn zip_strided<A: Copy + Sync, B: Copy + Sync, Y: Copy + Send + Sync + Default>(
     a: &[A],
     sa: &[isize],
     b: &[B],
@@ -138,25 +135,22 @@ pub(crate) fn zip_strided<A: Copy + Sync, B: Copy + Sync, Y: Copy + Send + Defau
     f: impl Fn(A, B) -> Y + Sync,
 ) -> Vec<Y> {
     let n: usize = shape.iter().product();
-    let mut out = vec![Y::default(); n];
     let (shape, st) = collapse(shape, &[sa.to_vec(), sb.to_vec()]);
     let st: [Vec<isize>; 2] = [st[0].clone(), st[1].clone()];
     if shape.len() == 1 && st[0][0] == 1 && st[1][0] == 1 {
-        super::par_chunks_mut(&mut out, PAR_MIN, |start, chunk| {
+        return super::par_chunks_new(n, Y::default(), PAR_MIN, |start, chunk| {
             let end = start + chunk.len();
             for ((o, &x), &y) in chunk.iter_mut().zip(&a[start..end]).zip(&b[start..end]) {
                 *o = f(x, y);
             }
         });
-        return out;
     }
-    super::par_chunks_mut(&mut out, PAR_MIN, |start, chunk| {
+    super::par_chunks_new(n, Y::default(), PAR_MIN, |start, chunk| {
         let len = chunk.len();
         walk(&shape, &st, [0, 0], start, len, |i, [ia, ib]| {
             chunk[i - start] = f(a[ia as usize], b[ib as usize]);
         });
-    });
-    out
+    })
 }
 
 /// A kernel over one innermost run of a binary op: `(a, a_offset, a_step, b, b_offset,
@@ -206,7 +200,7 @@ pub(crate) fn zip_run<A: Copy, B: Copy, Y>(
 }
 
 /// [`zip_strided`] with a kernel called once per innermost run rather than per element.
-pub(crate) fn zip_strided_runs<A: Sync, B: Sync, Y: Copy + Send + Default>(
+pub(crate) fn zip_strided_runs<A: Sync, B: Sync, Y: Copy + Send + Sync + Default>(
     a: &[A],
     sa: &[isize],
     b: &[B],
@@ -215,19 +209,17 @@ pub(crate) fn zip_strided_runs<A: Sync, B: Sync, Y: Copy + Send + Default>(
     run: RunFn<A, B, Y>,
 ) -> Vec<Y> {
     let n: usize = shape.iter().product();
-    let mut out = vec![Y::default(); n];
     let (shape, st) = collapse(shape, &[sa.to_vec(), sb.to_vec()]);
     let st: [Vec<isize>; 2] = [st[0].clone(), st[1].clone()];
-    super::par_chunks_mut(&mut out, PAR_MIN, |start, chunk| {
+    super::par_chunks_new(n, Y::default(), PAR_MIN, |start, chunk| {
         walk_runs(&shape, &st, [0, 0], start, chunk.len(), |i, [ia, ib], len, [da, db]| {
             run(a, ia as usize, da, b, ib as usize, db, &mut chunk[i - start..i - start + len]);
         });
-    });
-    out
+    })
 }
 
 /// `out[i] = f(a[..], b[..], c[..])` over `shape` with per-operand strides.
-pub(crate) fn zip3_strided<A: Copy + Sync, B: Copy + Sync, C: Copy + Sync, Y: Copy + Send + Default>(
+pub(crate) fn zip3_strided<A: Copy + Sync, B: Copy + Sync, C: Copy + Sync, Y: Copy + Send + Sync + Default>(
     a: (&[A], &[isize]),
     b: (&[B], &[isize]),
     c: (&[C], &[isize]),
@@ -235,16 +227,14 @@ pub(crate) fn zip3_strided<A: Copy + Sync, B: Copy + Sync, C: Copy + Sync, Y: Co
     f: impl Fn(A, B, C) -> Y + Sync,
 ) -> Vec<Y> {
     let n: usize = shape.iter().product();
-    let mut out = vec![Y::default(); n];
     let (shape, st) = collapse(shape, &[a.1.to_vec(), b.1.to_vec(), c.1.to_vec()]);
     let st: [Vec<isize>; 3] = [st[0].clone(), st[1].clone(), st[2].clone()];
-    super::par_chunks_mut(&mut out, PAR_MIN, |start, chunk| {
+    super::par_chunks_new(n, Y::default(), PAR_MIN, |start, chunk| {
         let len = chunk.len();
         walk(&shape, &st, [0, 0, 0], start, len, |i, [ia, ib, ic]| {
             chunk[i - start] = f(a.0[ia as usize], b.0[ib as usize], c.0[ic as usize]);
         });
-    });
-    out
+    })
 }
 
 /// Writes `src` (contiguous, `shape`) into `dst` at `offset + Σ c·strides`.
@@ -257,15 +247,13 @@ pub(crate) fn scatter_strided<T: Copy>(dst: &mut [T], offset: usize, strides: &[
 }
 
 /// `out[i] = f(a[i])`, in parallel chunks for large inputs.
-pub(crate) fn par_map<A: Copy + Sync, Y: Copy + Send + Default>(a: &[A], f: impl Fn(A) -> Y + Sync) -> Vec<Y> {
-    let mut out = vec![Y::default(); a.len()];
-    super::par_chunks_mut(&mut out, PAR_MIN, |start, chunk| {
+pub(crate) fn par_map<A: Copy + Sync, Y: Copy + Send + Sync + Default>(a: &[A], f: impl Fn(A) -> Y + Sync) -> Vec<Y> {
+    super::par_chunks_new(a.len(), Y::default(), PAR_MIN, |start, chunk| {
         let len = chunk.len();
         for (o, &x) in chunk.iter_mut().zip(&a[start..start + len]) {
             *o = f(x);
         }
-    });
-    out
+    })
 }
 
 #[cfg(test)]

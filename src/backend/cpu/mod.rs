@@ -7,6 +7,7 @@ pub(crate) mod heap;
 pub(crate) mod matmul;
 pub(crate) mod pool;
 pub(crate) mod reduce;
+pub(crate) mod workers;
 
 use half::f16;
 
@@ -182,6 +183,41 @@ pub(crate) fn gpu_bytes(dtype: DType, n: usize) -> u64 {
     }
 }
 
+/// `let mut v = vec![init; n]; par_chunks_mut(&mut v, min_chunk, f); v`, with each chunk
+/// set to `init` by the worker that runs `f` on it (see [`workers::build_chunks`]).
+pub(crate) fn par_chunks_new<T: Copy + Send + Sync>(
+    n: usize,
+    init: T,
+    min_chunk: usize,
+    f: impl Fn(usize, &mut [T]) + Sync,
+) -> Vec<T> {
+    #[cfg(not(target_arch = "wasm32"))]
+    let chunk = if n <= min_chunk { n } else { n.div_ceil(rayon::current_num_threads() * 4).max(min_chunk) };
+    #[cfg(target_arch = "wasm32")]
+    let chunk = {
+        let _ = min_chunk;
+        n
+    };
+    workers::build_chunks(n, init, chunk.max(1), || (), |i, c, _| f(i * chunk, c))
+}
+
+/// A vector of `n` elements cut into whole blocks of `block` elements (rows of a row-wise
+/// kernel), built by `f(first_block, blocks)` several blocks per task, each task's blocks set
+/// to `init` by the worker that runs `f` on them (see [`workers::build_chunks`]).
+pub(crate) fn par_blocks_new<T: Copy + Send + Sync>(
+    n: usize,
+    init: T,
+    block: usize,
+    f: impl Fn(usize, &mut [T]) + Sync,
+) -> Vec<T> {
+    let block = block.max(1);
+    #[cfg(not(target_arch = "wasm32"))]
+    let per_task = ((1 << 14) / block).max(1);
+    #[cfg(target_arch = "wasm32")]
+    let per_task = n.div_ceil(block).max(1);
+    workers::build_chunks(n, init, block * per_task, || (), |i, c, _| f(i * per_task, c))
+}
+
 /// Runs `f(i)` for `i in 0..n`, on both cores when the work is large enough to pay for it.
 #[cfg(not(target_arch = "wasm32"))]
 pub(crate) fn par_chunks_mut<T: Send>(out: &mut [T], min_chunk: usize, f: impl Fn(usize, &mut [T]) + Sync) {
@@ -196,24 +232,5 @@ pub(crate) fn par_chunks_mut<T: Send>(out: &mut [T], min_chunk: usize, f: impl F
 
 #[cfg(target_arch = "wasm32")]
 pub(crate) fn par_chunks_mut<T: Send>(out: &mut [T], _min_chunk: usize, f: impl Fn(usize, &mut [T]) + Sync) {
-    f(0, out);
-}
-
-/// Runs `f(first_block, blocks)` over `out` cut into whole blocks of `block` elements (rows
-/// of a row-wise kernel), several blocks per task, on both cores when it pays.
-#[cfg(not(target_arch = "wasm32"))]
-pub(crate) fn par_blocks_mut<T: Send>(out: &mut [T], block: usize, f: impl Fn(usize, &mut [T]) + Sync) {
-    use rayon::prelude::*;
-    let block = block.max(1);
-    let per_task = ((1 << 14) / block).max(1);
-    if out.len() <= block * per_task {
-        f(0, out);
-        return;
-    }
-    out.par_chunks_mut(block * per_task).enumerate().for_each(|(i, c)| f(i * per_task, c));
-}
-
-#[cfg(target_arch = "wasm32")]
-pub(crate) fn par_blocks_mut<T: Send>(out: &mut [T], _block: usize, f: impl Fn(usize, &mut [T]) + Sync) {
     f(0, out);
 }

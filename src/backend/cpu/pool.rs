@@ -1,7 +1,8 @@
 //! CPU 2-D pooling (NCHW, every `h × w` plane independent): max (with argmax indices) and
 //! average, fixed-window or adaptive, and their backward passes. Parallel over planes.
 
-use super::conv::{WinFloat, for_each_item};
+use super::conv::WinFloat;
+use super::workers::zeroed_items;
 
 /// Geometry of one pooling: `n · c` input planes of `h × w`, output planes `oh × ow`.
 /// Fixed windows are `kh × kw` moved by `(sh, sw)` from `(-pt, -pl)` and clipped to the
@@ -177,8 +178,7 @@ fn for_each_item2<A: Send, B: Send>(
 /// Average pooling.
 pub(crate) fn avg_pool<T: WinFloat>(x: &[T], g: &PoolGeom) -> Vec<T> {
     let (ip, op) = (g.in_plane(), g.out_plane());
-    let mut out = vec![T::ZERO; g.planes() * op];
-    for_each_item(&mut out, op, (), |p, o, _| {
+    zeroed_items(g.planes() * op, op, 0, |p, o, _| {
         let plane = &x[p * ip..(p + 1) * ip];
         for oy in 0..g.oh {
             let (r0, r1) = g.rows(oy);
@@ -193,28 +193,24 @@ pub(crate) fn avg_pool<T: WinFloat>(x: &[T], g: &PoolGeom) -> Vec<T> {
                 o[oy * g.ow + ox] = s.div(T::from_usize(g.count(oy, ox)));
             }
         }
-    });
-    out
+    })
 }
 
 /// Gradient of max pooling: each output's gradient goes to its recorded argmax (summed in
 /// output order where windows overlap).
 pub(crate) fn max_pool_backward<T: WinFloat>(dy: &[T], idx: &[i32], g: &PoolGeom) -> Vec<T> {
     let (ip, op) = (g.in_plane(), g.out_plane());
-    let mut dx = vec![T::ZERO; g.planes() * ip];
-    for_each_item(&mut dx, ip, (), |p, d, _| {
+    zeroed_items(g.planes() * ip, ip, 0, |p, d, _| {
         for o in p * op..(p + 1) * op {
             d[idx[o] as usize] += dy[o];
         }
-    });
-    dx
+    })
 }
 
 /// Gradient of average pooling: each output's gradient spread over its window.
 pub(crate) fn avg_pool_backward<T: WinFloat>(dy: &[T], g: &PoolGeom) -> Vec<T> {
     let (ip, op) = (g.in_plane(), g.out_plane());
-    let mut dx = vec![T::ZERO; g.planes() * ip];
-    for_each_item(&mut dx, ip, (), |p, d, _| {
+    zeroed_items(g.planes() * ip, ip, 0, |p, d, _| {
         for oy in 0..g.oh {
             let (r0, r1) = g.rows(oy);
             for ox in 0..g.ow {
@@ -227,8 +223,7 @@ pub(crate) fn avg_pool_backward<T: WinFloat>(dy: &[T], g: &PoolGeom) -> Vec<T> {
                 }
             }
         }
-    });
-    dx
+    })
 }
 
 /// `out[p, o] = src[p, idx[p, o]]`: the transpose of `max_pool_backward` (its gradient).

@@ -27,8 +27,7 @@ pub(crate) fn reduce<T: Copy + Sync, A: Copy + Send + Sync + Default>(
             })
             .collect();
     }
-    let mut out = vec![A::default(); outputs];
-    super::par_chunks_mut(&mut out, (1 << 15) / len.max(1) + 1, |start, chunk| {
+    super::par_chunks_new(outputs, A::default(), (1 << 15) / len.max(1) + 1, |start, chunk| {
         if inner == 1 {
             for (j, o_val) in chunk.iter_mut().enumerate() {
                 *o_val = fold_lanes(&x[(start + j) * len..][..len], init, &step, &merge);
@@ -51,8 +50,7 @@ pub(crate) fn reduce<T: Copy + Sync, A: Copy + Send + Sync + Default>(
             k += seg;
             rest = tail;
         }
-    });
-    out
+    })
 }
 
 /// Folds a contiguous row in eight interleaved lanes merged in a fixed order: the same result

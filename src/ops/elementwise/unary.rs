@@ -5,7 +5,7 @@ use super::{
 };
 use crate::backend::cpu::CpuData;
 use crate::backend::cpu::elementwise::{PAR_MIN, par_map};
-use crate::backend::cpu::par_chunks_mut;
+use crate::backend::cpu::par_chunks_new;
 use crate::backend::gpu::{Bind, Kernel, Variant};
 use crate::ops::registry::apply::apply1;
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
@@ -109,9 +109,9 @@ fn cpu_unary(def: &UnaryDef, data: &CpuData, p: [f64; 2]) -> Option<CpuData> {
 
 /// `f` over `xs` in parallel chunks.
 fn map_slices<T: Copy + Default + Send + Sync>(xs: &[T], f: SliceFn<T>, p: [f64; 2]) -> Vec<T> {
-    let mut out = vec![T::default(); xs.len()];
-    par_chunks_mut(&mut out, PAR_MIN, |start, chunk| f(&xs[start..start + chunk.len()], chunk, p[0], p[1]));
-    out
+    par_chunks_new(xs.len(), T::default(), PAR_MIN, |start, chunk| {
+        f(&xs[start..start + chunk.len()], chunk, p[0], p[1])
+    })
 }
 
 // The attributes are the two scalar parameters (named by `params` in the attribute map).

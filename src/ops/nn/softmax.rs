@@ -8,7 +8,7 @@
 
 use crate::autograd::is_grad_enabled;
 use crate::backend::cpu::float_kernel;
-use crate::backend::cpu::{CpuData, par_blocks_mut};
+use crate::backend::cpu::{CpuData, par_blocks_new};
 use crate::backend::gpu::{Bind, GpuContext, Kernel, Variant, grid};
 use crate::ops::registry::apply::apply1;
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
@@ -166,8 +166,7 @@ fn cpu_forward(op: &'static str, log: bool, d: &CpuData, geom: Geom) -> Result<C
 
 /// CPU softmax in f64 over each (outer, inner) line.
 fn forward_rows<T: Element>(x: &[T], log: bool, (_, len, inner): Geom) -> Vec<T> {
-    let mut out = vec![T::from_f64(0.0); x.len()];
-    par_blocks_mut(&mut out, len * inner, |first, blocks| {
+    par_blocks_new(x.len(), T::from_f64(0.0), len * inner, |first, blocks| {
         for (b, block) in blocks.chunks_mut(len * inner).enumerate() {
             let base = (first + b) * len * inner;
             for i in 0..inner {
@@ -180,8 +179,7 @@ fn forward_rows<T: Element>(x: &[T], log: bool, (_, len, inner): Geom) -> Vec<T>
                 }
             }
         }
-    });
-    out
+    })
 }
 
 fn cpu_backward(op: &'static str, log: bool, y: &CpuData, g: &CpuData, geom: Geom) -> Result<CpuData> {
@@ -189,8 +187,7 @@ fn cpu_backward(op: &'static str, log: bool, y: &CpuData, g: &CpuData, geom: Geo
 }
 
 fn backward_rows<T: Element>(y: &[T], g: &[T], log: bool, (_, len, inner): Geom) -> Vec<T> {
-    let mut out = vec![T::from_f64(0.0); y.len()];
-    par_blocks_mut(&mut out, len * inner, |first, blocks| {
+    par_blocks_new(y.len(), T::from_f64(0.0), len * inner, |first, blocks| {
         for (b, block) in blocks.chunks_mut(len * inner).enumerate() {
             let base = (first + b) * len * inner;
             for i in 0..inner {
@@ -209,8 +206,7 @@ fn backward_rows<T: Element>(y: &[T], g: &[T], log: bool, (_, len, inner): Geom)
                 }
             }
         }
-    });
-    out
+    })
 }
 
 impl Tensor {

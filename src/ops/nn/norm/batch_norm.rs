@@ -18,7 +18,7 @@ use super::{
     with_affine,
 };
 use crate::autograd::{is_grad_enabled, no_grad};
-use crate::backend::cpu::{CpuData, par_blocks_mut};
+use crate::backend::cpu::{CpuData, par_blocks_new};
 use crate::backend::gpu::{Bind, Kernel, grid};
 use crate::ops::registry::apply::{apply, apply1};
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
@@ -112,8 +112,7 @@ impl Op for BatchNormStatsOp {
 /// Per-channel (mean, biased variance, rstd) on the CPU, in f64.
 fn bn_stats_cpu<T: Element>(xv: &[T], (n, c, s): BnGeom, eps: f64) -> Vec<CpuData> {
     let m = (n * s) as f64;
-    let mut stats = vec![0.0f64; 3 * c];
-    par_blocks_mut(&mut stats, 3, |first, chunk| {
+    let stats = par_blocks_new(3 * c, 0.0f64, 3, |first, chunk| {
         for (k, st) in chunk.chunks_mut(3).enumerate() {
             let ch = first + k;
             let planes = || (0..n).flat_map(move |i| xv[(i * c + ch) * s..][..s].iter().map(|v| v.to_f64()));
@@ -226,8 +225,7 @@ fn bn_apply_cpu<T: Element>(
     b: Option<Vec<f64>>,
     (_, c, s): BnGeom,
 ) -> CpuData {
-    let mut y = vec![T::from_f64(0.0); xv.len()];
-    par_blocks_mut(&mut y, s, |first, chunk| {
+    let y = par_blocks_new(xv.len(), T::from_f64(0.0), s, |first, chunk| {
         for (k, plane) in chunk.chunks_mut(s).enumerate() {
             let q = first + k;
             let ch = q % c;
@@ -349,8 +347,7 @@ fn bn_backward_cpu<T: Element>(
     let (xv, gv) = (slice::<T>(OP, x)?, slice::<T>(OP, g)?);
     let m = (n * s) as f64;
     // Per channel: Σg, Σg·x̂.
-    let mut sums = vec![0.0f64; 2 * c];
-    par_blocks_mut(&mut sums, 2, |first, chunk| {
+    let sums = par_blocks_new(2 * c, 0.0f64, 2, |first, chunk| {
         for (k, st) in chunk.chunks_mut(2).enumerate() {
             let ch = first + k;
             let (mu, rs) = (mean[ch], rstd[ch]);
@@ -369,8 +366,7 @@ fn bn_backward_cpu<T: Element>(
     });
     let empty = || T::into_data(Vec::new());
     let dx = if need.x {
-        let mut out = vec![T::from_f64(0.0); xv.len()];
-        par_blocks_mut(&mut out, s, |first, chunk| {
+        let out = par_blocks_new(xv.len(), T::from_f64(0.0), s, |first, chunk| {
             for (k, plane) in chunk.chunks_mut(s).enumerate() {
                 let q = first + k;
                 let ch = q % c;

@@ -9,7 +9,7 @@ use super::{
     Grads3, Needs, check_epsilon, check_param, f32_param, f64s, grad_metas, grads_vec, grads3, slice, with_affine,
 };
 use crate::autograd::is_grad_enabled;
-use crate::backend::cpu::{CpuData, par_blocks_mut};
+use crate::backend::cpu::{CpuData, par_blocks_new};
 use crate::backend::gpu::{Bind, Kernel, grid};
 use crate::ops::registry::apply::{apply, apply1};
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op};
@@ -233,8 +233,7 @@ fn ln_forward_cpu<T: Element>(
     eps: f64,
 ) -> Result<Vec<CpuData>> {
     let xv = slice::<T>("layer_norm", x)?;
-    let mut stats = vec![0.0f64; 2 * rows];
-    par_blocks_mut(&mut stats, 2, |first, chunk| {
+    let stats = par_blocks_new(2 * rows, 0.0f64, 2, |first, chunk| {
         for (k, st) in chunk.chunks_mut(2).enumerate() {
             let row = &xv[(first + k) * d..][..d];
             let mu = row.iter().map(|v| v.to_f64()).sum::<f64>() / d as f64;
@@ -243,8 +242,7 @@ fn ln_forward_cpu<T: Element>(
             st[1] = 1.0 / (var + eps).sqrt();
         }
     });
-    let mut y = vec![T::from_f64(0.0); xv.len()];
-    par_blocks_mut(&mut y, d, |first, chunk| {
+    let y = par_blocks_new(xv.len(), T::from_f64(0.0), d, |first, chunk| {
         for (k, yr) in chunk.chunks_mut(d).enumerate() {
             let r = first + k;
             let (mu, rs) = (stats[2 * r], stats[2 * r + 1]);
@@ -279,8 +277,7 @@ fn ln_backward_cpu<T: Element>(
     let xhat = |r: usize, j: usize| (xv[r * d + j].to_f64() - mean[r]) * rstd[r];
     let empty = || T::into_data(Vec::new());
     let dx = if need.x {
-        let mut out = vec![T::from_f64(0.0); xv.len()];
-        par_blocks_mut(&mut out, d, |first, chunk| {
+        let out = par_blocks_new(xv.len(), T::from_f64(0.0), d, |first, chunk| {
             for (k, dr) in chunk.chunks_mut(d).enumerate() {
                 let r = first + k;
                 let gw = |j: usize| gv[r * d + j].to_f64() * w.as_ref().map_or(1.0, |w| w[j]);
