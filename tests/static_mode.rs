@@ -867,6 +867,14 @@ fn lamb_and_adamax_minimize_statically_like_eager() {
                     make(model.params().into_iter().cloned().collect()).minimize(&l).unwrap();
                     (model, l)
                 });
+                // One fused update op per parameter; only Lamb appends its trust-ratio ops.
+                let updates = main.ops().iter().filter(|o| o.role == st::OpRole::Optimize).count();
+                let params = model.params().len();
+                if lamb {
+                    assert!(updates > params, "Lamb appended {updates} ops for {params} parameters");
+                } else {
+                    assert_eq!(updates, params, "Adamax appended ops besides its update ops");
+                }
                 let exe = Executor::with_scope(place, Scope::new());
                 exe.run(&startup, &[], &[] as &[&str]).unwrap();
                 share(exe.scope(), &model.params(), &eager.params(), place);

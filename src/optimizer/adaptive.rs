@@ -136,14 +136,14 @@ impl Kind for LambKind {
     }
 
     /// `p -= lr·trust·r` with `trust = ‖p‖/‖r‖` (1 when either norm is 0).
-    fn finish(&self, param: &Tensor, states: &[Tensor], lr: &Tensor) -> Result<()> {
+    fn finish(&self, param: &Tensor, states: &[Tensor], lr: &dyn Fn() -> Result<Tensor>) -> Result<()> {
         let r = &states[2];
         let p_norm = param.norm(NormKind::Fro, &[], false)?;
         let r_norm = r.norm(NormKind::Fro, &[], false)?;
         let both = p_norm.greater_than_scalar(0)?.logical_and(&r_norm.greater_than_scalar(0)?)?;
         let ones = crate::ones_like(&p_norm)?;
         let trust = crate::where_(&both, &p_norm.divide(&crate::where_(&both, &r_norm, &ones)?)?, &ones)?;
-        param.assign_(&param.subtract(&r.mul(&trust.mul(lr)?)?)?)
+        param.assign_(&param.subtract(&r.mul(&trust.mul(&lr()?)?)?)?)
     }
 }
 

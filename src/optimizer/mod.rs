@@ -98,10 +98,12 @@ pub trait Kind: Send {
         false
     }
     /// Work after the fused update on each parameter (Lamb's trust-ratio step), in tensor
-    /// ops so that it runs eagerly and appends to a static program alike; `lr` is this
-    /// parameter's learning rate as a tensor.
+    /// ops so that it runs eagerly and appends to a static program alike; `lr` makes this
+    /// parameter's learning rate as a tensor. It is called only by the rules that use it:
+    /// made up front, the tensor cost every other rule an op per parameter and step (two
+    /// dispatches per parameter in a replayed plan).
     #[doc(hidden)]
-    fn finish(&self, param: &Tensor, states: &[Tensor], lr: &Tensor) -> Result<()> {
+    fn finish(&self, param: &Tensor, states: &[Tensor], lr: &dyn Fn() -> Result<Tensor>) -> Result<()> {
         let _ = (param, states, lr);
         Ok(())
     }
@@ -191,7 +193,7 @@ impl<K: Kind> Optimizer for Optim<K> {
             }
             let lr = lr * p.learning_rate_multiplier();
             update::apply_rule(&rule, p, g, &self.states[i], None, lr, l2)?;
-            self.kind.finish(p, &self.states[i], &crate::full_on(&[] as &[usize], lr, p.dtype(), p.place())?)?;
+            self.kind.finish(p, &self.states[i], &|| crate::full_on(&[] as &[usize], lr, p.dtype(), p.place()))?;
         }
         Ok(())
     }

@@ -94,8 +94,12 @@ impl<K: Kind> Optim<K> {
                         .collect::<Result<_>>()?;
                     update::apply_rule(&rule, p, g, &states, schedule, p.learning_rate_multiplier(), l2)?;
                     if let Some(s) = schedule {
-                        let lr = s.slice(&[0], &[0], &[1])?.reshape(&[] as &[usize])?;
-                        self.kind.finish(p, &states, &lr.scale(p.learning_rate_multiplier(), 0.0)?)?;
+                        let lr = || {
+                            s.slice(&[0], &[0], &[1])?
+                                .reshape(&[] as &[usize])?
+                                .scale(p.learning_rate_multiplier(), 0.0)
+                        };
+                        self.kind.finish(p, &states, &lr)?;
                     }
                 }
                 Ok(schedules.into_iter().map(|(name, dtype, _)| (name, dtype)).collect())

@@ -1,11 +1,11 @@
-//! Work split over the batch for the window kernels (convolution, pooling), with per-worker
-//! scratch buffers kept between calls.
+//! Parallel work over the chunks of a new output: the builders behind the CPU kernels'
+//! outputs, and per-worker scratch buffers kept between calls.
 //!
 //! A convolution's workers each need an im2col buffer (up to a few MiB). Handing every
-//! rayon job a fresh copy of one buffer cost the MNIST step a memcpy per job split, about
-//! 3% of the step on two cores; each thread now keeps its largest buffer up to
-//! [`KEEP_BYTES`] and lends it to the next job it runs. Scratch contents are unspecified:
-//! every user overwrites what it reads.
+//! rayon job a fresh copy of one buffer cost the 2-core MNIST step about 6% (a memcpy per
+//! job split); each thread now keeps its largest buffer up to [`KEEP_BYTES`] and lends it to
+//! the next job it runs. Scratch contents are unspecified: every user overwrites what it
+//! reads.
 
 use std::cell::RefCell;
 use std::mem::MaybeUninit;
