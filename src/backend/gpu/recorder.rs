@@ -459,6 +459,33 @@ impl GpuContext {
         if parts.is_empty() {
             return Ok(Vec::new());
         }
+        let read = self.read_parts(op, &parts, flag.as_ref()).await;
+        let mut out = match read {
+            Ok(out) => out,
+            Err(e) => {
+                // The flag's words were not read: a later readback reads them again (an error
+                // still there is reported then, not lost; a cleared flag reads as none).
+                if flag.is_some() {
+                    self.arm_index_flag();
+                }
+                return Err(e);
+            }
+        };
+        if flag.is_some() {
+            let words = out.pop().unwrap_or_default();
+            self.index_error(&words)?;
+        }
+        Ok(out)
+    }
+
+    /// Copies the first bytes of each of `parts` into one staging buffer (clearing `flag`, the
+    /// last part when present, in the same submission), maps it and returns each part's bytes.
+    async fn read_parts(
+        &self,
+        op: &'static str,
+        parts: &[(&wgpu::Buffer, u64)],
+        flag: Option<&wgpu::Buffer>,
+    ) -> Result<Vec<Vec<u8>>> {
         let offsets: Vec<u64> = parts
             .iter()
             .scan(0u64, |at, &(_, b)| {
@@ -484,7 +511,7 @@ impl GpuContext {
             for (&(buf, bytes), &o) in parts.iter().zip(&offsets) {
                 enc.copy_buffer_to_buffer(buf, 0, &staging, o, bytes.div_ceil(4) * 4);
             }
-            if let Some(f) = &flag {
+            if let Some(f) = flag {
                 enc.clear_buffer(f, 0, None);
             }
             rec.flush(self)?;
@@ -504,17 +531,13 @@ impl GpuContext {
             }
             None => return Err(Error::DeviceLost("readback callback dropped".into())),
         }
-        let mut out: Vec<Vec<u8>> = {
+        let out: Vec<Vec<u8>> = {
             let view = staging.get_mapped_range(..size).map_err(|e| Error::Gpu { op, msg: e.to_string() })?;
             parts.iter().zip(&offsets).map(|(&(_, b), &o)| view[o as usize..(o + b) as usize].to_vec()).collect()
         };
         staging.unmap();
         if staging.size() == SMALL_READBACK {
             *lock(&self.small_staging) = Some(staging);
-        }
-        if flag.is_some() {
-            let words = out.pop().unwrap_or_default();
-            self.index_error(&words)?;
         }
         Ok(out)
     }
