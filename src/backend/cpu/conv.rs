@@ -304,7 +304,6 @@ fn gather_dy_block<T: WinFloat>(dy: &[T], g: &ConvGeom, gi: usize, first: usize,
 pub(crate) fn conv2d_backward_data<T: WinFloat>(dy: &[T], wt: &[T], g: &ConvGeom) -> Vec<T> {
     let (cin_g, cout_g, kk, l) = (g.cin_g(), g.cout_g(), g.k_len(), g.out_hw());
     let hw = g.h * g.w;
-
     let block = (IM2COL_BLOCK / (kk * l).max(1)).clamp(1, g.n.div_ceil(8).max(1));
     let par = inner_parallelism(g, cout_g * kk * l * block);
     let scratch = (kk + cout_g) * l * block;
@@ -353,7 +352,6 @@ pub(crate) fn conv2d_backward_filter<T: WinFloat>(x: &[T], dy: &[T], g: &ConvGeo
     let block = (IM2COL_BLOCK / (kk * l).max(1)).clamp(1, per_chunk.max(1));
     let par = inner_parallelism(g, cout_g * kk * l * block);
     let scratch = (kk + cout_g) * l * block;
-
     let chw = g.c * g.h * g.w;
     let partials = zeroed_items(chunks * wlen, wlen, scratch, |ci, dw, s| {
         let (cols, dys) = s.split_at_mut(kk * l * block);

@@ -9,6 +9,8 @@ pub(crate) mod pool;
 pub(crate) mod reduce;
 pub(crate) mod workers;
 
+pub(crate) use workers::{par_blocks_new, par_chunks_new};
+
 use half::f16;
 
 use crate::DType;
@@ -181,41 +183,6 @@ pub(crate) fn gpu_bytes(dtype: DType, n: usize) -> u64 {
         DType::Int64 | DType::Float64 => n.saturating_mul(8),
         DType::Float16 => n.saturating_mul(2),
     }
-}
-
-/// `let mut v = vec![init; n]; par_chunks_mut(&mut v, min_chunk, f); v`, with each chunk
-/// set to `init` by the worker that runs `f` on it (see [`workers::build_chunks`]).
-pub(crate) fn par_chunks_new<T: Copy + Send + Sync>(
-    n: usize,
-    init: T,
-    min_chunk: usize,
-    f: impl Fn(usize, &mut [T]) + Sync,
-) -> Vec<T> {
-    #[cfg(not(target_arch = "wasm32"))]
-    let chunk = if n <= min_chunk { n } else { n.div_ceil(rayon::current_num_threads() * 4).max(min_chunk) };
-    #[cfg(target_arch = "wasm32")]
-    let chunk = {
-        let _ = min_chunk;
-        n
-    };
-    workers::build_chunks(n, init, chunk.max(1), || (), |i, c, _| f(i * chunk, c))
-}
-
-/// A vector of `n` elements cut into whole blocks of `block` elements (rows of a row-wise
-/// kernel), built by `f(first_block, blocks)` several blocks per task, each task's blocks set
-/// to `init` by the worker that runs `f` on them (see [`workers::build_chunks`]).
-pub(crate) fn par_blocks_new<T: Copy + Send + Sync>(
-    n: usize,
-    init: T,
-    block: usize,
-    f: impl Fn(usize, &mut [T]) + Sync,
-) -> Vec<T> {
-    let block = block.max(1);
-    #[cfg(not(target_arch = "wasm32"))]
-    let per_task = ((1 << 14) / block).max(1);
-    #[cfg(target_arch = "wasm32")]
-    let per_task = n.div_ceil(block).max(1);
-    workers::build_chunks(n, init, block * per_task, || (), |i, c, _| f(i * per_task, c))
 }
 
 /// Runs `f(i)` for `i in 0..n`, on both cores when the work is large enough to pay for it.

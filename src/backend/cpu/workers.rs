@@ -1,23 +1,22 @@
 //! Parallel work over the chunks of a new output: the builders behind the CPU kernels'
 //! outputs, and per-worker scratch buffers kept between calls.
 //!
-//! A convolution's workers each need an im2col buffer (up to a few MiB). Handing every
-//! rayon job a fresh copy of one buffer cost the 2-core MNIST step about 6% (a memcpy per
-//! job split); each thread now keeps its largest buffer up to [`KEEP_BYTES`] and lends it to
-//! the next job it runs. Scratch contents are unspecified: every user overwrites what it
-//! reads.
+//! A convolution's workers each need an im2col buffer (MNIST: 57–563 KiB; a large layer's
+//! can reach tens of MiB). Handing every rayon job a fresh copy of one buffer cost the
+//! 2-core MNIST step about 6% (a memcpy per job split); each thread now keeps its largest
+//! buffer up to [`KEEP_BYTES`] per float type and lends it to the next job it runs (larger
+//! ones are allocated per job and freed). Scratch contents are unspecified: every user
+//! overwrites what it reads.
 
 use std::cell::RefCell;
 use std::mem::MaybeUninit;
 use std::thread::LocalKey;
 
-use super::conv::WinFloat;
-
 /// Largest scratch buffer a thread keeps after a call (bytes); larger ones are freed.
 const KEEP_BYTES: usize = 4 << 20;
 
 /// A float type with a per-thread cache of one scratch buffer.
-pub(crate) trait CachedScratch: Sized + 'static {
+pub(crate) trait CachedScratch: Copy + Default + 'static {
     fn cache() -> &'static LocalKey<RefCell<Vec<Self>>>;
 }
 
@@ -38,21 +37,24 @@ cached_scratch!(f64);
 
 /// A scratch buffer of `len` elements borrowed from the current thread's cache (or newly
 /// allocated), returned to the cache of the thread that drops it.
-pub(crate) struct Scratch<T: WinFloat> {
+pub(crate) struct Scratch<T: CachedScratch> {
     buf: Vec<T>,
     len: usize,
 }
 
-impl<T: WinFloat> Scratch<T> {
+impl<T: CachedScratch> Scratch<T> {
     pub fn take(len: usize) -> Self {
         if len == 0 {
             return Scratch { buf: Vec::new(), len };
         }
-        let mut buf = T::cache().try_with(|c| std::mem::take(&mut *c.borrow_mut())).unwrap_or_default();
-        if buf.len() < len {
-            buf = vec![T::ZERO; len];
+        let cached = T::cache().try_with(|c| std::mem::take(&mut *c.borrow_mut())).unwrap_or_default();
+        if cached.len() >= len {
+            return Scratch { buf: cached, len };
         }
-        Scratch { buf, len }
+        // Too small: it stays cached (a larger request over KEEP_BYTES must not cost the
+        // thread the buffer its usual jobs fit in).
+        let _ = T::cache().try_with(|c| *c.borrow_mut() = cached);
+        Scratch { buf: vec![T::default(); len], len }
     }
 
     pub fn as_mut_slice(&mut self) -> &mut [T] {
@@ -60,7 +62,7 @@ impl<T: WinFloat> Scratch<T> {
     }
 }
 
-impl<T: WinFloat> Drop for Scratch<T> {
+impl<T: CachedScratch> Drop for Scratch<T> {
     fn drop(&mut self) {
         let bytes = self.buf.len() * std::mem::size_of::<T>();
         if bytes == 0 || bytes > KEEP_BYTES {
@@ -78,16 +80,22 @@ impl<T: WinFloat> Drop for Scratch<T> {
 }
 
 /// A vector of `len` elements built in `per`-sized chunks (items) by `f(item, chunk,
-/// scratch)`, each chunk zeroed first, in parallel on native targets. `scratch` holds
+/// scratch)`, each chunk zeroed (`T::default()`) first, in parallel on native targets. `scratch` holds
 /// `scratch_len` elements of unspecified contents, reused across the items one worker
 /// handles.
-pub(crate) fn zeroed_items<T: WinFloat>(
+pub(crate) fn zeroed_items<T: CachedScratch + Send + Sync>(
     len: usize,
     per: usize,
     scratch_len: usize,
     f: impl Fn(usize, &mut [T], &mut [T]) + Sync,
 ) -> Vec<T> {
-    build_chunks(len, T::ZERO, per, || Scratch::<T>::take(scratch_len), |i, chunk, s| f(i, chunk, s.as_mut_slice()))
+    build_chunks(
+        len,
+        T::default(),
+        per,
+        || Scratch::<T>::take(scratch_len),
+        |i, chunk, s| f(i, chunk, s.as_mut_slice()),
+    )
 }
 
 /// A vector of `len` elements made in `per`-sized chunks: each chunk is set to `init` by
@@ -137,6 +145,42 @@ pub(crate) fn build_chunks<T: Copy + Send + Sync, S>(
     out
 }
 
+/// `let mut v = vec![init; n]; par_chunks_mut(&mut v, min_chunk, f); v` (`super::par_chunks_mut`),
+/// with each chunk set to `init` by the worker that runs `f` on it (see [`build_chunks`]), and
+/// no call of `f` for `n == 0`.
+pub(crate) fn par_chunks_new<T: Copy + Send + Sync>(
+    n: usize,
+    init: T,
+    min_chunk: usize,
+    f: impl Fn(usize, &mut [T]) + Sync,
+) -> Vec<T> {
+    #[cfg(not(target_arch = "wasm32"))]
+    let chunk = if n <= min_chunk { n } else { n.div_ceil(rayon::current_num_threads() * 4).max(min_chunk) };
+    #[cfg(target_arch = "wasm32")]
+    let chunk = {
+        let _ = min_chunk;
+        n
+    };
+    build_chunks(n, init, chunk.max(1), || (), |i, c, _| f(i * chunk, c))
+}
+
+/// A vector of `n` elements cut into whole blocks of `block` elements (rows of a row-wise
+/// kernel), built by `f(first_block, blocks)` several blocks per task, each task's blocks set
+/// to `init` by the worker that runs `f` on them (see [`build_chunks`]).
+pub(crate) fn par_blocks_new<T: Copy + Send + Sync>(
+    n: usize,
+    init: T,
+    block: usize,
+    f: impl Fn(usize, &mut [T]) + Sync,
+) -> Vec<T> {
+    let block = block.max(1);
+    #[cfg(not(target_arch = "wasm32"))]
+    let per_task = ((1 << 14) / block).max(1);
+    #[cfg(target_arch = "wasm32")]
+    let per_task = n.div_ceil(block).max(1);
+    build_chunks(n, init, block * per_task, || (), |i, c, _| f(i * per_task, c))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,7 +210,8 @@ mod tests {
         assert_eq!(build_chunks(5, 2.5f32, 0, || (), |_, _, _| panic!("no chunks of size 0")), vec![2.5; 5]);
     }
 
-    /// A kept buffer is lent again: it may hold old values, never fewer elements than asked.
+    /// A kept buffer is lent again: it may hold old values, never fewer elements than asked;
+    /// one over `KEEP_BYTES` is freed and leaves the cached one in place.
     #[test]
     fn scratch_is_reused_and_sized() {
         let mut a = Scratch::<f32>::take(100);
@@ -180,6 +225,64 @@ mod tests {
         drop((b, c));
         let too_big = KEEP_BYTES / 4 + 1;
         drop(Scratch::<f32>::take(too_big));
-        assert!(f32::cache().with(|c| c.borrow().len()) < too_big, "a buffer over KEEP_BYTES was kept");
+        let kept = f32::cache().with(|c| c.borrow().len());
+        assert_eq!(kept, 200, "a request over KEEP_BYTES must neither be kept nor evict the cached buffer");
+    }
+
+    /// The convolution kernels give the same bits whatever the workers' cached scratch held:
+    /// every thread's cache filled with NaN, then with 1e30, before the same three products
+    /// of a batch of one (gemm's own threads), a batch whose last image block is short and
+    /// whose filter chunks are partly empty (20 images), and padding with stride 2.
+    #[test]
+    fn conv_results_ignore_stale_scratch() {
+        use super::super::conv::{ConvGeom, conv2d_backward_data, conv2d_backward_filter, conv2d_forward};
+        let poison = |v: f32| {
+            let fill = move || f32::cache().with(|c| *c.borrow_mut() = vec![v; 1 << 20]);
+            rayon::broadcast(|_| fill());
+            fill();
+        };
+        for (n, c, hw, oc, pad, stride) in [(1, 8, 20, 16, 1, 1), (20, 3, 9, 4, 0, 1), (7, 3, 9, 4, 2, 2)] {
+            let k = 3;
+            let o = (hw + 2 * pad - k) / stride + 1;
+            let g = ConvGeom {
+                n,
+                c,
+                h: hw,
+                w: hw,
+                oc,
+                kh: k,
+                kw: k,
+                oh: o,
+                ow: o,
+                sh: stride,
+                sw: stride,
+                pt: pad,
+                pl: pad,
+                dh: 1,
+                dw: 1,
+                groups: 1,
+            };
+            let x: Vec<f32> = (0..n * c * hw * hw).map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0).collect();
+            let wt: Vec<f32> = (0..oc * c * k * k).map(|i| ((i * 13 % 29) as f32 - 14.0) / 7.0).collect();
+            let dy: Vec<f32> = (0..n * oc * o * o).map(|i| ((i * 7 % 23) as f32 - 11.0) / 5.0).collect();
+            let run = || {
+                [
+                    conv2d_forward(&x, &wt, None, &g),
+                    conv2d_backward_data(&dy, &wt, &g),
+                    conv2d_backward_filter(&x, &dy, &g),
+                ]
+            };
+            poison(f32::NAN);
+            let after_nan = run();
+            poison(1e30);
+            let after_big = run();
+            for (what, (a, b)) in
+                ["forward", "input gradient", "filter gradient"].iter().zip(after_nan.iter().zip(&after_big))
+            {
+                assert!(a.iter().all(|v| v.is_finite()), "{what} of {g:?} read a NaN left in scratch");
+                let same = a.iter().zip(b).all(|(p, q)| p.to_bits() == q.to_bits());
+                assert!(same, "{what} of {g:?} depends on stale scratch contents");
+            }
+        }
     }
 }
