@@ -867,13 +867,21 @@ fn lamb_and_adamax_minimize_statically_like_eager() {
                     make(model.params().into_iter().cloned().collect()).minimize(&l).unwrap();
                     (model, l)
                 });
-                // One fused update op per parameter; only Lamb appends its trust-ratio ops.
-                let updates = main.ops().iter().filter(|o| o.role == st::OpRole::Optimize).count();
+                // One fused update op per parameter; only Lamb appends its trust-ratio ops, and
+                // every op minimize appends is used: it writes in place (no outputs), or some
+                // output is persistable or read by another op.
+                let (ops, vars) = (main.ops(), main.vars());
+                let updates: Vec<_> = ops.iter().filter(|o| o.role == st::OpRole::Optimize).collect();
                 let params = model.params().len();
                 if lamb {
-                    assert!(updates > params, "Lamb appended {updates} ops for {params} parameters");
+                    assert!(updates.len() > params, "Lamb appended {} ops for {params} parameters", updates.len());
                 } else {
-                    assert_eq!(updates, params, "Adamax appended ops besides its update ops");
+                    assert_eq!(updates.len(), params, "Adamax appended ops besides its update ops");
+                }
+                for op in &updates {
+                    let used = op.outputs.is_empty()
+                        || op.outputs.iter().any(|&v| vars[v].persistable || ops.iter().any(|o| o.inputs.contains(&v)));
+                    assert!(used, "minimize appended a dead {} op", op.op_type);
                 }
                 let exe = Executor::with_scope(place, Scope::new());
                 exe.run(&startup, &[], &[] as &[&str]).unwrap();

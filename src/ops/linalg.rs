@@ -43,17 +43,16 @@ pub fn norm(x: &Tensor, kind: NormKind, axis: &[isize], keepdim: bool) -> Result
     if !x.dtype().is_float() {
         return Err(Error::unsupported("norm", x.dtype(), "(expected float16, float32 or float64)"));
     }
-    let abs = x.abs()?;
     match kind {
-        NormKind::Inf => crate::max(&abs, axis, keepdim),
-        NormKind::NegInf => crate::min(&abs, axis, keepdim),
+        NormKind::Inf => crate::max(&x.abs()?, axis, keepdim),
+        NormKind::NegInf => crate::min(&x.abs()?, axis, keepdim),
         NormKind::P(0.0) => crate::sum(&x.not_equal_scalar(0)?.cast(x.dtype())?, axis, keepdim),
-        NormKind::P(1.0) => crate::sum(&abs, axis, keepdim),
+        NormKind::P(1.0) => crate::sum(&x.abs()?, axis, keepdim),
         NormKind::P(p) if !p.is_finite() => {
             Err(Error::invalid("norm", format!("p = {p}: use NormKind::Inf or NormKind::NegInf")))
         }
         NormKind::Fro | NormKind::P(2.0) => root_of_sum(&x.square()?, 2.0, axis, keepdim),
-        NormKind::P(p) => root_of_sum(&abs.pow(p)?, p, axis, keepdim),
+        NormKind::P(p) => root_of_sum(&x.abs()?.pow(p)?, p, axis, keepdim),
     }
 }
 
