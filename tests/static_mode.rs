@@ -900,3 +900,45 @@ fn lamb_and_adamax_minimize_statically_like_eager() {
         });
     }
 }
+
+/// The seed's MNIST program, with every optimizer, holds no op whose outputs nothing reads
+/// (each is work a run does for nothing; a plan replays it as dispatches): besides the
+/// fetched loss, every output is persistable or some op's input.
+#[test]
+fn mnist_programs_have_no_dead_ops() {
+    use dygraph::nn::Layer;
+    use dygraph::optimizer::{Adadelta, Adagrad, Adam, AdamW, Adamax, Lamb, Momentum, Optimizer, RMSProp, SGD};
+    use dygraph::vision::models::{MnistNet, mnist_loss};
+    type Make = fn(Vec<Tensor>) -> Box<dyn Optimizer>;
+    let optimizers: [(&str, Make); 9] = [
+        ("SGD", |p| Box::new(SGD::new(0.01, p))),
+        ("Momentum", |p| Box::new(Momentum::new(0.01, p))),
+        ("Adam", |p| Box::new(Adam::new(0.01, p))),
+        ("AdamW", |p| Box::new(AdamW::new(0.01, p))),
+        ("RMSProp", |p| Box::new(RMSProp::new(0.01, p))),
+        ("Adagrad", |p| Box::new(Adagrad::new(0.01, p))),
+        ("Adadelta", |p| Box::new(Adadelta::new(0.01, p))),
+        ("Adamax", |p| Box::new(Adamax::new(0.01, p))),
+        ("Lamb", |p| Box::new(Lamb::new(0.01, p))),
+    ];
+    for (name, make) in optimizers {
+        let (main, startup) = (Program::new(), Program::new());
+        let loss = st::program_guard(&main, &startup, || {
+            let img = st::data("pixel", &[-1, 1, 28, 28], DType::Float32).unwrap();
+            let label = st::data("label", &[-1, 1], DType::Int64).unwrap();
+            let net = MnistNet::new().unwrap();
+            let loss = mnist_loss(&net.forward(&img).unwrap(), &label).unwrap();
+            make(net.parameters()).minimize(&loss).unwrap();
+            loss
+        });
+        let loss_name = loss.name().unwrap();
+        let (ops, vars) = (main.ops(), main.vars());
+        for op in &ops {
+            let used = op.outputs.is_empty()
+                || op.outputs.iter().any(|&v| {
+                    vars[v].persistable || vars[v].name == loss_name || ops.iter().any(|o| o.inputs.contains(&v))
+                });
+            assert!(used, "{name}: the MNIST program has a dead {} op ({:?})", op.op_type, op.role);
+        }
+    }
+}
