@@ -8,6 +8,8 @@
 //! device after every step (batch 1) and reports the median host CPU per step and per
 //! dispatch, submission and driver clean-up included. With `--profile`, each mode
 //! then runs a few more steps under `dygraph::profiler` and prints its kernel table.
+//! `-- --loop MODE SECONDS` (MODE: `eager`, `plan`, `plan-synced`) runs only that GPU step for
+//! that long and prints its rate and host CPU per step, for an external profiler such as `perf`.
 
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -303,7 +305,44 @@ fn wgpu_floor_us() -> Option<f64> {
     Some(cpu.as_secs_f64() * 1e6 / (batches * per) as f64)
 }
 
+/// `--loop MODE SECONDS`: one GPU step run alone for `SECONDS`, for an external profiler.
+fn step_loop(mode: &str, secs: f64) {
+    let (mut step, synced): (Step, bool) = match mode {
+        "eager" => (eager_step(Place::Gpu(0), 64), false),
+        "plan" => (static_step(Place::Gpu(0), true, 64).0, false),
+        "plan-synced" => (static_step(Place::Gpu(0), true, 1).0, true),
+        _ => return println!("--loop takes eager, plan or plan-synced, not {mode}"),
+    };
+    for _ in 0..10 {
+        step();
+    }
+    settle(Place::Gpu(0));
+    let (t0, c0, d0) = (Instant::now(), thread_cpu(), dispatches(Place::Gpu(0)));
+    let mut n = 0u64;
+    while t0.elapsed().as_secs_f64() < secs {
+        step();
+        if synced {
+            settle(Place::Gpu(0));
+        }
+        n += 1;
+    }
+    settle(Place::Gpu(0));
+    let (wall, cpu) = (t0.elapsed().as_secs_f64(), (thread_cpu() - c0).as_secs_f64());
+    let d = (dispatches(Place::Gpu(0)) - d0) as f64 / n as f64;
+    println!(
+        "{mode}: {n} steps, {:.3} ms wall and {:.1} µs host CPU per step, {d:.0} dispatches, {:.2} µs per dispatch",
+        wall * 1e3 / n as f64,
+        cpu * 1e6 / n as f64,
+        cpu * 1e6 / n as f64 / d
+    );
+}
+
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--loop") {
+        let secs = args.get(i + 2).and_then(|s| s.parse().ok()).unwrap_or(5.0);
+        return step_loop(args.get(i + 1).map_or("", |s| s.as_str()), secs);
+    }
     let quick = std::env::args().any(|a| a == "--quick");
     let profiled = std::env::args().any(|a| a == "--profile");
     let mut profiles: Vec<(&str, Step)> = Vec::new();
