@@ -358,6 +358,44 @@ fn to_place_round_trips() {
     assert_eq!((gx.place(), values(&gx)), (Place::Cpu, vec![2.0, 4.0, 6.0]));
 }
 
+/// Small host writes run as dispatches that read the recorder's upload arena; many of them
+/// unsynced fill the arena several times over (each flush must keep every write whole), and
+/// the sizes around the small-write bound take both paths.
+#[test]
+fn uploads_survive_arena_flushes() {
+    let Some(g) = gpu_or_skip() else { return };
+    let lens: Vec<usize> = (0..600).map(|k| (k * 37) % 3000 + 1).collect();
+    let sent: Vec<Vec<i32>> =
+        lens.iter().enumerate().map(|(k, &n)| (0..n).map(|i| (k * 100_000 + i) as i32).collect()).collect();
+    let on_gpu: Vec<Tensor> = sent.iter().map(|v| Tensor::from_vec_on(v.clone(), [v.len()], g).unwrap()).collect();
+    for (k, (t, v)) in on_gpu.iter().zip(&sent).enumerate() {
+        assert_eq!(&t.to_vec::<i32>().unwrap(), v, "upload {k} of {} words", v.len());
+    }
+    // Copies between buffers take the same kernel up to the bound, a copy command above it.
+    let copies: Vec<Tensor> = on_gpu.iter().map(|t| t.clone_data().unwrap()).collect();
+    let assigned: Vec<Tensor> = copies
+        .iter()
+        .map(|c| {
+            let d = dygraph::zeros_on([c.numel()], DType::Int32, g).unwrap();
+            d.assign_(c).unwrap();
+            d
+        })
+        .collect();
+    for (k, ((c, d), v)) in copies.iter().zip(&assigned).zip(&sent).enumerate() {
+        assert_eq!(&c.to_vec::<i32>().unwrap(), v, "clone {k} of {} words", v.len());
+        assert_eq!(&d.to_vec::<i32>().unwrap(), v, "assign {k} of {} words", v.len());
+    }
+    for n in [65_535usize, 65_536, 65_537] {
+        let v: Vec<f32> = (0..n).map(|i| i as f32 * 0.5).collect();
+        let t = Tensor::from_vec_on(v.clone(), [n], g).unwrap();
+        assert_eq!(t.to_vec::<f32>().unwrap(), v, "upload of {n} floats");
+        let c = t.clone_data().unwrap();
+        let d = dygraph::zeros_on([n], DType::Float32, g).unwrap();
+        d.assign_(&c).unwrap();
+        assert_eq!((c.to_vec::<f32>().unwrap(), d.to_vec::<f32>().unwrap()), (v.clone(), v), "copies of {n} floats");
+    }
+}
+
 #[test]
 fn assign_and_clone_data() {
     for place in places() {

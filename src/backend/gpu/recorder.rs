@@ -2,7 +2,8 @@
 //! (inside one open compute pass); their parameters and small uploads go into a host-side
 //! arena that is written to the device just before the batch is submitted. A batch is
 //! submitted on readback, on `sync()`, when the arena fills, or after `MAX_PENDING`
-//! dispatches.
+//! dispatches. Small uploads and copies run as a word-copy kernel, not a copy command, so
+//! the batch stays one compute pass (every pass costs wgpu and the driver command buffers).
 //!
 //! Ordering: every write into a pooled buffer is a command in the encoder, so a buffer
 //! freed and reused inside one batch is safe. The only queue-level write is the arena
@@ -13,7 +14,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::WORKGROUP;
-use super::context::{Access, GpuBuffer, GpuContext, lock};
+use super::context::{Access, GpuBuffer, GpuContext, Pipeline, lock};
 use super::profile::{KernelLabel, Profiling};
 use super::shader::Kernel;
 use crate::{Error, Result};
@@ -23,6 +24,7 @@ pub(crate) const MAX_PENDING: u32 = 512;
 /// Bytes of parameters and small uploads per batch.
 const ARENA_BYTES: u64 = 1 << 21;
 /// Uploads up to this size travel through the arena; larger ones flush and write directly.
+/// Copies up to this size run as a kernel.
 const SMALL_UPLOAD: usize = 1 << 18;
 /// The window of the arena a dispatch's params binding covers (at a dynamic offset): the
 /// longest params vector any kernel takes, with room to spare (128 words).
@@ -37,6 +39,12 @@ const MAX_BIND_GROUPS: usize = 4096;
 pub(crate) const FLAG_BUFFER_ID: u64 = 1;
 /// The id of the buffer bound in place of an absent optional input.
 const UNUSED_BUFFER_ID: u64 = 2;
+/// The id of the recorder's parameter and upload arena when bound as a kernel's input.
+const ARENA_BUFFER_ID: u64 = 3;
+
+/// Copies words between buffers: small host writes out of the arena (`write`) and
+/// buffer-to-buffer copies (`copy`), inside the open compute pass.
+pub(crate) static COPY_WORDS: Kernel = Kernel::single("copy_words.wgsl");
 
 pub(crate) struct Recorder {
     encoder: Option<wgpu::CommandEncoder>,
@@ -137,6 +145,56 @@ impl Recorder {
             self.pass = Some(p.begin(encoder, label));
         }
         self.pass(ctx)
+    }
+
+    /// The bind group of `binds` then the params window for `pipeline`, cached: a training
+    /// step binds the same pooled buffers to the same pipelines every iteration.
+    fn bind_group(&mut self, ctx: &GpuContext, pipeline: &Arc<Pipeline>, binds: &[Bind<'_>]) -> wgpu::BindGroup {
+        let cache_key = (Arc::as_ptr(pipeline) as usize, binds.iter().map(|b| b.id).collect::<Vec<u64>>());
+        if let Some(g) = self.bind_groups.get(&cache_key) {
+            return g.clone();
+        }
+        let mut entries: Vec<wgpu::BindGroupEntry> = binds
+            .iter()
+            .enumerate()
+            .map(|(i, b)| wgpu::BindGroupEntry { binding: i as u32, resource: b.buffer.as_entire_binding() })
+            .collect();
+        entries.push(wgpu::BindGroupEntry {
+            binding: binds.len() as u32,
+            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                buffer: &self.arena_buf,
+                offset: 0,
+                size: wgpu::BufferSize::new(PARAMS_WINDOW as u64),
+            }),
+        });
+        let g = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: None,
+            layout: &pipeline.layout,
+            entries: &entries,
+        });
+        if self.bind_groups.len() >= MAX_BIND_GROUPS {
+            self.bind_groups.clear();
+        }
+        self.bind_groups.insert(cache_key, g.clone());
+        g
+    }
+
+    /// Records one dispatch into the open compute pass, its params at `offset` of the arena.
+    fn record(
+        &mut self,
+        ctx: &GpuContext,
+        label: KernelLabel,
+        pipeline: &Pipeline,
+        bind_group: &wgpu::BindGroup,
+        offset: usize,
+        groups: [u32; 3],
+    ) {
+        let pass = self.dispatch_pass(ctx, label);
+        pass.set_pipeline(&pipeline.pipeline);
+        pass.set_bind_group(0, bind_group, &[offset as u32]);
+        pass.dispatch_workgroups(groups[0], groups[1], groups[2]);
+        self.pending += 1;
+        ctx.dispatches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Records a buffer-to-buffer copy (closing the compute pass).
@@ -241,7 +299,22 @@ impl GpuContext {
         params: &[u32],
         size: impl Into<Grid>,
     ) -> Result<()> {
-        let groups = match size.into() {
+        self.dispatch_inner(kernel, key, entry, binds, params, size.into(), true)
+    }
+
+    /// `dispatch`, logged for a capture unless the caller logs the command as something else.
+    #[allow(clippy::too_many_arguments)]
+    fn dispatch_inner(
+        &self,
+        kernel: &'static Kernel,
+        key: u32,
+        entry: &'static str,
+        binds: &[Bind<'_>],
+        params: &[u32],
+        size: Grid,
+        logged: bool,
+    ) -> Result<()> {
+        let groups = match size {
             Grid::Groups(g) => g,
             Grid::Threads(0) => return Ok(()),
             Grid::Threads(n) => grid(self, n.div_ceil(WORKGROUP as u64))?,
@@ -259,55 +332,24 @@ impl GpuContext {
                 ),
             });
         }
-        self.log(|| super::capture::Cmd::Dispatch {
-            kernel,
-            key,
-            entry,
-            pipeline: pipeline.clone(),
-            binds: binds.iter().map(|b| (b.id, b.buffer.clone(), b.access == Access::ReadWrite)).collect(),
-            params: bytes.to_vec(),
-            groups,
-        });
+        if logged {
+            self.log(|| super::capture::Cmd::Dispatch {
+                kernel,
+                key,
+                entry,
+                pipeline: pipeline.clone(),
+                binds: binds.iter().map(|b| (b.id, b.buffer.clone(), b.access == Access::ReadWrite)).collect(),
+                params: bytes.to_vec(),
+                groups,
+            });
+        }
         let mut rec = lock(&self.recorder);
         let align = rec.align;
         let offset = rec.reserve(self, PARAMS_WINDOW, align)?;
         rec.arena.resize(offset, 0);
         rec.arena.extend_from_slice(bytes);
-        let cache_key = (Arc::as_ptr(&pipeline) as usize, binds.iter().map(|b| b.id).collect::<Vec<u64>>());
-        let bind_group = match rec.bind_groups.get(&cache_key) {
-            Some(g) => g.clone(),
-            None => {
-                let mut entries: Vec<wgpu::BindGroupEntry> = binds
-                    .iter()
-                    .enumerate()
-                    .map(|(i, b)| wgpu::BindGroupEntry { binding: i as u32, resource: b.buffer.as_entire_binding() })
-                    .collect();
-                entries.push(wgpu::BindGroupEntry {
-                    binding: binds.len() as u32,
-                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                        buffer: &rec.arena_buf,
-                        offset: 0,
-                        size: wgpu::BufferSize::new(PARAMS_WINDOW as u64),
-                    }),
-                });
-                let g = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
-                    label: None,
-                    layout: &pipeline.layout,
-                    entries: &entries,
-                });
-                if rec.bind_groups.len() >= MAX_BIND_GROUPS {
-                    rec.bind_groups.clear();
-                }
-                rec.bind_groups.insert(cache_key, g.clone());
-                g
-            }
-        };
-        let pass = rec.dispatch_pass(self, KernelLabel { file: kernel.file, entry, key });
-        pass.set_pipeline(&pipeline.pipeline);
-        pass.set_bind_group(0, &bind_group, &[offset as u32]);
-        pass.dispatch_workgroups(groups[0], groups[1], groups[2]);
-        rec.pending += 1;
-        self.dispatches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let bind_group = rec.bind_group(self, &pipeline, binds);
+        rec.record(self, KernelLabel { file: kernel.file, entry, key }, &pipeline, &bind_group, offset, groups);
         Ok(())
     }
 
@@ -329,18 +371,30 @@ impl GpuContext {
             v.resize(padded, 0);
             super::capture::Cmd::Write { dst: (buf.id, buf.raw().clone()), bytes: v }
         });
-        let mut rec = lock(&self.recorder);
         if bytes.len() <= SMALL_UPLOAD {
-            let offset = rec.reserve(self, padded, 4)?;
+            let pipeline = self.pipeline(&COPY_WORDS, 0, "main", &[Access::Read, Access::ReadWrite])?;
+            let mut rec = lock(&self.recorder);
+            let align = rec.align;
+            // One reservation for the parameters and the words, so that no flush can fall
+            // between them.
+            let offset = rec.reserve(self, PARAMS_WINDOW + padded, align)?;
+            let words = (padded / 4) as u32;
+            let params = [words, ((offset + PARAMS_WINDOW) / 4) as u32, 0];
             rec.arena.resize(offset, 0);
+            rec.arena.extend_from_slice(bytemuck::cast_slice(&params));
+            rec.arena.resize(offset + PARAMS_WINDOW, 0);
             rec.arena.extend_from_slice(bytes);
-            rec.arena.resize(offset + padded, 0);
-            rec.pass = None;
+            rec.arena.resize(offset + PARAMS_WINDOW + padded, 0);
             let arena = rec.arena_buf.clone();
-            rec.encoder(self).copy_buffer_to_buffer(&arena, offset as u64, buf.raw(), 0, padded as u64);
+            let binds = [Bind { buffer: &arena, id: ARENA_BUFFER_ID, access: Access::Read }, Bind::write(buf)];
+            let group = rec.bind_group(self, &pipeline, &binds);
+            let groups = grid(self, (words as u64).div_ceil(WORKGROUP as u64))?;
+            let label = KernelLabel { file: COPY_WORDS.file, entry: "main", key: 0 };
+            rec.record(self, label, &pipeline, &group, offset, groups);
         } else {
             // The pool may hand out a buffer still read by pending commands: submit them
             // first so this queue write is ordered after them.
+            let mut rec = lock(&self.recorder);
             rec.flush(self)?;
             if padded == bytes.len() {
                 self.queue.write_buffer(buf.raw(), 0, bytes);
@@ -367,6 +421,14 @@ impl GpuContext {
                 bytes,
             })
         });
+        // A small copy runs as a dispatch, keeping the compute pass open; a large one is
+        // worth the copy command (a software adapter's memcpy beats a kernel's word copy).
+        let words = [bytes / 4, src_offset / 4, dst_offset / 4];
+        if src.raw() != dst.raw() && bytes <= SMALL_UPLOAD as u64 && words.iter().all(|&w| w <= u32::MAX as u64) {
+            let params = words.map(|w| w as u32);
+            let binds = [Bind::read(src), Bind::write(dst)];
+            return self.dispatch_inner(&COPY_WORDS, 0, "main", &binds, &params, Grid::Threads(words[0]), false);
+        }
         let mut rec = lock(&self.recorder);
         rec.copy_raw(self, src.raw(), src_offset, dst.raw(), dst_offset, bytes);
         rec.pending += 1;
