@@ -607,7 +607,8 @@ pub(crate) struct GpuBuffer {
     home: Option<Arc<Mutex<PrivatePool>>>,
 }
 
-/// Ids of device buffers; 0 and 1 are the recorder's arena and the index-error flag.
+/// Ids of device buffers; those below 16 name the recorder's own (the index-error flag, the
+/// stand-in for an absent input, the parameter and upload arena).
 fn next_buffer_id() -> u64 {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(16);
     NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)

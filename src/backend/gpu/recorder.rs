@@ -423,8 +423,18 @@ impl GpuContext {
         });
         // A small copy runs as a dispatch, keeping the compute pass open; a large one is
         // worth the copy command (a software adapter's memcpy beats a kernel's word copy).
+        // A copy that is unaligned or out of range goes to the copy command too, whose
+        // validation reports it.
         let words = [bytes / 4, src_offset / 4, dst_offset / 4];
-        if src.raw() != dst.raw() && bytes <= SMALL_UPLOAD as u64 && words.iter().all(|&w| w <= u32::MAX as u64) {
+        let fits = |b: &GpuBuffer, at: u64| at.checked_add(bytes).is_some_and(|end| end <= b.raw().size());
+        let aligned = (bytes | src_offset | dst_offset).is_multiple_of(4);
+        if src.raw() != dst.raw()
+            && bytes <= SMALL_UPLOAD as u64
+            && aligned
+            && fits(src, src_offset)
+            && fits(dst, dst_offset)
+            && words.iter().all(|&w| w <= u32::MAX as u64)
+        {
             let params = words.map(|w| w as u32);
             let binds = [Bind::read(src), Bind::write(dst)];
             return self.dispatch_inner(&COPY_WORDS, 0, "main", &binds, &params, Grid::Threads(words[0]), false);
