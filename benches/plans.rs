@@ -8,8 +8,9 @@
 //! device after every step (batch 1) and reports the median host CPU per step and per
 //! dispatch, submission and driver clean-up included. With `--profile`, each mode
 //! then runs a few more steps under `dygraph::profiler` and prints its kernel table.
-//! `-- --loop MODE SECONDS` (MODE: `eager`, `plan`, `plan-synced`) runs only that GPU step for
-//! that long and prints its rate and host CPU per step, for an external profiler such as `perf`.
+//! `-- --loop MODE SECONDS` (MODE: `eager`, `plan`, `plan-synced`, `cpu-eager`, `cpu-static`)
+//! runs only that step for that long and prints its rate and host CPU per step, for an
+//! external profiler such as `perf`.
 
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -311,30 +312,30 @@ fn step_loop(mode: &str, secs: f64) {
         "eager" => (eager_step(Place::Gpu(0), 64), false),
         "plan" => (static_step(Place::Gpu(0), true, 64).0, false),
         "plan-synced" => (static_step(Place::Gpu(0), true, 1).0, true),
-        _ => return println!("--loop takes eager, plan or plan-synced, not {mode}"),
+        "cpu-eager" => (eager_step(Place::Cpu, 64), false),
+        "cpu-static" => (static_step(Place::Cpu, false, 64).0, false),
+        _ => return println!("--loop takes eager, plan, plan-synced, cpu-eager or cpu-static, not {mode}"),
     };
+    let place = if mode.starts_with("cpu") { Place::Cpu } else { Place::Gpu(0) };
     for _ in 0..10 {
         step();
     }
-    settle(Place::Gpu(0));
-    let (t0, c0, d0) = (Instant::now(), thread_cpu(), dispatches(Place::Gpu(0)));
+    settle(place);
+    let (t0, c0, d0) = (Instant::now(), thread_cpu(), dispatches(place));
     let mut n = 0u64;
     while t0.elapsed().as_secs_f64() < secs {
         step();
         if synced {
-            settle(Place::Gpu(0));
+            settle(place);
         }
         n += 1;
     }
-    settle(Place::Gpu(0));
+    settle(place);
     let (wall, cpu) = (t0.elapsed().as_secs_f64(), (thread_cpu() - c0).as_secs_f64());
-    let d = (dispatches(Place::Gpu(0)) - d0) as f64 / n as f64;
-    println!(
-        "{mode}: {n} steps, {:.3} ms wall and {:.1} µs host CPU per step, {d:.0} dispatches, {:.2} µs per dispatch",
-        wall * 1e3 / n as f64,
-        cpu * 1e6 / n as f64,
-        cpu * 1e6 / n as f64 / d
-    );
+    let (per, d) = (cpu * 1e6 / n as f64, (dispatches(place) - d0) as f64 / n as f64);
+    let per_dispatch =
+        if d > 0.0 { format!(", {d:.0} dispatches, {:.2} µs per dispatch", per / d) } else { String::new() };
+    println!("{mode}: {n} steps, {:.3} ms wall and {per:.1} µs host CPU per step{per_dispatch}", wall * 1e3 / n as f64);
 }
 
 fn main() {
