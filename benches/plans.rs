@@ -306,7 +306,7 @@ fn wgpu_floor_us() -> Option<f64> {
     Some(cpu.as_secs_f64() * 1e6 / (batches * per) as f64)
 }
 
-/// `--loop MODE SECONDS`: one GPU step run alone for `SECONDS`, for an external profiler.
+/// `--loop MODE SECONDS`: one step (GPU or CPU) run alone for `SECONDS`, for an external profiler.
 fn step_loop(mode: &str, secs: f64) {
     let (mut step, synced): (Step, bool) = match mode {
         "eager" => (eager_step(Place::Gpu(0), 64), false),
