@@ -17,7 +17,8 @@
 //          27 outputs (one slice)], an epilogue's from word 64.
 // fwd stores every value through `epilogue(value, index)`: the identity, or in a variant a
 // chain of elementwise ops fused after the convolution, its extra inputs bound after `dst`
-// (src/ops/epilogue.rs).
+// (src/ops/epilogue.rs). bwd_data checks that each tap lands on the stride's grid only in
+// its STRIDED variant: unit strides compile without the check.
 #include "lib/int64.wgsl"
 #include "lib/math.wgsl"
 #include "lib/split_k.wgsl"
@@ -31,6 +32,7 @@
 {{EPILOGUE}}
 
 const RM: u32 = {{RM}}u;
+const STRIDED: bool = {{STRIDED}};
 const BM: u32 = {{BM}}u;
 const BN: u32 = 64u;
 const BK: u32 = 16u;
@@ -171,16 +173,11 @@ fn bwd_data_load_b(s: vec3<u32>, info: vec3<i32>, grp: u32) -> f32 {
     }
     var oy = u32(ty);
     var ox = u32(tx);
-    if (P[9] != 1u) {
-        if (oy % P[9] != 0u) {
+    if (STRIDED) {
+        if (oy % P[9] != 0u || ox % P[10] != 0u) {
             return 0.0;
         }
         oy = oy / P[9];
-    }
-    if (P[10] != 1u) {
-        if (ox % P[10] != 0u) {
-            return 0.0;
-        }
         ox = ox / P[10];
     }
     if (oy >= P[5] || ox >= P[6]) {

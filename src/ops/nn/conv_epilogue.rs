@@ -118,5 +118,5 @@ impl Op for Conv2dEpilogueOp {
 /// with this `program` attribute runs (for validation and tools).
 pub fn conv2d_epilogue_source(program: &str) -> Result<String> {
     let number = EPILOGUES.intern(&Chain::parse(program)?);
-    super::conv::CONV2D.source(1 + 32 * number)
+    super::conv::CONV2D.source(1 + super::conv::EPILOGUE_STEP * number)
 }
