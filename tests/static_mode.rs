@@ -679,6 +679,37 @@ fn enable_static_builds_the_default_programs() {
 }
 
 #[test]
+fn the_executor_computes_while_static_mode_is_on() {
+    // Paddle's order: enable_static, build, then run the startup and main programs with static
+    // mode still on. Ops without inputs (the initialisers, `full`) must run, not append.
+    let _g = common::generator_lock();
+    st::enable_static();
+    struct Off;
+    impl Drop for Off {
+        fn drop(&mut self) {
+            st::disable_static();
+        }
+    }
+    let _off = Off;
+    let x = st::data("x", &[-1, 2], DType::Float32).unwrap();
+    let fc = nn::Linear::new(2, 1).unwrap();
+    let y = fc.forward(&x).unwrap().add(&paddle::full([1], 3.0, DType::Float32).unwrap()).unwrap();
+    let (main, startup) = (st::default_main_program(), st::default_startup_program());
+    let (main_ops, startup_ops) = (main.ops().len(), startup.ops().len());
+    let exe = Executor::with_scope(Place::Cpu, Scope::new());
+    exe.run(&startup, &[], &[] as &[&str]).unwrap();
+    let out = exe.run(&main, &[("x", &Tensor::from_vec(vec![1.0f32, 2.0], [1, 2]).unwrap())], &[&y]).unwrap();
+    assert!(st::in_static_mode(), "static mode is still on after the runs");
+    assert_eq!((main.ops().len(), startup.ops().len()), (main_ops, startup_ops), "the runs appended ops\n{main}");
+    let w = values(&exe.scope().var(&fc.weight.name().unwrap()).unwrap());
+    let b = values(&exe.scope().var(&fc.bias.as_ref().unwrap().name().unwrap()).unwrap());
+    assert_close("x·w + b + 3", &values(&out[0]), &[w[0] + 2.0 * w[1] + b[0] + 3.0], 1e-6);
+    // Still building: a new op appends to the main program.
+    let _z = y.scale(2.0, 0.0).unwrap();
+    assert_eq!(main.ops().len(), main_ops + 1);
+}
+
+#[test]
 fn control_flow_survives_an_inference_model_round_trip() {
     let _g = common::generator_lock();
     let (main, startup) = (Program::new(), Program::new());

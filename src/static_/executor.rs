@@ -218,8 +218,13 @@ impl Executor {
         feed: &[(&str, &Tensor)],
         fetch_list: &[F],
     ) -> Result<Vec<Tensor>> {
-        let compiled = self.compile(program)?;
         let fetch: Vec<String> = fetch_list.iter().map(|f| f.fetch_name()).collect::<Result<_>>()?;
+        super::eager_inside(|| self.run_named(program, feed, &fetch))
+    }
+
+    /// `run` with the fetched values named.
+    fn run_named(&self, program: &Program, feed: &[(&str, &Tensor)], fetch: &[String]) -> Result<Vec<Tensor>> {
+        let compiled = self.compile(program)?;
         let fetch_ids: Vec<VarId> = fetch
             .iter()
             .map(|n| {
@@ -288,12 +293,12 @@ impl Executor {
                             *lock(&self.last_interpreted) =
                                 Some("another thread was capturing a plan on this device".into());
                             crate::no_grad(|| run.block(0, &mut env))?;
-                            run.fetch(&fetch_ids, &fetch, &env)
+                            run.fetch(&fetch_ids, fetch, &env)
                         }
                         plan::Captured::Interpreted(why) => {
                             *lock(&self.last_interpreted) = Some(why.clone());
                             plan::remember(&mut lock(&self.plans), key, PlanSlot::Interpreted(why));
-                            run.fetch(&fetch_ids, &fetch, &env)
+                            run.fetch(&fetch_ids, fetch, &env)
                         }
                     };
                 }
@@ -306,11 +311,11 @@ impl Executor {
                 }
                 drop(p);
                 lock(&self.plans).remove(&key);
-                return self.run(program, feed, fetch_list);
+                return self.run_named(program, feed, fetch);
             }
         }
         crate::no_grad(|| run.block(0, &mut env))?;
-        run.fetch(&fetch_ids, &fetch, &env)
+        run.fetch(&fetch_ids, fetch, &env)
     }
 }
 
