@@ -90,6 +90,37 @@ fn adam_bias_correction_three_steps() {
 }
 
 #[test]
+fn adam_on_a_large_parameter_matches_its_formula() {
+    // 100,003 elements: the CPU update splits parameters this large across threads.
+    let n = 100_003;
+    let p0: Vec<f32> = (0..n).map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0).collect();
+    let grads: Vec<Vec<f32>> =
+        (0..3).map(|t| (0..n).map(|i| ((i * 13 + t * 7) % 29) as f32 / 14.0 - 1.0).collect()).collect();
+    for place in places() {
+        let p = param(&p0, place);
+        let mut opt = optimizer::Adam::new(0.01, vec![p.clone()]);
+        let mut pv: Vec<f64> = p0.iter().map(|&v| v as f64).collect();
+        let (mut m, mut v) = (vec![0.0f64; n], vec![0.0f64; n]);
+        let (b1, b2, eps) = (0.9f64, 0.999f64, 1e-8f64);
+        for (t, g) in grads.iter().enumerate() {
+            set_grad(&p, g);
+            opt.step().unwrap();
+            opt.clear_grad();
+            let t = (t + 1) as i32;
+            for i in 0..n {
+                let g = g[i] as f64;
+                m[i] = b1 * m[i] + (1.0 - b1) * g;
+                v[i] = b2 * v[i] + (1.0 - b2) * g * g;
+                let mh = m[i] / (1.0 - b1.powi(t));
+                let vh = v[i] / (1.0 - b2.powi(t));
+                pv[i] -= 0.01 * mh / (vh.sqrt() + eps);
+            }
+        }
+        common::assert_close(&format!("adam, {n} elements, on {place}"), &vals(&p), &pv, 1e-5);
+    }
+}
+
+#[test]
 fn adamw_decays_decoupled_from_the_gradient() {
     for place in places() {
         let p = param(&[2.0], place);

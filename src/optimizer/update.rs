@@ -177,7 +177,7 @@ fn update_cpu<T: UpdateFloat>(rule: &Rule, p: &mut [T], g: &[T], states: Vec<&mu
             let c2 = (1.0 - beta2_pow).sqrt();
             let (decay, step, eps_hat) = (lr * decoupled_wd, lr * c2 / (1.0 - beta1_pow), eps * c2);
             let (keep1, keep2) = (1.0 - beta1, 1.0 - beta2);
-            sweep(p, g, states, |p, g, s| {
+            sweep(p, g, states, &|p, g, s| {
                 let p = p - decay * p;
                 let g = g + wd * p;
                 let m = beta1 * s[0] + keep1 * g;
@@ -187,24 +187,33 @@ fn update_cpu<T: UpdateFloat>(rule: &Rule, p: &mut [T], g: &[T], states: Vec<&mu
                 p - step * (m / (v.sqrt() + eps_hat))
             })
         }
-        (_, Ok(states)) => sweep(p, g, states, |p, g, s| step_scalar(rule, p, g, s, lr, wd)),
+        (_, Ok(states)) => sweep(p, g, states, &|p, g, s| step_scalar(rule, p, g, s, lr, wd)),
         (_, Err(states)) => match <[&mut [T]; 3]>::try_from(states) {
-            Ok(states) => sweep(p, g, states, |p, g, s| step_scalar(rule, p, g, s, lr, wd)),
+            Ok(states) => sweep(p, g, states, &|p, g, s| step_scalar(rule, p, g, s, lr, wd)),
             Err(states) => match <[&mut [T]; 1]>::try_from(states) {
-                Ok(states) => sweep(p, g, states, |p, g, s| step_scalar(rule, p, g, s, lr, wd)),
-                Err(_) => sweep(p, g, [], |p, g, s| step_scalar(rule, p, g, s, lr, wd)),
+                Ok(states) => sweep(p, g, states, &|p, g, s| step_scalar(rule, p, g, s, lr, wd)),
+                Err(_) => sweep(p, g, [], &|p, g, s| step_scalar(rule, p, g, s, lr, wd)),
             },
         },
     }
 }
 
-/// `p[i] = f(p[i], g[i], states at i)` in float64 for every element, writing the states back.
+/// Elements below which a sweep stays on one thread.
+const SWEEP_SPLIT: usize = 1 << 15;
+
+/// `p[i] = f(p[i], g[i], states at i)` in float64 for every element, writing the states back;
+/// large parameters in halves on both sides of a `rayon::join` (each element is independent,
+/// so the result does not depend on the split).
 fn sweep<T: UpdateFloat, const S: usize>(
     p: &mut [T],
     g: &[T],
     mut states: [&mut [T]; S],
-    f: impl Fn(f64, f64, &mut [f64; S]) -> f64,
+    f: &(impl Fn(f64, f64, &mut [f64; S]) -> f64 + Sync),
 ) {
+    #[cfg(not(target_arch = "wasm32"))]
+    if p.len().min(g.len()) > SWEEP_SPLIT {
+        return sweep_split(p, g, states, f);
+    }
     for i in 0..p.len().min(g.len()) {
         let mut s = [0.0f64; S];
         for (v, st) in s.iter_mut().zip(&states) {
@@ -217,8 +226,27 @@ fn sweep<T: UpdateFloat, const S: usize>(
     }
 }
 
+#[cfg(not(target_arch = "wasm32"))]
+fn sweep_split<T: UpdateFloat, const S: usize>(
+    p: &mut [T],
+    g: &[T],
+    states: [&mut [T]; S],
+    f: &(impl Fn(f64, f64, &mut [f64; S]) -> f64 + Sync),
+) {
+    let mid = p.len().min(g.len()) / 2;
+    let (p0, p1) = p.split_at_mut(mid);
+    let (g0, g1) = g.split_at(mid);
+    let mut halves = states.map(|s| {
+        let (a, b) = s.split_at_mut(mid);
+        (Some(a), Some(b))
+    });
+    let s0 = std::array::from_fn(|k| halves[k].0.take().unwrap_or_default());
+    let s1 = std::array::from_fn(|k| halves[k].1.take().unwrap_or_default());
+    rayon::join(|| sweep(p0, g0, s0, f), || sweep(p1, g1, s1, f));
+}
+
 /// The parameter types the CPU updates (the arithmetic is float64 for both).
-trait UpdateFloat: Copy {
+trait UpdateFloat: Copy + Send + Sync {
     fn to_f64(self) -> f64;
     fn from_f64(v: f64) -> Self;
 }

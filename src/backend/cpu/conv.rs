@@ -9,7 +9,7 @@ use std::ops::{Add, AddAssign, Mul};
 
 use gemm::Parallelism;
 
-use super::workers::{CachedScratch, zeroed_items};
+use super::workers::{CachedScratch, par_chunks_new, zeroed_items};
 
 /// The geometry of one convolution: input `[n, c, h, w]`, weight `[oc, c / groups, kh, kw]`,
 /// output `[n, oc, oh, ow]`, stride, top/left padding, dilation and groups.
@@ -385,11 +385,14 @@ pub(crate) fn conv2d_backward_filter<T: WinFloat>(x: &[T], dy: &[T], g: &ConvGeo
             first = false;
         }
     });
-    let mut dw = partials[..wlen].to_vec();
-    for p in partials[wlen..].chunks(wlen) {
-        for (a, &b) in dw.iter_mut().zip(p) {
-            *a += b;
+    // The chunks' partial sums added in chunk order, element by element across the cores.
+    par_chunks_new(wlen, T::ZERO, 1 << 12, |first, out| {
+        for (j, o) in out.iter_mut().enumerate() {
+            let i = first + j;
+            *o = partials[i];
+            for c in 1..chunks {
+                *o += partials[c * wlen + i];
+            }
         }
-    }
-    dw
+    })
 }

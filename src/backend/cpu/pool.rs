@@ -2,7 +2,7 @@
 //! average, fixed-window or adaptive, and their backward passes. Parallel over planes.
 
 use super::conv::WinFloat;
-use super::workers::zeroed_items;
+use super::workers::{build_chunk_pairs, zeroed_items};
 
 /// Geometry of one pooling: `n · c` input planes of `h × w`, output planes `oh × ow`.
 /// Fixed windows are `kh × kw` moved by `(sh, sw)` from `(-pt, -pl)` and clipped to the
@@ -95,35 +95,38 @@ impl PoolGeom {
 pub(crate) fn max_pool<T: WinFloat>(x: &[T], g: &PoolGeom) -> (Vec<T>, Vec<i32>) {
     let (ip, op) = (g.in_plane(), g.out_plane());
     let (rows, cols) = g.windows();
-    let mut vals = vec![T::ZERO; g.planes() * op];
-    let mut idx = vec![0i32; g.planes() * op];
     let halving =
         !g.adaptive && (g.kh, g.kw, g.sh, g.sw, g.pt, g.pl) == (2, 2, 2, 2, 0, 0) && 2 * g.oh <= g.h && 2 * g.ow <= g.w;
-    for_each_item2(&mut vals, &mut idx, op, |p, vo, io| {
-        let plane = &x[p * ip..(p + 1) * ip];
-        if halving {
-            return max_pool_2x2(plane, g, vo, io);
-        }
-        for (oy, &(r0, r1)) in rows.iter().enumerate() {
-            let (vrow, irow) = (&mut vo[oy * g.ow..(oy + 1) * g.ow], &mut io[oy * g.ow..(oy + 1) * g.ow]);
-            for ((v_out, i_out), &(c0, c1)) in vrow.iter_mut().zip(irow.iter_mut()).zip(&cols) {
-                let mut bi = r0 * g.w + c0;
-                let mut best = plane[bi];
-                for iy in r0..r1 {
-                    let base = iy * g.w;
-                    for (ix, &v) in plane[base + c0..base + c1].iter().enumerate() {
-                        if v > best || (v.is_nan() && !best.is_nan()) {
-                            best = v;
-                            bi = base + c0 + ix;
+    build_chunk_pairs(
+        g.planes() * op,
+        (T::ZERO, 0i32),
+        op,
+        || (),
+        |p, vo, io, _| {
+            let plane = &x[p * ip..(p + 1) * ip];
+            if halving {
+                return max_pool_2x2(plane, g, vo, io);
+            }
+            for (oy, &(r0, r1)) in rows.iter().enumerate() {
+                let (vrow, irow) = (&mut vo[oy * g.ow..(oy + 1) * g.ow], &mut io[oy * g.ow..(oy + 1) * g.ow]);
+                for ((v_out, i_out), &(c0, c1)) in vrow.iter_mut().zip(irow.iter_mut()).zip(&cols) {
+                    let mut bi = r0 * g.w + c0;
+                    let mut best = plane[bi];
+                    for iy in r0..r1 {
+                        let base = iy * g.w;
+                        for (ix, &v) in plane[base + c0..base + c1].iter().enumerate() {
+                            if v > best || (v.is_nan() && !best.is_nan()) {
+                                best = v;
+                                bi = base + c0 + ix;
+                            }
                         }
                     }
+                    *v_out = best;
+                    *i_out = bi as i32;
                 }
-                *v_out = best;
-                *i_out = bi as i32;
             }
-        }
-    });
-    (vals, idx)
+        },
+    )
 }
 
 /// The first maximum of `(a, ia)` then `(b, ib)`: `b` when it is greater, or the first NaN.
@@ -150,28 +153,6 @@ fn max_pool_2x2<T: WinFloat>(plane: &[T], g: &PoolGeom, vo: &mut [T], io: &mut [
             let lower = first_max((p1[0], t + wi + c), (p1[1], t + wi + c + 1));
             (*v_out, *i_out) = first_max(upper, lower);
         }
-    }
-}
-
-/// `f(item, a_chunk, b_chunk)` over matching `per`-sized chunks of two outputs, in parallel
-/// on native targets.
-fn for_each_item2<A: Send, B: Send>(
-    a: &mut [A],
-    b: &mut [B],
-    per: usize,
-    f: impl Fn(usize, &mut [A], &mut [B]) + Sync,
-) {
-    if per == 0 {
-        return;
-    }
-    #[cfg(not(target_arch = "wasm32"))]
-    {
-        use rayon::prelude::*;
-        a.par_chunks_mut(per).zip(b.par_chunks_mut(per)).enumerate().for_each(|(i, (ca, cb))| f(i, ca, cb));
-    }
-    #[cfg(target_arch = "wasm32")]
-    for (i, (ca, cb)) in a.chunks_mut(per).zip(b.chunks_mut(per)).enumerate() {
-        f(i, ca, cb);
     }
 }
 

@@ -111,38 +111,59 @@ pub(crate) fn build_chunks<T: Copy + Send + Sync, S>(
     make: impl Fn() -> S + Sync + Send,
     f: impl Fn(usize, &mut [T], &mut S) + Sync,
 ) -> Vec<T> {
+    // A second output of `()` takes no memory and no work.
+    build_chunk_pairs(len, (init, ()), per, make, |i, a, _, s| f(i, a, s)).0
+}
+
+/// Two vectors of `len` elements made together in matching `per`-sized chunks, as
+/// [`build_chunks`] makes one: `f(chunk_index, a_chunk, b_chunk, state)` (a kernel with two
+/// outputs, such as max pooling's values and indices).
+pub(crate) fn build_chunk_pairs<A: Copy + Send + Sync, B: Copy + Send + Sync, S>(
+    len: usize,
+    (init_a, init_b): (A, B),
+    per: usize,
+    make: impl Fn() -> S + Sync + Send,
+    f: impl Fn(usize, &mut [A], &mut [B], &mut S) + Sync,
+) -> (Vec<A>, Vec<B>) {
     if per == 0 || len <= per {
-        let mut out = vec![init; len];
+        let (mut a, mut b) = (vec![init_a; len], vec![init_b; len]);
         if per > 0 && len > 0 {
-            f(0, &mut out, &mut make());
+            f(0, &mut a, &mut b, &mut make());
         }
-        return out;
+        return (a, b);
     }
-    let mut out: Vec<T> = Vec::with_capacity(len);
-    let fill = |i: usize, chunk: &mut [MaybeUninit<T>], state: &mut S| {
-        chunk.fill(MaybeUninit::new(init));
-        // SAFETY: every element of `chunk` was initialised just above, and `MaybeUninit<T>`
-        // has the layout of `T`.
-        let chunk = unsafe { &mut *(chunk as *mut [MaybeUninit<T>] as *mut [T]) };
-        f(i, chunk, state);
+    let (mut a, mut b): (Vec<A>, Vec<B>) = (Vec::with_capacity(len), Vec::with_capacity(len));
+    let fill = |i: usize, ca: &mut [MaybeUninit<A>], cb: &mut [MaybeUninit<B>], state: &mut S| {
+        ca.fill(MaybeUninit::new(init_a));
+        cb.fill(MaybeUninit::new(init_b));
+        // SAFETY: every element of both chunks was initialised just above, and
+        // `MaybeUninit<T>` has the layout of `T`.
+        let (ca, cb) = unsafe { (&mut *(ca as *mut [_] as *mut [A]), &mut *(cb as *mut [_] as *mut [B])) };
+        f(i, ca, cb, state);
     };
-    let spare = &mut out.spare_capacity_mut()[..len];
+    let (sa, sb) = (&mut a.spare_capacity_mut()[..len], &mut b.spare_capacity_mut()[..len]);
     #[cfg(not(target_arch = "wasm32"))]
     {
         use rayon::prelude::*;
-        spare.par_chunks_mut(per).enumerate().for_each_init(make, |s, (i, chunk)| fill(i, chunk, s));
+        sa.par_chunks_mut(per)
+            .zip(sb.par_chunks_mut(per))
+            .enumerate()
+            .for_each_init(make, |s, (i, (ca, cb))| fill(i, ca, cb, s));
     }
     #[cfg(target_arch = "wasm32")]
     {
         let mut s = make();
-        for (i, chunk) in spare.chunks_mut(per).enumerate() {
-            fill(i, chunk, &mut s);
+        for (i, (ca, cb)) in sa.chunks_mut(per).zip(sb.chunks_mut(per)).enumerate() {
+            fill(i, ca, cb, &mut s);
         }
     }
-    // SAFETY: the chunks cover `0..len` and each was initialised (a panic in `f` unwinds
-    // past this line, dropping `out` with length 0).
-    unsafe { out.set_len(len) };
-    out
+    // SAFETY: the chunks cover `0..len` of both and each was initialised (a panic in `f`
+    // unwinds past this line, dropping both with length 0).
+    unsafe {
+        a.set_len(len);
+        b.set_len(len);
+    }
+    (a, b)
 }
 
 /// `let mut v = vec![init; n]; par_chunks_mut(&mut v, min_chunk, f); v` (`super::par_chunks_mut`),
