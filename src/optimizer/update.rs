@@ -199,6 +199,7 @@ fn update_cpu<T: UpdateFloat>(rule: &Rule, p: &mut [T], g: &[T], states: Vec<&mu
 }
 
 /// Elements below which a sweep stays on one thread.
+#[cfg(not(target_arch = "wasm32"))]
 const SWEEP_SPLIT: usize = 1 << 15;
 
 /// `p[i] = f(p[i], g[i], states at i)` in float64 for every element, writing the states back;
