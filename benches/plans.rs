@@ -1,7 +1,8 @@
 //! Execution plans against interpretation and eager mode on the seed's MNIST training step
-//! (batch 64, Adam): wall time per step, the calling thread's CPU time per step and per
-//! kernel dispatch (what a plan removes; recording and submitting included, the device
-//! waits excluded), dispatches per step, and the device memory a step
+//! (batch 64, Adam): wall time per step, host CPU time per step (on a GPU place the calling
+//! thread's, and per kernel dispatch: what a plan removes, recording and submitting
+//! included, the device waits excluded; on the CPU place every thread's, the work itself),
+//! dispatches per step, and the device memory a step
 //! needs above the parameters (`cargo bench --bench plans`; `-- --quick` for fewer steps).
 //! The CPU modes run interleaved, one step of each per round; the median and quartiles of
 //! the per-round ratio follow the table (a shared VM's drift moves the means more). A second measure drains the
@@ -24,7 +25,7 @@ use dygraph::{self as paddle, DType, Place, Tensor};
 #[path = "common/mod.rs"]
 mod common;
 
-use common::thread_cpu;
+use common::{process_cpu, thread_cpu};
 
 fn batch(place: Place, n: usize) -> (Tensor, Tensor) {
     let px: Vec<f32> = (0..n * 784).map(|i| (((i * 7) % 17) as f32 / 8.0) - 1.0).collect();
@@ -198,9 +199,9 @@ fn interleaved(modes: Vec<(&'static str, Step)>, warm: usize, steps: usize) -> (
     for _ in 0..steps {
         let mut round = Vec::with_capacity(modes.len());
         for (i, (_, f)) in modes.iter_mut().enumerate() {
-            let (t, c) = (Instant::now(), thread_cpu());
+            let (t, c) = (Instant::now(), process_cpu());
             f();
-            host[i] += thread_cpu() - c;
+            host[i] += process_cpu() - c;
             round.push(t.elapsed());
             wall[i] += round[i];
         }
@@ -317,11 +318,13 @@ fn step_loop(mode: &str, secs: f64) {
         _ => return println!("--loop takes eager, plan, plan-synced, cpu-eager or cpu-static, not {mode}"),
     };
     let place = if mode.starts_with("cpu") { Place::Cpu } else { Place::Gpu(0) };
+    // The CPU place's work runs on every thread (a program on the kernels' pool).
+    let clock = if place == Place::Cpu { process_cpu } else { thread_cpu };
     for _ in 0..10 {
         step();
     }
     settle(place);
-    let (t0, c0, d0) = (Instant::now(), thread_cpu(), dispatches(place));
+    let (t0, c0, d0) = (Instant::now(), clock(), dispatches(place));
     let mut n = 0u64;
     while t0.elapsed().as_secs_f64() < secs {
         step();
@@ -331,7 +334,7 @@ fn step_loop(mode: &str, secs: f64) {
         n += 1;
     }
     settle(place);
-    let (wall, cpu) = (t0.elapsed().as_secs_f64(), (thread_cpu() - c0).as_secs_f64());
+    let (wall, cpu) = (t0.elapsed().as_secs_f64(), (clock() - c0).as_secs_f64());
     let (per, d) = (cpu * 1e6 / n as f64, (dispatches(place) - d0) as f64 / n as f64);
     let per_dispatch =
         if d > 0.0 { format!(", {d:.0} dispatches, {:.2} µs per dispatch", per / d) } else { String::new() };
