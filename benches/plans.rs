@@ -1,7 +1,8 @@
 //! Execution plans against interpretation and eager mode on the seed's MNIST training step
 //! (batch 64, Adam): wall time per step, host CPU time per step (on a GPU place the calling
 //! thread's, and per kernel dispatch: what a plan removes, recording and submitting
-//! included, the device waits excluded; on the CPU place every thread's, the work itself),
+//! included, the device waits excluded; on the CPU place every thread's: the work, the
+//! pool's spinning and any other thread the process runs, such as a software adapter's),
 //! dispatches per step, and the device memory a step
 //! needs above the parameters (`cargo bench --bench plans`; `-- --quick` for fewer steps).
 //! The CPU modes run interleaved, one step of each per round; the median and quartiles of

@@ -696,14 +696,17 @@ fn the_executor_computes_while_static_mode_is_on() {
     let y = fc.forward(&x).unwrap().add(&paddle::full([1], 3.0, DType::Float32).unwrap()).unwrap();
     let (main, startup) = (st::default_main_program(), st::default_startup_program());
     let (main_ops, startup_ops) = (main.ops().len(), startup.ops().len());
-    let exe = Executor::with_scope(Place::Cpu, Scope::new());
-    exe.run(&startup, &[], &[] as &[&str]).unwrap();
-    let out = exe.run(&main, &[("x", &Tensor::from_vec(vec![1.0f32, 2.0], [1, 2]).unwrap())], &[&y]).unwrap();
-    assert!(st::in_static_mode(), "static mode is still on after the runs");
-    assert_eq!((main.ops().len(), startup.ops().len()), (main_ops, startup_ops), "the runs appended ops\n{main}");
-    let w = values(&exe.scope().var(&fc.weight.name().unwrap()).unwrap());
-    let b = values(&exe.scope().var(&fc.bias.as_ref().unwrap().name().unwrap()).unwrap());
-    assert_close("x·w + b + 3", &values(&out[0]), &[w[0] + 2.0 * w[1] + b[0] + 3.0], 1e-6);
+    for place in places() {
+        let exe = Executor::with_scope(place, Scope::new());
+        exe.run(&startup, &[], &[] as &[&str]).unwrap();
+        let out = exe.run(&main, &[("x", &Tensor::from_vec(vec![1.0f32, 2.0], [1, 2]).unwrap())], &[&y]).unwrap();
+        assert!(st::in_static_mode(), "static mode is still on after the runs on {place}");
+        let ops = (main.ops().len(), startup.ops().len());
+        assert_eq!(ops, (main_ops, startup_ops), "the runs on {place} appended ops\n{main}");
+        let w = values(&exe.scope().var(&fc.weight.name().unwrap()).unwrap());
+        let b = values(&exe.scope().var(&fc.bias.as_ref().unwrap().name().unwrap()).unwrap());
+        assert_close(&format!("x·w + b + 3 on {place}"), &values(&out[0]), &[w[0] + 2.0 * w[1] + b[0] + 3.0], 1e-6);
+    }
     // Still building: a new op appends to the main program.
     let _z = y.scale(2.0, 0.0).unwrap();
     assert_eq!(main.ops().len(), main_ops + 1);

@@ -36,6 +36,20 @@ pub(crate) fn capturing<T>(known: Vec<Captured>, f: impl FnOnce() -> T) -> (T, V
     (out, caught)
 }
 
+/// Runs `f` with no trace capturing on this thread (an Executor run inside a trace computes),
+/// the trace's captures restored after, also on a panic.
+pub(crate) fn suspended<T>(f: impl FnOnce() -> T) -> T {
+    struct Restore(Option<Vec<Captured>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let outer = self.0.take();
+            CAPTURES.with(|c| *c.borrow_mut() = outer);
+        }
+    }
+    let _restore = Restore(CAPTURES.with(|c| c.borrow_mut().take()));
+    f()
+}
+
 /// The variable already standing for the captured eager tensor `t`.
 pub(crate) fn id_of(t: &Tensor) -> Option<VarId> {
     CAPTURES.with(|c| {

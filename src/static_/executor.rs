@@ -316,9 +316,12 @@ impl Executor {
         }
         if self.place == Place::Cpu {
             let (c, keep, env) = (&*compiled, &keep[..], &mut env);
+            // The worker may itself be inside a user's job that builds a program.
             on_cpu_workers(|| {
-                let run = Run { exe: self, c, keep, tapes: Default::default() };
-                crate::no_grad(|| run.block(0, env))
+                super::eager_inside(|| {
+                    let run = Run { exe: self, c, keep, tapes: Default::default() };
+                    crate::no_grad(|| run.block(0, env))
+                })
             })?;
         } else {
             crate::no_grad(|| run.block(0, &mut env))?;
@@ -331,7 +334,9 @@ impl Executor {
 /// another thread, each parallel kernel hands its work to the pool and sleeps until it is
 /// done: two thread wake-ups per kernel, about half the calling thread's time on the 2-core
 /// MNIST step (`perf`). A whole program run on a worker pays them once, and the worker
-/// takes its share of each kernel instead of waiting.
+/// takes its share of each kernel instead of waiting. While it waits inside a kernel, the
+/// worker may run other jobs of the pool (rayon's work stealing); those see the run's
+/// thread state: no autograd recording, no program building (ARCHITECTURE.md).
 fn on_cpu_workers<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     #[cfg(not(target_arch = "wasm32"))]
     return rayon::scope(|_| f());

@@ -88,9 +88,9 @@ pub fn in_static_mode() -> bool {
     STATIC_ON.with(|s| s.get()) || GUARDS.with(|g| !g.borrow().is_empty())
 }
 
-/// Runs `f` in eager mode on this thread, static mode (and any program guard) restored
-/// after: the Executor's ops compute even while programs are being built around the run, as
-/// in Paddle, where `exe.run` follows `paddle.enable_static()`.
+/// Runs `f` in eager mode on this thread, static mode, any program guard and any trace's
+/// capture restored after: the Executor's ops compute even while programs are being built
+/// around the run, as in Paddle, where `exe.run` follows `paddle.enable_static()`.
 pub(crate) fn eager_inside<T>(f: impl FnOnce() -> T) -> T {
     struct Restore(bool, Vec<(Program, Program)>);
     impl Drop for Restore {
@@ -100,7 +100,7 @@ pub(crate) fn eager_inside<T>(f: impl FnOnce() -> T) -> T {
         }
     }
     let _restore = Restore(STATIC_ON.with(|s| s.replace(false)), GUARDS.with(|g| std::mem::take(&mut *g.borrow_mut())));
-    f()
+    capture::suspended(f)
 }
 
 /// True in eager mode (`paddle.in_dynamic_mode()`).
