@@ -2,14 +2,15 @@
 // windows (kh×kw, stride, top/left padding, clipped to the input) or Paddle's adaptive
 // bins [floor(o·in/out), ceil((o+1)·in/out)). The backward entries run one invocation per
 // INPUT element that gathers from the outputs whose windows cover it, in ascending output
-// order: deterministic, no atomics. `gather` is the transpose of max_bwd (its gradient).
+// order (max_bwd_tiles, for windows that tile the input: one per window): deterministic, no
+// atomics. `gather` is the transpose of max_bwd (its gradient).
 //
 // params: [0 total, 1 planes, 2 h, 3 w, 4 oh, 5 ow, 6 kh, 7 kw, 8 sh, 9 sw, 10 pt, 11 pl,
 //          12 adaptive, 13 exclusive, 14 pb, 15 pr]
 // Bindings differ per entry (each entry uses only its own):
 //   max_fwd:          src, mf_out, mf_idx, params3
 //   avg_fwd, avg_bwd: src, out1, params2
-//   max_bwd, gather:  src, idx_in, out2, params3
+//   max_bwd, max_bwd_tiles, gather: src, idx_in, out2, params3
 #include "lib/math.wgsl"
 
 @group(0) @binding(0) var<storage, read> src: array<f32>;
@@ -164,6 +165,33 @@ fn max_bwd(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroup
         }
     }
     out2[i] = acc;
+}
+
+// max_bwd where the windows tile the input (stride = kernel, no padding, not adaptive, the
+// input a whole number of windows): one invocation per window writes its kh×kw inputs, the
+// gradient at the argmax and zero elsewhere. Each input belongs to exactly one window, so the
+// values are max_bwd's, for four divisions per window instead of eight per input element.
+@compute @workgroup_size({{WG}})
+fn max_bwd_tiles(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    load_params3();
+    let o = thread_index(gid, nwg);
+    if (o >= P[0]) {
+        return;
+    }
+    let ohw = P[4] * P[5];
+    let r = o % ohw;
+    let oy = r / P[5];
+    let ox = r % P[5];
+    let at = idx_in[o];
+    let g = src[o];
+    let plane = (o / ohw) * P[2] * P[3];
+    for (var ky = 0u; ky < P[6]; ky = ky + 1u) {
+        let row = (oy * P[6] + ky) * P[3] + ox * P[7];
+        for (var kx = 0u; kx < P[7]; kx = kx + 1u) {
+            let s = row + kx;
+            out2[plane + s] = select(0.0, g, at == i32(s));
+        }
+    }
 }
 
 @compute @workgroup_size({{WG}})

@@ -43,6 +43,15 @@ fn window(o: usize, len: usize, out: usize, k: usize, s: usize, p: usize, adapti
 }
 
 impl PoolGeom {
+    /// Whether the windows tile the input: each input element in exactly one window
+    /// (stride = kernel, no padding, not adaptive, a whole number of windows per axis).
+    pub fn tiles_input(&self) -> bool {
+        !self.adaptive
+            && (self.kh, self.kw) == (self.sh, self.sw)
+            && self.pt + self.pl + self.pb + self.pr == 0
+            && (self.h, self.w) == (self.oh * self.kh, self.ow * self.kw)
+    }
+
     /// Rows `[start, end)` of output row `oy`.
     pub fn rows(&self, oy: usize) -> (usize, usize) {
         window(oy, self.h, self.oh, self.kh, self.sh, self.pt, self.adaptive)

@@ -310,8 +310,12 @@ impl Op for PoolPrimitiveOp {
         if !self.uses_argmax() {
             return gpu_run(k, self.entry, g);
         }
-        let n = k.outs[0].numel();
         let binds = [Bind::read(k.x(0)), Bind::read(k.x(1)), Bind::write(k.y(0))];
+        if self.entry == "max_bwd" && g.tiles_input() {
+            let windows = k.ins[0].numel();
+            return k.ctx.dispatch(&POOL2D, 0, "max_bwd_tiles", &binds, &params(g, windows), windows as u64);
+        }
+        let n = k.outs[0].numel();
         k.ctx.dispatch(&POOL2D, 0, self.entry, &binds, &params(g, n), n as u64)
     }
 
