@@ -189,7 +189,8 @@ fn max_bwd_tiles(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_wor
         let row = (oy * P[6] + ky) * P[3] + ox * P[7];
         for (var kx = 0u; kx < P[7]; kx = kx + 1u) {
             let s = row + kx;
-            out2[plane + s] = select(0.0, g, at == i32(s));
+            // 0.0 + g as max_bwd sums, so a -0.0 gradient is stored as +0.0 there too.
+            out2[plane + s] = select(0.0, 0.0 + g, at == i32(s));
         }
     }
 }
