@@ -178,19 +178,20 @@ fn max_bwd_tiles(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_wor
     if (o >= P[0]) {
         return;
     }
+    // The window as max_fwd walks it.
     let ohw = P[4] * P[5];
     let r = o % ohw;
-    let oy = r / P[5];
-    let ox = r % P[5];
+    let rr = rows(r / P[5]);
+    let cc = cols(r % P[5]);
+    let w = P[3];
+    let base = (o / ohw) * P[2] * w;
     let at = idx_in[o];
-    let g = src[o];
-    let plane = (o / ohw) * P[2] * P[3];
-    for (var ky = 0u; ky < P[6]; ky = ky + 1u) {
-        let row = (oy * P[6] + ky) * P[3] + ox * P[7];
-        for (var kx = 0u; kx < P[7]; kx = kx + 1u) {
-            let s = row + kx;
-            // 0.0 + g as max_bwd sums, so a -0.0 gradient is stored as +0.0 there too.
-            out2[plane + s] = select(0.0, 0.0 + g, at == i32(s));
+    // 0.0 + g as max_bwd sums, so a -0.0 gradient is stored as +0.0 there too.
+    let g = 0.0 + src[o];
+    for (var iy = rr.x; iy < rr.y; iy = iy + 1u) {
+        for (var ix = cc.x; ix < cc.y; ix = ix + 1u) {
+            let s = iy * w + ix;
+            out2[base + s] = select(0.0, g, at == i32(s));
         }
     }
 }
