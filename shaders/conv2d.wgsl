@@ -36,6 +36,7 @@ const STRIDED: bool = {{STRIDED}};
 const BM: u32 = {{BM}}u;
 const BN: u32 = 64u;
 const BK: u32 = 16u;
+const COLS: u32 = {{COLS}}u;
 
 // The parameters, copied once per invocation into private memory so the loaders' index
 // math reads registers rather than the storage buffer.
@@ -122,12 +123,6 @@ fn fwd_load_b(s: vec3<u32>, info: vec3<i32>, grp: u32) -> f32 {
     return b_src[(plane * P[2] + u32(iy)) * P[3] + u32(ix)];
 }
 
-// Whether row s.y of the taps can land in the image for the column `info` (see the direct
-// entry's skip). A forward product's padding rows are too few to be worth the test.
-fn fwd_row_live(s: vec3<u32>, info: vec3<i32>) -> bool {
-    return true;
-}
-
 fn fwd_store(m: u32, col: u32, grp: u32, split: u32, v: f32) {
     let l = P[5] * P[6];
     let oc = grp * P[16] + m;
@@ -193,23 +188,6 @@ fn bwd_data_load_b(s: vec3<u32>, info: vec3<i32>, grp: u32) -> f32 {
     return b_src[(plane * P[5] + oy) * P[6] + ox];
 }
 
-// The transposed window misses dy's rows for a third of the taps of a 5×5 kernel over a
-// 12-row input: the rows `bwd_data_load_b` would read as zero for every kj.
-fn bwd_data_row_live(s: vec3<u32>, info: vec3<i32>) -> bool {
-    let ty = info.y - i32(s.y * P[13]);
-    if (ty < 0) {
-        return false;
-    }
-    var oy = u32(ty);
-    if (STRIDED) {
-        if (oy % P[9] != 0u) {
-            return false;
-        }
-        oy = oy / P[9];
-    }
-    return oy < P[5];
-}
-
 fn bwd_data_store(m: u32, col: u32, grp: u32, split: u32, v: f32) {
     let hw = P[2] * P[3];
     dst[split * P[27] + ((col / hw) * P[1] + grp * P[15] + m) * hw + col % hw] = v;
@@ -249,10 +227,6 @@ fn bwd_filter_load_b(s: vec3<u32>, info: vec3<i32>, grp: u32) -> f32 {
     }
     let plane = s.x * P[1] + grp * P[15] + u32(info.x);
     return b_src[(plane * P[2] + u32(iy)) * P[3] + u32(ix)];
-}
-
-fn bwd_filter_row_live(s: vec3<u32>, info: vec3<i32>) -> bool {
-    return true;
 }
 
 fn bwd_filter_store(m: u32, col: u32, grp: u32, split: u32, v: f32) {
@@ -362,9 +336,11 @@ fn main(
 
 // The same products without workgroup memory or barriers, for software adapters (lavapipe,
 // SwiftShader) that emulate barriers slowly: a flat grid of invocations, each computing an
-// RM-row × 4-column block (P[25] row blocks × P[26] column blocks per group and split) by
+// RM-row × COLS-column block (P[25] row blocks × P[26] column blocks per group and split) by
 // streaming its A rows and B columns from the buffers, stepping k as a counter (no
-// divisions in the loop). Blocks this small waste almost nothing on thin problems.
+// divisions in the loop). The block's generated lines (src/ops/nn/conv_block.rs) name
+// each row rI, column iJ and accumulator cI_H (columns 4H..4H+3 of row I). Blocks this
+// small waste almost nothing on thin problems.
 @compute @workgroup_size({{WG}})
 fn direct(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     load_params();
@@ -378,7 +354,7 @@ fn direct(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups
         return;
     }
     let row0 = (t / col_blocks) * RM;
-    let col0 = (t % col_blocks) * 4u;
+    let col0 = (t % col_blocks) * COLS;
     let z = gid.z + P[24];
     let grp = z / splits;
     let split = z % splits;
@@ -388,49 +364,21 @@ fn direct(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups
     // Rows and columns past the end compute on clamped indices and are not stored.
     let last_m = m_len - 1u;
     let last_n = n_len - 1u;
-    var rows: array<u32, {{RM}}>;
-    for (var i = 0u; i < RM; i = i + 1u) {
-        rows[i] = min(row0 + i, last_m);
-    }
-    let i0 = {{MODE}}_col_info(min(col0, last_n));
-    let i1 = {{MODE}}_col_info(min(col0 + 1u, last_n));
-    let i2 = {{MODE}}_col_info(min(col0 + 2u, last_n));
-    let i3 = {{MODE}}_col_info(min(col0 + 3u, last_n));
-    var acc: array<vec4<f32>, {{RM}}>;
-    for (var i = 0u; i < RM; i = i + 1u) {
-        acc[i] = vec4<f32>(0.0);
-    }
+{{DIRECT_SETUP}}
     var s = k_start(k_begin, dims);
     for (var k = k_begin; k < k_end; k = k + 1u) {
-        // A row of taps that misses the image for all four columns adds only zeros: skip to
-        // the next row (the sums of the other taps keep their order).
-        if (s.z == 0u) {
-            let live = {{MODE}}_row_live(s, i0) || {{MODE}}_row_live(s, i1) || {{MODE}}_row_live(s, i2)
-                || {{MODE}}_row_live(s, i3);
-            if (!live) {
-                k = k + dims.z - 1u;
-                s = k_next(vec3<u32>(s.x, s.y, dims.z - 1u), dims);
-                continue;
-            }
-        }
-        let bv = vec4<f32>(
-            {{MODE}}_load_b(s, i0, grp),
-            {{MODE}}_load_b(s, i1, grp),
-            {{MODE}}_load_b(s, i2, grp),
-            {{MODE}}_load_b(s, i3, grp),
-        );
-        for (var i = 0u; i < RM; i = i + 1u) {
-            acc[i] = acc[i] + {{MODE}}_load_a(rows[i], k, s, grp) * bv;
-        }
+{{DIRECT_PRODUCT}}
         s = k_next(s, dims);
     }
-    for (var i = 0u; i < RM; i = i + 1u) {
-        let m = row0 + i;
-        for (var j = 0u; j < 4u; j = j + 1u) {
-            let col = col0 + j;
-            if (m < m_len && col < n_len) {
-                {{MODE}}_store(m, col, grp, split, acc[i][j]);
-            }
+{{DIRECT_STORE}}
+}
+
+// Four adjacent outputs of a direct block's row `m` from column `col`, those inside the
+// product stored.
+fn direct_store(m: u32, col: u32, grp: u32, split: u32, v: vec4<f32>) {
+    for (var j = 0u; j < 4u; j = j + 1u) {
+        if (m < P[17] && col + j < P[18]) {
+            {{MODE}}_store(m, col + j, grp, split, v[j]);
         }
     }
 }

@@ -290,12 +290,17 @@ fn gpu_matches_cpu_forward_and_gradients() {
     common::report("conv2d GPU vs CPU", &failures);
 }
 
-/// The GPU has two entries (tiled through workgroup memory, and barrier-free blocks) and
-/// picks one per adapter and shape; rerun the GPU grid with each forced, in a child process
-/// (the choice is read once per process), so both are checked on any machine.
+/// The GPU has two entries (tiled through workgroup memory, and barrier-free blocks of 4
+/// columns on hardware or 8 on software adapters) and picks one per adapter and shape; rerun
+/// the GPU grid with each forced, in a child process (the choice is read once per process),
+/// so all three are checked on any machine.
 #[test]
 fn gpu_matches_cpu_with_each_kernel_forced() {
-    common::rerun_with_each("gpu_matches_cpu_forward_and_gradients", "DYGRAPH_CONV_KERNEL", &["tiled", "direct"]);
+    common::rerun_with_each(
+        "gpu_matches_cpu_forward_and_gradients",
+        "DYGRAPH_CONV_KERNEL",
+        &["tiled", "direct", "direct8"],
+    );
 }
 
 #[test]

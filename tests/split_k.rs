@@ -116,7 +116,7 @@ fn split_child() {
 #[test]
 fn split_products_match_the_cpu() {
     let Some(_) = common::gpu_or_skip() else { return };
-    for conv in ["tiled", "direct"] {
+    for conv in ["tiled", "direct", "direct8"] {
         let out = std::process::Command::new(std::env::current_exe().unwrap())
             .args(["split_child", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
             .env("DYGRAPH_SPLIT_K", "4096")

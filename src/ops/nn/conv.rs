@@ -29,43 +29,51 @@ use crate::{DType, Error, Result, Scalar, Tensor};
 
 use super::window::{Padding, Pair, check_nchw, check_positive};
 
-/// Variant keys: `mode·8 + rm`, plus [`STRIDED`] for an input gradient whose stride is not
-/// 1, plus [`EPILOGUE_STEP`] × the number of an epilogue (forward only).
+/// Variant keys: `mode·32 + cols/8·16 + rm` ([`conv_key`]), plus [`STRIDED`] for an input
+/// gradient whose stride is not 1, plus [`EPILOGUE_STEP`] × the number of an epilogue
+/// (forward only).
 pub(crate) static CONV2D: Kernel = Kernel {
     file: "conv2d.wgsl",
     keys: || {
         let mut v = Vec::new();
         for mode in [Mode::Fwd, Mode::BwdData, Mode::BwdFilter] {
-            for rm in [1, 2, 4] {
-                v.push(conv_key(mode, rm));
-            }
+            v.extend(block_keys(mode));
         }
-        v.extend([1, 2, 4].map(|rm| conv_key(Mode::BwdData, rm) + STRIDED));
+        v.extend(block_keys(Mode::BwdData).into_iter().map(|key| key + STRIDED));
         for number in super::conv_epilogue::EPILOGUES.numbers().into_iter().skip(1) {
-            v.extend([1, 2, 4].map(|rm| conv_key(Mode::Fwd, rm) + EPILOGUE_STEP * number));
+            v.extend(block_keys(Mode::Fwd).into_iter().map(|key| key + EPILOGUE_STEP * number));
         }
         v
     },
     variant: |key| {
         let base = key % STRIDED;
-        let mode = [Mode::Fwd, Mode::BwdData, Mode::BwdFilter][(base / 8) as usize % 3];
-        let mut v = variant(mode, base % 8, key % EPILOGUE_STEP >= STRIDED);
+        let mode = [Mode::Fwd, Mode::BwdData, Mode::BwdFilter][(base / 32) as usize % 3];
+        let cols = if base % 32 >= 16 { 8 } else { 4 };
+        let mut v = variant(mode, base % 16, cols, key % EPILOGUE_STEP >= STRIDED);
         v.extend(super::conv_epilogue::EPILOGUES.variant(key / EPILOGUE_STEP));
         v
     },
 };
 
+/// A mode's keys: rows 1, 2 and 4 with 4 columns (the tiled entry's row counts, and the
+/// direct entry's on hardware), and rows 1, 2, 4 and 8 with 8 columns (direct, software).
+fn block_keys(mode: Mode) -> Vec<u32> {
+    let narrow = [1, 2, 4].map(|rm| conv_key(mode, rm, 4));
+    let wide = [1, 2, 4, 8].map(|rm| conv_key(mode, rm, 8));
+    narrow.into_iter().chain(wide).collect()
+}
+
 /// The variant key flag of an input gradient with a stride above 1: its gather checks that
 /// a tap lands on the stride's grid. Unit strides (most convolutions) skip the check at
 /// compile time, which software adapters do not do for a uniform branch (lavapipe: the
 /// MNIST step's largest kernel, conv2's input gradient, 160 → 72 ms).
-const STRIDED: u32 = 32;
+const STRIDED: u32 = 128;
 
 /// The variant key step of the forward's epilogue number.
-pub(crate) const EPILOGUE_STEP: u32 = 64;
+pub(crate) const EPILOGUE_STEP: u32 = 256;
 
-fn conv_key(mode: Mode, rm: u32) -> u32 {
-    mode as u32 * 8 + rm
+fn conv_key(mode: Mode, rm: u32, cols: u32) -> u32 {
+    mode as u32 * 32 + cols / 8 * 16 + rm
 }
 
 /// Paddle's `conv2d` keyword arguments.
@@ -401,32 +409,51 @@ impl Mode {
     }
 }
 
-/// `rm` output rows per invocation: a 16·rm-row tile; `strided`: the input gradient's
-/// gather checks the stride's grid.
-fn variant(mode: Mode, rm: u32, strided: bool) -> Variant {
-    vec![
+/// `rm` output rows per invocation: a 16·rm-row tile, or an rm × `cols` block in the direct
+/// entry; `strided`: the input gradient's gather checks the stride's grid.
+fn variant(mode: Mode, rm: u32, cols: u32, strided: bool) -> Variant {
+    let mut v = vec![
         ("MODE", mode.name().to_string()),
         ("STRIDED", strided.to_string()),
         ("RM", rm.to_string()),
         ("BM", (16 * rm).to_string()),
         ("A_TILE", (256 * rm).to_string()),
         ("ACC", (4 * rm).to_string()),
-    ]
+        ("COLS", cols.to_string()),
+    ];
+    v.extend(super::conv_block::block_lines(mode.name(), rm, cols));
+    v
+}
+
+/// Which entry runs a product, and the direct entry's columns per invocation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Entry {
+    Tiled,
+    Direct { cols: u32 },
 }
 
 /// The kernel entry for a product with `m` GEMM rows: `main` (tiles through workgroup
 /// memory) or `direct` (small per-invocation blocks, no barriers). `direct` serves software
-/// adapters, which emulate barriers slowly, and thin problems (depthwise convolutions,
-/// single-channel images), where most rows of a 16-row tile would idle.
-/// `DYGRAPH_CONV_KERNEL=tiled|direct` forces one (to exercise both on any machine).
-fn entry(ctx: &GpuContext, m: usize) -> &'static str {
-    static FORCED: OnceLock<Option<&'static str>> = OnceLock::new();
+/// adapters, which emulate barriers slowly, in 8-column blocks (each of their loads costs
+/// about one per lane, so a wider block's extra products come almost free), and thin
+/// problems on hardware (depthwise convolutions, single-channel images), where most rows of
+/// a 16-row tile would idle, in 4-column ones.
+/// `DYGRAPH_CONV_KERNEL=tiled|direct|direct8` forces one (to exercise each on any machine).
+fn entry(ctx: &GpuContext, m: usize) -> Entry {
+    static FORCED: OnceLock<Option<Entry>> = OnceLock::new();
     let forced = FORCED.get_or_init(|| match std::env::var("DYGRAPH_CONV_KERNEL").as_deref() {
-        Ok("tiled") => Some("main"),
-        Ok("direct") => Some("direct"),
+        Ok("tiled") => Some(Entry::Tiled),
+        Ok("direct") => Some(Entry::Direct { cols: 4 }),
+        Ok("direct8") => Some(Entry::Direct { cols: 8 }),
         _ => None,
     });
-    forced.unwrap_or(if ctx.is_software() || m < 8 { "direct" } else { "main" })
+    forced.unwrap_or(if ctx.is_software() {
+        Entry::Direct { cols: 8 }
+    } else if m < 8 {
+        Entry::Direct { cols: 4 }
+    } else {
+        Entry::Tiled
+    })
 }
 
 /// Output columns per workgroup tile and reduction depth per stage (as in the shader).
@@ -457,14 +484,17 @@ fn gpu_conv(
         return crate::tensor::create::gpu_fill(ctx, out, DType::Float32, Scalar::Int(0), numel);
     }
     let entry = entry(ctx, m);
-    let direct = entry == "direct";
     // Rows per invocation block (direct) or 16·rm rows per workgroup tile (tiled).
-    let rm = match (direct, m) {
-        (true, 1) | (false, 0..=16) => 1,
-        (true, 2) | (false, 17..=32) => 2,
-        _ => 4,
+    let (rm, cols) = match (entry, m) {
+        (Entry::Direct { cols }, 1 | 2) => (m, cols as usize),
+        (Entry::Direct { cols: 8 }, 5..) => (8, 8),
+        (Entry::Direct { cols }, _) => (4, cols as usize),
+        (Entry::Tiled, 0..=16) => (1, 4),
+        (Entry::Tiled, 17..=32) => (2, 4),
+        (Entry::Tiled, _) => (4, 4),
     };
-    let (row_blocks, col_blocks) = (m.div_ceil(rm), ncols.div_ceil(4));
+    let direct = entry != Entry::Tiled;
+    let (row_blocks, col_blocks) = (m.div_ceil(rm), ncols.div_ceil(cols));
     let tiles_m = m.div_ceil(16 * rm);
     let tiles = if direct { (row_blocks * col_blocks).div_ceil(256) } else { tiles_m * ncols.div_ceil(BN) };
     let max_z = ctx.limits.max_compute_workgroups_per_dimension.max(1) as usize;
@@ -484,7 +514,7 @@ fn gpu_conv(
     .collect();
     epi.append_params(OP, &mut params)?;
     let strided = mode == Mode::BwdData && (g.sh, g.sw) != (1, 1);
-    let key = conv_key(mode, rm as u32) + if strided { STRIDED } else { 0 } + EPILOGUE_STEP * epi.number;
+    let key = conv_key(mode, rm as u32, cols as u32) + if strided { STRIDED } else { 0 } + EPILOGUE_STEP * epi.number;
     let mut z0 = 0;
     let bias = || bias.map_or_else(|| Bind::unused(ctx), Bind::read);
     while z0 < total_z {
@@ -492,7 +522,8 @@ fn gpu_conv(
         params[24] = z0 as u32;
         let mut binds = vec![Bind::read(a), Bind::read(b), bias(), Bind::write(dst)];
         binds.extend(epi.extras.iter().map(|x| Bind::read(x)));
-        ctx.dispatch(&CONV2D, key, entry, &binds, &params, [gx, gy, zn as u32])?;
+        let name = if direct { "direct" } else { "main" };
+        ctx.dispatch(&CONV2D, key, name, &binds, &params, [gx, gy, zn as u32])?;
         z0 += zn;
     }
     if let Some(p) = &split.partial {
