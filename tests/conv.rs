@@ -190,6 +190,10 @@ fn grid() -> Vec<Cfg> {
         cfg("stride3_dil2_groups3", [2, 6, 11, 10], 6, [3, 3], [3, 3], 2.into(), [2, 2], 3, true),
         cfg("depthwise_multiplier", [2, 3, 6, 5], 6, [3, 3], [2, 1], 1.into(), [1, 1], 3, true),
         cfg("mnist_like", [3, 1, 12, 12], 4, [5, 5], [1, 1], 0.into(), [1, 1], 1, true),
+        // Software adapters' 8-column blocks with a partly filled last row block: 22 output
+        // channels in 12-row blocks, 17 input channels in 10-row ones, 16 in 8-row ones.
+        cfg("wide_blocks_partial_rows", [2, 17, 5, 6], 22, [3, 3], [1, 1], 1.into(), [1, 1], 1, true),
+        cfg("wide_blocks_eight_rows", [1, 3, 5, 5], 16, [3, 3], [1, 1], 0.into(), [1, 1], 1, false),
     ]
 }
 

@@ -27,6 +27,7 @@ use crate::ops::split_k;
 use crate::tensor::TensorMeta;
 use crate::{DType, Error, Result, Scalar, Tensor};
 
+use super::conv_block::{WIDE_ROWS, wide_rows};
 use super::window::{Padding, Pair, check_nchw, check_positive};
 
 /// Variant keys: `mode·32 + cols/8·16 + rm` ([`conv_key`]), plus [`STRIDED`] for an input
@@ -56,10 +57,10 @@ pub(crate) static CONV2D: Kernel = Kernel {
 };
 
 /// A mode's keys: rows 1, 2 and 4 with 4 columns (the tiled entry's row counts, and the
-/// direct entry's on hardware), and rows 1, 2, 4 and 8 with 8 columns (direct, software).
+/// direct entry's on hardware), and [`WIDE_ROWS`] with 8 columns (direct, software).
 fn block_keys(mode: Mode) -> Vec<u32> {
     let narrow = [1, 2, 4].map(|rm| conv_key(mode, rm, 4));
-    let wide = [1, 2, 4, 8].map(|rm| conv_key(mode, rm, 8));
+    let wide = WIDE_ROWS.map(|rm| conv_key(mode, rm as u32, 8));
     narrow.into_iter().chain(wide).collect()
 }
 
@@ -486,8 +487,8 @@ fn gpu_conv(
     let entry = entry(ctx, m);
     // Rows per invocation block (direct) or 16·rm rows per workgroup tile (tiled).
     let (rm, cols) = match (entry, m) {
+        (Entry::Direct { cols: 8 }, _) => (wide_rows(m), 8),
         (Entry::Direct { cols }, 1 | 2) => (m, cols as usize),
-        (Entry::Direct { cols: 8 }, 5..) => (8, 8),
         (Entry::Direct { cols }, _) => (4, cols as usize),
         (Entry::Tiled, 0..=16) => (1, 4),
         (Entry::Tiled, 17..=32) => (2, 4),
