@@ -237,6 +237,35 @@ fn bwd_filter_finish(i: u32, v: f32) {
     dst[i] = v;
 }
 
+// ---- bwd_cols (software adapters): A = Wᵀ per group, B = dy, C = the input gradient's
+//      columns [group, cin_g·kh·kw, n·oh·ow] that `col2im` sums; k = o ----
+
+fn bwd_cols_k_dims() -> vec3<u32> {
+    return vec3<u32>(P[16], 1u, 1u);
+}
+
+fn bwd_cols_load_a(m: u32, k: u32, s: vec3<u32>, grp: u32) -> f32 {
+    return a_src[(grp * P[16] + k) * P[17] + m];
+}
+
+// Column (image n, output pixel) -> (n, pixel).
+fn bwd_cols_col_info(col: u32) -> vec3<i32> {
+    let l = P[5] * P[6];
+    return vec3<i32>(i32(col / l), i32(col % l), 0);
+}
+
+fn bwd_cols_load_b(s: vec3<u32>, info: vec3<i32>, grp: u32) -> f32 {
+    return b_src[(u32(info.x) * P[4] + grp * P[16] + s.x) * P[5] * P[6] + u32(info.y)];
+}
+
+fn bwd_cols_store(m: u32, col: u32, grp: u32, split: u32, v: f32) {
+    dst[split * P[27] + (grp * P[17] + m) * P[18] + col] = v;
+}
+
+fn bwd_cols_finish(i: u32, v: f32) {
+    dst[i] = v;
+}
+
 @compute @workgroup_size(16, 16)
 fn main(
     @builtin(workgroup_id) wid: vec3<u32>,
@@ -381,6 +410,60 @@ fn direct_store(m: u32, col: u32, grp: u32, split: u32, v: vec4<f32>) {
             {{MODE}}_store(m, col + j, grp, split, v[j]);
         }
     }
+}
+
+// The input gradient from its columns (bound as `a_src`, P[17] rows × P[18] columns per
+// group), one invocation per dx element (P[27] of them): the sum of the column entries its
+// taps fed, in (ki, kj) order. With unit strides the taps that land on dy form a range per
+// axis, worked out once, so no tap is tested; a STRIDED variant tests each against the grid.
+@compute @workgroup_size({{WG}})
+fn col2im(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+    load_params();
+    let i = gid.x + gid.y * nwg.x * {{WG}}u;
+    if (i >= P[27]) {
+        return;
+    }
+    let x = i % P[3];
+    let y = (i / P[3]) % P[2];
+    let c = (i / (P[2] * P[3])) % P[1];
+    let n = i / (P[1] * P[2] * P[3]);
+    let grp = c / P[15];
+    let first = (grp * P[17] + (c % P[15]) * P[7] * P[8]) * P[18] + n * P[5] * P[6];
+    // Padded coordinates: tap (ki, kj) reads dy at ((py − ki·dh) / sh, (px − kj·dw) / sw).
+    let py = y + P[11];
+    let px = x + P[12];
+    var ki0 = 0u;
+    var ki1 = P[7];
+    var kj0 = 0u;
+    var kj1 = P[8];
+    if (!STRIDED) {
+        // py − ki·dh in [0, oh): ki from ⌈(py + 1 − oh) / dh⌉ to ⌊py / dh⌋.
+        if (py + 1u > P[5]) {
+            ki0 = (py - P[5] + P[13]) / P[13];
+        }
+        ki1 = min(ki1, py / P[13] + 1u);
+        if (px + 1u > P[6]) {
+            kj0 = (px - P[6] + P[14]) / P[14];
+        }
+        kj1 = min(kj1, px / P[14] + 1u);
+    }
+    var acc = 0.0;
+    for (var ki = ki0; ki < ki1; ki = ki + 1u) {
+        let ty = i32(py) - i32(ki * P[13]);
+        if (STRIDED && (ty < 0 || u32(ty) % P[9] != 0u || u32(ty) / P[9] >= P[5])) {
+            continue;
+        }
+        let oy = u32(ty) / select(1u, P[9], STRIDED);
+        for (var kj = kj0; kj < kj1; kj = kj + 1u) {
+            let tx = i32(px) - i32(kj * P[14]);
+            if (STRIDED && (tx < 0 || u32(tx) % P[10] != 0u || u32(tx) / P[10] >= P[6])) {
+                continue;
+            }
+            let ox = u32(tx) / select(1u, P[10], STRIDED);
+            acc = acc + a_src[first + (ki * P[8] + kj) * P[18] + oy * P[6] + ox];
+        }
+    }
+    dst[i] = acc;
 }
 
 // The partial outputs of a split product are bound as `a_src` (lib/split_k.wgsl).

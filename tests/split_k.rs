@@ -2,8 +2,8 @@
 //! `matmul` or `conv2d` (forward, input gradient, filter gradient) over workgroups and sums
 //! the slices in a `finish` dispatch that also adds the bias and runs a fused epilogue. The
 //! software adapter here does not split by itself, so the parent test runs this binary's
-//! child with `DYGRAPH_SPLIT_K` forcing it, once with the tiled convolution kernel and once
-//! with the direct one, and the child checks every split product against the CPU, and that
+//! child with `DYGRAPH_SPLIT_K` forcing it, once with each convolution kernel (tiled, direct
+//! and direct8), and the child checks every split product against the CPU, and that
 //! `finish` ran (the kernel profiler counts it).
 
 mod common;
@@ -48,8 +48,20 @@ fn eager_products(seed: u64, place: Place) -> Vec<Vec<f64>> {
     let ba = common::tensor(&rng.vec(3 * 32 * 256, -1.0, 1.0), &[3, 32, 256], DType::Float32, place);
     let bb = common::tensor(&rng.vec(3 * 256 * 8, -1.0, 1.0), &[3, 256, 8], DType::Float32, place);
     let bp = paddle::matmul(&ba, &bb, false, false).unwrap();
+    // 128 output channels: the input gradient reduces over 128·9 in one product, or over 128
+    // for the columns a software adapter sums with col2im (its one split there).
+    let wx = common::tensor(&rng.vec(2 * 36, -1.0, 1.0), &[1, 2, 6, 6], DType::Float32, place);
+    let ww = common::tensor(&rng.vec(128 * 2 * 9, -1.0, 1.0), &[128, 2, 3, 3], DType::Float32, place);
+    wx.set_stop_gradient(false);
+    let wy = paddle::conv2d(&wx, &ww, None, &Default::default()).unwrap();
+    let wr = common::tensor(&rng.vec(wy.numel(), -1.0, 1.0), wy.shape(), DType::Float32, place);
+    (&wy * &wr).sum(&[], false).unwrap().backward().unwrap();
     let grad = |t: &Tensor| values(&t.grad().expect("a gradient"));
-    vec![values(&y), grad(&x), grad(&w), grad(&b), values(&p), grad(&a), grad(&m), values(&gy), values(&bp)]
+    #[rustfmt::skip]
+    let out = vec![
+        values(&y), grad(&x), grad(&w), grad(&b), values(&p), grad(&a), grad(&m), values(&gy), values(&bp), grad(&wx),
+    ];
+    out
 }
 
 /// relu(conv2d(x) + b) and relu(x·W + b) as a static program with fusion on `place` (a GPU
@@ -89,6 +101,7 @@ fn split_child() {
         "matmul dm",
         "grouped conv y",
         "batched matmul",
+        "128-channel conv dx",
     ];
     let p = Profiler::start(gpu).unwrap();
     let on_gpu = eager_products(seed, gpu);
@@ -103,10 +116,12 @@ fn split_child() {
     let (plain, _) = fused_program(seed, Place::Cpu);
     assert_close("relu(conv2d + b), split epilogue", &fused[0], &plain[0], 1e-4);
     assert_close("relu(x·W + b), split epilogue", &fused[1], &plain[1], 1e-4);
-    // conv: the forward, input and filter gradients, the grouped forward and the epilogue each
-    // split; matmul: the forward, the batched product and the epilogue (the gradients reduce
-    // over 10 and 64, too shallow to split).
-    for (shader, split) in [("conv2d.wgsl", 5), ("matmul.wgsl", 3)] {
+    // conv: the forward, input and filter gradients, the grouped forward, the epilogue and the
+    // 128-channel input gradient each split, except that the direct8 kernel's first input
+    // gradient runs as columns over 8 channels, too shallow to split; matmul: the forward, the
+    // batched product and the epilogue (the gradients reduce over 10 and 64, too shallow).
+    let conv_splits = if std::env::var("DYGRAPH_CONV_KERNEL").as_deref() == Ok("direct8") { 5 } else { 6 };
+    for (shader, split) in [("conv2d.wgsl", conv_splits), ("matmul.wgsl", 3)] {
         let finishes: u64 = summary.shader(shader).iter().filter(|k| k.entry == "finish").map(|k| k.calls).sum();
         assert_eq!(finishes, split, "{shader}: split products finished\n{summary}");
     }

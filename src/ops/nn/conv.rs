@@ -30,27 +30,29 @@ use crate::{DType, Error, Result, Scalar, Tensor};
 use super::conv_block::{WIDE_ROWS, wide_rows};
 use super::window::{Padding, Pair, check_nchw, check_positive};
 
-/// Variant keys: `mode·32 + cols/8·16 + rm` ([`conv_key`]), plus [`STRIDED`] for an input
+/// Variant keys: `product·32 + cols/8·16 + rm` ([`conv_key`]), plus [`STRIDED`] for an input
 /// gradient whose stride is not 1, plus [`EPILOGUE_STEP`] × the number of an epilogue
 /// (forward only).
 pub(crate) static CONV2D: Kernel = Kernel {
     file: "conv2d.wgsl",
     keys: || {
         let mut v = Vec::new();
-        for mode in [Mode::Fwd, Mode::BwdData, Mode::BwdFilter] {
-            v.extend(block_keys(mode));
+        for product in [Product::Fwd, Product::BwdData, Product::BwdFilter] {
+            v.extend(block_keys(product));
         }
-        v.extend(block_keys(Mode::BwdData).into_iter().map(|key| key + STRIDED));
+        let columns = WIDE_ROWS.map(|rm| conv_key(Product::BwdCols, rm as u32, 8));
+        v.extend(columns);
+        v.extend(block_keys(Product::BwdData).into_iter().chain(columns).map(|key| key + STRIDED));
         for number in super::conv_epilogue::EPILOGUES.numbers().into_iter().skip(1) {
-            v.extend(block_keys(Mode::Fwd).into_iter().map(|key| key + EPILOGUE_STEP * number));
+            v.extend(block_keys(Product::Fwd).into_iter().map(|key| key + EPILOGUE_STEP * number));
         }
         v
     },
     variant: |key| {
         let base = key % STRIDED;
-        let mode = [Mode::Fwd, Mode::BwdData, Mode::BwdFilter][(base / 32) as usize % 3];
+        let product = PRODUCTS[(base / 32) as usize % PRODUCTS.len()];
         let cols = if base % 32 >= 16 { 8 } else { 4 };
-        let mut v = variant(mode, base % 16, cols, key % EPILOGUE_STEP >= STRIDED);
+        let mut v = variant(product, base % 16, cols, key % EPILOGUE_STEP >= STRIDED);
         v.extend(super::conv_epilogue::EPILOGUES.variant(key / EPILOGUE_STEP));
         v
     },
@@ -58,9 +60,9 @@ pub(crate) static CONV2D: Kernel = Kernel {
 
 /// A mode's keys: rows 1, 2 and 4 with 4 columns (the tiled entry's row counts, and the
 /// direct entry's on hardware), and [`WIDE_ROWS`] with 8 columns (direct, software).
-fn block_keys(mode: Mode) -> Vec<u32> {
-    let narrow = [1, 2, 4].map(|rm| conv_key(mode, rm, 4));
-    let wide = WIDE_ROWS.map(|rm| conv_key(mode, rm as u32, 8));
+fn block_keys(product: Product) -> Vec<u32> {
+    let narrow = [1, 2, 4].map(|rm| conv_key(product, rm, 4));
+    let wide = WIDE_ROWS.map(|rm| conv_key(product, rm as u32, 8));
     narrow.into_iter().chain(wide).collect()
 }
 
@@ -73,8 +75,8 @@ const STRIDED: u32 = 128;
 /// The variant key step of the forward's epilogue number.
 pub(crate) const EPILOGUE_STEP: u32 = 256;
 
-fn conv_key(mode: Mode, rm: u32, cols: u32) -> u32 {
-    mode as u32 * 32 + cols / 8 * 16 + rm
+fn conv_key(product: Product, rm: u32, cols: u32) -> u32 {
+    product as u32 * 32 + cols / 8 * 16 + rm
 }
 
 /// Paddle's `conv2d` keyword arguments.
@@ -392,7 +394,7 @@ fn geometry(xs: &[usize], ws: &[usize], bs: Option<&[usize]>, o: &Conv2dOptions)
     })
 }
 
-/// Which product a `conv2d.wgsl` instance computes.
+/// Which of a convolution layer's three products an op computes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Mode {
     Fwd,
@@ -400,21 +402,44 @@ enum Mode {
     BwdFilter,
 }
 
-impl Mode {
+/// Which product a `conv2d.wgsl` instance computes: the ops' three, and `BwdCols`, the input
+/// gradient's columns `Wᵀ · dy` before `col2im` sums them into the image (software adapters).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Product {
+    Fwd,
+    BwdData,
+    BwdFilter,
+    BwdCols,
+}
+
+const PRODUCTS: [Product; 4] = [Product::Fwd, Product::BwdData, Product::BwdFilter, Product::BwdCols];
+
+impl Product {
     fn name(self) -> &'static str {
         match self {
-            Mode::Fwd => "fwd",
-            Mode::BwdData => "bwd_data",
-            Mode::BwdFilter => "bwd_filter",
+            Product::Fwd => "fwd",
+            Product::BwdData => "bwd_data",
+            Product::BwdFilter => "bwd_filter",
+            Product::BwdCols => "bwd_cols",
+        }
+    }
+}
+
+impl From<Mode> for Product {
+    fn from(mode: Mode) -> Self {
+        match mode {
+            Mode::Fwd => Product::Fwd,
+            Mode::BwdData => Product::BwdData,
+            Mode::BwdFilter => Product::BwdFilter,
         }
     }
 }
 
 /// `rm` output rows per invocation: a 16·rm-row tile, or an rm × `cols` block in the direct
 /// entry; `strided`: the input gradient's gather checks the stride's grid.
-fn variant(mode: Mode, rm: u32, cols: u32, strided: bool) -> Variant {
+fn variant(product: Product, rm: u32, cols: u32, strided: bool) -> Variant {
     let mut v = vec![
-        ("MODE", mode.name().to_string()),
+        ("MODE", product.name().to_string()),
         ("STRIDED", strided.to_string()),
         ("RM", rm.to_string()),
         ("BM", (16 * rm).to_string()),
@@ -422,7 +447,7 @@ fn variant(mode: Mode, rm: u32, cols: u32, strided: bool) -> Variant {
         ("ACC", (4 * rm).to_string()),
         ("COLS", cols.to_string()),
     ];
-    v.extend(super::conv_block::block_lines(mode.name(), rm, cols));
+    v.extend(super::conv_block::block_lines(product.name(), rm, cols));
     v
 }
 
@@ -461,8 +486,17 @@ fn entry(ctx: &GpuContext, m: usize) -> Entry {
 const BN: usize = 64;
 const BK: usize = 16;
 
+/// The input gradient's columns are held to 64 MiB; a larger one runs as one product.
+const MAX_COLUMN_BYTES: usize = 64 << 20;
+
 /// Runs one product on the GPU into `out`. `a` is the GEMM's left operand (weight, or `dy`
 /// for the filter gradient) and `b` the image-side one (`x`, or `dy` for the input gradient).
+///
+/// On software adapters the input gradient of a kernel larger than 1×1 runs as two steps:
+/// the columns `Wᵀ · dy` (a product with no padding taps) and `col2im`, which sums each
+/// pixel's taps. As one product, its transposed window reads dy's padding as zeros: 56% of
+/// the taps of MNIST's conv2, each a load as costly there as a live one (lavapipe: 37 ms in
+/// one product against 17 + 2 ms in two).
 #[allow(clippy::too_many_arguments)]
 fn gpu_conv(
     mode: Mode,
@@ -474,17 +508,61 @@ fn gpu_conv(
     out: &GpuBuffer,
     epi: Epilogue<'_>,
 ) -> Result<()> {
-    let (khw, l) = (g.kh * g.kw, g.out_hw());
-    let (m, ncols, k, shape) = match mode {
-        Mode::Fwd => (g.cout_g(), g.n * l, g.k_len(), g.output_shape()),
-        Mode::BwdData => (g.cin_g(), g.n * g.h * g.w, g.cout_g() * khw, g.input_shape()),
-        Mode::BwdFilter => (g.cout_g(), g.k_len(), g.n * l, g.weight_shape()),
-    };
-    let numel: usize = shape.iter().product();
-    if k == 0 || numel == 0 {
+    let column_bytes = 4 * g.c * g.kh * g.kw * g.n * g.out_hw();
+    let columns = mode == Mode::BwdData
+        && entry(ctx, g.cin_g()) == (Entry::Direct { cols: 8 })
+        && g.kh * g.kw > 1
+        && column_bytes <= MAX_COLUMN_BYTES;
+    if !columns {
+        return gpu_product(mode.into(), ctx, a, b, bias, g, out, epi).map(|_| ());
+    }
+    let numel: usize = g.input_shape().iter().product();
+    if numel == 0 || column_bytes == 0 {
         return crate::tensor::create::gpu_fill(ctx, out, DType::Float32, Scalar::Int(0), numel);
     }
-    let entry = entry(ctx, m);
+    let cols = ctx.alloc(OP, column_bytes as u64)?;
+    let key = gpu_product(Product::BwdCols, ctx, a, b, None, g, &cols, Epilogue::default())?;
+    let params = product_params(g, [g.cin_g() * g.kh * g.kw, g.n * g.out_hw(), 0, 0, 0, 1, 0, 0, 0, numel], false);
+    let binds = [Bind::read(&cols), Bind::unused(ctx), Bind::unused(ctx), Bind::write(out)];
+    ctx.dispatch(&CONV2D, key, "col2im", &binds, &params, numel as u64)
+}
+
+/// The shader's parameter words (see `conv2d.wgsl`): the geometry, then `rest` = [M, NC,
+/// K, tiles_m, k_chunk, splits, z_base, row_blocks, col_blocks, outputs] around has_bias.
+fn product_params(g: &ConvGeom, rest: [usize; 10], has_bias: bool) -> Vec<u32> {
+    let [m, nc, k, tiles_m, k_chunk, splits, z_base, row_blocks, col_blocks, outputs] = rest;
+    #[rustfmt::skip]
+    let words = [
+        g.n, g.c, g.h, g.w, g.oc, g.oh, g.ow, g.kh, g.kw, g.sh, g.sw, g.pt, g.pl, g.dh, g.dw,
+        g.cin_g(), g.cout_g(), m, nc, k, tiles_m, k_chunk, splits, has_bias as usize, z_base,
+        row_blocks, col_blocks, outputs,
+    ];
+    words.iter().map(|&v| v as u32).collect()
+}
+
+/// Runs one kernel product into `out` and returns the variant key it ran.
+#[allow(clippy::too_many_arguments)]
+fn gpu_product(
+    product: Product,
+    ctx: &std::sync::Arc<GpuContext>,
+    a: &GpuBuffer,
+    b: &GpuBuffer,
+    bias: Option<&GpuBuffer>,
+    g: &ConvGeom,
+    out: &GpuBuffer,
+    epi: Epilogue<'_>,
+) -> Result<u32> {
+    let (khw, l) = (g.kh * g.kw, g.out_hw());
+    let (m, ncols, k, numel) = match product {
+        Product::Fwd => (g.cout_g(), g.n * l, g.k_len(), g.output_shape().iter().product()),
+        Product::BwdData => (g.cin_g(), g.n * g.h * g.w, g.cout_g() * khw, g.input_shape().iter().product()),
+        Product::BwdFilter => (g.cout_g(), g.k_len(), g.n * l, g.weight_shape().iter().product()),
+        Product::BwdCols => (g.cin_g() * khw, g.n * l, g.cout_g(), g.c * khw * g.n * l),
+    };
+    let entry = match product {
+        Product::BwdCols => Entry::Direct { cols: 8 },
+        _ => entry(ctx, m),
+    };
     // Rows per invocation block (direct) or 16·rm rows per workgroup tile (tiled).
     let (rm, cols) = match (entry, m) {
         (Entry::Direct { cols: 8 }, _) => (wide_rows(m), 8),
@@ -494,28 +572,26 @@ fn gpu_conv(
         (Entry::Tiled, 17..=32) => (2, 4),
         (Entry::Tiled, _) => (4, 4),
     };
+    let strided = matches!(product, Product::BwdData | Product::BwdCols) && (g.sh, g.sw) != (1, 1);
+    let key =
+        conv_key(product, rm as u32, cols as u32) + if strided { STRIDED } else { 0 } + EPILOGUE_STEP * epi.number;
+    if k == 0 || numel == 0 {
+        crate::tensor::create::gpu_fill(ctx, out, DType::Float32, Scalar::Int(0), numel)?;
+        return Ok(key);
+    }
     let direct = entry != Entry::Tiled;
     let (row_blocks, col_blocks) = (m.div_ceil(rm), ncols.div_ceil(cols));
     let tiles_m = m.div_ceil(16 * rm);
     let tiles = if direct { (row_blocks * col_blocks).div_ceil(256) } else { tiles_m * ncols.div_ceil(BN) };
     let max_z = ctx.limits.max_compute_workgroups_per_dimension.max(1) as usize;
-    let wanted = split_count(ctx, mode, tiles * g.groups, k, numel).min((max_z / g.groups).max(1));
+    let wanted = split_count(ctx, product, tiles * g.groups, k, numel).min((max_z / g.groups).max(1));
     let split = split_k::Split::new(ctx, OP, wanted, k, BK, numel)?;
     let dst = split.target(out);
     let [gx, gy, _] = grid(ctx, tiles as u64)?;
     let total_z = g.groups * split.slices;
-    #[rustfmt::skip]
-    let mut params: Vec<u32> = [
-        g.n, g.c, g.h, g.w, g.oc, g.oh, g.ow, g.kh, g.kw, g.sh, g.sw, g.pt, g.pl, g.dh, g.dw,
-        g.cin_g(), g.cout_g(), m, ncols, k, tiles_m, split.k_chunk, split.slices, bias.is_some() as usize, 0,
-        row_blocks, col_blocks, numel,
-    ]
-    .iter()
-    .map(|&v| v as u32)
-    .collect();
+    let rest = [m, ncols, k, tiles_m, split.k_chunk, split.slices, 0, row_blocks, col_blocks, numel];
+    let mut params = product_params(g, rest, bias.is_some());
     epi.append_params(OP, &mut params)?;
-    let strided = mode == Mode::BwdData && (g.sh, g.sw) != (1, 1);
-    let key = conv_key(mode, rm as u32, cols as u32) + if strided { STRIDED } else { 0 } + EPILOGUE_STEP * epi.number;
     let mut z0 = 0;
     let bias = || bias.map_or_else(|| Bind::unused(ctx), Bind::read);
     while z0 < total_z {
@@ -532,13 +608,13 @@ fn gpu_conv(
         binds.extend(epi.extras.iter().map(|x| Bind::read(x)));
         ctx.dispatch(&CONV2D, key, "finish", &binds, &params, numel as u64)?;
     }
-    Ok(())
+    Ok(key)
 }
 
 /// How many slices the product's reduction (`k` deep) is split into: `split_k::slices`, and
 /// for the filter gradient (few outputs, a reduction over every pixel) at least one per 256
 /// of K on any adapter, up to 64.
-fn split_count(ctx: &GpuContext, mode: Mode, workgroups: usize, k: usize, numel: usize) -> usize {
-    let floor = if mode == Mode::BwdFilter { (k / 256).clamp(1, 64) } else { 1 };
+fn split_count(ctx: &GpuContext, product: Product, workgroups: usize, k: usize, numel: usize) -> usize {
+    let floor = if product == Product::BwdFilter { (k / 256).clamp(1, 64) } else { 1 };
     split_k::slices(ctx, workgroups, k, numel, floor)
 }
