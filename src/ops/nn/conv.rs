@@ -496,7 +496,7 @@ const MAX_COLUMN_BYTES: usize = 64 << 20;
 /// the columns `Wᵀ · dy` (a product with no padding taps) and `col2im`, which sums each
 /// pixel's taps. As one product, its transposed window reads dy's padding as zeros: 56% of
 /// the taps of MNIST's conv2, each a load as costly there as a live one (lavapipe: 37 ms in
-/// one product against 17 + 2 ms in two).
+/// one product against 18 + 4 ms in two).
 #[allow(clippy::too_many_arguments)]
 fn gpu_conv(
     mode: Mode,
@@ -514,14 +514,14 @@ fn gpu_conv(
         && g.kh * g.kw > 1
         && column_bytes <= MAX_COLUMN_BYTES;
     if !columns {
-        return gpu_product(mode.into(), ctx, a, b, bias, g, out, epi).map(|_| ());
+        return gpu_product(mode.into(), ctx, Operands { a, b, bias, out }, g, epi).map(|_| ());
     }
     let numel: usize = g.input_shape().iter().product();
     if numel == 0 || column_bytes == 0 {
         return crate::tensor::create::gpu_fill(ctx, out, DType::Float32, Scalar::Int(0), numel);
     }
     let cols = ctx.alloc(OP, column_bytes as u64)?;
-    let key = gpu_product(Product::BwdCols, ctx, a, b, None, g, &cols, Epilogue::default())?;
+    let key = gpu_product(Product::BwdCols, ctx, Operands { a, b, bias: None, out: &cols }, g, Epilogue::default())?;
     let params = product_params(g, [g.cin_g() * g.kh * g.kw, g.n * g.out_hw(), 0, 0, 0, 1, 0, 0, 0, numel], false);
     let binds = [Bind::read(&cols), Bind::unused(ctx), Bind::unused(ctx), Bind::write(out)];
     ctx.dispatch(&CONV2D, key, "col2im", &binds, &params, numel as u64)
@@ -540,16 +540,21 @@ fn product_params(g: &ConvGeom, rest: [usize; 10], has_bias: bool) -> Vec<u32> {
     words.iter().map(|&v| v as u32).collect()
 }
 
+/// A product's buffers: the GEMM's operands `a` and `b` (as in [`gpu_conv`]), the forward's
+/// bias, and the result.
+struct Operands<'a> {
+    a: &'a GpuBuffer,
+    b: &'a GpuBuffer,
+    bias: Option<&'a GpuBuffer>,
+    out: &'a GpuBuffer,
+}
+
 /// Runs one kernel product into `out` and returns the variant key it ran.
-#[allow(clippy::too_many_arguments)]
 fn gpu_product(
     product: Product,
     ctx: &std::sync::Arc<GpuContext>,
-    a: &GpuBuffer,
-    b: &GpuBuffer,
-    bias: Option<&GpuBuffer>,
+    Operands { a, b, bias, out }: Operands<'_>,
     g: &ConvGeom,
-    out: &GpuBuffer,
     epi: Epilogue<'_>,
 ) -> Result<u32> {
     let (khw, l) = (g.kh * g.kw, g.out_hw());
