@@ -1,9 +1,12 @@
 // 2-D convolution (NCHW) as an implicit GEMM: C[M × NC] = A[M × K] · B[K × NC] per group,
 // where B is never materialised — each K-tile of it is gathered from the image straight
-// into workgroup memory. One template, three problems ({{MODE}}):
+// into workgroup memory. One template, four problems ({{MODE}}):
 //   fwd        y  = W · im2col(x)           M = cout_g, NC = n·oh·ow,  K = cin_g·kh·kw
 //   bwd_data   dx = Wᵀ · dy (transposed)     M = cin_g,  NC = n·h·w,    K = cout_g·kh·kw
 //   bwd_filter dW = dy · im2col(x)ᵀ          M = cout_g, NC = cin_g·kh·kw, K = n·oh·ow
+//   bwd_cols   cols = Wᵀ · dy               M = cin_g·kh·kw, NC = n·oh·ow, K = cout_g
+// (bwd_cols: software adapters' input gradient, whose `col2im` entry then sums each pixel's
+// columns into dx.)
 // Each workgroup (16×16 invocations) computes a BM×64 output tile (BM = 16·RM), every
 // invocation RM×4 outputs strided by 16 so global loads and stores coalesce; K advances in
 // 16-deep tiles staged in workgroup memory. A product with few tiles splits K across
@@ -17,8 +20,8 @@
 //          27 outputs (one slice)], an epilogue's from word 64.
 // fwd stores every value through `epilogue(value, index)`: the identity, or in a variant a
 // chain of elementwise ops fused after the convolution, its extra inputs bound after `dst`
-// (src/ops/epilogue.rs). bwd_data checks that each tap lands on the stride's grid only in
-// its STRIDED variant: unit strides compile without the check.
+// (src/ops/epilogue.rs). bwd_data and col2im check that each tap lands on the stride's grid
+// only in their STRIDED variant: unit strides compile without the check.
 #include "lib/int64.wgsl"
 #include "lib/math.wgsl"
 #include "lib/split_k.wgsl"

@@ -191,9 +191,12 @@ fn grid() -> Vec<Cfg> {
         cfg("depthwise_multiplier", [2, 3, 6, 5], 6, [3, 3], [2, 1], 1.into(), [1, 1], 3, true),
         cfg("mnist_like", [3, 1, 12, 12], 4, [5, 5], [1, 1], 0.into(), [1, 1], 1, true),
         // Software adapters' 8-column blocks with a partly filled last row block: 22 output
-        // channels in 12-row blocks, 17 input channels in 10-row ones, 16 in 8-row ones.
+        // channels in 12-row blocks (forward, filter gradient), 17·9 column rows in 12-row
+        // ones and 16 channels in 8-row ones; a 1×1 kernel's input gradient (no columns) over
+        // 17 input channels in 10-row blocks.
         cfg("wide_blocks_partial_rows", [2, 17, 5, 6], 22, [3, 3], [1, 1], 1.into(), [1, 1], 1, true),
         cfg("wide_blocks_eight_rows", [1, 3, 5, 5], 16, [3, 3], [1, 1], 0.into(), [1, 1], 1, false),
+        cfg("wide_blocks_pointwise_input_gradient", [2, 17, 4, 3], 6, [1, 1], [1, 1], 0.into(), [1, 1], 1, true),
     ]
 }
 

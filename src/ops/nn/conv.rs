@@ -58,7 +58,7 @@ pub(crate) static CONV2D: Kernel = Kernel {
     },
 };
 
-/// A mode's keys: rows 1, 2 and 4 with 4 columns (the tiled entry's row counts, and the
+/// A product's keys: rows 1, 2 and 4 with 4 columns (the tiled entry's row counts, and the
 /// direct entry's on hardware), and [`WIDE_ROWS`] with 8 columns (direct, software).
 fn block_keys(product: Product) -> Vec<u32> {
     let narrow = [1, 2, 4].map(|rm| conv_key(product, rm, 4));
@@ -66,8 +66,8 @@ fn block_keys(product: Product) -> Vec<u32> {
     narrow.into_iter().chain(wide).collect()
 }
 
-/// The variant key flag of an input gradient with a stride above 1: its gather checks that
-/// a tap lands on the stride's grid. Unit strides (most convolutions) skip the check at
+/// The variant key flag of an input gradient with a stride above 1: its gather (or, for the
+/// columns, `col2im`) checks that a tap lands on the stride's grid. Unit strides (most convolutions) skip the check at
 /// compile time, which software adapters do not do for a uniform branch (lavapipe: the
 /// MNIST step's largest kernel, conv2's input gradient, 160 → 72 ms).
 const STRIDED: u32 = 128;
@@ -510,6 +510,7 @@ fn gpu_conv(
 ) -> Result<()> {
     let column_bytes = 4 * g.c * g.kh * g.kw * g.n * g.out_hw();
     let columns = mode == Mode::BwdData
+        && epi.number == 0
         && entry(ctx, g.cin_g()) == (Entry::Direct { cols: 8 })
         && g.kh * g.kw > 1
         && column_bytes <= MAX_COLUMN_BYTES;

@@ -10,7 +10,7 @@
 //! 4 × 4 there; named values keep every accumulator in a register.
 
 /// The `{{DIRECT_*}}` placeholders of a `rows` × `cols` block of mode `mode` (the prefix of
-/// the mode's functions in the shader: `fwd`, `bwd_data`, `bwd_filter`).
+/// the mode's functions in the shader: `fwd`, `bwd_data`, `bwd_filter`, `bwd_cols`).
 pub(crate) fn block_lines(mode: &str, rows: u32, cols: u32) -> Vec<(&'static str, String)> {
     let halves = cols / 4;
     let mut setup = String::new();
