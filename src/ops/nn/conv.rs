@@ -508,7 +508,8 @@ fn gpu_conv(
     out: &GpuBuffer,
     epi: Epilogue<'_>,
 ) -> Result<()> {
-    let column_bytes = 4 * g.c * g.kh * g.kw * g.n * g.out_hw();
+    let (column_rows, column_cols, _, column_cells) = product_dims(Product::BwdCols, g);
+    let column_bytes = 4 * column_cells;
     let columns = mode == Mode::BwdData
         && epi.number == 0
         && entry(ctx, g.cin_g()) == (Entry::Direct { cols: 8 })
@@ -523,7 +524,7 @@ fn gpu_conv(
     }
     let cols = ctx.alloc(OP, column_bytes as u64)?;
     let key = gpu_product(Product::BwdCols, ctx, Operands { a, b, bias: None, out: &cols }, g, Epilogue::default())?;
-    let params = product_params(g, [g.cin_g() * g.kh * g.kw, g.n * g.out_hw(), 0, 0, 0, 1, 0, 0, 0, numel], false);
+    let params = product_params(g, [column_rows, column_cols, 0, 0, 0, 1, 0, 0, 0, numel], false);
     let binds = [Bind::read(&cols), Bind::unused(ctx), Bind::unused(ctx), Bind::write(out)];
     ctx.dispatch(&CONV2D, key, "col2im", &binds, &params, numel as u64)
 }
@@ -539,6 +540,17 @@ fn product_params(g: &ConvGeom, rest: [usize; 10], has_bias: bool) -> Vec<u32> {
         row_blocks, col_blocks, outputs,
     ];
     words.iter().map(|&v| v as u32).collect()
+}
+
+/// A product's GEMM rows M, columns NC and depth K per group, and its outputs in all.
+fn product_dims(product: Product, g: &ConvGeom) -> (usize, usize, usize, usize) {
+    let (khw, l) = (g.kh * g.kw, g.out_hw());
+    match product {
+        Product::Fwd => (g.cout_g(), g.n * l, g.k_len(), g.output_shape().iter().product()),
+        Product::BwdData => (g.cin_g(), g.n * g.h * g.w, g.cout_g() * khw, g.input_shape().iter().product()),
+        Product::BwdFilter => (g.cout_g(), g.k_len(), g.n * l, g.weight_shape().iter().product()),
+        Product::BwdCols => (g.cin_g() * khw, g.n * l, g.cout_g(), g.c * khw * g.n * l),
+    }
 }
 
 /// A product's buffers: the GEMM's operands `a` and `b` (as in [`gpu_conv`]), the forward's
@@ -558,13 +570,7 @@ fn gpu_product(
     g: &ConvGeom,
     epi: Epilogue<'_>,
 ) -> Result<u32> {
-    let (khw, l) = (g.kh * g.kw, g.out_hw());
-    let (m, ncols, k, numel) = match product {
-        Product::Fwd => (g.cout_g(), g.n * l, g.k_len(), g.output_shape().iter().product()),
-        Product::BwdData => (g.cin_g(), g.n * g.h * g.w, g.cout_g() * khw, g.input_shape().iter().product()),
-        Product::BwdFilter => (g.cout_g(), g.k_len(), g.n * l, g.weight_shape().iter().product()),
-        Product::BwdCols => (g.cin_g() * khw, g.n * l, g.cout_g(), g.c * khw * g.n * l),
-    };
+    let (m, ncols, k, numel) = product_dims(product, g);
     let entry = match product {
         Product::BwdCols => Entry::Direct { cols: 8 },
         _ => entry(ctx, m),
