@@ -26,8 +26,10 @@
 #include "lib/math.wgsl"
 #include "lib/split_k.wgsl"
 
-@group(0) @binding(0) var<storage, read> a_src: array<f32>;
-@group(0) @binding(1) var<storage, read> b_src: array<f32>;
+// `a_src` and `b_src` with their accessors `a_at`/`b_at` (one value) and `a4_at`/`b4_at` (four
+// from an index that is a multiple of 4): arrays of f32, or in the VECTOR variant of vec4<f32>,
+// which software adapters load a vector at a time (conv_block.rs).
+{{OPERANDS}}
 @group(0) @binding(2) var<storage, read> bias: array<f32>;
 @group(0) @binding(3) var<storage, read_write> dst: array<f32>;
 @group(0) @binding({{PARAMS}}) var<storage, read> params: array<u32>;
@@ -103,10 +105,15 @@ fn fwd_k_dims() -> vec3<u32> {
 }
 
 fn fwd_load_a(m: u32, k: u32, s: vec3<u32>, grp: u32) -> f32 {
-    return a_src[(grp * P[16] + m) * P[19] + k];
+    return a_at((grp * P[16] + m) * P[19] + k);
 }
 
 // Column (image n, output pixel) -> (n, top input row, left input column).
+// A[m, k..k+3] (the VECTOR variant: K a multiple of 4).
+fn fwd_load_a4(m: u32, k: u32, s: vec3<u32>, grp: u32) -> vec4<f32> {
+    return a4_at((grp * P[16] + m) * P[19] + k);
+}
+
 fn fwd_col_info(col: u32) -> vec3<i32> {
     let l = P[5] * P[6];
     let n = col / l;
@@ -123,7 +130,7 @@ fn fwd_load_b(s: vec3<u32>, info: vec3<i32>, grp: u32) -> f32 {
         return 0.0;
     }
     let plane = u32(info.x) * P[1] + grp * P[15] + s.x;
-    return b_src[(plane * P[2] + u32(iy)) * P[3] + u32(ix)];
+    return b_at((plane * P[2] + u32(iy)) * P[3] + u32(ix));
 }
 
 fn fwd_store(m: u32, col: u32, grp: u32, split: u32, v: f32) {
@@ -158,7 +165,7 @@ fn bwd_data_k_dims() -> vec3<u32> {
 }
 
 fn bwd_data_load_a(m: u32, k: u32, s: vec3<u32>, grp: u32) -> f32 {
-    return a_src[((grp * P[16] + s.x) * P[15] + m) * P[7] * P[8] + s.y * P[8] + s.z];
+    return a_at(((grp * P[16] + s.x) * P[15] + m) * P[7] * P[8] + s.y * P[8] + s.z);
 }
 
 // Column (image n, input pixel) -> (n, padded row, padded column).
@@ -188,7 +195,7 @@ fn bwd_data_load_b(s: vec3<u32>, info: vec3<i32>, grp: u32) -> f32 {
         return 0.0;
     }
     let plane = u32(info.x) * P[4] + grp * P[16] + s.x;
-    return b_src[(plane * P[5] + oy) * P[6] + ox];
+    return b_at((plane * P[5] + oy) * P[6] + ox);
 }
 
 fn bwd_data_store(m: u32, col: u32, grp: u32, split: u32, v: f32) {
@@ -208,7 +215,12 @@ fn bwd_filter_k_dims() -> vec3<u32> {
 }
 
 fn bwd_filter_load_a(m: u32, k: u32, s: vec3<u32>, grp: u32) -> f32 {
-    return a_src[((s.x * P[4] + grp * P[16] + m) * P[5] + s.y) * P[6] + s.z];
+    return a_at(((s.x * P[4] + grp * P[16] + m) * P[5] + s.y) * P[6] + s.z);
+}
+
+// A[m, k..k+3]: four adjacent pixels of one image (the VECTOR variant: oh·ow a multiple of 4).
+fn bwd_filter_load_a4(m: u32, k: u32, s: vec3<u32>, grp: u32) -> vec4<f32> {
+    return a4_at(((s.x * P[4] + grp * P[16] + m) * P[5] + s.y) * P[6] + s.z);
 }
 
 // Column (c, ki, kj) of the filter -> (c, row offset, column offset).
@@ -229,7 +241,7 @@ fn bwd_filter_load_b(s: vec3<u32>, info: vec3<i32>, grp: u32) -> f32 {
         return 0.0;
     }
     let plane = s.x * P[1] + grp * P[15] + u32(info.x);
-    return b_src[(plane * P[2] + u32(iy)) * P[3] + u32(ix)];
+    return b_at((plane * P[2] + u32(iy)) * P[3] + u32(ix));
 }
 
 fn bwd_filter_store(m: u32, col: u32, grp: u32, split: u32, v: f32) {
@@ -248,7 +260,7 @@ fn bwd_cols_k_dims() -> vec3<u32> {
 }
 
 fn bwd_cols_load_a(m: u32, k: u32, s: vec3<u32>, grp: u32) -> f32 {
-    return a_src[(grp * P[16] + k) * P[17] + m];
+    return a_at((grp * P[16] + k) * P[17] + m);
 }
 
 // Column (image n, output pixel) -> (n, pixel).
@@ -258,7 +270,16 @@ fn bwd_cols_col_info(col: u32) -> vec3<i32> {
 }
 
 fn bwd_cols_load_b(s: vec3<u32>, info: vec3<i32>, grp: u32) -> f32 {
-    return b_src[(u32(info.x) * P[4] + grp * P[16] + s.x) * P[5] * P[6] + u32(info.y)];
+    return b_at((u32(info.x) * P[4] + grp * P[16] + s.x) * P[5] * P[6] + u32(info.y));
+}
+
+// Rows m..m+3 of Wᵀ at k, and dy at four adjacent columns of one image (the VECTOR variant).
+fn bwd_cols_load_a4(m: u32, k: u32, s: vec3<u32>, grp: u32) -> vec4<f32> {
+    return a4_at((grp * P[16] + k) * P[17] + m);
+}
+
+fn bwd_cols_load_b4(s: vec3<u32>, info: vec3<i32>, grp: u32) -> vec4<f32> {
+    return b4_at((u32(info.x) * P[4] + grp * P[16] + s.x) * P[5] * P[6] + u32(info.y));
 }
 
 fn bwd_cols_store(m: u32, col: u32, grp: u32, split: u32, v: f32) {
@@ -371,8 +392,10 @@ fn main(
 // RM-row × COLS-column block (P[25] row blocks × P[26] column blocks per group and split) by
 // streaming its A rows and B columns from the buffers, stepping k as a counter (no
 // divisions in the loop). The block's generated lines (src/ops/nn/conv_block.rs) name
-// each row rI, column iJ and accumulator cI_H (columns 4H..4H+3 of row I). Blocks this
-// small waste almost nothing on thin problems.
+// each row rI, column iJ and accumulator cI_H (columns 4H..4H+3 of row I), and advance `s`;
+// the VECTOR variant loads vec4s: 4 rows and 4 columns at a time (bwd_cols), or 4 k at a
+// time (fwd, bwd_filter: k steps by K_STEP = 4). Blocks this small waste almost nothing on
+// thin problems.
 @compute @workgroup_size({{WG}})
 fn direct(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     load_params();
@@ -398,9 +421,8 @@ fn direct(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups
     let last_n = n_len - 1u;
 {{DIRECT_SETUP}}
     var s = k_start(k_begin, dims);
-    for (var k = k_begin; k < k_end; k = k + 1u) {
+    for (var k = k_begin; k < k_end; k = k + {{K_STEP}}u) {
 {{DIRECT_PRODUCT}}
-        s = k_next(s, dims);
     }
 {{DIRECT_STORE}}
 }
@@ -463,7 +485,7 @@ fn col2im(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups
                 continue;
             }
             let ox = u32(tx) / select(1u, P[10], STRIDED);
-            acc = acc + a_src[first + (ki * P[8] + kj) * P[18] + oy * P[6] + ox];
+            acc = acc + a_at(first + (ki * P[8] + kj) * P[18] + oy * P[6] + ox);
         }
     }
     dst[i] = acc;
@@ -471,7 +493,7 @@ fn col2im(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups
 
 // The partial outputs of a split product are bound as `a_src` (lib/split_k.wgsl).
 fn partial(at: u32) -> f32 {
-    return a_src[at];
+    return a_at(at);
 }
 
 // A split product's last step, one invocation per output: the sum of its K slices (bound as

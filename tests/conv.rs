@@ -197,6 +197,11 @@ fn grid() -> Vec<Cfg> {
         cfg("wide_blocks_partial_rows", [2, 17, 5, 6], 22, [3, 3], [1, 1], 1.into(), [1, 1], 1, true),
         cfg("wide_blocks_eight_rows", [1, 3, 5, 5], 16, [3, 3], [1, 1], 0.into(), [1, 1], 1, false),
         cfg("wide_blocks_pointwise_input_gradient", [2, 17, 4, 3], 6, [1, 1], [1, 1], 0.into(), [1, 1], 1, true),
+        // Their vec4 loads (K = 5·2·2 and oh·ow = 36 multiples of 4): 22 output channels in
+        // 12-row blocks (forward, filter gradient), 20 column rows in 12-row ones (the last
+        // quad clamped), 108 columns in 8-column blocks (the last half clamped, blocks
+        // straddling images).
+        cfg("vector_blocks_partial_rows", [3, 5, 7, 7], 22, [2, 2], [1, 1], 0.into(), [1, 1], 1, true),
     ]
 }
 

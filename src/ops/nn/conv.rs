@@ -27,12 +27,12 @@ use crate::ops::split_k;
 use crate::tensor::TensorMeta;
 use crate::{DType, Error, Result, Scalar, Tensor};
 
-use super::conv_block::{WIDE_ROWS, wide_rows};
+use super::conv_block::{VECTOR_ROWS, WIDE_ROWS, vector_rows, wide_rows};
 use super::window::{Padding, Pair, check_nchw, check_positive};
 
 /// Variant keys: `product·32 + cols/8·16 + rm` ([`conv_key`]), plus [`STRIDED`] for an input
-/// gradient whose stride is not 1, plus [`EPILOGUE_STEP`] × the number of an epilogue
-/// (forward only).
+/// gradient whose stride is not 1, plus [`VECTOR`] for columns loaded as vec4s, plus
+/// [`EPILOGUE_STEP`] × the number of an epilogue (forward only).
 pub(crate) static CONV2D: Kernel = Kernel {
     file: "conv2d.wgsl",
     keys: || {
@@ -43,8 +43,15 @@ pub(crate) static CONV2D: Kernel = Kernel {
         let columns = WIDE_ROWS.map(|rm| conv_key(Product::BwdCols, rm as u32, 8));
         v.extend(columns);
         v.extend(block_keys(Product::BwdData).into_iter().chain(columns).map(|key| key + STRIDED));
+        let vector = VECTOR_ROWS.map(|rm| conv_key(Product::BwdCols, rm as u32, 8) + VECTOR);
+        v.extend(vector.into_iter().chain(vector.map(|key| key + STRIDED)));
+        for product in [Product::Fwd, Product::BwdFilter] {
+            v.extend(WIDE_ROWS.map(|rm| conv_key(product, rm as u32, 8) + VECTOR));
+        }
         for number in super::conv_epilogue::EPILOGUES.numbers().into_iter().skip(1) {
-            v.extend(block_keys(Product::Fwd).into_iter().map(|key| key + EPILOGUE_STEP * number));
+            let vector = WIDE_ROWS.map(|rm| conv_key(Product::Fwd, rm as u32, 8) + VECTOR);
+            let keys = block_keys(Product::Fwd).into_iter().chain(vector);
+            v.extend(keys.map(|key| key + EPILOGUE_STEP * number));
         }
         v
     },
@@ -52,7 +59,8 @@ pub(crate) static CONV2D: Kernel = Kernel {
         let base = key % STRIDED;
         let product = PRODUCTS[(base / 32) as usize % PRODUCTS.len()];
         let cols = if base % 32 >= 16 { 8 } else { 4 };
-        let mut v = variant(product, base % 16, cols, key % EPILOGUE_STEP >= STRIDED);
+        let (strided, vector) = ((key / STRIDED) % 2 == 1, (key / VECTOR) % 2 == 1);
+        let mut v = variant(product, base % 16, cols, strided, vector);
         v.extend(super::conv_epilogue::EPILOGUES.variant(key / EPILOGUE_STEP));
         v
     },
@@ -72,8 +80,14 @@ fn block_keys(product: Product) -> Vec<u32> {
 /// MNIST step's largest kernel, conv2's input gradient, 160 → 72 ms).
 const STRIDED: u32 = 128;
 
+/// The variant key flag of a software adapter's wide block that loads vec4s (see
+/// `gpu_product`): lavapipe loads a vec4 lane by lane as it does an f32, so four values
+/// cost about two (MNIST step: the columns product 18 → 12 ms; the two forwards and two
+/// filter gradients together 49–57 → 43–49 ms, in interleaved runs).
+const VECTOR: u32 = 256;
+
 /// The variant key step of the forward's epilogue number.
-pub(crate) const EPILOGUE_STEP: u32 = 256;
+pub(crate) const EPILOGUE_STEP: u32 = 512;
 
 fn conv_key(product: Product, rm: u32, cols: u32) -> u32 {
     product as u32 * 32 + cols / 8 * 16 + rm
@@ -437,7 +451,7 @@ impl From<Mode> for Product {
 
 /// `rm` output rows per invocation: a 16·rm-row tile, or an rm × `cols` block in the direct
 /// entry; `strided`: the input gradient's gather checks the stride's grid.
-fn variant(product: Product, rm: u32, cols: u32, strided: bool) -> Variant {
+fn variant(product: Product, rm: u32, cols: u32, strided: bool, vector: bool) -> Variant {
     let mut v = vec![
         ("MODE", product.name().to_string()),
         ("STRIDED", strided.to_string()),
@@ -447,7 +461,14 @@ fn variant(product: Product, rm: u32, cols: u32, strided: bool) -> Variant {
         ("ACC", (4 * rm).to_string()),
         ("COLS", cols.to_string()),
     ];
-    v.extend(super::conv_block::block_lines(product.name(), rm, cols));
+    v.push(("OPERANDS", super::conv_block::operands(vector)));
+    v.extend(if vector && product == Product::BwdCols {
+        super::conv_block::vector_block_lines(product.name(), rm)
+    } else if vector {
+        super::conv_block::deep_block_lines(product.name(), rm)
+    } else {
+        super::conv_block::block_lines(product.name(), rm, cols)
+    });
     v
 }
 
@@ -576,7 +597,18 @@ fn gpu_product(
         _ => entry(ctx, m),
     };
     // Rows per invocation block (direct) or 16·rm rows per workgroup tile (tiled).
+    // Software adapters' wide blocks load vec4s where their operands come in fours: the
+    // columns product its rows (cin_g·kh·kw) and each image's columns (oh·ow), the forward
+    // its weight rows along k (cin_g·kh·kw), the filter gradient dy's rows along k (oh·ow).
+    let vector = entry == (Entry::Direct { cols: 8 })
+        && match product {
+            Product::BwdCols => m.is_multiple_of(4) && g.out_hw().is_multiple_of(4),
+            Product::Fwd => k.is_multiple_of(4),
+            Product::BwdFilter => g.out_hw().is_multiple_of(4),
+            Product::BwdData => false,
+        };
     let (rm, cols) = match (entry, m) {
+        _ if vector && product == Product::BwdCols => (vector_rows(m), 8),
         (Entry::Direct { cols: 8 }, _) => (wide_rows(m), 8),
         (Entry::Direct { cols }, 1 | 2) => (m, cols as usize),
         (Entry::Direct { cols }, _) => (4, cols as usize),
@@ -612,7 +644,8 @@ fn gpu_product(
         let mut binds = vec![Bind::read(a), Bind::read(b), bias(), Bind::write(dst)];
         binds.extend(epi.extras.iter().map(|x| Bind::read(x)));
         let name = if direct { "direct" } else { "main" };
-        ctx.dispatch(&CONV2D, key, name, &binds, &params, [gx, gy, zn as u32])?;
+        let product_key = if vector { key + VECTOR } else { key };
+        ctx.dispatch(&CONV2D, product_key, name, &binds, &params, [gx, gy, zn as u32])?;
         z0 += zn;
     }
     if let Some(p) = &split.partial {
