@@ -202,6 +202,8 @@ fn grid() -> Vec<Cfg> {
         // quad clamped), 108 columns in 8-column blocks (the last half clamped, blocks
         // straddling images).
         cfg("vector_blocks_partial_rows", [3, 5, 7, 7], 22, [2, 2], [1, 1], 0.into(), [1, 1], 1, true),
+        // Padding below and right only: only the last taps fall outside the image.
+        cfg("pad_bottom_right_only", [2, 4, 6, 5], 5, [3, 2], [1, 1], [0, 2, 0, 1].into(), [1, 1], 1, true),
     ]
 }
 
