@@ -4,8 +4,9 @@
 // have batch stride 0. Every value stored passes through `epilogue(value, index)`: the
 // identity, or in a variant a chain of elementwise ops fused after the product (bias add,
 // activation, scale), with its extra inputs bound after `c` (src/ops/epilogue.rs).
-// `main` may split K (src/ops/split_k.rs): workgroup z = batch·splits + split computes one
-// slice of the reduction into its own partial output, and `finish` sums the slices.
+// `main` and `direct` may split K (src/ops/split_k.rs): workgroup z = batch·splits + split
+// computes one slice of the reduction into its own partial output, and `finish` sums the
+// slices.
 // params: [M, N, K, a_rs, a_cs, b_rs, b_cs, z_base, splits, k_chunk, outputs (one slice),
 //          batch_nd, batch_shape[nd], a_batch_stride[nd], b_batch_stride[nd]], an epilogue's
 //          at word 64
@@ -22,7 +23,7 @@
 
 // One product's sizes, strides and where matrix z (this workgroup's, offset by the
 // dispatch's first) of A and of B starts: z decomposed over the broadcast batch shape; and
-// the slice of K it reduces (all of it unless `main` splits).
+// the slice of K it reduces (all of it unless the product is split).
 struct Problem {
     m: u32,
     n: u32,
@@ -143,41 +144,120 @@ fn finish(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups
     c[i] = epilogue(sum_slices(i, outputs, params[8]), i);
 }
 
-// The same product without workgroup memory or barriers, each invocation accumulating a
-// 4×4 block in four vec4 registers straight from the buffers. Software adapters (lavapipe,
-// SwiftShader) run this faster than the tiled form, whose barriers they emulate.
-@compute @workgroup_size(16, 16)
-fn direct(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
-    let p = problem(wid.z);
-    let last_m = max(p.m, 1u) - 1u;
-    let last_n = max(p.n, 1u) - 1u;
-    // Rows 4·lid.y.., columns lid.x + 16·j: neighbouring invocations read neighbouring
-    // columns of B, and share their rows of A.
-    let m0 = wid.y * 64u + lid.y * 4u;
-    let n0 = wid.x * 64u + lid.x;
-    let ra = vec4<u32>(min(m0, last_m), min(m0 + 1u, last_m), min(m0 + 2u, last_m), min(m0 + 3u, last_m)) * p.a_rs + p.a_off;
-    let cb = vec4<u32>(min(n0, last_n), min(n0 + 16u, last_n), min(n0 + 32u, last_n), min(n0 + 48u, last_n)) * p.b_cs + p.b_off;
-    var c0 = vec4<f32>(0.0);
-    var c1 = vec4<f32>(0.0);
-    var c2 = vec4<f32>(0.0);
-    var c3 = vec4<f32>(0.0);
-    for (var k = 0u; k < p.k; k = k + 1u) {
-        let ak = k * p.a_cs;
-        let bk = k * p.b_rs;
-        let bv = vec4<f32>(b[cb.x + bk], b[cb.y + bk], b[cb.z + bk], b[cb.w + bk]);
-        c0 = c0 + a[ra.x + ak] * bv;
-        c1 = c1 + a[ra.y + ak] * bv;
-        c2 = c2 + a[ra.z + ak] * bv;
-        c3 = c3 + a[ra.w + ak] * bv;
+// The same product without workgroup memory or barriers, for software adapters (lavapipe,
+// SwiftShader), which emulate barriers slowly and load from a buffer one lane at a time: a
+// flat grid of invocations per matrix and K slice (z), each accumulating a 4-row × 8-column
+// block of C (rows m0.., columns n0..n0+7) in eight vec4 registers, 12 loads per k for 32
+// products. A product that gives the grid few workgroups splits K (src/ops/matmul.rs), so
+// that every core of the adapter has one. `direct4` loads vec4s through `a4`/`b4` where
+// `wide4` may (row-major operands, K and N multiples of 4): per 4 k, one per row and two per
+// k, 12 loads for 128 products.
+struct DirectBlock {
+    m0: u32,
+    n0: u32,
+    // Row starts of A (rows past the end clamped) and column starts of B's two column quads
+    // (as `b_cs` steps; for `direct4` the quad's first column, clamped to the last quad).
+    ra: vec4<u32>,
+    cb0: vec4<u32>,
+    cb1: vec4<u32>,
+}
+
+// Block `t` of matrix `p`, or false past the last block.
+fn direct_block(p: Problem, t: u32, block: ptr<function, DirectBlock>) -> bool {
+    let col_blocks = (p.n + 7u) / 8u;
+    if (t >= ((p.m + 3u) / 4u) * col_blocks) {
+        return false;
     }
+    let m0 = (t / col_blocks) * 4u;
+    let n0 = (t % col_blocks) * 8u;
+    let last_m = p.m - 1u;
+    let ra = min(vec4<u32>(0u, 1u, 2u, 3u) + m0, vec4<u32>(last_m)) * p.a_rs + p.a_off;
+    let n = vec4<u32>(0u, 1u, 2u, 3u) + n0;
+    let last_n = vec4<u32>(p.n - 1u);
+    *block = DirectBlock(m0, n0, ra, min(n, last_n) * p.b_cs + p.b_off, min(n + 4u, last_n) * p.b_cs + p.b_off);
+    return true;
+}
+
+// One k of a direct block: the four rows' A values times B's two column quads.
+fn direct_fma(acc: ptr<function, array<vec4<f32>, 8>>, av: vec4<f32>, b0: vec4<f32>, b1: vec4<f32>) {
+    (*acc)[0] = (*acc)[0] + av.x * b0;
+    (*acc)[1] = (*acc)[1] + av.x * b1;
+    (*acc)[2] = (*acc)[2] + av.y * b0;
+    (*acc)[3] = (*acc)[3] + av.y * b1;
+    (*acc)[4] = (*acc)[4] + av.z * b0;
+    (*acc)[5] = (*acc)[5] + av.z * b1;
+    (*acc)[6] = (*acc)[6] + av.w * b0;
+    (*acc)[7] = (*acc)[7] + av.w * b1;
+}
+
+@compute @workgroup_size(256)
+fn direct(
+    @builtin(global_invocation_id) gid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(workgroup_id) wid: vec3<u32>,
+) {
+    let p = problem(wid.z);
+    var blk: DirectBlock;
+    if (!direct_block(p, gid.x + gid.y * nwg.x * 256u, &blk)) {
+        return;
+    }
+    var acc: array<vec4<f32>, 8>;
+    for (var k = p.k_begin; k < p.k_end; k = k + 1u) {
+        let ra = blk.ra + k * p.a_cs;
+        let c0 = blk.cb0 + k * p.b_rs;
+        let c1 = blk.cb1 + k * p.b_rs;
+        let b0 = vec4<f32>(b[c0.x], b[c0.y], b[c0.z], b[c0.w]);
+        let b1 = vec4<f32>(b[c1.x], b[c1.y], b[c1.z], b[c1.w]);
+        direct_fma(&acc, vec4<f32>(a[ra.x], a[ra.y], a[ra.z], a[ra.w]), b0, b1);
+    }
+    direct_store(p, blk.m0, blk.n0, acc);
+}
+
+@compute @workgroup_size(256)
+fn direct4(
+    @builtin(global_invocation_id) gid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+    @builtin(workgroup_id) wid: vec3<u32>,
+) {
+    let p = problem(wid.z);
+    var blk: DirectBlock;
+    if (!direct_block(p, gid.x + gid.y * nwg.x * 256u, &blk)) {
+        return;
+    }
+    // The second column quad starts at most at the last quad (N is a multiple of 4).
+    let q0 = blk.cb0.x;
+    let q1 = min(blk.n0 + 4u, p.n - 4u) + p.b_off;
+    var acc: array<vec4<f32>, 8>;
+    for (var k = p.k_begin; k < p.k_end; k = k + 4u) {
+        let ra = (blk.ra + k) / 4u;
+        let a0 = a4[ra.x];
+        let a1 = a4[ra.y];
+        let a2 = a4[ra.z];
+        let a3 = a4[ra.w];
+        for (var t = 0u; t < 4u; t = t + 1u) {
+            let bk = (k + t) * p.b_rs;
+            direct_fma(&acc, vec4<f32>(a0[t], a1[t], a2[t], a3[t]), b4[(q0 + bk) / 4u], b4[(q1 + bk) / 4u]);
+        }
+    }
+    direct_store(p, blk.m0, blk.n0, acc);
+}
+
+// A direct block's outputs inside the product: to the slice's partial output when K is
+// split, else through the epilogue (row i's columns 4h.. in acc[2i + h]).
+fn direct_store(p: Problem, m0: u32, n0: u32, acc: array<vec4<f32>, 8>) {
     let c_off = p.z * p.m * p.n;
-    let rows = array<vec4<f32>, 4>(c0, c1, c2, c3);
     for (var i = 0u; i < 4u; i = i + 1u) {
-        let m = m0 + i;
-        for (var j = 0u; j < 4u; j = j + 1u) {
-            let n = n0 + 16u * j;
+        for (var j = 0u; j < 8u; j = j + 1u) {
+            let m = m0 + i;
+            let n = n0 + j;
             if (m < p.m && n < p.n) {
-                c[c_off + m * p.n + n] = epilogue(rows[i][j], c_off + m * p.n + n);
+                let at = c_off + m * p.n + n;
+                let v = acc[2u * i + j / 4u][j % 4u];
+                if (params[8] > 1u) {
+                    c[p.split * params[10] + at] = v;
+                } else {
+                    c[at] = epilogue(v, at);
+                }
             }
         }
     }

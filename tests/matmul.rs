@@ -1,6 +1,7 @@
 //! The GPU matrix product against a float64 reference computed here, over shapes that cross
 //! every kernel's tile edges (partial row, column and depth tiles, several depth tiles,
-//! transposed operands, broadcast batch dims), with each GPU entry forced in turn.
+//! transposed operands, broadcast batch dims, split reductions), with each GPU entry forced
+//! in turn.
 
 mod common;
 
@@ -67,6 +68,12 @@ fn cases() -> Vec<(Vec<usize>, Vec<usize>, bool, bool)> {
         (vec![132, 20], vec![20, 260], false, false),
         (vec![2, 1, 68, 36], vec![3, 36, 132], false, false),
         (vec![129, 4], vec![4, 4], false, false),
+        // Few output blocks over a deep K (the MNIST FC layer): software adapters' `direct`
+        // splits K, here 8 slices; and per batch, 4 slices of 2 matrices.
+        (vec![64, 800], vec![800, 10], false, false),
+        (vec![2, 5, 300], vec![300, 3], false, false),
+        // The same through vec4 loads (`direct4`): 8 slices, the last column quad alone.
+        (vec![8, 512], vec![512, 12], false, false),
     ]
 }
 
@@ -98,14 +105,14 @@ fn gpu_matches_float64_reference() {
     common::report("GPU matmul against float64", &failures);
 }
 
-/// The GPU picks an entry per adapter and shape (`wide4`, `wide`, `main`, or `direct` on software
-/// adapters); rerun the check above with each forced, in a child process (the choice is read
+/// The GPU picks an entry per adapter and shape (`wide4`, `wide`, `main`, or `direct4` and
+/// `direct` on software adapters); rerun the check above with each forced, in a child process (the choice is read
 /// once per process), so every entry is checked on any machine.
 #[test]
 fn gpu_matches_float64_reference_with_each_kernel_forced() {
     common::rerun_with_each(
         "gpu_matches_float64_reference",
         "DYGRAPH_MATMUL_KERNEL",
-        &["main", "wide", "wide4", "direct"],
+        &["main", "wide", "wide4", "direct", "direct4"],
     );
 }

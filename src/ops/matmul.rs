@@ -7,7 +7,7 @@ use crate::backend::cpu::float_kernel;
 use crate::backend::cpu::matmul::{MatView, batched_matmul};
 use std::sync::{Arc, OnceLock};
 
-use crate::backend::gpu::{Bind, GpuBuffer, GpuContext, Kernel};
+use crate::backend::gpu::{Bind, GpuBuffer, GpuContext, Kernel, grid};
 use crate::ops::epilogue::Epilogue;
 use crate::ops::registry::apply::apply1;
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
@@ -183,7 +183,16 @@ pub(crate) fn product_gpu(
     let tile = if entry.starts_with("wide") { 128 } else { 64 };
     let tiles = n.div_ceil(tile).max(1) * m.div_ceil(tile).max(1);
     let outputs = batches * m * n;
-    let wanted = if entry == "main" { split_k::slices(ctx, tiles * batches, k, outputs, 1) } else { 1 };
+    // `direct`: a flat grid of 4 × 8 blocks, 256 per workgroup.
+    let direct_groups = (m.div_ceil(4) * n.div_ceil(8)).div_ceil(256);
+    let direct = entry.starts_with("direct");
+    let wanted = match entry {
+        "main" => split_k::slices(ctx, tiles * batches, k, outputs, 1),
+        _ if direct && direct_groups * batches < DIRECT_MIN_GROUPS => {
+            DIRECT_MIN_GROUPS.div_ceil(direct_groups.max(1) * batches).min(k / split_k::MIN_SPLIT_DEPTH).max(1)
+        }
+        _ => 1,
+    };
     let split = split_k::Split::new(ctx, "matmul", wanted, k, 16, outputs)?;
     let dst = split.target(out);
     let mut params = vec![
@@ -211,7 +220,12 @@ pub(crate) fn product_gpu(
     while z0 < total_z {
         let zn = (total_z - z0).min(max_z);
         params[7] = z0 as u32;
-        let groups = [n.div_ceil(tile).max(1) as u32, m.div_ceil(tile).max(1) as u32, zn as u32];
+        let groups = if direct {
+            let [gx, gy, _] = grid(ctx, direct_groups as u64)?;
+            [gx, gy, zn as u32]
+        } else {
+            [n.div_ceil(tile).max(1) as u32, m.div_ceil(tile).max(1) as u32, zn as u32]
+        };
         let binds: Vec<Bind> = [Bind::read(a), Bind::read(b), Bind::write(dst)].into_iter().chain(extras()).collect();
         ctx.dispatch(&MATMUL, epi.number, entry, &binds, &params, groups)?;
         z0 += zn;
@@ -224,17 +238,25 @@ pub(crate) fn product_gpu(
     Ok(())
 }
 
+/// The workgroups a `direct` product aims for: a few per core of a software adapter, which
+/// runs each workgroup on one thread. Fewer split K (the MNIST FC layer's 64×800·800×10 is
+/// one workgroup unsplit).
+const DIRECT_MIN_GROUPS: usize = 8;
+
 /// The kernel entry for a product over `batches` matrices:
 /// - `direct` on software adapters, which emulate workgroup barriers slowly (4.8× faster
-///   there without them: lavapipe, 64×256·256×256, 1.8 ms vs 8.5 ms);
+///   there without them: lavapipe, 64×256·256×256, 1.8 ms vs 8.5 ms), in 4 × 8 blocks per
+///   invocation, `direct4` there where `wide4` may run (loading vec4s: lavapipe loads a
+///   vec4 lane by lane as it does a float, so four values cost about two);
 /// - `wide4` (128×128 tiles, 8×8 per invocation, operands read as vec4) where there are
 ///   enough such tiles to fill a large GPU and both operands are row-major with K and N
 ///   multiples of 4 (so every vec4 lies inside one row; batch strides are then multiples of 4
 ///   too), `wide` (the same reading floats) for other layouts;
 /// - `main` (64×64 tiles, 4×4 per invocation) otherwise.
 ///
-/// `DYGRAPH_MATMUL_KERNEL=main|wide|wide4|direct` forces one (to exercise and time each
-/// anywhere); a forced `wide4` falls back to `wide` where the layout does not allow it.
+/// `DYGRAPH_MATMUL_KERNEL=main|wide|wide4|direct|direct4` forces one (to exercise and time
+/// each anywhere); a forced `wide4` or `direct4` falls back to `wide` or `direct` where the
+/// layout does not allow it.
 fn entry(ctx: &GpuContext, p: &MatmulPlan, batches: usize) -> &'static str {
     static FORCED: OnceLock<Option<&'static str>> = OnceLock::new();
     let forced = FORCED.get_or_init(|| match std::env::var("DYGRAPH_MATMUL_KERNEL").as_deref() {
@@ -242,14 +264,17 @@ fn entry(ctx: &GpuContext, p: &MatmulPlan, batches: usize) -> &'static str {
         Ok("wide") => Some("wide"),
         Ok("wide4") => Some("wide4"),
         Ok("direct") => Some("direct"),
+        Ok("direct4") => Some("direct4"),
         _ => None,
     });
     let vec4 = p.av.cs == 1 && p.bv.cs == 1 && p.k.is_multiple_of(4) && p.n.is_multiple_of(4);
     let wide = if vec4 { "wide4" } else { "wide" };
+    let direct = if vec4 { "direct4" } else { "direct" };
     match forced {
         Some("wide4") => wide,
+        Some("direct4") => direct,
         Some(e) => e,
-        None if ctx.is_software() => "direct",
+        None if ctx.is_software() => direct,
         None if p.m.div_ceil(128) * p.n.div_ceil(128) * batches >= WIDE_MIN_TILES => wide,
         None => "main",
     }
