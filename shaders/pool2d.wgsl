@@ -6,12 +6,16 @@
 // atomics. `gather` is the transpose of max_bwd (its gradient).
 //
 // params: [0 total, 1 planes, 2 h, 3 w, 4 oh, 5 ow, 6 kh, 7 kw, 8 sh, 9 sw, 10 pt, 11 pl,
-//          12 adaptive, 13 exclusive, 14 pb, 15 pr]
+//          12 adaptive (the variant key), 13 exclusive, 14 pb, 15 pr]
 // Bindings differ per entry (each entry uses only its own):
 //   max_fwd:          src, mf_out, mf_idx, params3
 //   avg_fwd, avg_bwd: src, out1, params2
 //   max_bwd, max_bwd_tiles, gather: src, idx_in, out2, params3
 #include "lib/math.wgsl"
+
+// Adaptive bins (word 12) as a compile-time constant: software adapters run both sides of a
+// branch on a uniform value, and the adaptive side divides.
+const ADAPTIVE: bool = {{ADAPTIVE}};
 
 @group(0) @binding(0) var<storage, read> src: array<f32>;
 @group(0) @binding(1) var<storage, read_write> mf_out: array<f32>;
@@ -42,7 +46,7 @@ fn thread_index(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {
 
 // Window [start, end) of output o along an axis of `len` inputs and `out` outputs.
 fn win(o: u32, len: u32, out: u32, k: u32, s: u32, p: u32) -> vec2<u32> {
-    if (P[12] != 0u) {
+    if (ADAPTIVE) {
         return vec2<u32>(o * len / out, ((o + 1u) * len + out - 1u) / out);
     }
     let start = i32(o * s) - i32(p);
@@ -52,7 +56,7 @@ fn win(o: u32, len: u32, out: u32, k: u32, s: u32, p: u32) -> vec2<u32> {
 
 // Outputs [lo, hi) along an axis whose windows may contain input index i.
 fn cover(i: u32, len: u32, out: u32, k: u32, s: u32, p: u32) -> vec2<u32> {
-    if (P[12] != 0u) {
+    if (ADAPTIVE) {
         return vec2<u32>(i * out / len, min(((i + 1u) * out + len - 1u) / len, out));
     }
     var lo = 0u;
@@ -82,7 +86,7 @@ fn padded(o: u32, len: u32, k: u32, s: u32, p: u32, pad_end: u32) -> u32 {
 // adaptive), else the window's area inside the padded input (Paddle and PyTorch: a
 // ceil_mode window past the bottom/right padding counts only its padded part).
 fn count(oy: u32, ox: u32, r: vec2<u32>, c: vec2<u32>) -> f32 {
-    if (P[13] != 0u || P[12] != 0u) {
+    if (P[13] != 0u || ADAPTIVE) {
         return f32((r.y - r.x) * (c.y - c.x));
     }
     return f32(padded(oy, P[2], P[6], P[8], P[10], P[14]) * padded(ox, P[3], P[7], P[9], P[11], P[15]));

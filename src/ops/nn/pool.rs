@@ -28,7 +28,9 @@ use crate::{DType, Error, Result, Tensor};
 
 use super::window::{Padding, Pair, check_nchw, check_positive};
 
-pub(crate) static POOL2D: Kernel = Kernel::single("pool2d.wgsl");
+/// Variant key 1: adaptive bins (`ADAPTIVE` in the shader), 0: fixed windows.
+pub(crate) static POOL2D: Kernel =
+    Kernel { file: "pool2d.wgsl", keys: || vec![0, 1], variant: |key| vec![("ADAPTIVE", (key == 1).to_string())] };
 
 /// Paddle's `max_pool2d` / `avg_pool2d` keyword arguments.
 #[derive(Clone, Debug, PartialEq, Eq, dygraph_derive::Attrs)]
@@ -118,7 +120,14 @@ fn params(g: &PoolGeom, total: usize) -> Vec<u32> {
 /// Runs the one-input `entry` (`avg_fwd`, `avg_bwd`) of pool2d.wgsl from `src` into `out`.
 fn gpu_run(k: &GpuCall<'_>, entry: &'static str, g: &PoolGeom) -> Result<()> {
     let n = k.outs[0].numel();
-    k.ctx.dispatch(&POOL2D, 0, entry, &[Bind::read(k.x(0)), Bind::write(k.y(0))], &params(g, n), n as u64)
+    k.ctx.dispatch(
+        &POOL2D,
+        g.adaptive as u32,
+        entry,
+        &[Bind::read(k.x(0)), Bind::write(k.y(0))],
+        &params(g, n),
+        n as u64,
+    )
 }
 
 /// How a pooling op gets its window geometry.
@@ -211,7 +220,7 @@ impl<A: PoolAttrs> Op for PoolOp<A> {
             Kind::Max | Kind::AdaptiveMax => {
                 let n = k.outs[0].numel();
                 let binds = [Bind::read(k.x(0)), Bind::write(k.y(0)), Bind::write(k.y(1))];
-                k.ctx.dispatch(&POOL2D, 0, "max_fwd", &binds, &params(g, n), n as u64)
+                k.ctx.dispatch(&POOL2D, g.adaptive as u32, "max_fwd", &binds, &params(g, n), n as u64)
             }
             Kind::Avg | Kind::AdaptiveAvg => gpu_run(k, "avg_fwd", g),
         }
@@ -313,10 +322,17 @@ impl Op for PoolPrimitiveOp {
         let binds = [Bind::read(k.x(0)), Bind::read(k.x(1)), Bind::write(k.y(0))];
         if self.entry == "max_bwd" && g.tiles_input() {
             let windows = k.ins[0].numel();
-            return k.ctx.dispatch(&POOL2D, 0, "max_bwd_tiles", &binds, &params(g, windows), windows as u64);
+            return k.ctx.dispatch(
+                &POOL2D,
+                g.adaptive as u32,
+                "max_bwd_tiles",
+                &binds,
+                &params(g, windows),
+                windows as u64,
+            );
         }
         let n = k.outs[0].numel();
-        k.ctx.dispatch(&POOL2D, 0, self.entry, &binds, &params(g, n), n as u64)
+        k.ctx.dispatch(&POOL2D, g.adaptive as u32, self.entry, &binds, &params(g, n), n as u64)
     }
 
     fn differentiable(&self) -> bool {
