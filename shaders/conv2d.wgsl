@@ -439,8 +439,10 @@ fn direct_store(m: u32, col: u32, grp: u32, split: u32, v: vec4<f32>) {
 
 // The input gradient from its columns (bound as `a_src`, P[17] rows × P[18] columns per
 // group), one invocation per dx element (P[27] of them): the sum of the column entries its
-// taps fed, in (ki, kj) order. With unit strides the taps that land on dy form a range per
-// axis, worked out once, so no tap is tested; a STRIDED variant tests each against the grid.
+// taps fed, in (ki, kj) order. With unit strides and dilations the taps that land on dy form
+// a range per axis, worked out without a division, so no tap is tested; the STRIDED variant
+// (any stride or dilation above 1) tests each. Software adapters divide one lane at a time,
+// so the element's coordinates take three divisions and the ranges none.
 @compute @workgroup_size({{WG}})
 fn col2im(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     load_params();
@@ -448,12 +450,14 @@ fn col2im(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups
     if (i >= P[27]) {
         return;
     }
-    let x = i % P[3];
-    let y = (i / P[3]) % P[2];
-    let c = (i / (P[2] * P[3])) % P[1];
-    let n = i / (P[1] * P[2] * P[3]);
+    let row = i / P[3];
+    let x = i - row * P[3];
+    let plane = row / P[2];
+    let y = row - plane * P[2];
+    let n = plane / P[1];
+    let c = plane - n * P[1];
     let grp = c / P[15];
-    let first = (grp * P[17] + (c % P[15]) * P[7] * P[8]) * P[18] + n * P[5] * P[6];
+    let first = (grp * P[17] + (c - grp * P[15]) * P[7] * P[8]) * P[18] + n * P[5] * P[6];
     // Padded coordinates: tap (ki, kj) reads dy at ((py − ki·dh) / sh, (px − kj·dw) / sw).
     let py = y + P[11];
     let px = x + P[12];
@@ -462,15 +466,11 @@ fn col2im(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups
     var kj0 = 0u;
     var kj1 = P[8];
     if (!STRIDED) {
-        // py − ki·dh in [0, oh): ki from ⌈(py + 1 − oh) / dh⌉ to ⌊py / dh⌋.
-        if (py + 1u > P[5]) {
-            ki0 = (py - P[5] + P[13]) / P[13];
-        }
-        ki1 = min(ki1, py / P[13] + 1u);
-        if (px + 1u > P[6]) {
-            kj0 = (px - P[6] + P[14]) / P[14];
-        }
-        kj1 = min(kj1, px / P[14] + 1u);
+        // py − ki in [0, oh): ki from py + 1 − oh to py.
+        ki0 = select(0u, py + 1u - P[5], py + 1u > P[5]);
+        ki1 = min(ki1, py + 1u);
+        kj0 = select(0u, px + 1u - P[6], px + 1u > P[6]);
+        kj1 = min(kj1, px + 1u);
     }
     var acc = 0.0;
     for (var ki = ki0; ki < ki1; ki = ki + 1u) {

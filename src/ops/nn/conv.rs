@@ -74,10 +74,11 @@ fn block_keys(product: Product) -> Vec<u32> {
     narrow.into_iter().chain(wide).collect()
 }
 
-/// The variant key flag of an input gradient with a stride above 1: its gather (or, for the
-/// columns, `col2im`) checks that a tap lands on the stride's grid. Unit strides (most convolutions) skip the check at
-/// compile time, which software adapters do not do for a uniform branch (lavapipe: the
-/// MNIST step's largest kernel, conv2's input gradient, 160 → 72 ms).
+/// The variant key flag of an input gradient with a stride above 1 (for the columns'
+/// `col2im`, or a dilation above 1): its gather checks that each tap lands on the stride's
+/// grid. Unit strides (most convolutions) skip the check at compile time, which software
+/// adapters do not do for a uniform branch (lavapipe: the MNIST step's largest kernel,
+/// conv2's input gradient, 160 → 72 ms).
 const STRIDED: u32 = 128;
 
 /// The variant key flag of a software adapter's wide block that loads vec4s (see
@@ -616,7 +617,13 @@ fn gpu_product(
         (Entry::Tiled, 17..=32) => (2, 4),
         (Entry::Tiled, _) => (4, 4),
     };
-    let strided = matches!(product, Product::BwdData | Product::BwdCols) && (g.sh, g.sw) != (1, 1);
+    // The input gradient's gather tests each tap against the stride's grid; `col2im` (the
+    // columns' key) tests each tap also for a dilation above 1.
+    let strided = match product {
+        Product::BwdData => (g.sh, g.sw) != (1, 1),
+        Product::BwdCols => (g.sh, g.sw, g.dh, g.dw) != (1, 1, 1, 1),
+        _ => false,
+    };
     let key =
         conv_key(product, rm as u32, cols as u32) + if strided { STRIDED } else { 0 } + EPILOGUE_STEP * epi.number;
     if k == 0 || numel == 0 {
