@@ -21,14 +21,15 @@
 // fwd stores every value through `epilogue(value, index)`: the identity, or in a variant a
 // chain of elementwise ops fused after the convolution, its extra inputs bound after `dst`
 // (src/ops/epilogue.rs). bwd_data and col2im check that each tap lands on the stride's grid
-// only in their STRIDED variant: unit strides compile without the check.
+// only in their STRIDED variant (col2im's also serves dilations above 1): unit strides
+// compile without the check.
 #include "lib/int64.wgsl"
 #include "lib/math.wgsl"
 #include "lib/split_k.wgsl"
 
 // `a_src` and `b_src` with their accessors `a_at`/`b_at` (one value) and `a4_at`/`b4_at` (four
-// from an index that is a multiple of 4): arrays of f32, or in the VECTOR variant of vec4<f32>,
-// which software adapters load a vector at a time (conv_block.rs).
+// from an index that is a multiple of 4): arrays of f32, or in the VECTOR variant of vec4<f32>
+// (A, and for bwd_cols B too), which software adapters load a vector at a time (conv_block.rs).
 {{OPERANDS}}
 @group(0) @binding(2) var<storage, read> bias: array<f32>;
 @group(0) @binding(3) var<storage, read_write> dst: array<f32>;
@@ -108,12 +109,12 @@ fn fwd_load_a(m: u32, k: u32, s: vec3<u32>, grp: u32) -> f32 {
     return a_at((grp * P[16] + m) * P[19] + k);
 }
 
-// Column (image n, output pixel) -> (n, top input row, left input column).
 // A[m, k..k+3] (the VECTOR variant: K a multiple of 4).
 fn fwd_load_a4(m: u32, k: u32, s: vec3<u32>, grp: u32) -> vec4<f32> {
     return a4_at((grp * P[16] + m) * P[19] + k);
 }
 
+// Column (image n, output pixel) -> (n, top input row, left input column).
 fn fwd_col_info(col: u32) -> vec3<i32> {
     let l = P[5] * P[6];
     let n = col / l;

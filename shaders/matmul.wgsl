@@ -4,9 +4,9 @@
 // have batch stride 0. Every value stored passes through `epilogue(value, index)`: the
 // identity, or in a variant a chain of elementwise ops fused after the product (bias add,
 // activation, scale), with its extra inputs bound after `c` (src/ops/epilogue.rs).
-// `main` and `direct` may split K (src/ops/split_k.rs): workgroup z = batch·splits + split
-// computes one slice of the reduction into its own partial output, and `finish` sums the
-// slices.
+// `main`, `direct` and `direct4` may split K (src/ops/split_k.rs): workgroup z =
+// batch·splits + split computes one slice of the reduction into its own partial output, and
+// `finish` sums the slices.
 // params: [M, N, K, a_rs, a_cs, b_rs, b_cs, z_base, splits, k_chunk, outputs (one slice),
 //          batch_nd, batch_shape[nd], a_batch_stride[nd], b_batch_stride[nd]], an epilogue's
 //          at word 64
@@ -155,8 +155,9 @@ fn finish(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups
 struct DirectBlock {
     m0: u32,
     n0: u32,
-    // Row starts of A (rows past the end clamped) and column starts of B's two column quads
-    // (as `b_cs` steps; for `direct4` the quad's first column, clamped to the last quad).
+    // Row starts of A (rows past the end clamped) and the columns of B's two column quads
+    // (each clamped to the last column; `direct4` reads the first quad's start and works
+    // out the second's itself).
     ra: vec4<u32>,
     cb0: vec4<u32>,
     cb1: vec4<u32>,

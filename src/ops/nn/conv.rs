@@ -31,7 +31,8 @@ use super::conv_block::{VECTOR_ROWS, WIDE_ROWS, vector_rows, wide_rows};
 use super::window::{Padding, Pair, check_nchw, check_positive};
 
 /// Variant keys: `product·32 + cols/8·16 + rm` ([`conv_key`]), plus [`STRIDED`] for an input
-/// gradient whose stride is not 1, plus [`VECTOR`] for columns loaded as vec4s, plus
+/// gradient whose stride is not 1 (for the columns' `col2im`, or whose dilation is not 1),
+/// plus [`VECTOR`] for a software adapter's wide block that loads vec4s, plus
 /// [`EPILOGUE_STEP`] × the number of an epilogue (forward only).
 pub(crate) static CONV2D: Kernel = Kernel {
     file: "conv2d.wgsl",
@@ -462,7 +463,9 @@ fn variant(product: Product, rm: u32, cols: u32, strided: bool, vector: bool) ->
         ("ACC", (4 * rm).to_string()),
         ("COLS", cols.to_string()),
     ];
-    v.push(("OPERANDS", super::conv_block::operands(vector)));
+    // The columns product loads both operands (W and dy) as vec4s; the forward and the
+    // filter gradient only A (W, dy), their B (x) one value at a time, so x keeps any length.
+    v.push(("OPERANDS", super::conv_block::operands(vector, vector && product == Product::BwdCols)));
     v.extend(if vector && product == Product::BwdCols {
         super::conv_block::vector_block_lines(product.name(), rm)
     } else if vector {

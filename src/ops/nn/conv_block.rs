@@ -53,14 +53,16 @@ fn store_lines(rows: u32, cols: u32) -> String {
     store
 }
 
-/// The `{{OPERANDS}}` placeholder: `a_src` and `b_src` with their accessors, as arrays of
-/// f32, or of vec4<f32> in the `vector` variant (whose indices are then multiples of 4
-/// wherever it loads four at once). lavapipe loads a storage buffer one lane and one
-/// component at a time, but a vec4 in one such load: about twice the values per cycle
-/// (a probe: 1.25 ns per vec4 lane load against 0.65 ns per f32 one).
-pub(crate) fn operands(vector: bool) -> String {
+/// The `{{OPERANDS}}` placeholder: `a_src` and `b_src` with their accessors, each an array
+/// of f32, or of vec4<f32> where `vector_a` / `vector_b` (its indices then multiples of 4
+/// wherever it loads four at once, and its length a multiple of 4, so that no value lies
+/// past the array's last whole vec4 when a plan binds the buffer at its exact size).
+/// lavapipe loads a storage buffer one lane and one component at a time, but a vec4 in one
+/// such load: about twice the values per cycle (a probe: 1.25 ns per vec4 lane load against
+/// 0.65 ns per f32 one).
+pub(crate) fn operands(vector_a: bool, vector_b: bool) -> String {
     let mut text = String::new();
-    for (binding, side) in [(0, 'a'), (1, 'b')] {
+    for (binding, side, vector) in [(0, 'a', vector_a), (1, 'b', vector_b)] {
         text += &if vector {
             format!(
                 "@group(0) @binding({binding}) var<storage, read> {side}_src: array<vec4<f32>>;\n\
@@ -220,9 +222,10 @@ mod tests {
 
     #[test]
     fn vector_operands_load_four_values_at_once() {
-        assert!(operands(true).contains("var<storage, read> a_src: array<vec4<f32>>;"));
-        assert!(operands(true).contains("return b_src[i / 4u];"));
-        assert!(operands(false).contains("var<storage, read> b_src: array<f32>;"));
+        assert!(operands(true, true).contains("var<storage, read> a_src: array<vec4<f32>>;"));
+        assert!(operands(true, true).contains("return b_src[i / 4u];"));
+        assert!(operands(true, false).contains("var<storage, read> b_src: array<f32>;"));
+        assert!(operands(false, false).contains("var<storage, read> a_src: array<f32>;"));
         for (m, rows) in [(4, 4), (8, 8), (12, 12), (20, 12), (500, 12)] {
             assert_eq!(vector_rows(m), rows, "{m} rows");
         }
