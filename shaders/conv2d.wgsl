@@ -28,8 +28,8 @@
 #include "lib/split_k.wgsl"
 
 // `a_src` and `b_src` with their accessors `a_at`/`b_at` (one value) and `a4_at`/`b4_at` (four
-// from an index that is a multiple of 4): arrays of f32, or in the VECTOR variant of vec4<f32>
-// (A, and for bwd_cols B too), which software adapters load a vector at a time (conv_block.rs).
+// from an index that is a multiple of 4): arrays of f32, or in the VECTOR variant (bwd_cols)
+// of vec4<f32>, which software adapters load a vector at a time (conv_block.rs).
 {{OPERANDS}}
 @group(0) @binding(2) var<storage, read> bias: array<f32>;
 @group(0) @binding(3) var<storage, read_write> dst: array<f32>;
@@ -107,11 +107,6 @@ fn fwd_k_dims() -> vec3<u32> {
 
 fn fwd_load_a(m: u32, k: u32, s: vec3<u32>, grp: u32) -> f32 {
     return a_at((grp * P[16] + m) * P[19] + k);
-}
-
-// A[m, k..k+3] (the VECTOR variant: K a multiple of 4).
-fn fwd_load_a4(m: u32, k: u32, s: vec3<u32>, grp: u32) -> vec4<f32> {
-    return a4_at((grp * P[16] + m) * P[19] + k);
 }
 
 // Column (image n, output pixel) -> (n, top input row, left input column).
@@ -217,11 +212,6 @@ fn bwd_filter_k_dims() -> vec3<u32> {
 
 fn bwd_filter_load_a(m: u32, k: u32, s: vec3<u32>, grp: u32) -> f32 {
     return a_at(((s.x * P[4] + grp * P[16] + m) * P[5] + s.y) * P[6] + s.z);
-}
-
-// A[m, k..k+3]: four adjacent pixels of one image (the VECTOR variant: oh·ow a multiple of 4).
-fn bwd_filter_load_a4(m: u32, k: u32, s: vec3<u32>, grp: u32) -> vec4<f32> {
-    return a4_at(((s.x * P[4] + grp * P[16] + m) * P[5] + s.y) * P[6] + s.z);
 }
 
 // Column (c, ki, kj) of the filter -> (c, row offset, column offset).
@@ -394,9 +384,8 @@ fn main(
 // streaming its A rows and B columns from the buffers, stepping k as a counter (no
 // divisions in the loop). The block's generated lines (src/ops/nn/conv_block.rs) name
 // each row rI, column iJ and accumulator cI_H (columns 4H..4H+3 of row I), and advance `s`;
-// the VECTOR variant loads vec4s: 4 rows and 4 columns at a time (bwd_cols), or 4 k at a
-// time (fwd, bwd_filter: k steps by K_STEP = 4). Blocks this small waste almost nothing on
-// thin problems.
+// the VECTOR variant (bwd_cols) loads vec4s, 4 rows and 4 columns at a time. Blocks this
+// small waste almost nothing on thin problems.
 @compute @workgroup_size({{WG}})
 fn direct(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
     load_params();
@@ -422,7 +411,7 @@ fn direct(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups
     let last_n = n_len - 1u;
 {{DIRECT_SETUP}}
     var s = k_start(k_begin, dims);
-    for (var k = k_begin; k < k_end; k = k + {{K_STEP}}u) {
+    for (var k = k_begin; k < k_end; k = k + 1u) {
 {{DIRECT_PRODUCT}}
     }
 {{DIRECT_STORE}}

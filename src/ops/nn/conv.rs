@@ -32,7 +32,7 @@ use super::window::{Padding, Pair, check_nchw, check_positive};
 
 /// Variant keys: `product·32 + cols/8·16 + rm` ([`conv_key`]), plus [`STRIDED`] for an input
 /// gradient whose stride is not 1 (for the columns' `col2im`, or whose dilation is not 1),
-/// plus [`VECTOR`] for a software adapter's wide block that loads vec4s, plus
+/// plus [`VECTOR`] for the columns product's wide block that loads vec4s, plus
 /// [`EPILOGUE_STEP`] × the number of an epilogue (forward only).
 pub(crate) static CONV2D: Kernel = Kernel {
     file: "conv2d.wgsl",
@@ -46,13 +46,8 @@ pub(crate) static CONV2D: Kernel = Kernel {
         v.extend(block_keys(Product::BwdData).into_iter().chain(columns).map(|key| key + STRIDED));
         let vector = VECTOR_ROWS.map(|rm| conv_key(Product::BwdCols, rm as u32, 8) + VECTOR);
         v.extend(vector.into_iter().chain(vector.map(|key| key + STRIDED)));
-        for product in [Product::Fwd, Product::BwdFilter] {
-            v.extend(WIDE_ROWS.map(|rm| conv_key(product, rm as u32, 8) + VECTOR));
-        }
         for number in super::conv_epilogue::EPILOGUES.numbers().into_iter().skip(1) {
-            let vector = WIDE_ROWS.map(|rm| conv_key(Product::Fwd, rm as u32, 8) + VECTOR);
-            let keys = block_keys(Product::Fwd).into_iter().chain(vector);
-            v.extend(keys.map(|key| key + EPILOGUE_STEP * number));
+            v.extend(block_keys(Product::Fwd).into_iter().map(|key| key + EPILOGUE_STEP * number));
         }
         v
     },
@@ -82,10 +77,9 @@ fn block_keys(product: Product) -> Vec<u32> {
 /// conv2's input gradient, 160 → 72 ms).
 const STRIDED: u32 = 128;
 
-/// The variant key flag of a software adapter's wide block that loads vec4s (see
+/// The variant key flag of the columns product whose wide block loads vec4s (see
 /// `gpu_product`): lavapipe loads a vec4 lane by lane as it does an f32, so four values
-/// cost about two (MNIST step: the columns product 18 → 12 ms; the two forwards and two
-/// filter gradients together 49–57 → 43–49 ms, in interleaved runs).
+/// cost about two (MNIST step: 18 → 12 ms).
 const VECTOR: u32 = 256;
 
 /// The variant key step of the forward's epilogue number.
@@ -463,13 +457,9 @@ fn variant(product: Product, rm: u32, cols: u32, strided: bool, vector: bool) ->
         ("ACC", (4 * rm).to_string()),
         ("COLS", cols.to_string()),
     ];
-    // The columns product loads both operands (W and dy) as vec4s; the forward and the
-    // filter gradient only A (W, dy), their B (x) one value at a time, so x keeps any length.
-    v.push(("OPERANDS", super::conv_block::operands(vector, vector && product == Product::BwdCols)));
-    v.extend(if vector && product == Product::BwdCols {
+    v.push(("OPERANDS", super::conv_block::operands(vector)));
+    v.extend(if vector {
         super::conv_block::vector_block_lines(product.name(), rm)
-    } else if vector {
-        super::conv_block::deep_block_lines(product.name(), rm)
     } else {
         super::conv_block::block_lines(product.name(), rm, cols)
     });
@@ -601,18 +591,13 @@ fn gpu_product(
         _ => entry(ctx, m),
     };
     // Rows per invocation block (direct) or 16·rm rows per workgroup tile (tiled).
-    // Software adapters' wide blocks load vec4s where their operands come in fours: the
-    // columns product its rows (cin_g·kh·kw) and each image's columns (oh·ow), the forward
-    // its weight rows along k (cin_g·kh·kw), the filter gradient dy's rows along k (oh·ow).
-    let vector = entry == (Entry::Direct { cols: 8 })
-        && match product {
-            Product::BwdCols => m.is_multiple_of(4) && g.out_hw().is_multiple_of(4),
-            Product::Fwd => k.is_multiple_of(4),
-            Product::BwdFilter => g.out_hw().is_multiple_of(4),
-            Product::BwdData => false,
-        };
+    // On software adapters the columns product loads its operands as vec4s when its rows
+    // (cin_g·kh·kw) and each image's columns (oh·ow) come in fours. (The forward and the
+    // filter gradient did so too, stepping k by 4, 10% faster on lavapipe; Chromium's
+    // SwiftShader lost the device on that block, so they load one value at a time.)
+    let vector = product == Product::BwdCols && m.is_multiple_of(4) && g.out_hw().is_multiple_of(4);
     let (rm, cols) = match (entry, m) {
-        _ if vector && product == Product::BwdCols => (vector_rows(m), 8),
+        _ if vector => (vector_rows(m), 8),
         (Entry::Direct { cols: 8 }, _) => (wide_rows(m), 8),
         (Entry::Direct { cols }, 1 | 2) => (m, cols as usize),
         (Entry::Direct { cols }, _) => (4, cols as usize),

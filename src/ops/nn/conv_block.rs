@@ -35,12 +35,7 @@ pub(crate) fn block_lines(mode: &str, rows: u32, cols: u32) -> Vec<(&'static str
         }
     }
     product += "        s = k_next(s, dims);\n";
-    vec![
-        ("DIRECT_SETUP", setup),
-        ("DIRECT_PRODUCT", product),
-        ("DIRECT_STORE", store_lines(rows, cols)),
-        ("K_STEP", "1".into()),
-    ]
+    vec![("DIRECT_SETUP", setup), ("DIRECT_PRODUCT", product), ("DIRECT_STORE", store_lines(rows, cols))]
 }
 
 fn store_lines(rows: u32, cols: u32) -> String {
@@ -53,16 +48,16 @@ fn store_lines(rows: u32, cols: u32) -> String {
     store
 }
 
-/// The `{{OPERANDS}}` placeholder: `a_src` and `b_src` with their accessors, each an array
-/// of f32, or of vec4<f32> where `vector_a` / `vector_b` (its indices then multiples of 4
-/// wherever it loads four at once, and its length a multiple of 4, so that no value lies
-/// past the array's last whole vec4 when a plan binds the buffer at its exact size).
+/// The `{{OPERANDS}}` placeholder: `a_src` and `b_src` with their accessors, as arrays of
+/// f32, or of vec4<f32> in the `vector` variant (whose indices are then multiples of 4
+/// wherever it loads four at once, and whose operands' lengths are multiples of 4, so that
+/// no value lies past the last whole vec4 when a plan binds a buffer at its exact size).
 /// lavapipe loads a storage buffer one lane and one component at a time, but a vec4 in one
 /// such load: about twice the values per cycle (a probe: 1.25 ns per vec4 lane load against
 /// 0.65 ns per f32 one).
-pub(crate) fn operands(vector_a: bool, vector_b: bool) -> String {
+pub(crate) fn operands(vector: bool) -> String {
     let mut text = String::new();
-    for (binding, side, vector) in [(0, 'a', vector_a), (1, 'b', vector_b)] {
+    for (binding, side) in [(0, 'a'), (1, 'b')] {
         text += &if vector {
             format!(
                 "@group(0) @binding({binding}) var<storage, read> {side}_src: array<vec4<f32>>;\n\
@@ -112,44 +107,7 @@ pub(crate) fn vector_block_lines(mode: &str, rows: u32) -> Vec<(&'static str, St
         }
     }
     product += "        s = k_next(s, dims);\n";
-    vec![
-        ("DIRECT_SETUP", setup),
-        ("DIRECT_PRODUCT", product),
-        ("DIRECT_STORE", store_lines(rows, 8)),
-        ("K_STEP", "1".into()),
-    ]
-}
-
-/// The `{{DIRECT_*}}` placeholders of the VECTOR variant's `rows` × 8 block for a product
-/// whose A rows are contiguous along k from a multiple of 4 (`fwd` with cin_g·kh·kw, and
-/// `bwd_filter` with oh·ow, a multiple of 4): k advances four at a time, each row's four
-/// A values in one vec4 load, the B columns one value at a time as in [`block_lines`].
-pub(crate) fn deep_block_lines(mode: &str, rows: u32) -> Vec<(&'static str, String)> {
-    let mut lines = block_lines(mode, rows, 8);
-    let mut product = String::new();
-    for i in 0..rows {
-        product += &format!("        let a{i} = {mode}_load_a4(r{i}, k, s, grp);\n");
-    }
-    for (t, lane) in ["x", "y", "z", "w"].iter().enumerate() {
-        for h in 0..2 {
-            let loads: Vec<String> = (0..4).map(|j| format!("{mode}_load_b(s, i{}, grp)", 4 * h + j)).collect();
-            product += &format!("        let b{h}_{t} = vec4<f32>({});\n", loads.join(", "));
-        }
-        for i in 0..rows {
-            for h in 0..2 {
-                product += &format!("        c{i}_{h} = c{i}_{h} + a{i}.{lane} * b{h}_{t};\n");
-            }
-        }
-        product += "        s = k_next(s, dims);\n";
-    }
-    for (key, text) in &mut lines {
-        match *key {
-            "DIRECT_PRODUCT" => *text = product.clone(),
-            "K_STEP" => *text = "4".into(),
-            _ => {}
-        }
-    }
-    lines
+    vec![("DIRECT_SETUP", setup), ("DIRECT_PRODUCT", product), ("DIRECT_STORE", store_lines(rows, 8))]
 }
 
 /// The row counts of the 8-column direct block (at most 15: the variant key's field).
@@ -174,7 +132,7 @@ pub(crate) fn vector_rows(m: usize) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::{block_lines, deep_block_lines, operands, vector_block_lines, vector_rows, wide_rows};
+    use super::{block_lines, operands, vector_block_lines, vector_rows, wide_rows};
 
     fn text(lines: &[(&'static str, String)], key: &str) -> String {
         lines.iter().find(|(k, _)| *k == key).unwrap().1.clone()
@@ -206,26 +164,13 @@ mod tests {
         assert!(product.contains("c6_1 = c6_1 + a1.z * b1;"));
         assert!(text(&lines, "DIRECT_SETUP").contains("let r1 = min(row0 + 4u, m_len - 4u);"));
         assert_eq!(text(&lines, "DIRECT_STORE").matches("direct_store(").count(), 16);
-        assert_eq!(text(&lines, "K_STEP"), "1");
-    }
-
-    #[test]
-    fn a_deep_block_steps_k_four_at_a_time() {
-        let lines = deep_block_lines("fwd", 2);
-        let product = text(&lines, "DIRECT_PRODUCT");
-        assert_eq!(product.matches("fwd_load_a4(").count(), 2);
-        assert_eq!(product.matches("fwd_load_b(").count(), 32);
-        assert_eq!(product.matches("k_next(").count(), 4);
-        assert!(product.contains("c1_1 = c1_1 + a1.w * b1_3;"));
-        assert_eq!(text(&lines, "K_STEP"), "4");
     }
 
     #[test]
     fn vector_operands_load_four_values_at_once() {
-        assert!(operands(true, true).contains("var<storage, read> a_src: array<vec4<f32>>;"));
-        assert!(operands(true, true).contains("return b_src[i / 4u];"));
-        assert!(operands(true, false).contains("var<storage, read> b_src: array<f32>;"));
-        assert!(operands(false, false).contains("var<storage, read> a_src: array<f32>;"));
+        assert!(operands(true).contains("var<storage, read> a_src: array<vec4<f32>>;"));
+        assert!(operands(true).contains("return b_src[i / 4u];"));
+        assert!(operands(false).contains("var<storage, read> b_src: array<f32>;"));
         for (m, rows) in [(4, 4), (8, 8), (12, 12), (20, 12), (500, 12)] {
             assert_eq!(vector_rows(m), rows, "{m} rows");
         }
