@@ -3,7 +3,7 @@
 //! the slices in a `finish` dispatch that also adds the bias and runs a fused epilogue. The
 //! software adapter here does not split by itself, so the parent test runs this binary's
 //! child with `DYGRAPH_SPLIT_K` forcing it, once with each convolution kernel (tiled, direct
-//! and direct8), and the child checks every split product against the CPU, and that
+//! and direct8) and once with the matmul's `wide` entries, and the child checks every split product against the CPU, and that
 //! `finish` ran (the kernel profiler counts it).
 
 mod common;
@@ -131,20 +131,22 @@ fn split_child() {
 #[test]
 fn split_products_match_the_cpu() {
     let Some(_) = common::gpu_or_skip() else { return };
-    for conv in ["tiled", "direct", "direct8"] {
+    // The matmul's `wide` entries split too (the 800×10 product reads floats, the batched
+    // one vec4s); one run forces them.
+    for (conv, matmul) in [("tiled", "main"), ("direct", "main"), ("direct8", "main"), ("tiled", "wide4")] {
         let out = std::process::Command::new(std::env::current_exe().unwrap())
             .args(["split_child", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
             .env("DYGRAPH_SPLIT_K", "4096")
             .env("DYGRAPH_CONV_KERNEL", conv)
-            .env("DYGRAPH_MATMUL_KERNEL", "main")
+            .env("DYGRAPH_MATMUL_KERNEL", matmul)
             .env("DYGRAPH_TEST_SEED", common::run_seed().to_string())
             .output()
             .unwrap();
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        eprintln!("{conv} convolution kernel:\n{text}");
+        eprintln!("{conv} convolution kernel, {matmul} matmul:\n{text}");
         assert!(
             out.status.success() && text.contains("split products checked"),
-            "the child with the {conv} convolution kernel failed:\n{text}{}",
+            "the child with the {conv} convolution kernel and {matmul} matmul failed:\n{text}{}",
             String::from_utf8_lossy(&out.stderr)
         );
     }

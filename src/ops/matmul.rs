@@ -188,6 +188,8 @@ pub(crate) fn product_gpu(
     let direct = entry.starts_with("direct");
     let wanted = match entry {
         "main" => split_k::slices(ctx, tiles * batches, k, outputs, 1),
+        // A 128×128 tile is four of `main`'s, the unit of the split target.
+        "wide" | "wide4" => split_k::slices(ctx, 4 * tiles * batches, k, outputs, 1),
         _ if direct && direct_groups * batches < DIRECT_MIN_GROUPS => {
             DIRECT_MIN_GROUPS.div_ceil(direct_groups.max(1) * batches).min(k / split_k::MIN_SPLIT_DEPTH).max(1)
         }
