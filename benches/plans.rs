@@ -68,12 +68,24 @@ fn step_bytes(place: Place, f: &mut dyn FnMut()) -> Option<u64> {
     Some(paddle::memory_stats(i).unwrap().peak_allocated - base)
 }
 
-/// Times `steps` calls of `f` after `warm` (wall, with the device drained, and host CPU).
-fn measure(place: Place, mode: &'static str, warm: usize, steps: usize, f: &mut dyn FnMut()) -> Row {
-    for _ in 0..warm {
+/// Seconds of warm-up steps on a hardware GPU: its driver lowers the clock after a second
+/// or two idle and raises it again only under load (an H100 ran these rows at 420–975 MHz
+/// instead of 1980 right after the CPU rows, and eager at 0.71–0.90 ms per step against 0.41).
+const HARDWARE_WARM_S: f64 = 1.0;
+
+/// Times `steps` calls of `f` after `warm.0` calls (the first compiles and captures: host work
+/// that leaves the device idle) and then `warm.1` seconds of calls (wall, with the device
+/// drained, and host CPU).
+fn measure(place: Place, mode: &'static str, warm: (usize, f64), steps: usize, f: &mut dyn FnMut()) -> Row {
+    for _ in 0..warm.0 {
         f();
     }
     settle(place);
+    let t = Instant::now();
+    while t.elapsed().as_secs_f64() < warm.1 {
+        f();
+        settle(place);
+    }
     let d0 = dispatches(place);
     let (t0, c0) = (Instant::now(), thread_cpu());
     let mut host = Duration::ZERO;
@@ -129,7 +141,14 @@ type Step = Box<dyn FnMut()>;
 /// Runs `steps` steps of `f` under the kernel profiler and prints the kernels' device time
 /// per step (the profiler's own passes and readbacks slow the steps, not the kernels).
 fn profile(place: Place, mode: &str, steps: usize, f: &mut dyn FnMut()) {
+    let hardware = matches!(place, Place::Gpu(_)) && paddle::gpu_info(0).is_ok_and(|i| !i.device_type.contains("Cpu"));
+    f();
     settle(place);
+    let t = Instant::now();
+    while hardware && t.elapsed().as_secs_f64() < HARDWARE_WARM_S {
+        f();
+        settle(place);
+    }
     let p = match dygraph::profiler::Profiler::start(place) {
         Ok(p) => p,
         Err(e) => return println!("<!-- {mode}: no kernel profile ({e}) -->"),
@@ -369,14 +388,15 @@ fn main() {
             (_, true, _) => (3, 10),
             _ => (10, 60),
         };
+        let warm_s = if matches!(place, Place::Gpu(_)) && !software { HARDWARE_WARM_S } else { 0.0 };
         let rows = match place {
             Place::Gpu(_) => {
                 let mut eager = eager_step(place, 64);
-                let mut rows = vec![measure(place, "eager", warm, steps, &mut eager)];
+                let mut rows = vec![measure(place, "eager", (warm, warm_s), steps, &mut eager)];
                 profiles.push(("eager", eager));
                 for (mode, plans) in [("static, interpreted", false), ("static, plan", true)] {
                     let (mut step, exe) = static_step(place, plans, 64);
-                    let row = measure(place, mode, warm, steps, &mut step);
+                    let row = measure(place, mode, (warm, warm_s), steps, &mut step);
                     let info = exe.last_plan();
                     if let Some(info) = &info {
                         println!("<!-- plan: {info:?} -->");

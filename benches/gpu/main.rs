@@ -14,7 +14,8 @@
 //! unless `--full`. Without arguments (`cargo test --benches`) every workload runs once at the
 //! reduced sizes, as a smoke test.
 //!
-//! Timing: after a warm-up call (pipelines compiled, buffer pool filled), N calls are timed
+//! Timing: after warm-up calls (pipelines compiled, buffer pool filled; on a hardware GPU for
+//! a second, so that its clock has ramped up), N calls are timed
 //! with `Instant` up to the point where the device has finished them, N chosen so a repeat
 //! lasts about a quarter of a second; the cell is the median time per call over the repeats.
 //! Host-cost rows time the calling thread's CPU while ops are recorded, without waiting. A cell
@@ -46,6 +47,10 @@ struct Settings {
     repeats: usize,
     /// Seconds one repeat aims at.
     target_s: f64,
+    /// Seconds of calls before the timed ones, on a hardware GPU: its driver lowers the clock
+    /// after a second or two idle and raises it again only under sustained load (an H100 ran
+    /// at 345–570 MHz instead of 1980 through a workload timed right after a CPU-only set-up).
+    warm_s: f64,
     max_iters: usize,
     /// Chained-op calls per host-cost repeat.
     host_calls: usize,
@@ -118,10 +123,22 @@ fn median(mut v: Vec<f64>) -> f64 {
     if v.len() % 2 == 1 { v[m] } else { (v[m - 1] + v[m]) / 2.0 }
 }
 
-/// Seconds per call of `f`, device work included.
-fn per_call(s: &Settings, w: &Waiter, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
+/// Calls `f` once (compiling its pipelines, capturing a plan: host work that leaves the device
+/// idle), then for `s.warm_s` seconds more, each call waited for.
+fn warm_up(s: &Settings, w: &Waiter, f: &mut impl FnMut() -> Result<()>) -> Result<()> {
     f()?;
     w.wait()?;
+    let t = Instant::now();
+    while t.elapsed().as_secs_f64() < s.warm_s {
+        f()?;
+        w.wait()?;
+    }
+    Ok(())
+}
+
+/// Seconds per call of `f`, device work included.
+fn per_call(s: &Settings, w: &Waiter, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
+    warm_up(s, w, &mut f)?;
     let n = if s.smoke {
         1
     } else {
@@ -145,8 +162,7 @@ fn per_call(s: &Settings, w: &Waiter, mut f: impl FnMut() -> Result<()>) -> Resu
 /// The calling thread's CPU seconds per op of `f`, which records `ops` ops; the device's
 /// execution is waited for between repeats, outside the clock.
 fn host_per_op(s: &Settings, w: &Waiter, ops: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
-    f()?;
-    w.wait()?;
+    warm_up(s, w, &mut f)?;
     let mut samples = Vec::with_capacity(s.repeats);
     for _ in 0..s.repeats {
         let t = thread_cpu();
@@ -406,10 +422,16 @@ fn main() -> ExitCode {
     let software = info.device_type == "Cpu";
     let quick = args.smoke || args.quick.unwrap_or(software);
     let settings = match (args.smoke, quick) {
-        (true, _) => Settings { repeats: 1, target_s: 0.0, max_iters: 1, host_calls: 1, smoke: true },
-        (false, true) => Settings { repeats: 5, target_s: 0.25, max_iters: 1000, host_calls: 10, smoke: false },
-        (false, false) => Settings { repeats: 5, target_s: 0.25, max_iters: 1000, host_calls: 20, smoke: false },
+        (true, _) => Settings { repeats: 1, target_s: 0.0, warm_s: 0.0, max_iters: 1, host_calls: 1, smoke: true },
+        (false, true) => {
+            Settings { repeats: 5, target_s: 0.25, warm_s: 1.0, max_iters: 1000, host_calls: 10, smoke: false }
+        }
+        (false, false) => {
+            Settings { repeats: 5, target_s: 0.25, warm_s: 1.0, max_iters: 1000, host_calls: 20, smoke: false }
+        }
     };
+    // A software adapter's speed does not ramp; one call warms its caches.
+    let settings = Settings { warm_s: if software { 0.0 } else { settings.warm_s }, ..settings };
     let settings = Settings { repeats: args.repeats.unwrap_or(settings.repeats).max(1), ..settings };
     let mut list = workloads::workloads(quick, (info.max_binding_bytes / 4) as usize);
     if let Some(part) = &args.only {
@@ -424,8 +446,13 @@ fn main() -> ExitCode {
     }
     if args.spec {
         println!(
-            r#"{{"id":"_settings","repeats":{},"target_s":{},"max_iters":{},"host_calls":{},"smoke":{}}}"#,
-            settings.repeats, settings.target_s, settings.max_iters, settings.host_calls, settings.smoke
+            r#"{{"id":"_settings","repeats":{},"target_s":{},"warm_s":{},"max_iters":{},"host_calls":{},"smoke":{}}}"#,
+            settings.repeats,
+            settings.target_s,
+            settings.warm_s,
+            settings.max_iters,
+            settings.host_calls,
+            settings.smoke
         );
         for w in &list {
             println!("{}", w.spec_line());

@@ -38,6 +38,7 @@ class Bench:
     def __init__(self, settings, device):
         self.repeats = max(1, int(settings["repeats"]))
         self.target_s = float(settings["target_s"])
+        self.warm_s = float(settings.get("warm_s", 0.0))
         self.max_iters = int(settings["max_iters"])
         self.host_calls = int(settings["host_calls"])
         self.smoke = bool(settings["smoke"])
@@ -47,10 +48,18 @@ class Bench:
         if self.cuda:
             torch.cuda.synchronize()
 
+    def warm_up(self, fn):
+        """Calls fn for at least warm_s seconds (once at least): a GPU's clock ramps up under load."""
+        t = time.perf_counter()
+        while True:
+            fn()
+            self.sync()
+            if time.perf_counter() - t >= self.warm_s:
+                return
+
     def per_call(self, fn):
         """Seconds per call of fn, device work included."""
-        fn()
-        self.sync()
+        self.warm_up(fn)
         n = 1
         if not self.smoke:
             t = time.perf_counter()
@@ -68,8 +77,7 @@ class Bench:
 
     def host_per_op(self, fn, ops):
         """The calling thread's CPU seconds per op; fn issues `ops` ops."""
-        fn()
-        self.sync()
+        self.warm_up(fn)
         samples = []
         for _ in range(self.repeats):
             t = time.thread_time()
