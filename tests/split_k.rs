@@ -3,8 +3,9 @@
 //! the slices in a `finish` dispatch that also adds the bias and runs a fused epilogue. The
 //! software adapter here does not split by itself, so the parent test runs this binary's
 //! child with `DYGRAPH_SPLIT_K` forcing it, once with each convolution kernel (tiled, direct
-//! and direct8) and once with the matmul's `wide` entries, and the child checks every split product against the CPU, and that
-//! `finish` ran (the kernel profiler counts it).
+//! and direct8) and once with the matmul's `wide` entries, and the child checks every split
+//! product against the CPU, and that `finish` and the forced entries ran (the kernel profiler
+//! counts them).
 
 mod common;
 
@@ -48,6 +49,10 @@ fn eager_products(seed: u64, place: Place) -> Vec<Vec<f64>> {
     let ba = common::tensor(&rng.vec(3 * 32 * 256, -1.0, 1.0), &[3, 32, 256], DType::Float32, place);
     let bb = common::tensor(&rng.vec(3 * 256 * 8, -1.0, 1.0), &[3, 256, 8], DType::Float32, place);
     let bp = paddle::matmul(&ba, &bb, false, false).unwrap();
+    // K = 300 in 4 slices of 80, 80, 80 and 60: a short last slice and a partial last stage.
+    let ra = common::tensor(&rng.vec(2 * 5 * 300, -1.0, 1.0), &[2, 5, 300], DType::Float32, place);
+    let rb = common::tensor(&rng.vec(2 * 300 * 12, -1.0, 1.0), &[2, 300, 12], DType::Float32, place);
+    let rp = paddle::matmul(&ra, &rb, false, false).unwrap();
     // 128 output channels: the input gradient reduces over 128·9 in one product, or over 128
     // for the columns a software adapter sums with col2im (its one split there).
     let wx = common::tensor(&rng.vec(2 * 36, -1.0, 1.0), &[1, 2, 6, 6], DType::Float32, place);
@@ -59,7 +64,8 @@ fn eager_products(seed: u64, place: Place) -> Vec<Vec<f64>> {
     let grad = |t: &Tensor| values(&t.grad().expect("a gradient"));
     #[rustfmt::skip]
     let out = vec![
-        values(&y), grad(&x), grad(&w), grad(&b), values(&p), grad(&a), grad(&m), values(&gy), values(&bp), grad(&wx),
+        values(&y), grad(&x), grad(&w), grad(&b), values(&p), grad(&a), grad(&m), values(&gy), values(&bp), values(&rp),
+        grad(&wx),
     ];
     out
 }
@@ -101,6 +107,7 @@ fn split_child() {
         "matmul dm",
         "grouped conv y",
         "batched matmul",
+        "batched matmul, ragged K",
         "128-channel conv dx",
     ];
     let p = Profiler::start(gpu).unwrap();
@@ -119,11 +126,18 @@ fn split_child() {
     // conv: the forward, input and filter gradients, the grouped forward, the epilogue and the
     // 128-channel input gradient each split, except that the direct8 kernel's first input
     // gradient runs as columns over 8 channels, too shallow to split; matmul: the forward, the
-    // batched product and the epilogue (the gradients reduce over 10 and 64, too shallow).
+    // batched products and the epilogue (the gradients reduce over 10 and 64, too shallow).
     let conv_splits = if std::env::var("DYGRAPH_CONV_KERNEL").as_deref() == Ok("direct8") { 5 } else { 6 };
-    for (shader, split) in [("conv2d.wgsl", conv_splits), ("matmul.wgsl", 3)] {
+    for (shader, split) in [("conv2d.wgsl", conv_splits), ("matmul.wgsl", 4)] {
         let finishes: u64 = summary.shader(shader).iter().filter(|k| k.entry == "finish").map(|k| k.calls).sum();
         assert_eq!(finishes, split, "{shader}: split products finished\n{summary}");
+    }
+    // The forced matmul entries ran (`wide4` falls back to `wide` for the 800×10 product).
+    let forced = std::env::var("DYGRAPH_MATMUL_KERNEL").unwrap_or_default();
+    let entries: &[&str] = if forced == "wide4" { &["wide", "wide4"] } else { &["main"] };
+    for entry in entries {
+        let ran = summary.shader("matmul.wgsl").iter().any(|k| k.entry == *entry && k.calls > 0);
+        assert!(ran, "matmul.wgsl `{entry}` did not run\n{summary}");
     }
     println!("split products checked");
 }

@@ -49,13 +49,14 @@ class Bench:
             torch.cuda.synchronize()
 
     def warm_up(self, fn):
-        """Calls fn for at least warm_s seconds (once at least): a GPU's clock ramps up under load."""
+        """Calls fn once (set-up, autotuning), then for warm_s seconds more, as the Rust side
+        does: a GPU's clock drops while it idles and ramps up again under load."""
+        fn()
+        self.sync()
         t = time.perf_counter()
-        while True:
+        while time.perf_counter() - t < self.warm_s:
             fn()
             self.sync()
-            if time.perf_counter() - t >= self.warm_s:
-                return
 
     def per_call(self, fn):
         """Seconds per call of fn, device work included."""
