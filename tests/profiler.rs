@@ -65,16 +65,24 @@ fn a_large_product_takes_longer_than_a_tiny_add() {
     let x = paddle::ones_on([256, 256], DType::Float32, gpu).unwrap();
     let t = paddle::ones_on([4], DType::Float32, gpu).unwrap();
     paddle::sync().unwrap();
-    let p = Profiler::start(gpu).unwrap();
-    let _y = paddle::matmul(&x, &x, false, false).unwrap();
-    let _u = &t + &t;
-    let summary = p.stop().unwrap();
-    eprintln!("{summary}");
-    // A hardware GPU splits the product's reduction (a `main` and a `finish` dispatch).
-    let product: std::time::Duration = summary.shader("matmul.wgsl").iter().map(|k| k.device_time).sum();
-    let add = summary.kernels.iter().find(|k| k.shader != "matmul.wgsl").expect("the add's kernel");
+    // Each round is profiled on its own and the fastest of each kernel compared: a software
+    // adapter's worker thread descheduled in the middle of a kernel (a CI run once timed the
+    // four-element add at 4.5 ms) inflates one round, not all five.
+    let (mut product, mut add) = (std::time::Duration::MAX, std::time::Duration::MAX);
+    for _ in 0..5 {
+        let p = Profiler::start(gpu).unwrap();
+        let _y = paddle::matmul(&x, &x, false, false).unwrap();
+        let _u = &t + &t;
+        let summary = p.stop().unwrap();
+        eprintln!("{summary}");
+        // A hardware GPU splits the product's reduction (a `main` and a `finish` dispatch).
+        let round: std::time::Duration = summary.shader("matmul.wgsl").iter().map(|k| k.device_time).sum();
+        let sum = summary.kernels.iter().find(|k| k.shader != "matmul.wgsl").expect("the add's kernel");
+        product = product.min(round);
+        add = add.min(sum.device_time);
+    }
     // 33.5 MFLOP against four additions.
-    assert!(product > add.device_time * 2, "{summary}");
+    assert!(product > add * 2, "fastest product {product:?}, fastest add {add:?}");
 }
 
 #[test]
