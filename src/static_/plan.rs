@@ -172,15 +172,26 @@ pub(super) fn capture(
     if !ctx.begin_capture(pool.clone()) {
         return Ok(Captured::Busy);
     }
-    struct Close<'a>(&'a GpuContext, bool);
+    /// Ends the capture on every way out, and unless a plan keeps the private pool (an op
+    /// failed, or the run is interpreted), releases it: what the capture allocated goes back
+    /// to the shared pool and the memory counters.
+    struct Close<'a> {
+        ctx: &'a GpuContext,
+        pool: &'a Mutex<PrivatePool>,
+        ended: bool,
+        kept: bool,
+    }
     impl Drop for Close<'_> {
         fn drop(&mut self) {
-            if !self.1 {
-                let _ = self.0.end_capture();
+            if !self.ended {
+                let _ = self.ctx.end_capture();
+            }
+            if !self.kept {
+                crate::backend::gpu::lock(self.pool).release(self.ctx);
             }
         }
     }
-    let mut close = Close(ctx, false);
+    let mut close = Close { ctx, pool: &pool, ended: false, kept: false };
     let c = run.compiled();
     let mut feeds = Vec::new();
     for &id in feed_ids {
@@ -252,10 +263,9 @@ pub(super) fn capture(
     pending.extend(ctx.take_captured());
     segments.push(SegmentLog::Cmds(pending));
     let fetched: Vec<Tensor> = fetch.iter().map(|&id| run.value(id, env)).collect::<Result<_>>()?;
-    close.1 = true;
+    close.ended = true;
     let ended = ctx.end_capture();
     if let Some(w) = why.or(ended.err()) {
-        crate::backend::gpu::lock(&pool).release(ctx);
         return Ok(Captured::Interpreted(w));
     }
     let mut raw: Vec<Vec<crate::backend::gpu::Cmd>> = Vec::new();
@@ -345,6 +355,8 @@ pub(super) fn capture(
         })
         .collect();
     let info = PlanInfo { buffer_bytes: crate::backend::gpu::lock(&pool).bytes(), ..info };
+    close.kept = true;
+    drop(close);
     Ok(Captured::Plan(Plan {
         ctx: ctx.clone(),
         pool,
