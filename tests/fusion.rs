@@ -299,13 +299,36 @@ fn reduction_prologues_match_unfused() {
 #[test]
 fn bad_fused_programs_are_typed_errors() {
     let x = Tensor::from_vec(vec![1.0f32, 2.0], [2]).unwrap();
-    for program in ["", "x0 b.add", "x0 u.nosuch", "x0 x1", "x0 u.relu x1", "q"] {
-        let err = dygraph::ops::run_op("fused_elementwise", &[&x, &x], &{
-            let mut m = dygraph::ops::AttrMap::new();
-            m.set("program", dygraph::ops::AttrValue::Str(program.into()));
-            m
-        });
-        assert!(err.is_err(), "{program:?} was accepted");
+    let program_attr = |program: &str| {
+        let mut m = dygraph::ops::AttrMap::new();
+        m.set("program", dygraph::ops::AttrValue::Str(program.into()));
+        m
+    };
+    // An input index past usize (once an overflow) and past the input limit, too.
+    let huge = format!("x0 x{} b.add", usize::MAX);
+    for program in ["", "x0 b.add", "x0 u.nosuch", "x0 x1", "x0 u.relu x1", "q", "x0 x6 b.add", "x-1", &huge] {
+        let err = dygraph::ops::run_op("fused_elementwise", &[&x, &x], &program_attr(program));
+        match err {
+            Err(dygraph::Error::InvalidArgument { op: "fused_elementwise", .. }) => {}
+            other => panic!("{program:?}: {:?}", other.map(|_| "accepted")),
+        }
+    }
+    // A bad chain inside an epilogue or a prologue names that op.
+    for (op, inputs) in [("matmul_epilogue", vec![&x, &x]), ("reduce_prologue", vec![&x])] {
+        let mut attrs = program_attr(&huge);
+        if op == "matmul_epilogue" {
+            attrs.set("transpose_x", dygraph::ops::AttrValue::Bool(false));
+            attrs.set("transpose_y", dygraph::ops::AttrValue::Bool(false));
+        } else {
+            attrs.set("reduce", dygraph::ops::AttrValue::Str("sum".into()));
+            attrs.set("axis", dygraph::ops::AttrValue::Ints(vec![0]));
+            attrs.set("keepdim", dygraph::ops::AttrValue::Bool(false));
+        }
+        let err = dygraph::ops::run_op(op, &inputs, &attrs).map(|_| "accepted");
+        assert!(
+            matches!(&err, Err(dygraph::Error::InvalidArgument { op: o, msg }) if *o == op && msg.contains("bad input token")),
+            "{op}: {err:?}"
+        );
     }
     // An epilogue input that would broadcast the product, or too few inputs: typed errors.
     let a = Tensor::from_vec(vec![1.0f32; 6], [2, 3]).unwrap();
@@ -530,4 +553,46 @@ fn relu_read_elsewhere_stays_before_the_pooling() {
     let order: Vec<String> = exe.ops_to_run(&main).unwrap().into_iter().map(|o| o.op_type).collect();
     let pos = |t: &str| order.iter().position(|s| s == t).unwrap_or_else(|| panic!("no {t} in {order:?}"));
     assert!(pos("relu") < pos("max_pool2d"), "{order:?}");
+}
+
+/// A loaded program may write a value twice (the text format allows it). Here `a = exp(x)`
+/// feeds `b = 2a`, and a later op writes `a = 3x`: the chain must read the first `a`, as
+/// the unfused program does, not whichever op wrote `a` last.
+#[test]
+fn a_value_written_twice_is_not_fused_through() {
+    let (main, startup) = (Program::new(), Program::new());
+    let (x, a, b, z) = st::program_guard(&main, &startup, || {
+        let x = st::data("x", &[4], DType::Float32).unwrap();
+        let a = x.exp().unwrap();
+        let b = a.scale(2.0, 0.0).unwrap();
+        let z = x.scale(3.0, 0.0).unwrap();
+        (x, a, b, z)
+    });
+    let dir = std::env::temp_dir().join(format!("dygraph-fusion-rewrite-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let prefix = dir.join("m");
+    let exe = Executor::with_scope(Place::Cpu, Scope::new());
+    st::save_inference_model(&prefix, &[&x], &[&b, &z], &exe, &main).unwrap();
+    let model = prefix.with_extension("pdmodel");
+    let text = std::fs::read_to_string(&model).unwrap();
+    let (a_name, z_name) = (a.name().unwrap(), z.name().unwrap());
+    // `z`'s op now writes `a`, and only `b` is fetched.
+    let edited: String = text
+        .lines()
+        .filter(|l| *l != format!("fetch {z_name}"))
+        .map(|l| if l.starts_with("op ") { l.replace(&z_name, &a_name) } else { l.to_string() })
+        .map(|l| l + "\n")
+        .collect();
+    assert_ne!(edited, text, "the edit changed nothing:\n{text}");
+    std::fs::write(&model, edited).unwrap();
+    let xs = [0.5f32, -1.0, 2.0, 0.0];
+    for place in places() {
+        let exe = Executor::with_scope(place, Scope::new());
+        let m = st::load_inference_model(&prefix, &exe).unwrap();
+        let feed = Tensor::from_vec_on(xs.to_vec(), [4], place).unwrap();
+        let out = exe.run(&m.program, &[("x", &feed)], &m.fetch_names).unwrap();
+        let want: Vec<f64> = xs.iter().map(|&v| 2.0 * (v as f64).exp()).collect();
+        assert_close(&format!("b on {place}"), &values(&out[0]), &want, 1e-5);
+    }
+    std::fs::remove_dir_all(&dir).ok();
 }

@@ -157,7 +157,7 @@ impl EpilogueTable {
     /// template with extra bindings) and every one interned so far.
     pub(crate) fn numbers(&self) -> Vec<u32> {
         for program in ["x0 x1 b.add u.relu:0.0:0.0", "x0 u.scale:0.5:1.0 x1 b.multiply x2 b.add u.tanh:0.0:0.0"] {
-            if let Ok(c) = Chain::parse(program) {
+            if let Ok(c) = Chain::parse("epilogue", program) {
                 self.intern(&c);
             }
         }

@@ -66,18 +66,20 @@ pub(crate) fn fusable_binary(name: &str) -> Option<&'static BinaryDef> {
     BINARY_OPS.iter().copied().find(|d| d.name == name && d.float.is_some() && !d.out_bool)
 }
 
-fn bad(msg: String) -> Error {
-    Error::invalid(OP, msg)
-}
-
 impl Chain {
-    pub fn parse(program: &str) -> Result<Chain> {
+    /// Parses `program`, the postfix chain of op `op` (whose name the errors carry).
+    pub fn parse(op: &'static str, program: &str) -> Result<Chain> {
+        let bad = |msg: String| Error::invalid(op, msg);
         let mut nodes = Vec::new();
         let mut stack: Vec<usize> = Vec::new();
         let mut inputs = 0;
         for tok in program.split_whitespace() {
             let node = if let Some(j) = tok.strip_prefix('x') {
-                let j: usize = j.parse().map_err(|_| bad(format!("bad input token {tok:?}")))?;
+                let j: usize = j
+                    .parse()
+                    .ok()
+                    .filter(|&j| j < MAX_INPUTS)
+                    .ok_or_else(|| bad(format!("bad input token {tok:?} (inputs x0 to x{})", MAX_INPUTS - 1)))?;
                 inputs = inputs.max(j + 1);
                 Node::Input(j)
             } else if let Some(rest) = tok.strip_prefix("u.") {
@@ -315,7 +317,8 @@ fn canonical_keys() -> Vec<u32> {
     programs.extend(
         BINARY_OPS.iter().filter(|d| fusable_binary(d.name).is_some()).map(|d| format!("x0 x1 b.{} u.relu", d.name)),
     );
-    let mut keys: Vec<u32> = programs.iter().filter_map(|p| Chain::parse(p).ok()).map(|c| intern(c.wgsl())).collect();
+    let mut keys: Vec<u32> =
+        programs.iter().filter_map(|p| Chain::parse(OP, p).ok()).map(|c| intern(c.wgsl())).collect();
     let n = BODIES.lock().unwrap_or_else(|e| e.into_inner()).len() as u32;
     keys.extend(0..n);
     keys.sort_unstable();
@@ -341,7 +344,7 @@ pub(crate) struct FusedPlan {
 
 impl Op for FusedOp {
     fn infer(&self, x: &[&TensorMeta], a: &FusedAttrs) -> Result<(Vec<TensorMeta>, FusedPlan)> {
-        let chain = Chain::parse(&a.program)?;
+        let chain = Chain::parse(OP, &a.program)?;
         let (out, strides) = chain.operands(OP, &a.program, x)?;
         let shape = out.dims().to_vec();
         Ok((vec![out], FusedPlan { chain, shape, strides }))
@@ -421,5 +424,5 @@ impl Chain {
 /// The expanded WGSL of the kernel a `fused_elementwise` op with this `program` attribute
 /// runs (for validation and tools).
 pub fn fused_kernel_source(program: &str) -> Result<String> {
-    FUSED_KERNEL.source(kernel_key(&Chain::parse(program)?))
+    FUSED_KERNEL.source(kernel_key(&Chain::parse(OP, program)?))
 }

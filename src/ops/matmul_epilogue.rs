@@ -67,7 +67,7 @@ impl Op for MatmulEpilogueOp {
         if !matches!(out.dtype, DType::Float32 | DType::Float64) {
             return Err(Error::unsupported(OP, out.dtype, "(float32 and float64)"));
         }
-        let chain = Chain::parse(&a.program)?;
+        let chain = Chain::parse(OP, &a.program)?;
         let extras = &xs[2..];
         if chain.inputs != extras.len() + 1 {
             return Err(Error::invalid(
@@ -119,5 +119,5 @@ impl Op for MatmulEpilogueOp {
 /// The expanded WGSL of the kernel a `matmul_epilogue` op with this `program` attribute
 /// runs (for validation and tools).
 pub fn matmul_epilogue_source(program: &str) -> Result<String> {
-    super::matmul::MATMUL.source(EPILOGUES.intern(&Chain::parse(program)?))
+    super::matmul::MATMUL.source(EPILOGUES.intern(&Chain::parse(OP, program)?))
 }

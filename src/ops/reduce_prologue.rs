@@ -49,7 +49,7 @@ impl Op for ReducePrologueOp {
         let reduce = reduce_entry(&a.reduce).ok_or_else(|| {
             Error::invalid(OP, format!("{:?} is not a reduction (sum, mean, prod, max, min)", a.reduce))
         })?;
-        let chain = Chain::parse(&a.program)?;
+        let chain = Chain::parse(OP, &a.program)?;
         if chain.nodes.len() > EPILOGUE_NODES || chain.inputs > EPILOGUE_EXTRAS + 1 {
             return Err(Error::invalid(
                 OP,
@@ -92,6 +92,6 @@ impl Op for ReducePrologueOp {
 /// The expanded WGSL of the float32 sum kernel a `reduce_prologue` op with this `program`
 /// attribute runs (for validation and tools).
 pub fn reduce_prologue_source(program: &str) -> Result<String> {
-    let number = PROLOGUES.intern(&Chain::parse(program)?);
+    let number = PROLOGUES.intern(&Chain::parse(OP, program)?);
     super::reduce::REDUCE.source(DType::Float32.code() + 64 * number)
 }

@@ -111,13 +111,22 @@ pub(super) fn fuse(ops: &[OpDesc], vars: &[VarDesc], kinds: Kinds) -> Vec<Fused>
             readers[v] += 1;
         }
     }
-    let tokens: Vec<Option<String>> = ops.iter().map(|o| token(o, vars)).collect();
+    // A loaded program may write a value more than once: such a value neither joins nor
+    // leaves a chain, so each chain's values have one producer, the one `postfix` looks up.
+    let mut writers = vec![0usize; vars.len()];
+    for op in ops {
+        for &v in &op.outputs {
+            writers[v] += 1;
+        }
+    }
+    let tokens: Vec<Option<String>> =
+        ops.iter().map(|o| token(o, vars).filter(|_| o.outputs.iter().all(|&v| writers[v] == 1))).collect();
     let mut producer: HashMap<VarId, usize> = HashMap::new();
     // group of each op; groups as member lists (the last member is the root)
     let mut group_of: Vec<Option<usize>> = vec![None; ops.len()];
     let mut groups: Vec<Vec<usize>> = Vec::new();
     for (i, op) in ops.iter().enumerate() {
-        for &o in &op.outputs {
+        for &o in op.outputs.iter().filter(|&&o| writers[o] == 1) {
             producer.insert(o, i);
         }
         if tokens[i].is_none() {

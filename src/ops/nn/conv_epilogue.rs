@@ -53,7 +53,7 @@ pub(crate) struct EpiloguePlan {
 
 impl Op for Conv2dEpilogueOp {
     fn infer(&self, xs: &[&TensorMeta], a: &Conv2dEpilogueAttrs) -> Result<(Vec<TensorMeta>, EpiloguePlan)> {
-        let chain = Chain::parse(&a.program)?;
+        let chain = Chain::parse(OP, &a.program)?;
         let extras = chain.inputs - 1;
         if xs.len() != 2 + extras && xs.len() != 3 + extras {
             return Err(Error::invalid(
@@ -117,6 +117,6 @@ impl Op for Conv2dEpilogueOp {
 /// The expanded WGSL of the forward kernel (tiled, one row block) a `conv2d_epilogue` op
 /// with this `program` attribute runs (for validation and tools).
 pub fn conv2d_epilogue_source(program: &str) -> Result<String> {
-    let number = EPILOGUES.intern(&Chain::parse(program)?);
+    let number = EPILOGUES.intern(&Chain::parse(OP, program)?);
     super::conv::CONV2D.source(1 + super::conv::EPILOGUE_STEP * number)
 }
