@@ -124,6 +124,9 @@ pub struct Report {
     pub test_accuracy: f64,
     pub train_seconds: f64,
     pub images_per_second: f64,
+    /// The execution plan the last training step replayed (GPU places), or None where the
+    /// steps were interpreted op by op (the CPU place).
+    pub plan: Option<st::PlanInfo>,
 }
 
 /// Builds the programs, runs the startup program, trains, evaluates and saves the
@@ -160,6 +163,7 @@ pub fn train(config: &Config) -> Result<Report> {
         }
     }
     paddle::sync()?;
+    report.plan = exe.last_plan();
     report.losses = log.losses;
     report.train_seconds = start.elapsed().as_secs_f64();
     report.images_per_second = (report.losses.len() * 64) as f64 / report.train_seconds;
@@ -170,6 +174,14 @@ pub fn train(config: &Config) -> Result<Report> {
             report.train_seconds,
             report.images_per_second
         );
+        if let Some(plan) = &report.plan {
+            println!(
+                "each step replayed a plan: {} kernel dispatches for the program's {} ops, {:.2} MiB of buffers",
+                plan.dispatches,
+                plan.ops,
+                plan.buffer_bytes as f64 / (1u64 << 20) as f64
+            );
+        }
     }
     if !config.evaluate {
         return Ok(report);

@@ -103,6 +103,13 @@ impl<L: Forward> StaticLayer<L> {
         Ok(self.traced(x)?.forward.clone())
     }
 
+    /// The execution plan that the last run for inputs like `x` (on `x`'s place, forward or
+    /// gradient) replayed: None where it was interpreted op by op (the CPU place, a program
+    /// that cannot be replayed) or nothing has run yet.
+    pub fn last_plan(&self, x: &Tensor) -> Result<Option<st::PlanInfo>> {
+        Ok(self.traced(x)?.executor(x.place()).last_plan())
+    }
+
     /// How many signatures have been traced.
     pub fn num_traced(&self) -> usize {
         self.cache.lock().unwrap_or_else(|e| e.into_inner()).len()

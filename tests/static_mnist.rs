@@ -117,7 +117,13 @@ fn sgd_and_the_gpu_place_train() {
         static_mnist::train(&static_mnist::Config { max_steps: Some(60), evaluate: false, ..config(place) }).unwrap()
     };
     let (c, g) = (run(Place::Cpu), run(gpu));
-    let gap: f32 = c.losses.iter().zip(&g.losses).map(|(a, b)| (a - b).abs()).sum::<f32>() / c.losses.len() as f32;
-    assert!(gap < 0.02, "mean |loss_cpu − loss_gpu| = {gap}");
+    // The GPU steps replay a plan (fused), the CPU steps are interpreted: the same losses
+    // step for step, within float32 drift over 60 Adam steps.
+    let plan = g.plan.as_ref().expect("the GPU steps follow a plan");
+    assert!(plan.dispatches > 0 && plan.ops > 0 && plan.live_ops == 0, "{plan:?}");
+    assert!(c.plan.is_none(), "the CPU place interprets: {:?}", c.plan);
+    let widen = |l: &[f32]| l.iter().map(|&v| v as f64).collect::<Vec<f64>>();
+    let what = format!("static MNIST loss per step, GPU plan vs CPU (seed {})", config(gpu).seed);
+    common::assert_close(&what, &widen(&g.losses), &widen(&c.losses), 5e-4);
     assert!(g.losses[59] < g.losses[0] - 1.0, "GPU static loss {} → {}", g.losses[0], g.losses[59]);
 }

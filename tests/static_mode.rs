@@ -131,6 +131,13 @@ fn mnist_eager_vs_static(place: Place, adam: bool, steps: usize) {
         opt.clear_grad();
         let out = exe.run(&main, &[("pixel", &x), ("label", &y)], &[&sloss]).unwrap();
         common::assert_close(&format!("loss at step {step}, {what}"), &values(&out[0]), &values(&loss), 1e-4);
+        // On a GPU the comparison is with a replayed plan (one per batch size), fused.
+        if place != Place::Cpu {
+            let plan = exe
+                .last_plan()
+                .unwrap_or_else(|| panic!("{what}: step {step} interpreted: {:?}", exe.interpreted_because()));
+            assert!(plan.live_ops == 0 && plan.dispatches > 0, "{what}: {plan:?}");
+        }
     }
     for (e, s) in ep.iter().zip(&sp) {
         let name = s.name().unwrap();
@@ -418,6 +425,9 @@ fn to_static_runs_trains_and_saves_like_eager() {
                 let s = net.forward(&x).unwrap();
                 let e = net.layer().forward(&x).unwrap();
                 assert_close(&format!("to_static forward, batch {n}, {what}"), &values(&s), &values(&e), 1e-5);
+                // A GPU forward replays a plan; the CPU place interprets.
+                let plan = net.last_plan(&x).unwrap();
+                assert_eq!(plan.is_some(), place != Place::Cpu, "batch {n} {what}: {plan:?}");
             }
             assert_eq!(net.num_traced(), 1, "one program serves every batch of the InputSpec");
             // Training through it: the parameters' gradients equal eager ones.

@@ -189,6 +189,12 @@ impl Executor {
         Ok(c.blocks[0].iter().map(|s| s.desc.clone()).collect())
     }
 
+    /// Plans this executor holds, one per program and feed signature (shapes and dtypes):
+    /// at most 16; a seventeenth signature empties the cache first.
+    pub fn cached_plans(&self) -> usize {
+        lock(&self.plans).len()
+    }
+
     /// The plan the last run followed or captured (None when it was interpreted).
     pub fn last_plan(&self) -> Option<PlanInfo> {
         lock(&self.last_plan).clone()

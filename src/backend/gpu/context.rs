@@ -248,6 +248,12 @@ pub fn dispatch_count(index: usize) -> Result<u64> {
     Ok(context(index)?.dispatches.load(std::sync::atomic::Ordering::Relaxed))
 }
 
+/// Command buffers submitted to `gpu:index` so far. Work is batched: a replayed plan's run
+/// and the readback of what it fetched are one submission.
+pub fn submit_count(index: usize) -> Result<u64> {
+    Ok(lock(&context(index)?.recorder).submits)
+}
+
 /// Resets the peak counter of `gpu:index` to the current allocation.
 pub fn reset_peak_memory(index: usize) -> Result<()> {
     let ctx = context(index)?;

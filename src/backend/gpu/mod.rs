@@ -16,7 +16,7 @@ pub(crate) use context::lock;
 pub(crate) use context::{GpuBuffer, GpuContext, context, hardware_adapter_available};
 pub use context::{
     GpuInfo, dispatch_count, empty_cache, gpu_count, gpu_info, init_gpu, memory_stats, reset_peak_memory,
-    set_memory_limit, sync,
+    set_memory_limit, submit_count, sync,
 };
 pub use pool::MemoryStats;
 #[cfg(all(feature = "mpi", not(target_arch = "wasm32")))]
