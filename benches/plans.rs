@@ -73,6 +73,15 @@ fn step_bytes(place: Place, f: &mut dyn FnMut()) -> Option<u64> {
 /// instead of 1980 right after the CPU rows, and eager at 0.71–0.90 ms per step against 0.41).
 const HARDWARE_WARM_S: f64 = 1.0;
 
+/// Calls `f` for `secs` seconds of wall time, draining the device after each call.
+fn warm_for(place: Place, secs: f64, f: &mut dyn FnMut()) {
+    let t = Instant::now();
+    while t.elapsed().as_secs_f64() < secs {
+        f();
+        settle(place);
+    }
+}
+
 /// Times `steps` calls of `f` after `warm.0` calls (the first compiles and captures: host work
 /// that leaves the device idle) and then `warm.1` seconds of calls (wall, with the device
 /// drained, and host CPU).
@@ -81,13 +90,9 @@ fn measure(place: Place, mode: &'static str, warm: (usize, f64), steps: usize, f
         f();
     }
     settle(place);
-    let t = Instant::now();
-    while t.elapsed().as_secs_f64() < warm.1 {
-        f();
-        settle(place);
-    }
+    warm_for(place, warm.1, f);
     let d0 = dispatches(place);
-    let (t0, c0) = (Instant::now(), thread_cpu());
+    let t0 = Instant::now();
     let mut host = Duration::ZERO;
     for _ in 0..steps {
         let c = thread_cpu();
@@ -99,7 +104,6 @@ fn measure(place: Place, mode: &'static str, warm: (usize, f64), steps: usize, f
     settle(place);
     host += thread_cpu() - c;
     let wall = t0.elapsed();
-    let _ = c0;
     let d = dispatches(place) - d0;
     let step = step_bytes(place, f);
     Row {
@@ -144,11 +148,7 @@ fn profile(place: Place, mode: &str, steps: usize, f: &mut dyn FnMut()) {
     let hardware = matches!(place, Place::Gpu(_)) && paddle::gpu_info(0).is_ok_and(|i| !i.device_type.contains("Cpu"));
     f();
     settle(place);
-    let t = Instant::now();
-    while hardware && t.elapsed().as_secs_f64() < HARDWARE_WARM_S {
-        f();
-        settle(place);
-    }
+    warm_for(place, if hardware { HARDWARE_WARM_S } else { 0.0 }, f);
     let p = match dygraph::profiler::Profiler::start(place) {
         Ok(p) => p,
         Err(e) => return println!("<!-- {mode}: no kernel profile ({e}) -->"),
