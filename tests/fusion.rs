@@ -139,7 +139,7 @@ fn matmul_epilogues_match_unfused_forward_and_backward() {
         let build = || {
             paddle::seed(seed);
             let (main, startup) = (Program::new(), Program::new());
-            let (loss, pre) = st::program_guard(&main, &startup, || {
+            let (loss, pre, params) = st::program_guard(&main, &startup, || {
                 let x = st::data("x", &[-1, 8], DType::Float32).unwrap();
                 let fc1 = nn::Linear::new(8, 16).unwrap();
                 let fc2 = nn::Linear::new(16, 16).unwrap();
@@ -153,13 +153,15 @@ fn matmul_epilogues_match_unfused_forward_and_backward() {
                 let mut params = fc1.parameters();
                 params.extend(fc2.parameters());
                 params.extend(fc3.parameters());
-                SGD::new(0.1, params).minimize(&loss).unwrap();
-                (loss, pre)
+                SGD::new(0.1, params.clone()).minimize(&loss).unwrap();
+                (loss, pre, params)
             });
-            (main, startup, loss, pre)
+            (main, startup, loss, (pre, params))
         };
+        // The losses, then every parameter after the steps (the gradients through the
+        // epilogues, element by element), and the epilogue programs.
         let run = |fusion: bool, fetch_pre: bool| -> (Vec<f64>, Vec<String>) {
-            let (main, startup, loss, pre) = build();
+            let (main, startup, loss, (pre, params)) = build();
             let exe = Executor::with_scope(place, Scope::new());
             exe.set_fusion(fusion);
             exe.run(&startup, &[], &[] as &[&str]).unwrap();
@@ -174,6 +176,9 @@ fn matmul_epilogues_match_unfused_forward_and_backward() {
                     exe.run(&main, &[("x", &x)], &[&loss]).unwrap()
                 };
                 losses.extend(values(&out[0]));
+            }
+            for p in &params {
+                losses.extend(values(&exe.scope().var(&p.name().unwrap()).unwrap()));
             }
             (losses, epilogues)
         };
@@ -190,7 +195,7 @@ fn matmul_epilogues_match_unfused_forward_and_backward() {
         for p in &epilogues {
             validate_source(p, &dygraph::ops::matmul_epilogue_source(p).unwrap());
         }
-        assert_close(&format!("losses on {place} (seed {seed})"), &fused, &plain, 1e-5);
+        assert_close(&format!("losses and parameters on {place} (seed {seed})"), &fused, &plain, 1e-5);
         // Fetching a product's chain value runs unfused, with the same losses.
         let (fetched, _) = run(true, true);
         assert_close(&format!("losses fetching the product on {place} (seed {seed})"), &fetched, &plain, 1e-5);
@@ -218,13 +223,14 @@ fn conv_epilogues_match_unfused_in_training() {
                 let mut params = c1.parameters();
                 params.extend(c2.parameters());
                 params.extend(fc.parameters());
-                SGD::new(0.2, params).minimize(&loss).unwrap();
-                loss
+                SGD::new(0.2, params.clone()).minimize(&loss).unwrap();
+                (loss, params)
             });
             (main, startup, loss)
         };
+        // The losses, then every parameter after the steps, and the epilogue programs.
         let run = |fusion: bool| -> (Vec<f64>, Vec<String>) {
-            let (main, startup, loss) = build();
+            let (main, startup, (loss, params)) = build();
             let exe = Executor::with_scope(place, Scope::new());
             exe.set_fusion(fusion);
             exe.run(&startup, &[], &[] as &[&str]).unwrap();
@@ -234,6 +240,9 @@ fn conv_epilogues_match_unfused_in_training() {
             for rows in [3usize, 2, 3] {
                 let x = common::tensor(&rng.vec(rows * 72, -1.0, 1.0), &[rows, 2, 6, 6], DType::Float32, Place::Cpu);
                 losses.extend(values(&exe.run(&main, &[("x", &x)], &[&loss]).unwrap()[0]));
+            }
+            for p in &params {
+                losses.extend(values(&exe.scope().var(&p.name().unwrap()).unwrap()));
             }
             (losses, epilogues)
         };
@@ -248,7 +257,7 @@ fn conv_epilogues_match_unfused_in_training() {
         for p in &epilogues {
             validate_source(p, &dygraph::ops::conv2d_epilogue_source(p).unwrap());
         }
-        assert_close(&format!("losses on {place} (seed {seed})"), &fused, &plain, 1e-5);
+        assert_close(&format!("losses and parameters on {place} (seed {seed})"), &fused, &plain, 1e-5);
     }
 }
 
