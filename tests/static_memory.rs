@@ -2,8 +2,9 @@
 //! 1 MiB ops peaks at a few live buffers, not twenty, interpreted; and a plan's buffers
 //! (assigned by liveness when it is captured) hold a few, not twenty. A first run that fails
 //! while its plan is captured gives back all it allocated. A replayed run is one submission,
-//! and the plan cache is bounded. The tests hold one lock, and nothing else shares this
-//! binary, because the GPU memory and submission counters are per device.
+//! however many dispatches it holds, and the plan cache is bounded. The tests hold one lock,
+//! and nothing else shares this binary, because the GPU memory and submission counters are
+//! per device.
 
 mod common;
 
@@ -135,10 +136,7 @@ fn reference(x: &[f32], n: usize) -> f64 {
 fn a_replayed_run_is_one_submission_and_the_plan_cache_is_bounded() {
     let Some(gpu) = common::gpu_or_skip() else { return };
     let _device = DEVICE.lock().unwrap_or_else(|e| e.into_inner());
-    let index = match gpu {
-        dygraph::Place::Gpu(i) => i,
-        other => panic!("not a GPU place: {other}"),
-    };
+    let dygraph::Place::Gpu(index) = gpu else { panic!("not a GPU place: {gpu}") };
     let (main, startup) = (Program::new(), Program::new());
     let y = st::program_guard(&main, &startup, || {
         let x = st::data("x", &[-1, 64], DType::Float32).unwrap();
@@ -166,5 +164,43 @@ fn a_replayed_run_is_one_submission_and_the_plan_cache_is_bounded() {
         }
         let want = if n <= 16 { n } else { n - 16 };
         assert_eq!(exe.cached_plans(), want, "after batch size {n}");
+    }
+}
+
+/// A program of more dispatches than a batch of eager work holds (512) still replays as
+/// one submission: 600 products by `diag(1, −1, 1, −1)`, an even number, give `x` back.
+#[test]
+fn a_long_program_replays_as_one_submission() {
+    let Some(gpu) = common::gpu_or_skip() else { return };
+    let _device = DEVICE.lock().unwrap_or_else(|e| e.into_inner());
+    let dygraph::Place::Gpu(index) = gpu else { panic!("not a GPU place: {gpu}") };
+    let (main, startup) = (Program::new(), Program::new());
+    let y = st::program_guard(&main, &startup, || {
+        let mut h = st::data("x", &[2, 4], DType::Float32).unwrap();
+        let w = st::data("w", &[4, 4], DType::Float32).unwrap();
+        for _ in 0..600 {
+            h = h.matmul(&w).unwrap();
+        }
+        h
+    });
+    let exe = Executor::with_scope(gpu, Scope::new());
+    let xs = [0.5f32, -1.25, 3.0, 7.5, -2.0, 0.0, 1.0, -0.75];
+    let x = Tensor::from_vec_on(xs.to_vec(), [2, 4], gpu).unwrap();
+    let mut diag = vec![0f32; 16];
+    for i in 0..4 {
+        diag[i * 5] = if i % 2 == 0 { 1.0 } else { -1.0 };
+    }
+    let w = Tensor::from_vec_on(diag, [4, 4], gpu).unwrap();
+    for run in 0..3 {
+        paddle::sync().unwrap();
+        let before = paddle::submit_count(index).unwrap();
+        let out = exe.run(&main, &[("x", &x), ("w", &w)], &[&y]).unwrap();
+        assert_eq!(out[0].to_vec::<f32>().unwrap(), xs, "run {run}");
+        let submits = paddle::submit_count(index).unwrap() - before;
+        let plan = exe.last_plan().unwrap_or_else(|| panic!("run {run}: {:?}", exe.interpreted_because()));
+        assert!(plan.dispatches >= 600, "{plan:?}");
+        if run > 0 {
+            assert_eq!(submits, 1, "run {run}: {submits} submissions for {plan:?}");
+        }
     }
 }

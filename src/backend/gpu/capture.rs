@@ -532,7 +532,10 @@ impl GpuContext {
         }
         let mut rec = lock(&self.recorder);
         for cmd in &tape.cmds {
-            if rec.pending >= MAX_PENDING {
+            // A run is one submission however long the tape: its parameters are in the
+            // tape's own buffer, not the recorder's arena. Only the profiler's query set,
+            // a pair per dispatch, bounds a batch.
+            if rec.pending >= MAX_PENDING && rec.profiling.is_some() {
                 rec.flush(self)?;
             }
             match cmd {
