@@ -3,7 +3,7 @@
 //! fetches. The page holds no network code: the program and its parameters come from the
 //! files.
 
-use dygraph::static_::{Executor, InferenceModel, Scope, load_inference_model_from_bytes};
+use dygraph::static_::{Executor, InferenceModel, PlanInfo, Scope, load_inference_model_from_bytes};
 use dygraph::{Error, Place, Result, Tensor};
 
 use crate::digit::SIDE;
@@ -32,5 +32,11 @@ impl Classifier {
         let x = Tensor::from_vec_on(input.to_vec(), [1, 1, SIDE, SIDE], self.exe.place())?;
         let feed = &self.model.feed_names[0];
         Ok(self.exe.run(&self.model.program, &[(feed, &x)], &self.model.fetch_names)?.remove(0))
+    }
+
+    /// The execution plan the last prediction replayed (on WebGPU), or None where it was
+    /// interpreted (the CPU place).
+    pub fn last_plan(&self) -> Option<PlanInfo> {
+        self.exe.last_plan()
     }
 }

@@ -1,5 +1,7 @@
 //! The GPU-against-CPU op checks run inside headless Chromium: WebGPU (SwiftShader in CI)
-//! against the CPU backend compiled to wasm, on fresh random inputs. `web/test.sh` runs them.
+//! against the CPU backend compiled to wasm, on fresh random inputs; and the page's
+//! inference model through an Executor, whose WebGPU runs replay a plan and read back
+//! asynchronously. `web/test.sh` runs them.
 
 use dygraph::Place;
 use dygraph_web::check::{self, CheckResult};
@@ -71,4 +73,27 @@ async fn predict_rejects_ink_of_the_wrong_size() {
     let error = wasm_bindgen::JsValue::from(err);
     let message = js_sys::Reflect::get(&error, &"message".into()).unwrap().as_string().unwrap();
     assert!(message.starts_with("predict:") && message.contains("10 values") && message.contains("4 × 4"), "{message}");
+}
+
+#[wasm_bindgen_test]
+async fn the_classifier_replays_a_plan_on_webgpu_and_matches_the_cpu() {
+    use dygraph_web::classifier::Classifier;
+    let info = dygraph::init_gpu().await.unwrap_or_else(|e| panic!("WebGPU is required here: {e}"));
+    assert_eq!(info.backend, "BrowserWebGpu", "{info:?}");
+    let (model, params) = (include_bytes!("../mnist.pdmodel"), include_bytes!("../mnist.pdiparams"));
+    let gpu = Classifier::from_inference_model(model, params, Place::Gpu(0)).unwrap();
+    let cpu = Classifier::from_inference_model(model, params, Place::Cpu).unwrap();
+    // The first prediction captures the plan, the next ones replay it.
+    for k in 0..3usize {
+        let input: Vec<f32> = (0..784).map(|i| (((i * 7 + k * 13) % 17) as f32 / 8.0) - 1.0).collect();
+        let g = gpu.probabilities(&input).unwrap().to_vec_async::<f32>().await.unwrap();
+        let c = cpu.probabilities(&input).unwrap().to_vec_async::<f32>().await.unwrap();
+        assert_eq!((g.len(), c.len()), (10, 10));
+        for (i, (a, b)) in g.iter().zip(&c).enumerate() {
+            assert!((a - b).abs() <= 1e-5 + 1e-4 * b.abs(), "input {k}, class {i}: WebGPU {a} against CPU {b}");
+        }
+        let plan = gpu.last_plan().unwrap_or_else(|| panic!("input {k}: the WebGPU run was interpreted"));
+        assert!(plan.dispatches > 0, "{plan:?}");
+        assert!(cpu.last_plan().is_none());
+    }
 }
