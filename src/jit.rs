@@ -105,7 +105,8 @@ impl<L: Forward> StaticLayer<L> {
 
     /// The execution plan that the last run for inputs like `x` (on `x`'s place, forward or
     /// gradient) replayed: None where it was interpreted op by op (the CPU place, a program
-    /// that cannot be replayed) or nothing has run yet.
+    /// that cannot be replayed) or nothing has run there yet. An input of a signature not
+    /// seen before is traced first.
     pub fn last_plan(&self, x: &Tensor) -> Result<Option<st::PlanInfo>> {
         Ok(self.traced(x)?.executor(x.place()).last_plan())
     }

@@ -605,3 +605,49 @@ fn a_value_written_twice_is_not_fused_through() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A loaded program may also overwrite a value that its chain read: here the fed `x` in
+/// `a = exp(x); x = 2a`. The chain must not look for `x`'s producer among its own ops (once
+/// an endless recursion): fetching `x` gives 2·exp of the fed value.
+#[test]
+fn a_fed_value_its_chain_overwrites_is_not_fused_through() {
+    let (main, startup) = (Program::new(), Program::new());
+    let (x, b) = st::program_guard(&main, &startup, || {
+        let x = st::data("x", &[4], DType::Float32).unwrap();
+        let b = x.exp().unwrap().scale(2.0, 0.0).unwrap();
+        (x, b)
+    });
+    let dir = std::env::temp_dir().join(format!("dygraph-fusion-overwrite-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let prefix = dir.join("m");
+    let exe = Executor::with_scope(Place::Cpu, Scope::new());
+    st::save_inference_model(&prefix, &[&x], &[&b], &exe, &main).unwrap();
+    let model = prefix.with_extension("pdmodel");
+    let text = std::fs::read_to_string(&model).unwrap();
+    let (x_name, b_name) = (x.name().unwrap(), b.name().unwrap());
+    // `b`'s op now writes `x`, which is fetched.
+    let edited: String =
+        text.lines()
+            .map(|l| {
+                if l.starts_with("op ") || l.starts_with("fetch ") {
+                    l.replace(&b_name, &x_name)
+                } else {
+                    l.to_string()
+                }
+            })
+            .map(|l| l + "\n")
+            .collect();
+    assert_ne!(edited, text, "the edit changed nothing:\n{text}");
+    std::fs::write(&model, edited).unwrap();
+    let xs = [0.5f32, -1.0, 2.0, 0.0];
+    for place in places() {
+        let exe = Executor::with_scope(place, Scope::new());
+        let m = st::load_inference_model(&prefix, &exe).unwrap();
+        assert_eq!(m.fetch_names, std::slice::from_ref(&x_name));
+        let feed = Tensor::from_vec_on(xs.to_vec(), [4], place).unwrap();
+        let out = exe.run(&m.program, &[("x", &feed)], &m.fetch_names).unwrap();
+        let want: Vec<f64> = xs.iter().map(|&v| 2.0 * (v as f64).exp()).collect();
+        assert_close(&format!("x on {place}"), &values(&out[0]), &want, 1e-5);
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -124,6 +124,6 @@ fn sgd_and_the_gpu_place_train() {
     assert!(c.plan.is_none(), "the CPU place interprets: {:?}", c.plan);
     let widen = |l: &[f32]| l.iter().map(|&v| v as f64).collect::<Vec<f64>>();
     let what = format!("static MNIST loss per step, GPU plan vs CPU (seed {})", config(gpu).seed);
-    common::assert_close(&what, &widen(&g.losses), &widen(&c.losses), 5e-4);
+    common::assert_close(&what, &widen(&g.losses), &widen(&c.losses), 1e-3);
     assert!(g.losses[59] < g.losses[0] - 1.0, "GPU static loss {} → {}", g.losses[0], g.losses[59]);
 }

@@ -189,8 +189,10 @@ impl Executor {
         Ok(c.blocks[0].iter().map(|s| s.desc.clone()).collect())
     }
 
-    /// Plans this executor holds, one per program and feed signature (shapes and dtypes):
-    /// at most 16; a seventeenth signature empties the cache first.
+    /// Entries of this executor's plan cache: one per program and run signature (feed shapes
+    /// and dtypes, fetch list, fusion and NaN-check settings) that ran on a GPU place, a plan
+    /// or a note that the program is interpreted. At most 16: a seventeenth empties the
+    /// cache first.
     pub fn cached_plans(&self) -> usize {
         lock(&self.plans).len()
     }

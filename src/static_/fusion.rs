@@ -111,12 +111,23 @@ pub(super) fn fuse(ops: &[OpDesc], vars: &[VarDesc], kinds: Kinds) -> Vec<Fused>
             readers[v] += 1;
         }
     }
-    // A loaded program may write a value more than once: such a value neither joins nor
-    // leaves a chain, so each chain's values have one producer, the one `postfix` looks up.
+    // A loaded program may write a value more than once, or overwrite one that an earlier op
+    // (or the same op) read, a feed or a persistable: such a value has two values in the
+    // block, and neither joins nor leaves a chain, so each chain's values have one producer,
+    // the one `postfix` looks up (and never one reached again from its own inputs).
     let mut writers = vec![0usize; vars.len()];
-    for op in ops {
+    let mut first_write: Vec<Option<usize>> = vec![None; vars.len()];
+    for (i, op) in ops.iter().enumerate() {
         for &v in &op.outputs {
             writers[v] += 1;
+            first_write[v].get_or_insert(i);
+        }
+    }
+    for (i, op) in ops.iter().enumerate() {
+        for &v in &op.inputs {
+            if first_write[v].is_some_and(|w| w >= i) {
+                writers[v] = writers[v].max(2);
+            }
         }
     }
     let tokens: Vec<Option<String>> =

@@ -531,10 +531,14 @@ impl GpuContext {
             self.arm_index_flag();
         }
         let mut rec = lock(&self.recorder);
+        // Work already pending past the eager bound goes first; then the tape is encoded
+        // whole, one submission however long: its parameters are in the tape's own buffer,
+        // not the recorder's arena. Only the profiler's query set, a pair per dispatch,
+        // bounds a batch inside a tape.
+        if rec.pending >= MAX_PENDING {
+            rec.flush(self)?;
+        }
         for cmd in &tape.cmds {
-            // A run is one submission however long the tape: its parameters are in the
-            // tape's own buffer, not the recorder's arena. Only the profiler's query set,
-            // a pair per dispatch, bounds a batch.
             if rec.pending >= MAX_PENDING && rec.profiling.is_some() {
                 rec.flush(self)?;
             }

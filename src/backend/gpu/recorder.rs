@@ -2,7 +2,7 @@
 //! (inside one open compute pass); their parameters and small uploads go into a host-side
 //! arena that is written to the device just before the batch is submitted. A batch is
 //! submitted on readback, on `sync()`, when the arena fills, or after `MAX_PENDING`
-//! dispatches. Small uploads and copies run as a word-copy kernel, not a copy command, so
+//! dispatches (a replayed plan's tape is not split: see `capture.rs`). Small uploads and copies run as a word-copy kernel, not a copy command, so
 //! the batch stays one compute pass (every pass costs wgpu and the driver command buffers).
 //!
 //! Ordering: every write into a pooled buffer is a command in the encoder, so a buffer
@@ -19,7 +19,8 @@ use super::profile::{KernelLabel, Profiling};
 use super::shader::Kernel;
 use crate::{Error, Result};
 
-/// Dispatches recorded before the batch is submitted anyway.
+/// Eager dispatches recorded before the batch is submitted anyway (a replayed tape goes in
+/// whole, after any pending work past this bound).
 pub(crate) const MAX_PENDING: u32 = 512;
 /// Bytes of parameters and small uploads per batch.
 const ARENA_BYTES: u64 = 1 << 21;
