@@ -564,6 +564,54 @@ fn relu_read_elsewhere_stays_before_the_pooling() {
     assert!(pos("relu") < pos("max_pool2d"), "{order:?}");
 }
 
+/// Saves `main` (fed `x`, fetching `fetch`) as an inference model in a folder named after
+/// `test`, rewrites the model's text with `edit`, and loads and runs it on each place with
+/// `xs` fed as `x`: each place's first fetched value.
+fn run_edited(
+    test: &str,
+    (main, x, fetch): (&Program, &Tensor, &[&Tensor]),
+    edit: impl Fn(&str) -> String,
+    xs: &[f32],
+) -> Vec<(Place, Vec<f64>)> {
+    let dir = std::env::temp_dir().join(format!("dygraph-{test}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let prefix = dir.join("m");
+    let exe = Executor::with_scope(Place::Cpu, Scope::new());
+    st::save_inference_model(&prefix, &[x], fetch, &exe, main).unwrap();
+    let model = prefix.with_extension("pdmodel");
+    let text = std::fs::read_to_string(&model).unwrap();
+    let edited = edit(&text);
+    assert_ne!(edited, text, "the edit changed nothing:\n{text}");
+    std::fs::write(&model, edited).unwrap();
+    let out = places()
+        .into_iter()
+        .map(|place| {
+            let exe = Executor::with_scope(place, Scope::new());
+            let m = st::load_inference_model(&prefix, &exe).unwrap();
+            let feed = Tensor::from_vec_on(xs.to_vec(), [xs.len()], place).unwrap();
+            (place, values(&exe.run(&m.program, &[("x", &feed)], &m.fetch_names).unwrap()[0]))
+        })
+        .collect();
+    std::fs::remove_dir_all(&dir).ok();
+    out
+}
+
+/// The text with `from` renamed `to` in op lines (and fetch lines when `fetches`), and the
+/// fetch lines naming `drop` removed.
+fn rename(text: &str, from: &str, to: &str, fetches: bool, drop: Option<&str>) -> String {
+    text.lines()
+        .filter(|l| drop.is_none_or(|d| *l != format!("fetch {d}")))
+        .map(|l| {
+            if l.starts_with("op ") || (fetches && l.starts_with("fetch ")) {
+                l.replace(from, to)
+            } else {
+                l.to_string()
+            }
+        })
+        .map(|l| l + "\n")
+        .collect()
+}
+
 /// A loaded program may write a value twice (the text format allows it). Here `a = exp(x)`
 /// feeds `b = 2a`, and a later op writes `a = 3x`: the chain must read the first `a`, as
 /// the unfused program does, not whichever op wrote `a` last.
@@ -577,33 +625,14 @@ fn a_value_written_twice_is_not_fused_through() {
         let z = x.scale(3.0, 0.0).unwrap();
         (x, a, b, z)
     });
-    let dir = std::env::temp_dir().join(format!("dygraph-fusion-rewrite-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let prefix = dir.join("m");
-    let exe = Executor::with_scope(Place::Cpu, Scope::new());
-    st::save_inference_model(&prefix, &[&x], &[&b, &z], &exe, &main).unwrap();
-    let model = prefix.with_extension("pdmodel");
-    let text = std::fs::read_to_string(&model).unwrap();
     let (a_name, z_name) = (a.name().unwrap(), z.name().unwrap());
     // `z`'s op now writes `a`, and only `b` is fetched.
-    let edited: String = text
-        .lines()
-        .filter(|l| *l != format!("fetch {z_name}"))
-        .map(|l| if l.starts_with("op ") { l.replace(&z_name, &a_name) } else { l.to_string() })
-        .map(|l| l + "\n")
-        .collect();
-    assert_ne!(edited, text, "the edit changed nothing:\n{text}");
-    std::fs::write(&model, edited).unwrap();
     let xs = [0.5f32, -1.0, 2.0, 0.0];
-    for place in places() {
-        let exe = Executor::with_scope(place, Scope::new());
-        let m = st::load_inference_model(&prefix, &exe).unwrap();
-        let feed = Tensor::from_vec_on(xs.to_vec(), [4], place).unwrap();
-        let out = exe.run(&m.program, &[("x", &feed)], &m.fetch_names).unwrap();
-        let want: Vec<f64> = xs.iter().map(|&v| 2.0 * (v as f64).exp()).collect();
-        assert_close(&format!("b on {place}"), &values(&out[0]), &want, 1e-5);
+    let edit = |text: &str| rename(text, &z_name, &a_name, false, Some(&z_name));
+    let want: Vec<f64> = xs.iter().map(|&v| 2.0 * (v as f64).exp()).collect();
+    for (place, got) in run_edited("written-twice", (&main, &x, &[&b, &z]), edit, &xs) {
+        assert_close(&format!("b on {place}"), &got, &want, 1e-5);
     }
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 /// A loaded program may also overwrite a value that its chain read: here the fed `x` in
@@ -617,37 +646,12 @@ fn a_fed_value_its_chain_overwrites_is_not_fused_through() {
         let b = x.exp().unwrap().scale(2.0, 0.0).unwrap();
         (x, b)
     });
-    let dir = std::env::temp_dir().join(format!("dygraph-fusion-overwrite-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let prefix = dir.join("m");
-    let exe = Executor::with_scope(Place::Cpu, Scope::new());
-    st::save_inference_model(&prefix, &[&x], &[&b], &exe, &main).unwrap();
-    let model = prefix.with_extension("pdmodel");
-    let text = std::fs::read_to_string(&model).unwrap();
     let (x_name, b_name) = (x.name().unwrap(), b.name().unwrap());
     // `b`'s op now writes `x`, which is fetched.
-    let edited: String =
-        text.lines()
-            .map(|l| {
-                if l.starts_with("op ") || l.starts_with("fetch ") {
-                    l.replace(&b_name, &x_name)
-                } else {
-                    l.to_string()
-                }
-            })
-            .map(|l| l + "\n")
-            .collect();
-    assert_ne!(edited, text, "the edit changed nothing:\n{text}");
-    std::fs::write(&model, edited).unwrap();
     let xs = [0.5f32, -1.0, 2.0, 0.0];
-    for place in places() {
-        let exe = Executor::with_scope(place, Scope::new());
-        let m = st::load_inference_model(&prefix, &exe).unwrap();
-        assert_eq!(m.fetch_names, std::slice::from_ref(&x_name));
-        let feed = Tensor::from_vec_on(xs.to_vec(), [4], place).unwrap();
-        let out = exe.run(&m.program, &[("x", &feed)], &m.fetch_names).unwrap();
-        let want: Vec<f64> = xs.iter().map(|&v| 2.0 * (v as f64).exp()).collect();
-        assert_close(&format!("x on {place}"), &values(&out[0]), &want, 1e-5);
+    let edit = |text: &str| rename(text, &b_name, &x_name, true, None);
+    let want: Vec<f64> = xs.iter().map(|&v| 2.0 * (v as f64).exp()).collect();
+    for (place, got) in run_edited("overwritten-feed", (&main, &x, &[&b]), edit, &xs) {
+        assert_close(&format!("x on {place}"), &got, &want, 1e-5);
     }
-    std::fs::remove_dir_all(&dir).ok();
 }
