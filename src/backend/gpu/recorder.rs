@@ -2,8 +2,9 @@
 //! (inside one open compute pass); their parameters and small uploads go into a host-side
 //! arena that is written to the device just before the batch is submitted. A batch is
 //! submitted on readback, on `sync()`, when the arena fills, or after `MAX_PENDING`
-//! dispatches (a replayed plan's tape is not split: see `capture.rs`). Small uploads and copies run as a word-copy kernel, not a copy command, so
-//! the batch stays one compute pass (every pass costs wgpu and the driver command buffers).
+//! dispatches (a replayed plan's tape is not split: see `capture.rs`). Small uploads and
+//! copies run as a word-copy kernel, not a copy command, so the batch stays one compute
+//! pass (every pass costs wgpu and the driver command buffers).
 //!
 //! Ordering: every write into a pooled buffer is a command in the encoder, so a buffer
 //! freed and reused inside one batch is safe. The only queue-level write is the arena
