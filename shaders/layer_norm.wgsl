@@ -1,7 +1,8 @@
 // layer_norm forward over rows of D contiguous elements: y = (x − mean) · rstd · w + b, and
 // the row's mean and rstd = 1/sqrt(var + eps) (biased variance) saved for backward.
 // `rows`: one workgroup per row, mean and variance (two passes, for accuracy) as tree
-// reductions. `small`: one invocation per row, for short rows.
+// reductions. `rows_cached` (D ≤ CACHED × WG): the same, x read once into registers where
+// `rows` reads it three times. `small`: one invocation per row, for short rows.
 // params: [rows, D, has_weight, has_bias, eps (f32 bits)]
 
 @group(0) @binding(0) var<storage, read> x: array<f32>;
@@ -13,6 +14,9 @@
 @group(0) @binding(6) var<storage, read> params: array<u32>;
 
 var<workgroup> red: array<f32, {{WG}}>;
+
+// Elements per invocation in `rows_cached`.
+const CACHED: u32 = 4u;
 
 // Σ v over the workgroup; every invocation must call it (it holds barriers).
 fn wg_sum(lid: u32, v: f32) -> f32 {
@@ -72,6 +76,45 @@ fn rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             mean[row] = mu;
             rstd[row] = rs;
         }
+    }
+}
+
+@compute @workgroup_size({{WG}})
+fn rows_cached(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+               @builtin(local_invocation_index) lid: u32) {
+    let row = wid.x + wid.y * nwg.x;
+    let in_range = row < params[0];
+    let d = params[1];
+    let len = select(0u, d, in_range);
+    let eps = bitcast<f32>(params[4]);
+    let base = row * d;
+    var v: array<f32, CACHED>;
+    var s = 0.0;
+    for (var i = 0u; i < CACHED; i = i + 1u) {
+        let j = lid + i * {{WG}}u;
+        if (j < len) {
+            v[i] = x[base + j];
+            s = s + v[i];
+        }
+    }
+    let mu = wg_sum(lid, s) / f32(d);
+    var q = 0.0;
+    for (var i = 0u; i < CACHED; i = i + 1u) {
+        if (lid + i * {{WG}}u < len) {
+            v[i] = v[i] - mu;
+            q = q + v[i] * v[i];
+        }
+    }
+    let rs = 1.0 / sqrt(wg_sum(lid, q) / f32(d) + eps);
+    for (var i = 0u; i < CACHED; i = i + 1u) {
+        let j = lid + i * {{WG}}u;
+        if (j < len) {
+            y[base + j] = affine(j, v[i] * rs);
+        }
+    }
+    if (in_range && lid == 0u) {
+        mean[row] = mu;
+        rstd[row] = rs;
     }
 }
 

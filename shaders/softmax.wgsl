@@ -1,6 +1,8 @@
 // softmax / log_softmax over the middle axis of an (outer, R, inner) view, max subtracted.
 // `rows` (inner == 1): one workgroup per row; max, Σexp and the write in one dispatch,
 // the two reductions as tree reductions in workgroup memory.
+// `rows_cached` (inner == 1, R ≤ CACHED × WG): the same, each element read once into
+// registers and its exp taken once, where `rows` reads the row three times.
 // `strided`: one invocation per (outer, inner) line, looping over R.
 // params: [outer, R, inner]
 #include "lib/math.wgsl"
@@ -12,6 +14,29 @@
 const LOG_SOFTMAX: bool = {{LOG}};
 
 var<workgroup> red: array<f32, {{WG}}>;
+
+// Elements per invocation in `rows_cached`.
+const CACHED: u32 = 4u;
+
+// The maximum (`is_max`) or the sum of every invocation's `v`; every invocation must call it
+// (it holds barriers).
+fn wg_reduce(lid: u32, v: f32, is_max: bool) -> f32 {
+    red[lid] = v;
+    workgroupBarrier();
+    for (var s = {{WG}}u / 2u; s > 0u; s = s >> 1u) {
+        if (lid < s) {
+            if (is_max) {
+                red[lid] = max(red[lid], red[lid + s]);
+            } else {
+                red[lid] = red[lid] + red[lid + s];
+            }
+        }
+        workgroupBarrier();
+    }
+    let r = red[0];
+    workgroupBarrier();
+    return r;
+}
 
 // The result for one element, from x − max and the row's Σexp(x − max).
 fn result(shifted: f32, total: f32) -> f32 {
@@ -36,16 +61,7 @@ fn rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             m = max(m, src[base + r]);
         }
     }
-    red[lid] = m;
-    workgroupBarrier();
-    for (var s = {{WG}}u / 2u; s > 0u; s = s >> 1u) {
-        if (lid < s) {
-            red[lid] = max(red[lid], red[lid + s]);
-        }
-        workgroupBarrier();
-    }
-    let row_max = red[0];
-    workgroupBarrier();
+    let row_max = wg_reduce(lid, m, true);
 
     var acc = 0.0;
     if (in_range) {
@@ -53,19 +69,49 @@ fn rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             acc = acc + exp(src[base + r] - row_max);
         }
     }
-    red[lid] = acc;
-    workgroupBarrier();
-    for (var s = {{WG}}u / 2u; s > 0u; s = s >> 1u) {
-        if (lid < s) {
-            red[lid] = red[lid] + red[lid + s];
-        }
-        workgroupBarrier();
-    }
-    let total = red[0];
+    let total = wg_reduce(lid, acc, false);
 
     if (in_range) {
         for (var r = lid; r < len; r = r + {{WG}}u) {
             dst[base + r] = result(src[base + r] - row_max, total);
+        }
+    }
+}
+
+@compute @workgroup_size({{WG}})
+fn rows_cached(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+               @builtin(local_invocation_index) lid: u32) {
+    let row = wid.x + wid.y * nwg.x;
+    let len = select(0u, params[1], row < params[0]);
+    let base = row * params[1];
+
+    var v: array<f32, CACHED>;
+    var m = -f32_inf();
+    for (var i = 0u; i < CACHED; i = i + 1u) {
+        let r = lid + i * {{WG}}u;
+        if (r < len) {
+            v[i] = src[base + r];
+            m = max(m, v[i]);
+        }
+    }
+    let row_max = wg_reduce(lid, m, true);
+
+    var acc = 0.0;
+    for (var i = 0u; i < CACHED; i = i + 1u) {
+        if (lid + i * {{WG}}u < len) {
+            let shifted = v[i] - row_max;
+            let e = exp(shifted);
+            acc = acc + e;
+            v[i] = select(e, shifted, LOG_SOFTMAX);
+        }
+    }
+    let total = wg_reduce(lid, acc, false);
+    let log_total = log(total);
+
+    for (var i = 0u; i < CACHED; i = i + 1u) {
+        let r = lid + i * {{WG}}u;
+        if (r < len) {
+            dst[base + r] = select(v[i] / total, v[i] - log_total, LOG_SOFTMAX);
         }
     }
 }

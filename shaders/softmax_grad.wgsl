@@ -2,6 +2,7 @@
 //   softmax:     dx = y · (g − Σ g·y)
 //   log_softmax: dx = g − exp(y) · Σ g
 // `rows` (inner == 1): one workgroup per row, the sum as a tree reduction.
+// `rows_cached` (inner == 1, R ≤ CACHED × WG): the same, y and g read once into registers.
 // `strided`: one invocation per (outer, inner) line.
 // params: [outer, R, inner]
 
@@ -13,6 +14,22 @@
 const LOG_SOFTMAX: bool = {{LOG}};
 
 var<workgroup> red: array<f32, {{WG}}>;
+
+// Elements per invocation in `rows_cached`.
+const CACHED: u32 = 4u;
+
+// Σ v over the workgroup; every invocation must call it (it holds barriers).
+fn wg_sum(lid: u32, v: f32) -> f32 {
+    red[lid] = v;
+    workgroupBarrier();
+    for (var s = {{WG}}u / 2u; s > 0u; s = s >> 1u) {
+        if (lid < s) {
+            red[lid] = red[lid] + red[lid + s];
+        }
+        workgroupBarrier();
+    }
+    return red[0];
+}
 
 // The summand of the row reduction.
 fn term(k: u32) -> f32 {
@@ -43,18 +60,40 @@ fn rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             acc = acc + term(base + r);
         }
     }
-    red[lid] = acc;
-    workgroupBarrier();
-    for (var s = {{WG}}u / 2u; s > 0u; s = s >> 1u) {
-        if (lid < s) {
-            red[lid] = red[lid] + red[lid + s];
-        }
-        workgroupBarrier();
-    }
-    let total = red[0];
+    let total = wg_sum(lid, acc);
     if (in_range) {
         for (var r = lid; r < len; r = r + {{WG}}u) {
             dx[base + r] = result(base + r, total);
+        }
+    }
+}
+
+@compute @workgroup_size({{WG}})
+fn rows_cached(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+               @builtin(local_invocation_index) lid: u32) {
+    let row = wid.x + wid.y * nwg.x;
+    let len = select(0u, params[1], row < params[0]);
+    let base = row * params[1];
+    var yv: array<f32, CACHED>;
+    var gv: array<f32, CACHED>;
+    var acc = 0.0;
+    for (var i = 0u; i < CACHED; i = i + 1u) {
+        let r = lid + i * {{WG}}u;
+        if (r < len) {
+            yv[i] = y[base + r];
+            gv[i] = g[base + r];
+            acc = acc + select(gv[i] * yv[i], gv[i], LOG_SOFTMAX);
+        }
+    }
+    let total = wg_sum(lid, acc);
+    for (var i = 0u; i < CACHED; i = i + 1u) {
+        let r = lid + i * {{WG}}u;
+        if (r < len) {
+            if (LOG_SOFTMAX) {
+                dx[base + r] = gv[i] - exp(yv[i]) * total;
+            } else {
+                dx[base + r] = yv[i] * (gv[i] - total);
+            }
         }
     }
 }

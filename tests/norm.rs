@@ -53,8 +53,19 @@ fn layer_norm_known_values_cpu() {
 
 /// (shape, normalized_shape): short rows (one invocation per row on the GPU), rows of
 /// ≥ 32 and > 256 elements (a workgroup per row), many rows (chunked dweight/dbias).
-const LN_CASES: &[(&[usize], &[usize])] =
-    &[(&[8, 300], &[300]), (&[50, 16], &[16]), (&[4, 6, 10], &[6, 10]), (&[200, 40], &[40]), (&[3, 2, 5], &[3, 2, 5])];
+/// Rows held in registers (up to 1,024, the last slice partial or full), looped over (1,300),
+/// short rows one per invocation, and 260 rows of 33 (one invocation each on a software
+/// adapter, a workgroup each on hardware).
+const LN_CASES: &[(&[usize], &[usize])] = &[
+    (&[8, 300], &[300]),
+    (&[3, 1024], &[1024]),
+    (&[2, 1300], &[1300]),
+    (&[260, 33], &[33]),
+    (&[50, 16], &[16]),
+    (&[4, 6, 10], &[6, 10]),
+    (&[200, 40], &[40]),
+    (&[3, 2, 5], &[3, 2, 5]),
+];
 
 #[test]
 fn layer_norm_gpu_matches_cpu() {

@@ -91,9 +91,15 @@ fn softmax_dtypes() {
     }
 }
 
-/// Shapes and axes covering both GPU kernels: contiguous rows of ≥ 32 elements (workgroup
-/// per row, rows longer than 256), short contiguous rows and strided lines (inner > 1).
+/// Shapes and axes covering every GPU entry: contiguous rows of ≥ 32 elements (workgroup per
+/// row; up to 1,024 held in registers, partial and full last slices; 1,025 the looping
+/// entry; 300 rows, one invocation each on a software adapter), short contiguous rows and
+/// strided lines (inner > 1).
 const CASES: &[(&[usize], isize)] = &[
+    (&[5, 33], 1),
+    (&[3, 1024], -1),
+    (&[2, 1025], -1),
+    (&[300, 40], -1),
     (&[4, 300], -1),
     (&[3, 1000], 1),
     (&[2, 3, 600], 2),

@@ -387,11 +387,8 @@ fn gpu_reduce(
         binds.extend(pro.extras.iter().map(|x| Bind::read(x)));
         binds
     }
-    // Software adapters emulate the `rows` entry's workgroup barriers slowly: with 256 short
-    // rows or more (a workgroup's worth), one invocation per row looping over it is faster
-    // there (lavapipe, the MNIST step's conv bias gradients: 1280 rows of 576 and 3200 of
-    // 64, 36 → 1.3 ms). Its sum adds a row's elements in order, not as a tree.
-    let software_rows = ctx.is_software() && outer >= 256 && len <= 4096;
+    // On software adapters, many short rows take one invocation each, summed in order.
+    let software_rows = ctx.rows_without_barriers(outer, len);
     if inner == 1 && len >= 32 && !software_rows {
         let chunks = if outer < 64 && len > 8192 { len.div_ceil(4096).min(1024) } else { 1 };
         let chunk_len = len.div_ceil(chunks);

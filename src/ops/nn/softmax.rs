@@ -3,7 +3,9 @@
 //!
 //! The tensor is viewed as (outer, R, inner) around the axis. On the GPU a row that is
 //! contiguous (inner == 1) and long enough gets one workgroup that finds the maximum and
-//! Σexp with tree reductions and writes the result in one dispatch; otherwise each
+//! Σexp with tree reductions and writes the result in one dispatch (rows up to 1,024
+//! elements held in registers, read once); otherwise, and for many rows on a software
+//! adapter, each
 //! (outer, inner) line gets one invocation that loops over R.
 
 use crate::autograd::is_grad_enabled;
@@ -24,6 +26,10 @@ pub(crate) static SOFTMAX_GRAD: Kernel =
 /// Rows shorter than this use the thread-per-line kernel even when contiguous: a whole
 /// workgroup per row would leave most of its invocations idle.
 const ROWS_MIN_LEN: usize = 32;
+
+/// Rows up to this long take `rows_cached`, which holds them in registers (`CACHED` in
+/// softmax.wgsl and softmax_grad.wgsl: elements per invocation).
+const CACHED_MAX_LEN: usize = 4 * crate::backend::gpu::WORKGROUP as usize;
 
 fn variant(log: bool) -> Variant {
     vec![("LOG", log.to_string())]
@@ -153,8 +159,10 @@ fn dispatch(
     (outer, len, inner): Geom,
 ) -> Result<()> {
     let params = [outer as u32, len as u32, inner as u32];
-    if inner == 1 && len >= ROWS_MIN_LEN {
-        ctx.dispatch(kernel, log as u32, "rows", binds, &params, grid(ctx, outer as u64)?)
+    let software_rows = inner == 1 && ctx.rows_without_barriers(outer, len);
+    if inner == 1 && len >= ROWS_MIN_LEN && !software_rows {
+        let entry = if len <= CACHED_MAX_LEN { "rows_cached" } else { "rows" };
+        ctx.dispatch(kernel, log as u32, entry, binds, &params, grid(ctx, outer as u64)?)
     } else {
         ctx.dispatch(kernel, log as u32, "strided", binds, &params, (outer * inner) as u64)
     }
