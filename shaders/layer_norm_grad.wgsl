@@ -1,7 +1,8 @@
 // layer_norm backward w.r.t. x, per row of D elements, from the saved mean and rstd:
 //   gw = g · w,  x̂ = (x − mean) · rstd,
 //   dx = rstd · (gw − mean(gw) − x̂ · mean(gw · x̂))
-// `rows`: one workgroup per row (tree reductions); `small`: one invocation per row.
+// `rows`: one workgroup per row (tree reductions); `rows_cached` (D ≤ CACHED × WG): the same,
+// x̂ and g·w held in registers so x, g and w are read once; `small`: one invocation per row.
 // params: [rows, D, has_weight]
 
 @group(0) @binding(0) var<storage, read> x: array<f32>;
@@ -13,6 +14,9 @@
 @group(0) @binding(6) var<storage, read> params: array<u32>;
 
 var<workgroup> red: array<f32, {{WG}}>;
+
+// Elements per invocation in `rows_cached`.
+const CACHED: u32 = 4u;
 
 fn wg_sum(lid: u32, v: f32) -> f32 {
     red[lid] = v;
@@ -61,6 +65,40 @@ fn rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         for (var j = lid; j < d; j = j + {{WG}}u) {
             let xhat = (x[base + j] - mu) * rs;
             dx[base + j] = rs * (gw(base + j, j) - a - xhat * c);
+        }
+    }
+}
+
+@compute @workgroup_size({{WG}})
+fn rows_cached(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+               @builtin(local_invocation_index) lid: u32) {
+    let row = wid.x + wid.y * nwg.x;
+    let n = params[0];
+    let d = params[1];
+    let len = select(0u, d, row < n);
+    let r = min(row, max(n, 1u) - 1u);
+    let base = r * d;
+    let mu = mean[r];
+    let rs = rstd[r];
+    var gws: array<f32, CACHED>;
+    var xhats: array<f32, CACHED>;
+    var s1 = 0.0;
+    var s2 = 0.0;
+    for (var i = 0u; i < CACHED; i = i + 1u) {
+        let j = lid + i * {{WG}}u;
+        if (j < len) {
+            gws[i] = gw(base + j, j);
+            xhats[i] = (x[base + j] - mu) * rs;
+            s1 = s1 + gws[i];
+            s2 = s2 + gws[i] * xhats[i];
+        }
+    }
+    let a = wg_sum(lid, s1) / f32(d);
+    let c = wg_sum(lid, s2) / f32(d);
+    for (var i = 0u; i < CACHED; i = i + 1u) {
+        let j = lid + i * {{WG}}u;
+        if (j < len) {
+            dx[base + j] = rs * (gws[i] - a - xhats[i] * c);
         }
     }
 }

@@ -24,8 +24,8 @@ pub(crate) static LAYER_NORM_WGRAD: Kernel = Kernel::single("layer_norm_wgrad.wg
 /// Rows shorter than this get one invocation each instead of a whole workgroup.
 const ROWS_MIN_LEN: usize = 32;
 
-/// Rows up to this long take the forward's `rows_cached`, which holds them in registers
-/// (`CACHED` in layer_norm.wgsl elements per invocation) and reads x once.
+/// Rows up to this long take `rows_cached`, which holds them in registers (`CACHED` in
+/// layer_norm.wgsl and layer_norm_grad.wgsl: elements per invocation) and reads them once.
 const CACHED_MAX_LEN: usize = 4 * crate::backend::gpu::WORKGROUP as usize;
 
 /// `layer_norm`'s attributes; `has_weight` / `has_bias` say which optional inputs follow x.
@@ -203,7 +203,8 @@ impl Op for LayerNormGradOp {
             let binds =
                 [Bind::read(xb), Bind::read(gb), Bind::read(wb), Bind::read(mb), Bind::read(rb), Bind::write(k.y(0))];
             if d >= ROWS_MIN_LEN && !ctx.rows_without_barriers(rows, d) {
-                ctx.dispatch(&LAYER_NORM_GRAD, 0, "rows", &binds, &params, grid(ctx, rows as u64)?)?;
+                let entry = if d <= CACHED_MAX_LEN { "rows_cached" } else { "rows" };
+                ctx.dispatch(&LAYER_NORM_GRAD, 0, entry, &binds, &params, grid(ctx, rows as u64)?)?;
             } else {
                 ctx.dispatch(&LAYER_NORM_GRAD, 0, "small", &binds, &params, rows as u64)?;
             }
