@@ -2,7 +2,7 @@
 //   gw = g · w,  x̂ = (x − mean) · rstd,
 //   dx = rstd · (gw − mean(gw) − x̂ · mean(gw · x̂))
 // `rows`: one workgroup per row (tree reductions); `rows_cached` (D ≤ CACHED × WG): the same,
-// x̂ and g·w held in registers so x, g and w are read once; `small`: one invocation per row.
+// x − mean and g·w held in registers so x, g and w are read once; `small`: one invocation per row.
 // params: [rows, D, has_weight]
 
 @group(0) @binding(0) var<storage, read> x: array<f32>;
@@ -16,7 +16,7 @@
 var<workgroup> red: array<f32, {{WG}}>;
 
 // Elements per invocation in `rows_cached`.
-const CACHED: u32 = 4u;
+const CACHED: u32 = {{CACHED}}u;
 
 fn wg_sum(lid: u32, v: f32) -> f32 {
     red[lid] = v;
@@ -81,16 +81,16 @@ fn rows_cached(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
     let mu = mean[r];
     let rs = rstd[r];
     var gws: array<f32, CACHED>;
-    var xhats: array<f32, CACHED>;
+    var xms: array<f32, CACHED>;
     var s1 = 0.0;
     var s2 = 0.0;
     for (var i = 0u; i < CACHED; i = i + 1u) {
         let j = lid + i * {{WG}}u;
         if (j < len) {
             gws[i] = gw(base + j, j);
-            xhats[i] = (x[base + j] - mu) * rs;
+            xms[i] = x[base + j] - mu;
             s1 = s1 + gws[i];
-            s2 = s2 + gws[i] * xhats[i];
+            s2 = s2 + gws[i] * xms[i] * rs;
         }
     }
     let a = wg_sum(lid, s1) / f32(d);
@@ -98,7 +98,8 @@ fn rows_cached(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
     for (var i = 0u; i < CACHED; i = i + 1u) {
         let j = lid + i * {{WG}}u;
         if (j < len) {
-            dx[base + j] = rs * (gws[i] - a - xhats[i] * c);
+            let xhat = xms[i] * rs;
+            dx[base + j] = rs * (gws[i] - a - xhat * c);
         }
     }
 }

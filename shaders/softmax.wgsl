@@ -16,7 +16,7 @@ const LOG_SOFTMAX: bool = {{LOG}};
 var<workgroup> red: array<f32, {{WG}}>;
 
 // Elements per invocation in `rows_cached`.
-const CACHED: u32 = 4u;
+const CACHED: u32 = {{CACHED}}u;
 
 // The maximum (`is_max`) or the sum of every invocation's `v`; every invocation must call it
 // (it holds barriers).

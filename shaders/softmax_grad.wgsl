@@ -16,7 +16,7 @@ const LOG_SOFTMAX: bool = {{LOG}};
 var<workgroup> red: array<f32, {{WG}}>;
 
 // Elements per invocation in `rows_cached`.
-const CACHED: u32 = 4u;
+const CACHED: u32 = {{CACHED}}u;
 
 // Σ v over the workgroup; every invocation must call it (it holds barriers).
 fn wg_sum(lid: u32, v: f32) -> f32 {

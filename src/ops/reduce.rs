@@ -388,7 +388,7 @@ fn gpu_reduce(
         binds
     }
     // On software adapters, many short rows take one invocation each, summed in order.
-    let software_rows = ctx.rows_without_barriers(outer, len);
+    let software_rows = ctx.rows_without_barriers(outer, len, 28);
     if inner == 1 && len >= 32 && !software_rows {
         let chunks = if outer < 64 && len > 8192 { len.div_ceil(4096).min(1024) } else { 1 };
         let chunk_len = len.div_ceil(chunks);

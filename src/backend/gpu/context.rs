@@ -106,6 +106,13 @@ fn with_registry<R>(f: impl FnOnce(&mut Registry) -> R) -> R {
     f(reg)
 }
 
+/// The host's cores (1 where unknown, as on wasm), read once: software adapters run one
+/// thread per core.
+fn host_cores() -> usize {
+    static CORES: OnceLock<usize> = OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
 /// True when a hardware (non-software) GPU adapter is present.
 pub(crate) fn hardware_adapter_available() -> bool {
     #[cfg(not(target_arch = "wasm32"))]
@@ -360,12 +367,20 @@ impl GpuContext {
 
     /// True when `rows` contiguous rows of `len` elements should take a row kernel's
     /// one-invocation-per-row entry rather than its workgroup-per-row one (`rows`). Software
-    /// adapters emulate workgroup barriers slowly; 256 rows or more (a workgroup's worth) keep
-    /// their threads busy, and rows up to 4,096 keep each invocation's loop short. lavapipe:
-    /// the MNIST step's conv bias gradients (1280 rows of 576, 3200 of 64) 36 → 1.3 ms;
-    /// softmax over 1,024 rows of 1,024 13.9 → 4.4 ms.
-    pub fn rows_without_barriers(&self, rows: usize, len: usize) -> bool {
-        self.is_software() && rows >= 256 && len <= 4096
+    /// adapters emulate workgroup barriers slowly: on 2 cores, lavapipe ran the MNIST step's
+    /// conv bias gradients (1280 rows of 576, 3200 of 64) in 1.3 ms against 36, and softmax
+    /// over 1,024 rows of 1,024 in 4.4 ms against 13.9. Rows up to 4,096 keep each
+    /// invocation's loop short.
+    ///
+    /// Such an adapter runs each 256-invocation workgroup on one of its threads (one per host
+    /// core), so the barrier-free entry keeps `rows / 256` of them busy where the
+    /// workgroup-per-row entry keeps all of them busy. It wins while the caller's measured
+    /// per-row `gain` (36 / 1.3 for reductions, 13.9 / 4.4 for softmax) outweighs the idle
+    /// threads: `gain · rows ≥ 256 · cores`, and never below one workgroup's worth (256
+    /// rows). On 2 cores that is 256 rows for every caller; on many cores it is a model, not a
+    /// measurement.
+    pub fn rows_without_barriers(&self, rows: usize, len: usize, gain: usize) -> bool {
+        self.is_software() && len <= 4096 && rows >= 256 && rows * gain.max(1) >= 256 * host_cores()
     }
 
     /// Largest buffer a kernel can bind.

@@ -27,3 +27,10 @@ pub use shader::{all_shader_variants, kernel_files, shader_files};
 
 /// Threads per workgroup of the 1-D kernels.
 pub(crate) const WORKGROUP: u32 = 256;
+
+/// Elements each invocation of a row kernel's `rows_cached` entry holds in registers
+/// (`{{CACHED}}` in the shaders): rows up to `ROW_CACHE × WORKGROUP` take that entry.
+pub(crate) const ROW_CACHE: u32 = 4;
+
+/// The longest row a `rows_cached` entry takes.
+pub(crate) const ROW_CACHE_MAX_LEN: usize = (ROW_CACHE * WORKGROUP) as usize;

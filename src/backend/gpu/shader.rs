@@ -50,13 +50,15 @@ fn file(name: &str) -> Result<&'static str> {
 }
 
 /// Expands `#include "path"` lines (each file once) and `{{KEY}}` placeholders; `{{WG}}` is
-/// the 1-D workgroup size, the same constant the dispatcher divides by. A placeholder left
+/// the 1-D workgroup size, the same constant the dispatcher divides by, and `{{CACHED}}` the
+/// row kernels' elements per invocation, the same constant their dispatchers compare with. A placeholder left
 /// unfilled is an error, so a template and its variants cannot drift apart silently.
 pub(crate) fn expand(name: &str, variant: &Variant) -> Result<String> {
     let mut out = String::new();
     let mut included = Vec::new();
     include_into(name, &mut out, &mut included)?;
     out = out.replace("{{WG}}", &super::WORKGROUP.to_string());
+    out = out.replace("{{CACHED}}", &super::ROW_CACHE.to_string());
     for (key, value) in variant {
         out = out.replace(&format!("{{{{{key}}}}}"), value);
     }

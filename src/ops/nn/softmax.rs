@@ -5,13 +5,12 @@
 //! contiguous (inner == 1) and long enough gets one workgroup that finds the maximum and
 //! Σexp with tree reductions and writes the result in one dispatch (rows up to 1,024
 //! elements held in registers, read once); otherwise, and for many rows on a software
-//! adapter, each
-//! (outer, inner) line gets one invocation that loops over R.
+//! adapter, each (outer, inner) line gets one invocation that loops over R.
 
 use crate::autograd::is_grad_enabled;
 use crate::backend::cpu::float_kernel;
 use crate::backend::cpu::{CpuData, par_blocks_new};
-use crate::backend::gpu::{Bind, GpuContext, Kernel, Variant, grid};
+use crate::backend::gpu::{Bind, GpuContext, Kernel, ROW_CACHE_MAX_LEN, Variant, grid};
 use crate::ops::registry::apply::apply1;
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
 use crate::ops::registry::op_header;
@@ -26,10 +25,6 @@ pub(crate) static SOFTMAX_GRAD: Kernel =
 /// Rows shorter than this use the thread-per-line kernel even when contiguous: a whole
 /// workgroup per row would leave most of its invocations idle.
 const ROWS_MIN_LEN: usize = 32;
-
-/// Rows up to this long take `rows_cached`, which holds them in registers (`CACHED` in
-/// softmax.wgsl and softmax_grad.wgsl: elements per invocation).
-const CACHED_MAX_LEN: usize = 4 * crate::backend::gpu::WORKGROUP as usize;
 
 fn variant(log: bool) -> Variant {
     vec![("LOG", log.to_string())]
@@ -150,7 +145,7 @@ pub fn log_softmax(x: &Tensor, axis: isize) -> Result<Tensor> {
     apply1(&LOG_SOFTMAX_OP, &[x], SoftmaxAttrs { axis })
 }
 
-/// Dispatches the `rows` or the `strided` entry of a softmax-family kernel.
+/// Dispatches the `rows_cached`, `rows` or `strided` entry of a softmax-family kernel.
 fn dispatch(
     ctx: &GpuContext,
     kernel: &'static Kernel,
@@ -159,9 +154,9 @@ fn dispatch(
     (outer, len, inner): Geom,
 ) -> Result<()> {
     let params = [outer as u32, len as u32, inner as u32];
-    let software_rows = inner == 1 && ctx.rows_without_barriers(outer, len);
+    let software_rows = inner == 1 && ctx.rows_without_barriers(outer, len, 3);
     if inner == 1 && len >= ROWS_MIN_LEN && !software_rows {
-        let entry = if len <= CACHED_MAX_LEN { "rows_cached" } else { "rows" };
+        let entry = if len <= ROW_CACHE_MAX_LEN { "rows_cached" } else { "rows" };
         ctx.dispatch(kernel, log as u32, entry, binds, &params, grid(ctx, outer as u64)?)
     } else {
         ctx.dispatch(kernel, log as u32, "strided", binds, &params, (outer * inner) as u64)

@@ -1,16 +1,18 @@
 //! `layer_norm` (`paddle.nn.functional.layer_norm`): statistics over the trailing
-//! `normalized_shape` dims of each row. On the GPU one workgroup per row (one invocation per
-//! row for short rows, and for many rows on a software adapter) computes the mean and variance with tree reductions, writes y, and
-//! saves mean and rstd for backward; backward runs one row kernel for dx and one
-//! column-chunked kernel for dweight / dbias. Registry entries: `layer_norm` (outputs y and
-//! the saved mean and rstd) and its fused gradient `layer_norm_grad`.
+//! `normalized_shape` dims of each row. On the GPU one workgroup per row computes the mean
+//! and variance with tree reductions (rows up to 1,024 elements held in registers, read
+//! once), writes y, and saves mean and rstd for backward; short rows, and many rows on a
+//! software adapter, take one invocation per row instead. Backward runs one row kernel for dx
+//! (chosen the same way) and one column-chunked kernel for dweight / dbias. Registry entries:
+//! `layer_norm` (outputs y and the saved mean and rstd) and its fused gradient
+//! `layer_norm_grad`.
 
 use super::{
     Grads3, Needs, check_epsilon, check_param, f32_param, f64s, grad_metas, grads_vec, grads3, slice, with_affine,
 };
 use crate::autograd::is_grad_enabled;
 use crate::backend::cpu::{CpuData, par_blocks_new};
-use crate::backend::gpu::{Bind, Kernel, grid};
+use crate::backend::gpu::{Bind, Kernel, ROW_CACHE_MAX_LEN, grid};
 use crate::ops::registry::apply::{apply, apply1};
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op};
 use crate::ops::registry::registry_entry;
@@ -23,10 +25,6 @@ pub(crate) static LAYER_NORM_WGRAD: Kernel = Kernel::single("layer_norm_wgrad.wg
 
 /// Rows shorter than this get one invocation each instead of a whole workgroup.
 const ROWS_MIN_LEN: usize = 32;
-
-/// Rows up to this long take `rows_cached`, which holds them in registers (`CACHED` in
-/// layer_norm.wgsl and layer_norm_grad.wgsl: elements per invocation) and reads them once.
-const CACHED_MAX_LEN: usize = 4 * crate::backend::gpu::WORKGROUP as usize;
 
 /// `layer_norm`'s attributes; `has_weight` / `has_bias` say which optional inputs follow x.
 #[derive(Clone, Debug, PartialEq, dygraph_derive::Attrs)]
@@ -102,8 +100,8 @@ impl Op for LayerNormOp {
             Bind::write(k.y(1)),
             Bind::write(k.y(2)),
         ];
-        if d >= ROWS_MIN_LEN && !ctx.rows_without_barriers(rows, d) {
-            let entry = if d <= CACHED_MAX_LEN { "rows_cached" } else { "rows" };
+        if d >= ROWS_MIN_LEN && !ctx.rows_without_barriers(rows, d, 3) {
+            let entry = if d <= ROW_CACHE_MAX_LEN { "rows_cached" } else { "rows" };
             ctx.dispatch(&LAYER_NORM, 0, entry, &binds, &params, grid(ctx, rows as u64)?)
         } else {
             ctx.dispatch(&LAYER_NORM, 0, "small", &binds, &params, rows as u64)
@@ -202,8 +200,8 @@ impl Op for LayerNormGradOp {
             let params = [rows as u32, d as u32, a.has_weight as u32];
             let binds =
                 [Bind::read(xb), Bind::read(gb), Bind::read(wb), Bind::read(mb), Bind::read(rb), Bind::write(k.y(0))];
-            if d >= ROWS_MIN_LEN && !ctx.rows_without_barriers(rows, d) {
-                let entry = if d <= CACHED_MAX_LEN { "rows_cached" } else { "rows" };
+            if d >= ROWS_MIN_LEN && !ctx.rows_without_barriers(rows, d, 3) {
+                let entry = if d <= ROW_CACHE_MAX_LEN { "rows_cached" } else { "rows" };
                 ctx.dispatch(&LAYER_NORM_GRAD, 0, entry, &binds, &params, grid(ctx, rows as u64)?)?;
             } else {
                 ctx.dispatch(&LAYER_NORM_GRAD, 0, "small", &binds, &params, rows as u64)?;
