@@ -13,21 +13,7 @@
 @group(0) @binding(6) var<storage, read_write> coef: array<f32>;
 @group(0) @binding(7) var<storage, read> params: array<u32>;
 
-var<workgroup> red: array<f32, {{WG}}>;
-
-fn wg_sum(lid: u32, v: f32) -> f32 {
-    red[lid] = v;
-    workgroupBarrier();
-    for (var s = {{WG}}u / 2u; s > 0u; s = s >> 1u) {
-        if (lid < s) {
-            red[lid] = red[lid] + red[lid + s];
-        }
-        workgroupBarrier();
-    }
-    let total = red[0];
-    workgroupBarrier();
-    return total;
-}
+#include "lib/wg_reduce.wgsl"
 
 @compute @workgroup_size({{WG}})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,

@@ -13,25 +13,10 @@
 @group(0) @binding(5) var<storage, read_write> rstd: array<f32>;
 @group(0) @binding(6) var<storage, read> params: array<u32>;
 
-var<workgroup> red: array<f32, {{WG}}>;
+#include "lib/wg_reduce.wgsl"
 
 // Elements per invocation in `rows_cached`.
 const CACHED: u32 = {{CACHED}}u;
-
-// Σ v over the workgroup; every invocation must call it (it holds barriers).
-fn wg_sum(lid: u32, v: f32) -> f32 {
-    red[lid] = v;
-    workgroupBarrier();
-    for (var s = {{WG}}u / 2u; s > 0u; s = s >> 1u) {
-        if (lid < s) {
-            red[lid] = red[lid] + red[lid + s];
-        }
-        workgroupBarrier();
-    }
-    let total = red[0];
-    workgroupBarrier();
-    return total;
-}
 
 fn affine(j: u32, v: f32) -> f32 {
     var r = v;

@@ -13,30 +13,10 @@
 
 const LOG_SOFTMAX: bool = {{LOG}};
 
-var<workgroup> red: array<f32, {{WG}}>;
+#include "lib/wg_reduce.wgsl"
 
 // Elements per invocation in `rows_cached`.
 const CACHED: u32 = {{CACHED}}u;
-
-// The maximum (`is_max`) or the sum of every invocation's `v`; every invocation must call it
-// (it holds barriers).
-fn wg_reduce(lid: u32, v: f32, is_max: bool) -> f32 {
-    red[lid] = v;
-    workgroupBarrier();
-    for (var s = {{WG}}u / 2u; s > 0u; s = s >> 1u) {
-        if (lid < s) {
-            if (is_max) {
-                red[lid] = max(red[lid], red[lid + s]);
-            } else {
-                red[lid] = red[lid] + red[lid + s];
-            }
-        }
-        workgroupBarrier();
-    }
-    let r = red[0];
-    workgroupBarrier();
-    return r;
-}
 
 // The result for one element, from x − max and the row's Σexp(x − max).
 fn result(shifted: f32, total: f32) -> f32 {
@@ -61,7 +41,7 @@ fn rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             m = max(m, src[base + r]);
         }
     }
-    let row_max = wg_reduce(lid, m, true);
+    let row_max = wg_max(lid, m);
 
     var acc = 0.0;
     if (in_range) {
@@ -69,7 +49,7 @@ fn rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             acc = acc + exp(src[base + r] - row_max);
         }
     }
-    let total = wg_reduce(lid, acc, false);
+    let total = wg_sum(lid, acc);
 
     if (in_range) {
         for (var r = lid; r < len; r = r + {{WG}}u) {
@@ -94,7 +74,7 @@ fn rows_cached(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
             m = max(m, v[i]);
         }
     }
-    let row_max = wg_reduce(lid, m, true);
+    let row_max = wg_max(lid, m);
 
     var acc = 0.0;
     for (var i = 0u; i < CACHED; i = i + 1u) {
@@ -105,7 +85,7 @@ fn rows_cached(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
             v[i] = select(e, shifted, LOG_SOFTMAX);
         }
     }
-    let total = wg_reduce(lid, acc, false);
+    let total = wg_sum(lid, acc);
     let log_total = log(total);
 
     for (var i = 0u; i < CACHED; i = i + 1u) {

@@ -13,23 +13,10 @@
 
 const LOG_SOFTMAX: bool = {{LOG}};
 
-var<workgroup> red: array<f32, {{WG}}>;
+#include "lib/wg_reduce.wgsl"
 
 // Elements per invocation in `rows_cached`.
 const CACHED: u32 = {{CACHED}}u;
-
-// Σ v over the workgroup; every invocation must call it (it holds barriers).
-fn wg_sum(lid: u32, v: f32) -> f32 {
-    red[lid] = v;
-    workgroupBarrier();
-    for (var s = {{WG}}u / 2u; s > 0u; s = s >> 1u) {
-        if (lid < s) {
-            red[lid] = red[lid] + red[lid + s];
-        }
-        workgroupBarrier();
-    }
-    return red[0];
-}
 
 // The summand of the row reduction.
 fn term(k: u32) -> f32 {
