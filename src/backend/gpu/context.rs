@@ -380,7 +380,7 @@ impl GpuContext {
     /// rows). On 2 cores that is 256 rows for every caller; on many cores it is a model, not a
     /// measurement.
     pub fn rows_without_barriers(&self, rows: usize, len: usize, gain: usize) -> bool {
-        self.is_software() && len <= 4096 && rows >= 256 && rows * gain.max(1) >= 256 * host_cores()
+        self.is_software() && len <= 4096 && rows >= 256 && rows.saturating_mul(gain) >= 256 * host_cores()
     }
 
     /// Largest buffer a kernel can bind.

@@ -51,8 +51,9 @@ fn file(name: &str) -> Result<&'static str> {
 
 /// Expands `#include "path"` lines (each file once) and `{{KEY}}` placeholders; `{{WG}}` is
 /// the 1-D workgroup size, the same constant the dispatcher divides by, and `{{CACHED}}` the
-/// row kernels' elements per invocation, the same constant their dispatchers compare with. A placeholder left
-/// unfilled is an error, so a template and its variants cannot drift apart silently.
+/// row kernels' elements per invocation, the same constant their dispatchers compare with.
+/// A placeholder left unfilled is an error, so a template and its variants cannot drift
+/// apart silently.
 pub(crate) fn expand(name: &str, variant: &Variant) -> Result<String> {
     let mut out = String::new();
     let mut included = Vec::new();
