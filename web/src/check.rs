@@ -26,7 +26,8 @@ impl CheckResult {
 }
 
 /// The families the Check panel and the browser tests run, by name.
-pub const FAMILIES: [&str; 7] = ["elementwise", "matmul", "reductions", "conv2d", "pools", "softmax", "mlp backward"];
+pub const FAMILIES: [&str; 8] =
+    ["elementwise", "matmul", "reductions", "conv2d", "pools", "softmax", "layer_norm", "mlp backward"];
 
 /// Runs one family on `gpu` against the CPU backend.
 pub async fn run_family(family: &str, gpu: Place) -> Result<Vec<CheckResult>> {
@@ -37,6 +38,7 @@ pub async fn run_family(family: &str, gpu: Place) -> Result<Vec<CheckResult>> {
         "conv2d" => conv2d(gpu).await,
         "pools" => pools(gpu).await,
         "softmax" => softmax(gpu).await,
+        "layer_norm" => layer_norm(gpu).await,
         "mlp backward" => mlp_backward(gpu).await,
         other => {
             Err(paddle::Error::invalid("check", format!("unknown family {other:?}; expected one of {FAMILIES:?}")))
@@ -256,6 +258,21 @@ async fn softmax(gpu: Place) -> Result<Vec<CheckResult>> {
         .await?,
     );
     r.extend(check_grad("softmax over rows of 300", gpu, &[wide], 1e-5, |t| paddle::softmax(&t[0], -1)).await?);
+    Ok(r)
+}
+
+async fn layer_norm(gpu: Place) -> Result<Vec<CheckResult>> {
+    // Rows of 300 (a workgroup per row, held in registers) and of 12 (one invocation per row),
+    // forward and the gradients of x, weight and bias.
+    let mut r = Vec::new();
+    for (rows, d) in [(6, 300), (40, 12)] {
+        let inputs = [randn_cpu(&[rows, d])?.mul_scalar(2.0)?, randn_cpu(&[d])?, randn_cpu(&[d])?];
+        let name = format!("layer_norm over rows of {d}");
+        r.extend(
+            check_grad(&name, gpu, &inputs, 1e-4, |t| paddle::layer_norm(&t[0], &[d], Some(&t[1]), Some(&t[2]), 1e-5))
+                .await?,
+        );
+    }
     Ok(r)
 }
 

@@ -53,6 +53,11 @@ async fn softmax_agrees() {
 }
 
 #[wasm_bindgen_test]
+async fn layer_norm_agrees() {
+    assert_family("layer_norm").await;
+}
+
+#[wasm_bindgen_test]
 async fn mlp_backward_agrees() {
     assert_family("mlp backward").await;
 }
