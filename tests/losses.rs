@@ -205,6 +205,73 @@ fn losses_gradcheck_and_gpu_matches_cpu() {
     }
 }
 
+/// The default hard-label cross entropy runs as one fused op (`cross_entropy_with_softmax`)
+/// with a fused gradient, on logits and, without softmax, on probabilities: float32 values
+/// and gradients on both places against float64 formulas, with ignored labels, int32 labels,
+/// the class axis in the middle and each reduction.
+#[test]
+fn fused_cross_entropy_matches_float64_formulas() {
+    let mut rng = common::Rng::new(41);
+    let (n, c, inner) = (5usize, 4usize, 3usize);
+    for place in common::places() {
+        for use_softmax in [true, false] {
+            for (reduction, middle) in [(Reduction::Mean, false), (Reduction::Sum, true), (Reduction::None, false)] {
+                // [n, c] with the classes last, or [n, c, inner] with them on axis 1.
+                let lines = if middle { n * inner } else { n };
+                let numel = lines * c;
+                let x: Vec<f64> = if use_softmax { rng.vec(numel, -3.0, 3.0) } else { rng.vec(numel, 0.05, 1.0) };
+                let mut lab = rng.ints(lines, 0, c as i64);
+                lab[1] = -100;
+                // The flat index of class k on line `line`.
+                let at = |line: usize, k: usize| {
+                    if middle { ((line / inner) * c + k) * inner + line % inner } else { line * c + k }
+                };
+                let (shape, lshape, axis) =
+                    if middle { (vec![n, c, inner], vec![n, inner], 1) } else { (vec![n, c], vec![n], -1) };
+                let xt = common::tensor(&x, &shape, DType::Float32, place);
+                xt.set_stop_gradient(false);
+                let label = if middle {
+                    Tensor::from_vec_on(lab.iter().map(|&v| v as i32).collect::<Vec<_>>(), lshape.as_slice(), place)
+                } else {
+                    Tensor::from_vec_on(lab.clone(), lshape.as_slice(), place)
+                }
+                .unwrap();
+                let opts = CrossEntropyOptions { reduction, axis, use_softmax, ..Default::default() };
+                let loss = F::cross_entropy(&xt, &label, &opts).unwrap();
+                loss.sum(&[], false).unwrap().backward().unwrap();
+
+                // float64: logp per line, the per-line loss, and d(reduced)/dx.
+                let logp = |line: usize| -> Vec<f64> {
+                    let row: Vec<f64> = (0..c).map(|k| x[at(line, k)]).collect();
+                    if use_softmax { log_softmax_row(&row) } else { row.iter().map(|p| p.ln()).collect() }
+                };
+                let valid: Vec<bool> = lab.iter().map(|&l| l != -100).collect();
+                let count = valid.iter().filter(|&&v| v).count() as f64;
+                let per: Vec<f64> =
+                    (0..lines).map(|i| if valid[i] { -logp(i)[lab[i] as usize] } else { 0.0 }).collect();
+                let want: Vec<f64> = match reduction {
+                    Reduction::Mean => vec![per.iter().sum::<f64>() / count],
+                    Reduction::Sum => vec![per.iter().sum()],
+                    _ => per.clone(),
+                };
+                let scale = if reduction == Reduction::Mean { 1.0 / count } else { 1.0 };
+                let mut dx = vec![0.0; numel];
+                for line in (0..lines).filter(|&i| valid[i]) {
+                    let (lp, l) = (logp(line), lab[line] as usize);
+                    for (k, lpk) in lp.iter().enumerate() {
+                        let hit = if k == l { 1.0 } else { 0.0 };
+                        dx[at(line, k)] = scale * if use_softmax { lpk.exp() - hit } else { -hit / x[at(line, k)] };
+                    }
+                }
+                let what = format!("{place} softmax {use_softmax} {reduction:?} middle {middle}");
+                common::assert_close(&format!("{what}: loss"), &common::values(&loss), &want, 1e-5);
+                let grad = xt.grad().expect("x has a gradient");
+                common::assert_close(&format!("{what}: dx"), &common::values(&grad), &dx, 1e-5);
+            }
+        }
+    }
+}
+
 #[test]
 fn pair_triplet_and_divergence_losses_match_hand_values() {
     use dygraph::nn::TripletOptions;

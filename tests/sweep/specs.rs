@@ -1772,6 +1772,127 @@ fn softmax_specs() -> Vec<Spec> {
     vec![fwd(false), fwd(true), bwd(false), bwd(true)]
 }
 
+/// `cross_entropy_with_softmax` and its fused gradient: hard labels with 1 on the class axis,
+/// `ignore_index` lines giving 0; logits (`use_softmax`) or probabilities.
+fn cross_entropy_specs() -> Vec<Spec> {
+    const IGNORE: f64 = -100.0;
+    let attrs = |ax: i64, softmax: bool| {
+        AttrMap::new().with("axis", ax).with("ignore_index", IGNORE as i64).with("use_softmax", softmax)
+    };
+    // Labels in [0, C) along `ax` of `shape`, every third one ignored when `ignore` is set.
+    let labels = |rng: &mut Rng, shape: &[usize], ax: usize, ignore: bool| {
+        let mut lshape = shape.to_vec();
+        lshape[ax] = 1;
+        let mut v = ints(rng, numel(&lshape), 0, shape[ax] as i64);
+        if ignore {
+            v.iter_mut().step_by(3).for_each(|l| *l = IGNORE);
+        }
+        (v, lshape)
+    };
+    // (shape, axis, some labels ignored, label dtype, use_softmax)
+    let geoms = || {
+        [
+            (vec![4usize, 5], -1i64, true, I64, true),
+            (vec![2, 4, 3], 1, true, I32, true),
+            (vec![3, 40], -1, false, I64, true),
+            (vec![0, 3], -1, false, I64, true),
+            (vec![4, 5], -1, true, I64, false),
+            (vec![2, 4, 3], 1, false, I32, false),
+        ]
+    };
+    // Logits, or probabilities away from 0.
+    let input = |rng: &mut Rng, n: usize, softmax: bool| {
+        if softmax { vals(rng, n, -4.0, 4.0, 0.0) } else { vals(rng, n, 0.05, 1.0, 0.0) }
+    };
+    let fwd_samples = move |rng: &mut Rng| {
+        let mut out = Vec::new();
+        for (shape, ax, ignore, dtype, softmax) in geoms() {
+            let (l, lshape) = labels(rng, &shape, axis(ax, shape.len()), ignore);
+            out.push(sample(
+                format!("{shape:?} axis {ax} {dtype} labels, ignore {ignore}, softmax {softmax}"),
+                vec![data(input(rng, numel(&shape), softmax), &shape), fixed(l, &lshape, dtype)],
+                attrs(ax, softmax),
+            ));
+        }
+        let sp = vec![f64::NEG_INFINITY, 0.0, 1.0, f64::NAN, 1.0, 2.0, 1e30, 0.0, -1.0];
+        let sp_labels = fixed(vec![1.0, 2.0, 0.0], &[3, 1], I64);
+        out.push(sample("special values", vec![data(sp, &[3, 3]), sp_labels], attrs(-1, true)).floats_only());
+        for softmax in [true, false] {
+            let (l, lshape) = labels(rng, &[2, 3], 0, false);
+            let x = if softmax { vals(rng, 6, -2.0, 2.0, 0.0) } else { vals(rng, 6, 0.3, 1.0, 0.0) };
+            out.push(
+                sample(
+                    format!("grad, softmax {softmax}"),
+                    vec![data(x, &[2, 3]), fixed(l, &lshape, I64)],
+                    attrs(0, softmax),
+                )
+                .with_grad(),
+            );
+        }
+        out
+    };
+    // −log_softmax(x)[label] (or −log(x[label])) per line, 0 where ignored.
+    let fwd_ref = |x: &[Host], m: &AttrMap, _: DType| {
+        let (logits, label) = (&x[0], &x[1]);
+        let ax = axis(attr_i(m, "axis"), logits.shape.len());
+        let logp = if attr_b(m, "use_softmax") {
+            refs::softmax(logits, ax, true)
+        } else {
+            Host { v: logits.v.iter().map(|p| p.ln()).collect(), shape: logits.shape.clone() }
+        };
+        let v = (0..label.v.len())
+            .map(|k| {
+                if label.v[k] == IGNORE {
+                    return 0.0;
+                }
+                let mut idx = unravel(k, &label.shape);
+                idx[ax] = label.v[k] as usize;
+                -logp.v[ravel(&idx, &logits.shape)]
+            })
+            .collect();
+        vec![Host { v, shape: label.shape.clone() }]
+    };
+    let fwd = spec("cross_entropy_with_softmax", floats(), fwd_samples, fwd_ref).tol(4.0).grad().second();
+    let bwd_samples = move |rng: &mut Rng| {
+        let mut out = Vec::new();
+        for (shape, ax, ignore, dtype, softmax) in geoms() {
+            let a = axis(ax, shape.len());
+            let x = Host::new(input(rng, numel(&shape), softmax), &shape);
+            let src = if softmax { refs::softmax(&x, a, true) } else { x };
+            let (l, lshape) = labels(rng, &shape, a, ignore);
+            let dloss = vals(rng, numel(&lshape), -1.0, 1.0, 0.0);
+            out.push(sample(
+                format!("{shape:?} axis {ax} {dtype} labels, ignore {ignore}, softmax {softmax}"),
+                vec![data(src.v, &shape), fixed(l, &lshape, dtype), data(dloss, &lshape)],
+                attrs(ax, softmax),
+            ));
+        }
+        out
+    };
+    // (softmax − onehot)·dloss, or −onehot·dloss / x, 0 on ignored lines.
+    let bwd_ref = |x: &[Host], m: &AttrMap, _: DType| {
+        let (logp, label, dloss) = (&x[0], &x[1], &x[2]);
+        let ax = axis(attr_i(m, "axis"), logp.shape.len());
+        let softmax = attr_b(m, "use_softmax");
+        let v = (0..logp.v.len())
+            .map(|i| {
+                let mut idx = unravel(i, &logp.shape);
+                let class = idx[ax];
+                idx[ax] = 0;
+                let line = ravel(&idx, &label.shape);
+                if label.v[line] == IGNORE {
+                    return 0.0;
+                }
+                let onehot = if label.v[line] as usize == class { 1.0 } else { 0.0 };
+                if softmax { (logp.v[i].exp() - onehot) * dloss.v[line] } else { -onehot * dloss.v[line] / logp.v[i] }
+            })
+            .collect();
+        vec![Host { v, shape: logp.shape.clone() }]
+    };
+    let bwd = spec("cross_entropy_with_softmax_grad", floats(), bwd_samples, bwd_ref).tol(4.0);
+    vec![fwd, bwd]
+}
+
 /// A convolution geometry as the gradient products' attributes.
 fn conv_attrs(c: &Conv) -> AttrMap {
     [
@@ -3084,6 +3205,7 @@ pub fn all() -> Vec<Spec> {
     v.extend(shape_specs());
     v.extend(index_specs());
     v.extend(softmax_specs());
+    v.extend(cross_entropy_specs());
     v.extend(conv_specs());
     v.extend(pool_specs());
     v.extend(norm_specs());

@@ -146,7 +146,7 @@ pub fn log_softmax(x: &Tensor, axis: isize) -> Result<Tensor> {
 }
 
 /// Dispatches the `rows_cached`, `rows` or `strided` entry of a softmax-family kernel.
-fn dispatch(
+pub(crate) fn dispatch(
     ctx: &GpuContext,
     kernel: &'static Kernel,
     log: bool,
@@ -163,7 +163,7 @@ fn dispatch(
     }
 }
 
-fn cpu_forward(op: &'static str, log: bool, d: &CpuData, geom: Geom) -> Result<CpuData> {
+pub(crate) fn cpu_forward(op: &'static str, log: bool, d: &CpuData, geom: Geom) -> Result<CpuData> {
     float_kernel!(op; v = d => forward_rows(v, log, geom))
 }
 
