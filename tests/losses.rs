@@ -272,6 +272,40 @@ fn fused_cross_entropy_matches_float64_formulas() {
     }
 }
 
+/// Where the composed ops made NaN from 0·∞ or 0/0, the fused op gives 0, as Paddle does: an
+/// ignored row whose class-0 log-probability is −∞, and a zero probability off the label.
+#[test]
+fn fused_cross_entropy_edge_values_by_hand() {
+    for place in common::places() {
+        let f = |v: &[f64], s: &[usize]| {
+            let x = common::tensor(v, s, DType::Float32, place);
+            x.set_stop_gradient(false);
+            x
+        };
+        // Row 0 ignored, its class 0 at −∞; row 1: label 1 of [1, 2].
+        let x = f(&[f64::NEG_INFINITY, 0.0, 1.0, 2.0], &[2, 2]);
+        let loss = F::cross_entropy(&x, &labels(&[-100, 1], &[2], place), &Default::default()).unwrap();
+        let want = (1.0f64 + 1.0f64.exp()).ln() + 1.0 - 2.0;
+        common::assert_close(&format!("{place}: ignored −∞ row"), &common::values(&loss), &[want], 1e-6);
+        loss.backward().unwrap();
+        let p1 = 1.0 / (1.0 + 1.0f64.exp());
+        let dx = [0.0, 0.0, p1, -p1];
+        common::assert_close(&format!("{place}: its gradient"), &common::values(&x.grad().unwrap()), &dx, 1e-6);
+        // Probabilities with a 0 off the label: loss −ln 1 = 0, gradient −1 at the label, 0 elsewhere.
+        let p = f(&[0.0, 1.0], &[1, 2]);
+        let opts = CrossEntropyOptions { use_softmax: false, ..Default::default() };
+        let loss = F::cross_entropy(&p, &labels(&[1], &[1], place), &opts).unwrap();
+        common::assert_close(&format!("{place}: p = [0, 1]"), &common::values(&loss), &[0.0], 1e-7);
+        loss.backward().unwrap();
+        common::assert_close(
+            &format!("{place}: its gradient"),
+            &common::values(&p.grad().unwrap()),
+            &[0.0, -1.0],
+            1e-7,
+        );
+    }
+}
+
 #[test]
 fn pair_triplet_and_divergence_losses_match_hand_values() {
     use dygraph::nn::TripletOptions;
