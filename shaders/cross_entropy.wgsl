@@ -7,9 +7,11 @@
 // `grad`: one invocation per element, 0 on an ignored line; with d = −dloss:
 // onehot·d − exp(logp)·d (log_softmax_grad of a one-hot dlogp), or without softmax d / src at
 // the label (log's gradient) and 0 elsewhere, in the order the composed ops take them.
+// Both entries record an out-of-range label in the flag (grad once per line, for a program
+// that calls it alone) and bind the same six slots, so the module declares no more than
+// WebGPU's 8 storage buffers.
 // params, pick: [lines, C, inner, ignore lo, ignore hi, softmax, op code]; grad: [total, C,
-// inner, ignore lo, ignore hi, softmax]. Both entries bind the same six slots (grad binds the
-// flag unused), so the module declares no more than WebGPU's 8 storage buffers.
+// inner, ignore lo, ignore hi, softmax, op code]
 #include "lib/index_check.wgsl"
 
 @group(0) @binding(0) var<storage, read> src: array<f32>;
@@ -64,7 +66,11 @@ fn grad(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         return;
     }
     let d = -dloss[line];
-    let hit = index_at(line) == (t / inner) % classes;
+    let label = index_at(line);
+    if (label >= classes && (t / inner) % classes == 0u) {
+        report_index(params[6], index_raw(line), classes);
+    }
+    let hit = label == (t / inner) % classes;
     if (params[5] != 0u) {
         dst[t] = select(0.0, d, hit) - exp(src[t]) * d;
     } else {

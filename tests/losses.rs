@@ -303,6 +303,11 @@ fn fused_cross_entropy_edge_values_by_hand() {
             &[0.0, -1.0],
             1e-7,
         );
+        // The create_graph rule (ordinary ops) gives the same 0s, on the ignored row too.
+        let q = f(&[0.0, 1.0, 0.0, 0.5], &[2, 2]);
+        let loss = F::cross_entropy(&q, &labels(&[1, -100], &[2], place), &opts).unwrap();
+        let g = dygraph::grad(&[loss], std::slice::from_ref(&q), None, false, true, false).unwrap().remove(0).unwrap();
+        common::assert_close(&format!("{place}: create_graph"), &common::values(&g), &[0.0, -1.0, 0.0, 0.0], 1e-7);
     }
 }
 

@@ -105,7 +105,7 @@ pub fn cross_entropy(input: &Tensor, label: &Tensor, options: &CrossEntropyOptio
     if plain && label.dtype().is_int() {
         // The common cases as one op with a fused gradient (3 kernels, 2 without softmax,
         // where the composed form below takes 14); the same values.
-        let (idx, keep_last) = hard_index(OP, input, label, axis)?;
+        let (idx, keep_last) = hard_index(OP, input, label, axis, true)?;
         let (per, valid) = crate::ops::nn::cross_entropy::cross_entropy_with_softmax(
             input,
             &idx,
@@ -166,7 +166,7 @@ fn from_log_probs(
     // of range, on the GPU at the next readback). With smoothing ε the target is
     // (1 − ε)·onehot + ε/C, so the loss is (1 − ε)·(−logp[label]) + ε·mean_c(−logp), and a
     // sample weighs (1 − ε)·w[label] + ε·mean(w).
-    let (idx, keep_last) = hard_index(op, input, label, axis)?;
+    let (idx, keep_last) = hard_index(op, input, label, axis, false)?;
     let valid = idx.not_equal_scalar(options.ignore_index)?;
     let safe = crate::where_(&valid, &idx, &idx.zeros_like()?)?;
     let mut per = crate::take_along_axis(logp, &safe, axis as isize)?.neg()?;
@@ -202,9 +202,9 @@ fn class_weights(op: &'static str, w: &Tensor, input: &Tensor, axis: usize) -> R
     w.cast(input.dtype())
 }
 
-/// Hard labels as an index tensor with a size-1 class axis at `axis`; also whether the
-/// caller passed that axis.
-fn hard_index(op: &'static str, input: &Tensor, label: &Tensor, axis: usize) -> Result<(Tensor, bool)> {
+/// Hard labels as an index tensor with a size-1 class axis at `axis` (int64, or int32 kept
+/// with `keep_int`); also whether the caller passed that axis.
+fn hard_index(op: &'static str, input: &Tensor, label: &Tensor, axis: usize, keep_int: bool) -> Result<(Tensor, bool)> {
     if label.dtype().is_float() {
         return Err(Error::unsupported(
             op,
@@ -212,15 +212,16 @@ fn hard_index(op: &'static str, input: &Tensor, label: &Tensor, axis: usize) -> 
             "for hard labels (expected int64; use soft_label for probabilities)",
         ));
     }
+    let as_index = || if keep_int && label.dtype().is_int() { Ok(label.clone()) } else { label.cast(DType::Int64) };
     let mut expect: Vec<usize> = input.shape().to_vec();
     expect[axis] = 1;
     if label.shape() == expect.as_slice() {
-        return Ok((label.cast(DType::Int64)?, true));
+        return Ok((as_index()?, true));
     }
     let mut squeezed = input.shape().to_vec();
     squeezed.remove(axis);
     if label.shape() == squeezed.as_slice() {
-        return Ok((label.cast(DType::Int64)?.unsqueeze(&[axis as isize])?, false));
+        return Ok((as_index()?.unsqueeze(&[axis as isize])?, false));
     }
     Err(Error::shape(
         op,

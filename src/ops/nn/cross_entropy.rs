@@ -15,7 +15,7 @@
 
 use super::softmax::{self, SOFTMAX};
 use crate::autograd::is_grad_enabled;
-use crate::backend::cpu::CpuData;
+use crate::backend::cpu::{CpuData, float_kernel, par_chunks_new};
 use crate::backend::gpu::{Bind, Kernel};
 use crate::ops::index::{INDEX_DTYPES, index_variant};
 use crate::ops::registry::apply::{apply, apply1};
@@ -129,13 +129,13 @@ impl Op for CrossEntropyWithSoftmaxOp {
 
     fn cpu(&self, k: &mut CpuCall<'_>, a: &CrossEntropyAttrs, geom: &Geom) -> Result<Vec<CpuData>> {
         const OP: &str = "cross_entropy_with_softmax";
-        let logp = if a.use_softmax { softmax::cpu_forward(OP, true, k.x(0), *geom)? } else { k.x(0).clone() };
-        let (loss, valid) = match &logp {
+        let logp = a.use_softmax.then(|| softmax::cpu_forward(OP, true, k.x(0), *geom)).transpose()?;
+        let (loss, valid) = match logp.as_ref().unwrap_or(k.x(0)) {
             CpuData::F32(v) => cpu_pick(v, k.x(1), a, *geom).map(|(l, m)| (CpuData::F32(l), CpuData::F32(m)))?,
             CpuData::F64(v) => cpu_pick(v, k.x(1), a, *geom).map(|(l, m)| (CpuData::F64(l), CpuData::F64(m)))?,
             other => return Err(Error::unsupported(OP, other.dtype(), "on the CPU")),
         };
-        let logp = if a.use_softmax { logp } else { empty_like(&logp) };
+        let logp = logp.unwrap_or_else(|| empty_like(k.x(0)));
         Ok(vec![loss, logp, valid])
     }
 
@@ -173,19 +173,25 @@ impl Op for CrossEntropyWithSoftmaxOp {
         let gx = || -> Result<Tensor> {
             let (x, label, dloss) = (g.x(0), g.x(1), g.g());
             if is_grad_enabled() {
-                // create_graph: (softmax − onehot)·dloss·valid, or −onehot·dloss·valid / x, in
-                // ordinary tensor ops, so the gradient can be differentiated again.
+                // create_graph: (softmax − onehot)·dloss, or −dloss / x at the label and 0
+                // elsewhere, 0 on ignored lines, in ordinary tensor ops, so the gradient can be
+                // differentiated again. Masks select (not multiply), so an ignored line or a 0
+                // probability off the label gives 0, as the fused kernel does.
                 let ax = x.shape_ref().axis("cross_entropy_with_softmax", a.axis)?;
                 let mut shape = vec![1; x.ndim()];
                 shape[ax] = x.shape()[ax];
                 let classes = crate::arange_on(0, shape[ax] as i64, 1, label.dtype(), x.place())?.reshape(shape)?;
-                let onehot = label.equal(&classes)?.cast(x.dtype())?;
-                let scale = dloss.mul(&g.y(2)?)?;
-                if a.use_softmax {
-                    softmax::softmax(x, a.axis)?.sub(&onehot)?.mul(&scale)
+                let hit = label.equal(&classes)?;
+                let valid = crate::expand_as(&g.y(2)?.not_equal_scalar(0)?, x)?;
+                let zeros = x.zeros_like()?;
+                let dx = if a.use_softmax {
+                    softmax::softmax(x, a.axis)?.sub(&hit.cast(x.dtype())?)?.mul(dloss)?
                 } else {
-                    onehot.mul(&scale)?.neg()?.div(x)
-                }
+                    // The division sees 1 off the label, so no 0/0 reaches the graph.
+                    let safe = crate::where_(&hit, x, &crate::ones_like(x)?)?;
+                    crate::where_(&hit, &dloss.neg()?.div(&safe)?, &zeros)?
+                };
+                crate::where_(&valid, &dx, &zeros)
             } else {
                 let src = if a.use_softmax { g.y(1)? } else { x.clone() };
                 apply1(&CROSS_ENTROPY_WITH_SOFTMAX_GRAD_OP, &[&src, label, &dloss.cast(src.dtype())?], a.clone())
@@ -211,37 +217,21 @@ impl Op for CrossEntropyWithSoftmaxGradOp {
 
     fn cpu(&self, k: &mut CpuCall<'_>, a: &CrossEntropyAttrs, geom: &Geom) -> Result<Vec<CpuData>> {
         const OP: &str = "cross_entropy_with_softmax_grad";
-        let (logp, label, dloss) = (k.x(0), k.x(1), k.x(2));
-        let (_, classes, inner) = *geom;
-        // With d = −dloss, in f64 as the composed gradients take it: log_softmax_grad of the
-        // one-hot dlogp, onehot·d − exp(logp)·d; without softmax, log's d / x at the label.
-        let dx = |i: usize| -> Result<f64> {
-            let line = (i / (classes * inner)) * inner + i % inner;
-            let Some(c) = label_at(OP, label, line, classes, a.ignore_index)? else {
-                return Ok(0.0);
-            };
-            let (d, hit) = (-dloss.get_f64(line), (i / inner) % classes == c);
-            Ok(match (a.use_softmax, hit) {
-                (true, true) => d - logp.get_f64(i).exp() * d,
-                (true, false) => 0.0 - logp.get_f64(i).exp() * d,
-                (false, true) => d / logp.get_f64(i),
-                (false, false) => 0.0,
-            })
-        };
-        let n = logp.len();
-        Ok(vec![match logp {
-            CpuData::F32(_) => CpuData::F32((0..n).map(|i| dx(i).map(|v| v as f32)).collect::<Result<_>>()?),
-            CpuData::F64(_) => CpuData::F64((0..n).map(dx).collect::<Result<_>>()?),
-            other => return Err(Error::unsupported(OP, other.dtype(), "on the CPU")),
-        }])
+        let (outer, classes, inner) = *geom;
+        let label = k.x(1);
+        let labels = (0..outer * inner)
+            .map(|line| label_at(OP, label, line, classes, a.ignore_index))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(vec![
+            float_kernel!(OP; src = k.x(0), dloss = k.x(2) => grad_rows(src, dloss, &labels, *geom, a.use_softmax))?,
+        ])
     }
 
     fn gpu(&self, k: &GpuCall<'_>, a: &CrossEntropyAttrs, &(outer, classes, inner): &Geom) -> Result<()> {
         let [lo, hi] = ignore_words(a.ignore_index);
         let total = outer * classes * inner;
-        let params = [total as u32, classes as u32, inner as u32, lo, hi, a.use_softmax as u32];
-        // The flag goes unused: bound so both entries share the shader's bindings.
-        let (_, flag) = k.ctx.index_flag("cross_entropy_with_softmax");
+        let (code, flag) = k.ctx.index_flag("cross_entropy_with_softmax_grad");
+        let params = [total as u32, classes as u32, inner as u32, lo, hi, a.use_softmax as u32, code];
         let binds =
             [Bind::read(k.x(0)), Bind::read(k.x(1)), Bind::read(k.x(2)), Bind::write(k.y(0)), Bind::flag(&flag)];
         k.ctx.dispatch(&CROSS_ENTROPY, k.ins[1].dtype.code(), "grad", &binds, &params, total as u64)
@@ -267,6 +257,27 @@ pub(crate) fn cross_entropy_with_softmax(
         (Some(loss), Some(valid)) => Ok((loss, valid)),
         _ => Err(Error::invalid("cross_entropy_with_softmax", "expected three outputs")),
     }
+}
+
+/// The CPU gradient, in f64 as the composed gradients take it, with d = −dloss on a line
+/// whose label is not ignored: log_softmax_grad of the one-hot dlogp, onehot·d − exp(logp)·d;
+/// without softmax, log's d / p at the label and 0 elsewhere.
+fn grad_rows<T: Element>(src: &[T], dloss: &[T], labels: &[Option<usize>], geom: Geom, softmax: bool) -> Vec<T> {
+    let (_, classes, inner) = geom;
+    par_chunks_new(src.len(), T::from_f64(0.0), 1 << 14, |start, chunk| {
+        for (j, out) in chunk.iter_mut().enumerate() {
+            let i = start + j;
+            let line = (i / (classes * inner)) * inner + i % inner;
+            let Some(c) = labels[line] else { continue };
+            let (d, hit, v) = (-dloss[line].to_f64(), (i / inner) % classes == c, src[i].to_f64());
+            *out = T::from_f64(match (softmax, hit) {
+                (true, true) => d - v.exp() * d,
+                (true, false) => 0.0 - v.exp() * d,
+                (false, true) => d / v,
+                (false, false) => 0.0,
+            });
+        }
+    })
 }
 
 /// An empty `CpuData` of `d`'s dtype.
