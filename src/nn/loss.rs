@@ -104,7 +104,8 @@ pub fn cross_entropy(input: &Tensor, label: &Tensor, options: &CrossEntropyOptio
     let plain = options.weight.is_none() && options.label_smoothing == 0.0 && !options.soft_label;
     if plain && label.dtype().is_int() {
         // The common cases as one op with a fused gradient (3 kernels, 2 without softmax,
-        // where the composed form below takes 14); the same values.
+        // where the composed form below takes 14): the same values, except 0 where the
+        // composed ops made NaN from 0·∞ or 0/0 (as Paddle gives).
         let (idx, keep_last) = hard_index(OP, input, label, axis, true)?;
         let (per, valid) = crate::ops::nn::cross_entropy::cross_entropy_with_softmax(
             input,

@@ -54,7 +54,8 @@ pub(crate) static SCATTER_ADD: Kernel =
 pub(crate) static ONE_HOT: Kernel =
     Kernel { file: "one_hot.wgsl", keys: index_keys, variant: |k| index_variant(DType::from_code(k)) };
 
-fn index_keys() -> Vec<u32> {
+/// The kernel keys of an index-reading kernel: one variant per index dtype.
+pub(crate) fn index_keys() -> Vec<u32> {
     INDEX_DTYPES.iter().map(|d| d.code()).collect()
 }
 

@@ -17,18 +17,15 @@ use super::softmax::{self, SOFTMAX};
 use crate::autograd::is_grad_enabled;
 use crate::backend::cpu::{CpuData, float_kernel, par_chunks_new};
 use crate::backend::gpu::{Bind, Kernel};
-use crate::ops::index::{INDEX_DTYPES, index_variant};
+use crate::ops::index::{index_keys, index_variant};
 use crate::ops::registry::apply::{apply, apply1};
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
 use crate::ops::registry::registry_entry;
 use crate::tensor::TensorMeta;
 use crate::{DType, Element, Error, Result, Tensor};
 
-pub(crate) static CROSS_ENTROPY: Kernel = Kernel {
-    file: "cross_entropy.wgsl",
-    keys: || INDEX_DTYPES.iter().map(|d| d.code()).collect(),
-    variant: |k| index_variant(DType::from_code(k)),
-};
+pub(crate) static CROSS_ENTROPY: Kernel =
+    Kernel { file: "cross_entropy.wgsl", keys: index_keys, variant: |k| index_variant(DType::from_code(k)) };
 
 /// The attributes of both entries.
 #[derive(Clone, Debug, PartialEq, dygraph_derive::Attrs)]
@@ -250,13 +247,10 @@ pub(crate) fn cross_entropy_with_softmax(
     use_softmax: bool,
 ) -> Result<(Tensor, Tensor)> {
     let attrs = CrossEntropyAttrs { axis, ignore_index, use_softmax };
-    let mut out = apply(&CROSS_ENTROPY_WITH_SOFTMAX_OP, &[input, label], attrs)?;
-    let valid = out.pop();
-    let loss = out.into_iter().next();
-    match (loss, valid) {
-        (Some(loss), Some(valid)) => Ok((loss, valid)),
-        _ => Err(Error::invalid("cross_entropy_with_softmax", "expected three outputs")),
-    }
+    let out = apply(&CROSS_ENTROPY_WITH_SOFTMAX_OP, &[input, label], attrs)?;
+    let [loss, _, valid] = <[Tensor; 3]>::try_from(out)
+        .map_err(|_| Error::invalid("cross_entropy_with_softmax", "expected three outputs"))?;
+    Ok((loss, valid))
 }
 
 /// The CPU gradient, in f64 as the composed gradients take it, with d = −dloss on a line
