@@ -4,6 +4,7 @@
 // Entry points: `main` walks any number of dimensions; `flat` serves one collapsed
 // dimension (same shapes, or a scalar operand) with no index arithmetic; `rows` serves two
 // or three dimensions on a 3-D grid (x the innermost dimension), so no division is needed.
+// in-place: dst  (a plan may write dst over a same-typed input of its length; see src/backend/gpu/in_place.rs)
 #include "lib/int64.wgsl"
 #include "lib/math.wgsl"
 

@@ -3,6 +3,7 @@
 // element count is a multiple of 4 (the expression comes from the op table in
 // src/ops/elementwise/binary.rs, as in binary.wgsl).
 // params: [n / 4]
+// in-place: dst  (a plan may write dst over a same-typed input of its length; see src/backend/gpu/in_place.rs)
 #include "lib/int64.wgsl"
 #include "lib/math.wgsl"
 

@@ -1,5 +1,6 @@
 // Elementwise unary ops, one variant per (op, dtype): the expression comes from the op
 // table in src/ops/elementwise/unary.rs. p0 and p1 are the op's scalar parameters.
+// in-place: dst  (a plan may write dst over a same-typed input of its length; see src/backend/gpu/in_place.rs)
 #include "lib/int64.wgsl"
 #include "lib/math.wgsl"
 

@@ -2,6 +2,7 @@
 // stores: the path the dispatcher takes when the element count is a multiple of 4 (the
 // expression comes from the op table in src/ops/elementwise/unary.rs, as in unary.wgsl).
 // params: [n / 4, p0 (f32 bits), p1 (f32 bits)]
+// in-place: dst  (a plan may write dst over a same-typed input of its length; see src/backend/gpu/in_place.rs)
 #include "lib/int64.wgsl"
 #include "lib/math.wgsl"
 

@@ -1,5 +1,6 @@
 // where(cond, x, y) with numpy broadcasting of all three operands.
 // params: [n, ndim, shape[ndim], cond_strides[ndim], x_strides[ndim], y_strides[ndim]].
+// in-place: dst  (a plan may write dst over a same-typed input of its length; see src/backend/gpu/in_place.rs)
 @group(0) @binding(0) var<storage, read> cond: array<u32>;
 @group(0) @binding(1) var<storage, read> xs: array<{{S}}>;
 @group(0) @binding(2) var<storage, read> ys: array<{{S}}>;

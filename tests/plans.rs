@@ -226,3 +226,78 @@ fn replays_bind_each_runs_feed_buffer() {
     assert!(exe.last_plan().is_some(), "{:?}", exe.interpreted_because());
     drop(startup);
 }
+
+/// `rows` rows of 1,024 float32 values in [-1, 1], different for each `salt`.
+fn rows_of(rows: usize, salt: usize) -> Vec<f32> {
+    (0..rows * 1024).map(|i| (((i * 37 + salt * 101) % 199) as f32 / 99.0) - 1.0).collect()
+}
+
+#[test]
+fn elementwise_ops_replay_in_place_and_match_float64_formulas() {
+    let Some(gpu) = common::gpu_or_skip() else { return };
+    let _g = common::generator_lock();
+    let (main, startup) = (Program::new(), Program::new());
+    let (kept, out) = st::program_guard(&main, &startup, || {
+        let x = st::data("x", &[-1, 1024], DType::Float32).unwrap();
+        let bias = st::data("bias", &[1024], DType::Float32).unwrap();
+        // h1 reads the feed (never written over); h2 dies at h3, h3 at h4.
+        let h1 = x.scale(2.0, 0.5).unwrap();
+        let h2 = h1.tanh().unwrap();
+        let h3 = h2.add(&bias).unwrap();
+        let h4 = h3.mul(&h3).unwrap();
+        // h4 is read again by h6: h5 may not be written over it; h6 may write over h5 or h4.
+        let h5 = h4.scale(-1.0, 0.5).unwrap();
+        let h6 = h5.mul(&h4).unwrap();
+        // The scaled row sums die where they broadcast into a full-size output (h6 lives on):
+        // that output may not take their place.
+        let s = h6.sum(&[1], true).unwrap();
+        let h7 = s.scale(1e-3, 0.0).unwrap().add(&h6).unwrap();
+        // `kept` is fetched as well: what reads it last must not write over it.
+        let kept = h7.sigmoid().unwrap();
+        let m = kept.greater_than(&h2.scale(0.0, 0.7).unwrap()).unwrap();
+        let out = dygraph::where_(&m, &kept, &h6).unwrap().scale(3.0, -1.0).unwrap();
+        (kept, out)
+    });
+    let formula = |x: &[f32], bias: &[f32]| -> (Vec<f64>, Vec<f64>) {
+        let mut kept = Vec::new();
+        let mut out = Vec::new();
+        for row in x.chunks(1024) {
+            let h6: Vec<f64> = row
+                .iter()
+                .zip(bias)
+                .map(|(&v, &b)| {
+                    let h3 = (2.0 * v as f64 + 0.5).tanh() + b as f64;
+                    let h4 = h3 * h3;
+                    (0.5 - h4) * h4
+                })
+                .collect();
+            let s: f64 = h6.iter().sum();
+            for (&h6, &v) in h6.iter().zip(row) {
+                let h7 = h6 + 1e-3 * s;
+                let k = 1.0 / (1.0 + (-h7).exp());
+                let h2 = (2.0 * v as f64 + 0.5).tanh();
+                kept.push(k);
+                out.push(3.0 * if k > 0.7 + 0.0 * h2 { k } else { h6 } - 1.0);
+            }
+        }
+        (kept, out)
+    };
+    for fused in [false, true] {
+        let exe = Executor::with_scope(gpu, Scope::new());
+        exe.set_fusion(fused);
+        for (run, rows) in [3usize, 3, 3, 5, 5].into_iter().enumerate() {
+            let (xv, bv) = (rows_of(rows, run), rows_of(1, run + 7));
+            let x = Tensor::from_vec(xv.clone(), [rows, 1024]).unwrap().to(gpu).unwrap();
+            let bias = Tensor::from_vec(bv.clone(), [1024]).unwrap().to(gpu).unwrap();
+            let got = exe.run(&main, &[("x", &x), ("bias", &bias)], &[&kept, &out]).unwrap();
+            let (want_kept, want_out) = formula(&xv, &bv);
+            let what = format!("fused {fused}, run {run} ({rows} rows)");
+            assert_close(&format!("{what}: kept"), &values(&got[0]), &want_kept, 1e-5);
+            assert_close(&format!("{what}: out"), &values(&got[1]), &want_out, 1e-4);
+        }
+        let info = exe.last_plan().unwrap_or_else(|| panic!("{:?}", exe.interpreted_because()));
+        eprintln!("fused {fused}: {info:?}");
+        assert!(info.in_place >= if fused { 1 } else { 4 }, "fused {fused}: {info:?}");
+    }
+    drop(startup);
+}

@@ -61,6 +61,8 @@ pub struct PlanInfo {
     pub ops: usize,
     /// Bytes of device buffers the plan owns (intermediates and feeds).
     pub buffer_bytes: u64,
+    /// Dispatches writing their output over an input that dies there (elementwise ops in place).
+    pub in_place: usize,
 }
 
 /// A live op: its index in block 0, its inputs, and the plan's buffers its outputs go to.
@@ -341,7 +343,8 @@ pub(super) fn capture(
     let dispatches = segments.iter().map(|s| if let Segment::Tape(t) = s { t.dispatches } else { 0 }).sum();
     let live_ops = segments.iter().filter(|s| matches!(s, Segment::Live { .. })).count();
     let buffer_bytes = crate::backend::gpu::lock(&pool).bytes();
-    let info = PlanInfo { dispatches, live_ops, ops: c.blocks[0].len(), buffer_bytes };
+    let in_place = segments.iter().map(|s| if let Segment::Tape(t) = s { t.in_place } else { 0 }).sum();
+    let info = PlanInfo { dispatches, live_ops, ops: c.blocks[0].len(), buffer_bytes, in_place };
     // A bound feed's own buffer is never used again.
     let feeds = feeds
         .into_iter()

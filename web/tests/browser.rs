@@ -102,3 +102,38 @@ async fn the_classifier_replays_a_plan_on_webgpu_and_matches_the_cpu() {
         assert!(cpu.last_plan().is_none());
     }
 }
+
+#[wasm_bindgen_test]
+async fn a_plan_writes_elementwise_outputs_in_place_on_webgpu() {
+    use dygraph::static_::{self as st, Executor, Program, Scope};
+    use dygraph::{DType, Tensor};
+    let info = dygraph::init_gpu().await.unwrap_or_else(|e| panic!("WebGPU is required here: {e}"));
+    assert_eq!(info.backend, "BrowserWebGpu", "{info:?}");
+    let (main, startup) = (Program::new(), Program::new());
+    let y = st::program_guard(&main, &startup, || {
+        let x = st::data("x", &[-1, 256], DType::Float32).unwrap();
+        let b = st::data("b", &[256], DType::Float32).unwrap();
+        // The scale reads the feed; tanh and the add write over their dying inputs; h lives on
+        // past the second scale; the product, fetched, keeps a buffer of its own.
+        let h = x.scale(2.0, 0.5).unwrap().tanh().unwrap().add(&b).unwrap();
+        h.mul(&h.scale(-1.0, 0.5).unwrap()).unwrap()
+    });
+    let exe = Executor::with_scope(Place::Gpu(0), Scope::new());
+    exe.set_fusion(false);
+    for run in 0..3usize {
+        let xv: Vec<f32> = (0..3 * 256).map(|i| (((i * 37 + run * 11) % 101) as f32 / 50.0) - 1.0).collect();
+        let bv: Vec<f32> = (0..256).map(|i| ((i * 13 + run) % 7) as f32 / 7.0).collect();
+        let x = Tensor::from_vec(xv.clone(), [3, 256]).unwrap().to(Place::Gpu(0)).unwrap();
+        let b = Tensor::from_vec(bv.clone(), [256]).unwrap().to(Place::Gpu(0)).unwrap();
+        let out = exe.run(&main, &[("x", &x), ("b", &b)], &[&y]).unwrap();
+        let got = out[0].to_vec_async::<f32>().await.unwrap();
+        for (i, (g, v)) in got.iter().zip(&xv).enumerate() {
+            let h = (2.0 * *v as f64 + 0.5).tanh() + bv[i % 256] as f64;
+            let want = h * (0.5 - h);
+            assert!((*g as f64 - want).abs() <= 1e-5 + 1e-5 * want.abs(), "run {run}, element {i}: {g} against {want}");
+        }
+    }
+    let plan = exe.last_plan().unwrap_or_else(|| panic!("the WebGPU run was interpreted"));
+    assert_eq!(plan.in_place, 2, "{plan:?}");
+    drop(startup);
+}

@@ -7,7 +7,8 @@
 //! plan. Nothing outside the plan can then be handed a buffer its commands write, and the
 //! reuse the pool made during the captured run is the plan's liveness-based assignment.
 //! `prepare` turns the log into a [`Tape`]: one data buffer holding every parameter window
-//! and upload, bind groups built once. `replay` encodes a tape into the recorder's pending
+//! and upload, the intermediates packed into arenas by live range (an elementwise output
+//! over an input that dies at its dispatch, see `in_place.rs`), bind groups built once. `replay` encodes a tape into the recorder's pending
 //! encoder, so a run is one submission.
 
 use std::collections::{HashMap, HashSet};
@@ -146,6 +147,8 @@ pub(crate) struct Tape {
     uses_index_flag: bool,
     /// Kernel dispatches in the tape.
     pub dispatches: usize,
+    /// Those writing their output in place (over an input that dies there).
+    pub in_place: usize,
     /// Keeps the parameter and upload buffer, and the arena, alive with the bind groups
     /// that use them.
     data: Option<wgpu::Buffer>,
@@ -307,6 +310,7 @@ impl GpuContext {
                 cmds: Vec::with_capacity(seg.len()),
                 uses_index_flag: false,
                 dispatches: 0,
+                in_place: 0,
                 data: buffer.clone(),
                 _arenas: arena.as_ref().map(|(a, _)| a.clone()).unwrap_or_default(),
             };
@@ -319,13 +323,25 @@ impl GpuContext {
                         // WebGPU lets a dispatch bind one buffer several times only when every
                         // binding of it is writable: a dispatch binds the arena through the
                         // kernel's pipeline with those bindings read-write.
-                        let in_arena = |id: u64| arena.as_ref().is_some_and(|(_, at)| at.contains_key(&id));
+                        let spot = |id: u64| arena.as_ref().and_then(|(_, at)| at.get(&id)).map(|p| (p.0, p.1));
+                        let in_arena = |id: u64| spot(id).is_some();
                         let pipeline = if binds.iter().any(|b| in_arena(b.0)) {
                             let access: Vec<Access> = binds
                                 .iter()
                                 .map(|b| if b.2 || in_arena(b.0) { Access::ReadWrite } else { Access::Read })
                                 .collect();
-                            self.pipeline(kernel, key, entry, &access)?
+                            // An output packed at an input's place (see `in_place_hosts`): buffers
+                            // live in the same dispatch otherwise never share a place.
+                            let in_place = binds.iter().enumerate().find_map(|(o, y)| {
+                                let at = spot(y.0).filter(|_| y.2)?;
+                                binds
+                                    .iter()
+                                    .enumerate()
+                                    .position(|(i, x)| i != o && spot(x.0) == Some(at))
+                                    .map(|i| (o, i))
+                            });
+                            tape.in_place += in_place.is_some() as usize;
+                            self.pipeline_in_place(kernel, key, entry, &access, in_place)?
                         } else {
                             pipeline
                         };
@@ -424,9 +440,25 @@ impl GpuContext {
                 }
             }
         }
-        let mut items: Vec<(u64, u64, usize, usize)> =
-            range.iter().filter(|(_, r)| r.2).map(|(&id, r)| (id, owned[&id].max(4), r.0, r.1)).collect();
-        if items.len() < 2 {
+        let buffers = range.values().filter(|r| r.2).count();
+        let separate: u64 = range.iter().filter(|(_, r)| r.2).map(|(id, _)| owned[id].max(4)).sum();
+        // An output written in place takes its host's place: the host lives on to its last use.
+        let hosts = in_place_hosts(segments, &range, &owned)?;
+        let host = |id: u64| hosts.get(&id).copied().unwrap_or(id);
+        for (y, h) in &hosts {
+            let last = range[y].1;
+            range.entry(*h).and_modify(|r| r.1 = r.1.max(last));
+        }
+        let apart: HashMap<u64, HashSet<u64>> = apart.into_iter().fold(HashMap::new(), |mut m, (a, bs)| {
+            m.entry(host(a)).or_default().extend(bs.into_iter().map(host));
+            m
+        });
+        let mut items: Vec<(u64, u64, usize, usize)> = range
+            .iter()
+            .filter(|(id, r)| r.2 && !hosts.contains_key(id))
+            .map(|(&id, r)| (id, owned[&id].max(4), r.0, r.1))
+            .collect();
+        if buffers < 2 {
             return Ok(None);
         }
         items.sort_by_key(|&(id, size, first, _)| (std::cmp::Reverse(size), first, id));
@@ -467,7 +499,10 @@ impl GpuContext {
             at.insert(id, (c, o, size));
             totals[c] = totals[c].max(o + size);
         }
-        let separate: u64 = items.iter().map(|i| i.1).sum();
+        for (y, h) in &hosts {
+            let spot = at[h];
+            at.insert(*y, spot);
+        }
         let total: u64 = totals.iter().sum();
         if total >= separate
             || totals.iter().any(|&t| t > self.limits.max_buffer_size)
@@ -499,6 +534,7 @@ impl GpuContext {
         let mut entries: Vec<wgpu::BindGroupEntry> = binds
             .iter()
             .enumerate()
+            .filter(|(i, _)| pipeline.skip != Some(*i))
             .map(|(i, (_, b, offset, size))| wgpu::BindGroupEntry {
                 binding: i as u32,
                 resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
@@ -586,4 +622,37 @@ impl GpuContext {
         self.dispatches.fetch_add(tape.dispatches as u64, Ordering::Relaxed);
         Ok(())
     }
+}
+
+/// The outputs a plan writes in place, each with its host: the buffer whose place it takes
+/// (the first of a chain). An output qualifies when its kernel has an in-place form (see
+/// `in_place.rs`), its first use is that dispatch, and an input the form may take, of its
+/// byte size (so of its length: tensors fill their buffers), is used last there.
+/// `range` holds each packable buffer's (first use, last use, first use writes).
+fn in_place_hosts(
+    segments: &[Vec<Cmd>],
+    range: &HashMap<u64, (usize, usize, bool)>,
+    owned: &HashMap<u64, u64>,
+) -> Result<HashMap<u64, u64>> {
+    let mut forms: HashMap<(usize, u32), (Option<usize>, Vec<usize>)> = HashMap::new();
+    let mut hosts: HashMap<u64, u64> = HashMap::new();
+    for (k, cmd) in segments.iter().flatten().enumerate() {
+        let Cmd::Dispatch { kernel, key, binds, .. } = cmd else { continue };
+        let form = match forms.entry((*kernel as *const Kernel as usize, *key)) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                let source = kernel.source(*key)?;
+                e.insert((super::in_place::output_binding(&source), super::in_place::input_bindings(&source)))
+            }
+        };
+        let Some(y) = form.0.and_then(|o| binds.get(o)).filter(|y| y.2) else { continue };
+        if range.get(&y.0).is_none_or(|r| r.0 != k || !r.2) {
+            continue;
+        }
+        let dies_here = |x: u64| x != y.0 && range.get(&x).is_some_and(|r| r.1 == k && r.2) && owned[&x] == owned[&y.0];
+        if let Some(x) = form.1.iter().filter_map(|&i| binds.get(i)).map(|x| x.0).find(|&x| dies_here(x)) {
+            hosts.insert(y.0, hosts.get(&x).copied().unwrap_or(x));
+        }
+    }
+    Ok(hosts)
 }

@@ -21,11 +21,14 @@ pub(crate) enum Access {
 pub(crate) struct Pipeline {
     pub pipeline: wgpu::ComputePipeline,
     pub layout: wgpu::BindGroupLayout,
+    /// The binding an in-place form leaves out (its output is written into an input).
+    pub skip: Option<usize>,
 }
 
-/// A compiled pipeline's identity: the kernel (by address), its variant key, the entry point
-/// and the access of each bound buffer (one bit per binding, set for read-write).
-type PipelineKey = (usize, u32, &'static str, u32);
+/// A compiled pipeline's identity: the kernel (by address), its variant key, the entry point,
+/// the access of each bound buffer (one bit per binding, set for read-write) and, for an
+/// in-place form, its (output, input) bindings.
+type PipelineKey = (usize, u32, &'static str, u32, Option<(usize, usize)>);
 
 /// One opened GPU device.
 pub(crate) struct GpuContext {
@@ -511,8 +514,21 @@ impl GpuContext {
     /// The compiled pipeline of `kernel`'s variant `key` at `entry`, binding `access` buffers
     /// followed by the read-only params buffer.
     pub fn pipeline(&self, kernel: &Kernel, key: u32, entry: &'static str, access: &[Access]) -> Result<Arc<Pipeline>> {
+        self.pipeline_in_place(kernel, key, entry, access, None)
+    }
+
+    /// `pipeline`, or with `in_place` = (output, input) the kernel's in-place form (see
+    /// `in_place.rs`): binding `output` is left out and its values go to binding `input`.
+    pub fn pipeline_in_place(
+        &self,
+        kernel: &Kernel,
+        key: u32,
+        entry: &'static str,
+        access: &[Access],
+        in_place: Option<(usize, usize)>,
+    ) -> Result<Arc<Pipeline>> {
         let bits = access.iter().enumerate().fold(0u32, |b, (i, a)| b | (((*a == Access::ReadWrite) as u32) << i));
-        let cache_key = (kernel as *const Kernel as usize, key, entry, bits);
+        let cache_key = (kernel as *const Kernel as usize, key, entry, bits, in_place);
         if let Some(p) = lock(&self.pipelines).get(&cache_key) {
             return Ok(p.clone());
         }
@@ -525,7 +541,17 @@ impl GpuContext {
                 ),
             });
         }
-        let source = writable(&kernel.source(key)?, access);
+        let mut source = kernel.source(key)?;
+        if let Some((output, input)) = in_place {
+            source = super::in_place::in_place_source(&source, input)
+                .filter(|_| super::in_place::output_binding(&source) == Some(output))
+                .ok_or_else(|| Error::Gpu {
+                    op: "pipeline",
+                    msg: format!("{}#{key}: no in-place form writing binding {output} into {input}", kernel.file),
+                })?;
+        }
+        let source = writable(&source, access);
+        let skip = in_place.map(|(output, _)| output);
         let storage = |read_only| wgpu::BindingType::Buffer {
             ty: wgpu::BufferBindingType::Storage { read_only },
             has_dynamic_offset: false,
@@ -534,6 +560,7 @@ impl GpuContext {
         let mut entries: Vec<wgpu::BindGroupLayoutEntry> = access
             .iter()
             .enumerate()
+            .filter(|(i, _)| skip != Some(*i))
             .map(|(i, a)| wgpu::BindGroupLayoutEntry {
                 binding: i as u32,
                 visibility: wgpu::ShaderStages::COMPUTE,
@@ -580,7 +607,7 @@ impl GpuContext {
         if let Some(e) = pollster::block_on(scope.pop()) {
             return Err(Error::Gpu { op: "pipeline", msg: format!("{}#{key}@{entry}: {e}", kernel.file) });
         }
-        let p = Arc::new(Pipeline { pipeline, layout });
+        let p = Arc::new(Pipeline { pipeline, layout, skip });
         lock(&self.pipelines).insert(cache_key, p.clone());
         Ok(p)
     }

@@ -3,6 +3,7 @@
 
 mod capture;
 mod context;
+mod in_place;
 mod index_check;
 mod pool;
 mod profile;

@@ -87,13 +87,20 @@ fn include_into(name: &str, out: &mut String, included: &mut Vec<String>) -> Res
     Ok(())
 }
 
-/// Every (kernel file, variant, expanded source) the library can dispatch. Used by the
-/// shader-validation test; also handy for warming a pipeline cache.
+/// Every (kernel file, variant, expanded source) the library can dispatch, with the
+/// in-place forms execution plans may use (named `file#key in place of binding i`). Used by
+/// the shader-validation test; also handy for warming a pipeline cache.
 pub fn all_shader_variants() -> Result<Vec<(String, String)>> {
     let mut out = Vec::new();
     for k in KERNELS {
         for key in (k.keys)() {
-            out.push((format!("{}#{key}", k.file), k.source(key)?));
+            let source = k.source(key)?;
+            for i in super::in_place::input_bindings(&source) {
+                if let Some(form) = super::in_place::in_place_source(&source, i) {
+                    out.push((format!("{}#{key} in place of binding {i}", k.file), form));
+                }
+            }
+            out.push((format!("{}#{key}", k.file), source));
         }
     }
     Ok(out)
