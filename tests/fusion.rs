@@ -306,6 +306,36 @@ fn reduction_prologues_match_unfused() {
 }
 
 #[test]
+fn scalar_constants_join_their_chains_on_every_place() {
+    let seed = common::run_seed();
+    let mut rng = common::Rng::new(seed);
+    for place in places() {
+        let (main, startup) = (Program::new(), Program::new());
+        let (y, s) = st::program_guard(&main, &startup, || {
+            let x = st::data("x", &[-1, 5], DType::Float32).unwrap();
+            let s = x.sum(&[], false).unwrap();
+            // 2.5 / s · 3 + 1: the fill joins the chain, which reads the sum alone.
+            let y = paddle::full(&[] as &[usize], 2.5, DType::Float32).unwrap().divide(&s).unwrap();
+            (y.scale(3.0, 1.0).unwrap(), s)
+        });
+        let fused = Executor::with_scope(place, Scope::new());
+        let programs = fused_programs(&fused, &main);
+        assert!(programs.iter().any(|p| p.starts_with("c.2.5 x0 b.divide")), "{place}: {programs:?}");
+        assert!(fused.ops_to_run(&main).unwrap().iter().all(|o| o.op_type != "full"), "{place}: the fill runs");
+        programs.iter().for_each(|p| validate(p));
+        for rows in [3usize, 1] {
+            let xv = rng.vec(rows * 5, 0.5, 2.0);
+            let x = common::tensor(&xv, &[rows, 5], DType::Float32, Place::Cpu);
+            let got = fused.run(&main, &[("x", &x)], &[&y, &s]).unwrap();
+            let sum = values(&got[1])[0];
+            let what = format!("y on {place}, {rows} rows (seed {seed})");
+            assert_close(&what, &values(&got[0]), &[3.0 * (2.5 / sum) + 1.0], 1e-6);
+            assert_close(&format!("sum, {what}"), &[sum], &[xv.iter().sum::<f64>()], 1e-5);
+        }
+    }
+}
+
+#[test]
 fn bad_fused_programs_are_typed_errors() {
     let x = Tensor::from_vec(vec![1.0f32, 2.0], [2]).unwrap();
     let program_attr = |program: &str| {
@@ -315,7 +345,19 @@ fn bad_fused_programs_are_typed_errors() {
     };
     // An input index past usize (once an overflow) and past the input limit, too.
     let huge = format!("x0 x{} b.add", usize::MAX);
-    for program in ["", "x0 b.add", "x0 u.nosuch", "x0 x1", "x0 u.relu x1", "q", "x0 x6 b.add", "x-1", &huge] {
+    for program in [
+        "",
+        "x0 b.add",
+        "x0 u.nosuch",
+        "x0 x1",
+        "x0 u.relu x1",
+        "q",
+        "x0 x6 b.add",
+        "x-1",
+        &huge,
+        "c.one x0 b.add",
+        "c.1.0",
+    ] {
         let err = dygraph::ops::run_op("fused_elementwise", &[&x, &x], &program_attr(program));
         match err {
             Err(dygraph::Error::InvalidArgument { op: "fused_elementwise", .. }) => {}

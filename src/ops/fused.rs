@@ -1,7 +1,8 @@
 //! Fused elementwise chains: one kernel for a small DAG of unary and binary table ops over
 //! inputs broadcast to one output shape. The Executor's fusion pass makes these ops (see
 //! `static_/fusion.rs`); the chain travels as the postfix attribute `program`, whose tokens
-//! are `x{j}` (push input j), `u.{name}:{p0}:{p1}` (a unary row with its two scalar
+//! are `x{j}` (push input j), `c.{value}` (push a constant: a scalar `full` / `ones` /
+//! `zeros` the chain absorbed), `u.{name}:{p0}:{p1}` (a unary row with its two scalar
 //! parameters) and `b.{name}` (a binary row). The WGSL kernel is composed from the rows'
 //! WGSL expressions (one function per node) and interned, so the pipeline cache and the
 //! shader-validation test see it like any other variant; the CPU kernel composes the rows'
@@ -44,6 +45,9 @@ registry_entry!(
 #[derive(Clone, Copy)]
 pub(crate) enum Node {
     Input(usize),
+    /// A constant, rounded to the chain's dtype (float32 on the GPU, where it travels as a
+    /// parameter word).
+    Const(f64),
     Unary(&'static UnaryDef, [f64; 2], usize),
     Binary(&'static BinaryDef, usize, usize),
 }
@@ -82,6 +86,8 @@ impl Chain {
                     .ok_or_else(|| bad(format!("bad input token {tok:?} (inputs x0 to x{})", MAX_INPUTS - 1)))?;
                 inputs = inputs.max(j + 1);
                 Node::Input(j)
+            } else if let Some(v) = tok.strip_prefix("c.") {
+                Node::Const(v.parse().map_err(|_| bad(format!("bad constant in {tok:?}")))?)
             } else if let Some(rest) = tok.strip_prefix("u.") {
                 let mut parts = rest.split(':');
                 let name = parts.next().unwrap_or_default();
@@ -177,7 +183,11 @@ impl Chain {
         self.nodes
             .iter()
             .flat_map(|node| {
-                let q = if let Node::Unary(_, q, _) = node { *q } else { [0.0; 2] };
+                let q = match node {
+                    Node::Unary(_, q, _) => *q,
+                    Node::Const(c) => [*c, 0.0],
+                    _ => [0.0; 2],
+                };
                 [(q[0] as f32).to_bits(), (q[1] as f32).to_bits()]
             })
             .collect()
@@ -208,6 +218,7 @@ impl Chain {
                     eval += &format!("    let v{i} = {prefix}{i}(v{a}, v{b});\n");
                 }
                 Node::Input(j) => eval += &format!("    let v{i} = {};\n", input(*j)),
+                Node::Const(_) => eval += &format!("    let v{i} = bitcast<f32>({});\n", word(2 * i)),
             }
         }
         (fns, eval)
@@ -233,6 +244,7 @@ impl Chain {
             for (i, node) in self.nodes.iter().enumerate() {
                 vals[i] = match *node {
                     Node::Input(j) => read[j](offs[j]),
+                    Node::Const(c) => round(c),
                     Node::Unary(d, q, a) => {
                         round((d.float.expect("fusable rows have float closures"))(vals[a], q[0], q[1]))
                     }
@@ -314,6 +326,7 @@ fn canonical_keys() -> Vec<u32> {
         .filter(|d| fusable_unary(d.name).is_some())
         .map(|d| format!("x0 x1 b.add u.{}:0.5:2.0", d.name))
         .collect();
+    programs.push("c.1.0 x0 b.divide".into());
     programs.extend(
         BINARY_OPS.iter().filter(|d| fusable_binary(d.name).is_some()).map(|d| format!("x0 x1 b.{} u.relu", d.name)),
     );

@@ -41,6 +41,12 @@ fn token(op: &OpDesc, vars: &[VarDesc]) -> Option<String> {
     if op.inputs.iter().any(|&v| vars[v].dtype != vars[out].dtype) {
         return None;
     }
+    // A scalar constant (the `ones` seeding a backward pass) is a leaf: a chain reading it
+    // makes no fill kernel. Its rank 0 leaves the chain's broadcast shape unchanged.
+    if matches!(op.op_type.as_str(), "full" | "ones" | "zeros") && op.inputs.is_empty() && vars[out].shape.is_empty() {
+        let v = op.attrs.get("value").and_then(f64::from_attr)?;
+        return v.is_finite().then(|| format!("c.{v:?}"));
+    }
     if let Some(d) = fusable_unary(&op.op_type)
         && op.inputs.len() == 1
     {
@@ -210,6 +216,10 @@ pub(super) fn fuse(ops: &[OpDesc], vars: &[VarDesc], kinds: Kinds) -> Vec<Fused>
         }
         let mut inputs: Vec<VarId> = Vec::new();
         let program = postfix(root, ops, &tokens, &member_outputs, &producer, &mut inputs);
+        if inputs.is_empty() {
+            // Constants alone: the fused op's shape comes from its operands.
+            continue;
+        }
         let mut attrs = AttrMap::new();
         attrs.set("program", AttrValue::Str(program));
         let desc = replacing(&ops[root], "fused_elementwise".into(), inputs, attrs);
@@ -264,7 +274,9 @@ fn prologue_reduction(
         return None;
     }
     let (ext, leaves) = external_inputs(g, ops, member_outputs);
-    if ext.iter().any(|&u| vars[u].shape != vars[v].shape)
+    // A chain of constants alone has no operand to give the reduction its shape.
+    if ext.is_empty()
+        || ext.iter().any(|&u| vars[u].shape != vars[v].shape)
         || g.len() + leaves > crate::ops::epilogue::EPILOGUE_NODES
         || ext.len() > crate::ops::epilogue::EPILOGUE_EXTRAS + 1
     {
