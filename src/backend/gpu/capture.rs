@@ -8,8 +8,8 @@
 //! reuse the pool made during the captured run is the plan's liveness-based assignment.
 //! `prepare` turns the log into a [`Tape`]: one data buffer holding every parameter window
 //! and upload, the intermediates packed into arenas by live range (an elementwise output
-//! over an input that dies at its dispatch, see `in_place.rs`), bind groups built once. `replay` encodes a tape into the recorder's pending
-//! encoder, so a run is one submission.
+//! over an input that dies at its dispatch, see `in_place.rs`), bind groups built once.
+//! `replay` encodes a tape into the recorder's pending encoder, so a run is one submission.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
@@ -158,6 +158,15 @@ pub(crate) struct Tape {
 /// A buffer as a bind group binds it: (id, buffer, offset, size).
 type Bound = (u64, wgpu::Buffer, u64, Option<u64>);
 
+/// A plan's intermediates packed into arenas.
+struct Packed {
+    buffers: Vec<wgpu::Buffer>,
+    /// Each packed buffer's (arena, offset, size).
+    at: HashMap<u64, (usize, u64, u64)>,
+    /// Each output written in place, with the input it is written over.
+    over: HashMap<u64, u64>,
+}
+
 enum Prepared {
     /// `rebind` keeps the bindings of a dispatch that binds a buffer a run may replace.
     Dispatch {
@@ -297,7 +306,7 @@ impl GpuContext {
         });
         let arena = self.pack(&segments, pool, keep)?;
         let place = |id: u64, b: &wgpu::Buffer| -> Bound {
-            match arena.as_ref().and_then(|(a, at)| at.get(&id).map(|&(c, o, size)| (&a[c], o, size))) {
+            match arena.as_ref().and_then(|p| p.at.get(&id).map(|&(c, o, size)| (&p.buffers[c], o, size))) {
                 Some((a, o, size)) => (id, a.clone(), o, Some(size)),
                 None => (id, b.clone(), 0, None),
             }
@@ -312,7 +321,7 @@ impl GpuContext {
                 dispatches: 0,
                 in_place: 0,
                 data: buffer.clone(),
-                _arenas: arena.as_ref().map(|(a, _)| a.clone()).unwrap_or_default(),
+                _arenas: arena.as_ref().map(|p| p.buffers.clone()).unwrap_or_default(),
             };
             for cmd in seg {
                 let o = offsets.next().unwrap_or(0);
@@ -323,22 +332,16 @@ impl GpuContext {
                         // WebGPU lets a dispatch bind one buffer several times only when every
                         // binding of it is writable: a dispatch binds the arena through the
                         // kernel's pipeline with those bindings read-write.
-                        let spot = |id: u64| arena.as_ref().and_then(|(_, at)| at.get(&id)).map(|p| (p.0, p.1));
-                        let in_arena = |id: u64| spot(id).is_some();
+                        let in_arena = |id: u64| arena.as_ref().is_some_and(|p| p.at.contains_key(&id));
                         let pipeline = if binds.iter().any(|b| in_arena(b.0)) {
                             let access: Vec<Access> = binds
                                 .iter()
                                 .map(|b| if b.2 || in_arena(b.0) { Access::ReadWrite } else { Access::Read })
                                 .collect();
-                            // An output packed at an input's place (see `in_place_hosts`): buffers
-                            // live in the same dispatch otherwise never share a place.
+                            // An output packed over an input (see `in_place_hosts`).
                             let in_place = binds.iter().enumerate().find_map(|(o, y)| {
-                                let at = spot(y.0).filter(|_| y.2)?;
-                                binds
-                                    .iter()
-                                    .enumerate()
-                                    .position(|(i, x)| i != o && spot(x.0) == Some(at))
-                                    .map(|i| (o, i))
+                                let x = *arena.as_ref()?.over.get(&y.0).filter(|_| y.2)?;
+                                binds.iter().position(|b| b.0 == x && !b.2).map(|i| (o, i))
                             });
                             tape.in_place += in_place.is_some() as usize;
                             self.pipeline_in_place(kernel, key, entry, &access, in_place)?
@@ -388,15 +391,11 @@ impl GpuContext {
     /// last command. A dispatch may not bind one buffer both writable and otherwise (nor
     /// copy within one buffer), so buffers used together that way go to different arenas
     /// (greedy colouring, usually two or three); within an arena, buffers are placed largest
-    /// first at the lowest offset free for their whole range. Returns each packed buffer's
-    /// (arena, offset, size), or None when packing saves nothing or exceeds a limit.
-    #[allow(clippy::type_complexity)]
-    fn pack(
-        &self,
-        segments: &[Vec<Cmd>],
-        pool: &Mutex<PrivatePool>,
-        keep: &HashSet<u64>,
-    ) -> Result<Option<(Vec<wgpu::Buffer>, HashMap<u64, (usize, u64, u64)>)>> {
+    /// first at the lowest offset free for their whole range. An elementwise output written
+    /// in place shares its host's place (see `in_place_hosts`), which then lives to the last
+    /// use of the chain's last output. Returns the arenas and each packed buffer's place, or
+    /// None when packing saves nothing or exceeds a limit.
+    fn pack(&self, segments: &[Vec<Cmd>], pool: &Mutex<PrivatePool>, keep: &HashSet<u64>) -> Result<Option<Packed>> {
         let owned = lock(pool).owned.clone();
         // A buffer a dispatch binds twice (`x * x`, a kernel's unused optional input) would
         // be bound writable twice over the same range in the arena, which WebGPU forbids: it
@@ -443,7 +442,8 @@ impl GpuContext {
         let buffers = range.values().filter(|r| r.2).count();
         let separate: u64 = range.iter().filter(|(_, r)| r.2).map(|(id, _)| owned[id].max(4)).sum();
         // An output written in place takes its host's place: the host lives on to its last use.
-        let hosts = in_place_hosts(segments, &range, &owned)?;
+        let over = in_place_hosts(segments, &range, &owned)?;
+        let hosts: HashMap<u64, u64> = over.iter().map(|(&y, &(_, h))| (y, h)).collect();
         let host = |id: u64| hosts.get(&id).copied().unwrap_or(id);
         for (y, h) in &hosts {
             let last = range[y].1;
@@ -527,7 +527,8 @@ impl GpuContext {
         p.evicted.extend(at.keys().copied());
         let evicted = p.evicted.clone();
         p.give_free_away(self, |id| evicted.contains(&id));
-        Ok(Some((buffers, at)))
+        let over = over.into_iter().map(|(y, (x, _))| (y, x)).collect();
+        Ok(Some(Packed { buffers, at, over }))
     }
 
     fn bind_group(&self, pipeline: &Pipeline, binds: &[Bound], params: &wgpu::Buffer) -> wgpu::BindGroup {
@@ -624,18 +625,19 @@ impl GpuContext {
     }
 }
 
-/// The outputs a plan writes in place, each with its host: the buffer whose place it takes
-/// (the first of a chain). An output qualifies when its kernel has an in-place form (see
-/// `in_place.rs`), its first use is that dispatch, and an input the form may take, of its
-/// byte size (so of its length: tensors fill their buffers), is used last there.
-/// `range` holds each packable buffer's (first use, last use, first use writes).
+/// The outputs a plan writes in place, each with the input it is written over and its host:
+/// the buffer whose place it takes (the first of a chain). An output qualifies when its
+/// kernel has an in-place form (see `in_place.rs`), its first use is that dispatch, and an
+/// input the form may take, of its byte size (so of its length: tensors fill their
+/// buffers), is used last there. `range` holds each packable buffer's (first use, last use,
+/// first use writes).
 fn in_place_hosts(
     segments: &[Vec<Cmd>],
     range: &HashMap<u64, (usize, usize, bool)>,
     owned: &HashMap<u64, u64>,
-) -> Result<HashMap<u64, u64>> {
+) -> Result<HashMap<u64, (u64, u64)>> {
     let mut forms: HashMap<(usize, u32), (Option<usize>, Vec<usize>)> = HashMap::new();
-    let mut hosts: HashMap<u64, u64> = HashMap::new();
+    let mut hosts: HashMap<u64, (u64, u64)> = HashMap::new();
     for (k, cmd) in segments.iter().flatten().enumerate() {
         let Cmd::Dispatch { kernel, key, binds, .. } = cmd else { continue };
         let form = match forms.entry((*kernel as *const Kernel as usize, *key)) {
@@ -651,7 +653,8 @@ fn in_place_hosts(
         }
         let dies_here = |x: u64| x != y.0 && range.get(&x).is_some_and(|r| r.1 == k && r.2) && owned[&x] == owned[&y.0];
         if let Some(x) = form.1.iter().filter_map(|&i| binds.get(i)).map(|x| x.0).find(|&x| dies_here(x)) {
-            hosts.insert(y.0, hosts.get(&x).copied().unwrap_or(x));
+            let host = hosts.get(&x).map_or(x, |h| h.1);
+            hosts.insert(y.0, (x, host));
         }
     }
     Ok(hosts)

@@ -88,8 +88,8 @@ fn include_into(name: &str, out: &mut String, included: &mut Vec<String>) -> Res
 }
 
 /// Every (kernel file, variant, expanded source) the library can dispatch, with the
-/// in-place forms execution plans may use (named `file#key in place of binding i`). Used by
-/// the shader-validation test; also handy for warming a pipeline cache.
+/// in-place forms execution plans may use (named `file#key in place of binding i`; they
+/// leave their output's binding out). Used by the shader-validation tests.
 pub fn all_shader_variants() -> Result<Vec<(String, String)>> {
     let mut out = Vec::new();
     for k in KERNELS {
