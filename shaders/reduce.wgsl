@@ -2,11 +2,14 @@
 // `rows` (inner == 1): one workgroup per (row, chunk of R), tree reduction in workgroup
 // memory; with several chunks it writes partial results that a second pass combines.
 // `strided`: one invocation per output, looping over R (inner > 1 or short rows).
+// `planes`: as `rows`, reducing the outer and inner axes together, keeping the middle: row o
+// is the `outer` × `inner` elements with middle index o (a conv bias gradient: axes 0, 2, 3
+// of NCHW), so the two runs of axes take one pass instead of two.
 // Elements are read through `load(i)`: `src[i]`, or in a float32 variant a chain of
 // elementwise ops fused before the reduction over inputs of src's shape, bound after `dst`
 // (src/ops/epilogue.rs).
 // params: [outer, R, inner, chunks, chunk_len, scale (f32 bits, used by mean)], a
-// prologue's from word 64
+// prologue's from word 64; `planes` reads [rows (the middle size), outer·inner, inner, ...].
 #include "lib/int64.wgsl"
 #include "lib/math.wgsl"
 
@@ -47,6 +50,53 @@ fn rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (in_range) {
         for (var r = start + lid; r < end; r = r + {{WG}}u) {
             acc = combine(acc, load(o * len + r));
+        }
+    }
+    partial[lid] = acc;
+    workgroupBarrier();
+    for (var s = {{WG}}u / 2u; s > 0u; s = s >> 1u) {
+        if (lid < s) {
+            partial[lid] = combine(partial[lid], partial[lid + s]);
+        }
+        workgroupBarrier();
+    }
+    if (lid == 0u && in_range) {
+        dst[g] = select(partial[0], finalize(partial[0]), chunks == 1u);
+    }
+}
+
+@compute @workgroup_size({{WG}})
+fn planes(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+          @builtin(local_invocation_index) lid: u32) {
+    let g = wid.x + wid.y * nwg.x;
+    let rows = params[0];
+    let len = params[1];
+    let inner = params[2];
+    let chunks = params[3];
+    let chunk_len = params[4];
+    let in_range = g < rows * chunks;
+    let o = g / max(chunks, 1u);
+    let c = g % max(chunks, 1u);
+    let start = c * chunk_len;
+    let end = min(len, start + chunk_len);
+    var acc = identity();
+    if (in_range && start + lid < end) {
+        // Element r of the row is (i, j) = (r / inner, r % inner), at (i·rows + o)·inner + j;
+        // stepping r by the workgroup size steps (i, j) by (q, m) with one carry.
+        var r = start + lid;
+        var i = r / inner;
+        var j = r % inner;
+        let q = {{WG}}u / inner;
+        let m = {{WG}}u % inner;
+        while (r < end) {
+            acc = combine(acc, load((i * rows + o) * inner + j));
+            r = r + {{WG}}u;
+            i = i + q;
+            j = j + m;
+            if (j >= inner) {
+                j = j - inner;
+                i = i + 1u;
+            }
         }
     }
     partial[lid] = acc;

@@ -1,7 +1,8 @@
 //! Reductions: sum, mean, prod, max, min over axes (single, lists, all, keepdim, negative),
 //! argmax/argmin, logsumexp, var/std, add_n. CPU against a naive host reference, GPU
-//! against CPU (long rows for the two-pass path, inner > 1 for the strided path), float64
-//! gradchecks, GPU gradients and the error cases.
+//! against CPU (long rows for the two-pass path, inner > 1 for the strided path, a leading
+//! and a trailing run of axes for the one-pass `planes` entry), float64 gradchecks, GPU
+//! gradients and the error cases.
 
 mod common;
 
@@ -403,6 +404,8 @@ fn reductions_match_between_gpu_and_cpu_on_every_path() {
     // (shape, axes): long rows (> 8192, few rows) take the chunked two-pass path; inner > 1
     // and short rows take the strided path; many rows take the one-pass row path, except
     // on a software adapter, where 256 rows or more of up to 4096 take the strided path.
+    // Axes that are a leading and a trailing run take the one-pass `planes` entry: rows of
+    // an inner run shorter than, equal to and longer than a workgroup, a long one chunked.
     let cases: &[(&[usize], &[isize])] = &[
         (&[3, 20000], &[1]),
         (&[1, 50000], &[-1]),
@@ -416,6 +419,11 @@ fn reductions_match_between_gpu_and_cpu_on_every_path() {
         (&[4, 5, 6, 7], &[1, 3]),
         (&[4, 5, 6, 7], &[0, 2, 3]),
         (&[50, 3, 200], &[0, 2]),
+        (&[64, 20, 24, 24], &[0, 2, 3]),
+        (&[7, 3, 5], &[0, 2]),
+        (&[3, 70, 256], &[0, 2]),
+        (&[2, 3, 4, 5, 6], &[0, 1, 3, 4]),
+        (&[33, 2, 1, 1], &[0, 2, 3]),
     ];
     let mut failures = Vec::new();
     for (c, &(shape, axes)) in cases.iter().enumerate() {
