@@ -341,6 +341,56 @@ fn scalar_constants_join_their_chains_on_every_place() {
 }
 
 #[test]
+fn views_and_broadcasts_join_their_chains_on_every_place() {
+    let seed = common::run_seed();
+    let mut rng = common::Rng::new(seed);
+    for place in places() {
+        let (main, startup) = (Program::new(), Program::new());
+        let (g, h, k, m) = st::program_guard(&main, &startup, || {
+            let x = st::data("x", &[-1, 5], DType::Float32).unwrap();
+            let s = x.sum(&[], false).unwrap();
+            // 1 / s as [1, 1], broadcast to x's shape, times x (a mean's gradient): one chain.
+            let r = paddle::ones(&[] as &[usize], DType::Float32).unwrap().divide(&s).unwrap();
+            let g = paddle::expand_as(&r.unsqueeze(&[0, 1]).unwrap(), &x).unwrap().multiply(&x).unwrap();
+            // A view at the root adding a leading 1 stays out of the chain before it.
+            let h = x.scale(2.0, 1.0).unwrap().tanh().unwrap().unsqueeze(&[0]).unwrap();
+            // A trailing 1 moves the elements against the broadcast: no chain across it.
+            let k = x.exp().unwrap().unsqueeze(&[2]).unwrap().scale(3.0, 0.0).unwrap();
+            // A leading 1 that no operand has: the sum would lose it, so it joins no chain.
+            let m = x.unsqueeze(&[0]).unwrap().add(&x.exp().unwrap()).unwrap();
+            (g, h, k, m)
+        });
+        let fused = Executor::with_scope(place, Scope::new());
+        let programs = fused_programs(&fused, &main);
+        let shaped: Vec<&String> = programs.iter().filter(|p| p.contains(" s.")).collect();
+        assert!(
+            shaped.len() == 1 && shaped[0].contains("s.view") && shaped[0].contains("s.expand"),
+            "{place}: {programs:?}"
+        );
+        assert!(programs.iter().any(|p| p.starts_with("x0 u.scale:2.0:1.0 u.tanh")), "{place}: {programs:?}");
+        assert_eq!(programs.len(), 2, "{place}: {programs:?}");
+        assert!(fused.ops_to_run(&main).unwrap().iter().all(|o| o.op_type != "expand_as"), "{place}");
+        programs.iter().for_each(|p| validate(p));
+        for rows in [3usize, 1] {
+            let xv = rng.vec(rows * 5, 0.5, 2.0);
+            let x = common::tensor(&xv, &[rows, 5], DType::Float32, Place::Cpu);
+            let got = fused.run(&main, &[("x", &x)], &[&g, &h, &k, &m]).unwrap();
+            let sum: f64 = xv.iter().sum();
+            let what = |v: &str| format!("{v} on {place}, {rows} rows (seed {seed})");
+            assert_eq!(got[0].shape(), [rows, 5], "{}", what("g"));
+            assert_eq!(got[1].shape(), [1, rows, 5], "{}", what("h"));
+            assert_eq!(got[2].shape(), [rows, 5, 1], "{}", what("k"));
+            assert_eq!(got[3].shape(), [1, rows, 5], "{}", what("m"));
+            assert_close(&what("g"), &values(&got[0]), &xv.iter().map(|v| v / sum).collect::<Vec<_>>(), 1e-5);
+            let tanh: Vec<f64> = xv.iter().map(|v| (2.0 * v + 1.0).tanh()).collect();
+            assert_close(&what("h"), &values(&got[1]), &tanh, 1e-5);
+            assert_close(&what("k"), &values(&got[2]), &xv.iter().map(|v| 3.0 * v.exp()).collect::<Vec<_>>(), 1e-5);
+            assert_close(&what("m"), &values(&got[3]), &xv.iter().map(|v| v + v.exp()).collect::<Vec<_>>(), 1e-5);
+        }
+    }
+}
+
+#[test]
 fn bad_fused_programs_are_typed_errors() {
     let x = Tensor::from_vec(vec![1.0f32, 2.0], [2]).unwrap();
     let program_attr = |program: &str| {

@@ -3,7 +3,9 @@
 //! `static_/fusion.rs`); the chain travels as the postfix attribute `program`, whose tokens
 //! are `x{j}` (push input j), `c.{value}` (push a constant: a scalar `full` / `ones` /
 //! `zeros` the chain absorbed), `u.{name}:{p0}:{p1}` (a unary row with its two scalar
-//! parameters) and `b.{name}` (a binary row). The WGSL kernel is composed from the rows'
+//! parameters), `b.{name}` (a binary row), `s.view` (a reshape that adds or drops leading
+//! 1s: the value itself) and `s.expand` (`expand_as`: the first operand's value, the second
+//! giving the shape only). The WGSL kernel is composed from the rows'
 //! WGSL expressions (one function per node) and interned, so the pipeline cache and the
 //! shader-validation test see it like any other variant; the CPU kernel composes the rows'
 //! float closures, rounding to the storage dtype after every node as the unfused ops do.
@@ -50,6 +52,9 @@ pub(crate) enum Node {
     Const(f64),
     Unary(&'static UnaryDef, [f64; 2], usize),
     Binary(&'static BinaryDef, usize, usize),
+    /// Node a's value: a view or a broadcast changes the shape only, which the chain's
+    /// operands give.
+    Same(usize),
 }
 
 /// A parsed chain over `inputs` operands.
@@ -100,6 +105,11 @@ impl Chain {
                 }
                 let a = stack.pop().ok_or_else(|| bad(format!("{tok:?} has no operand")))?;
                 Node::Unary(def, p, a)
+            } else if tok == "s.view" {
+                Node::Same(stack.pop().ok_or_else(|| bad(format!("{tok:?} has no operand")))?)
+            } else if tok == "s.expand" {
+                stack.pop().ok_or_else(|| bad(format!("{tok:?} has no operands")))?;
+                Node::Same(stack.pop().ok_or_else(|| bad(format!("{tok:?} has one operand")))?)
             } else if let Some(name) = tok.strip_prefix("b.") {
                 let def = fusable_binary(name).ok_or_else(|| bad(format!("{name:?} is not a fusable binary op")))?;
                 let b = stack.pop().ok_or_else(|| bad(format!("{tok:?} has no operands")))?;
@@ -218,6 +228,7 @@ impl Chain {
                     eval += &format!("    let v{i} = {prefix}{i}(v{a}, v{b});\n");
                 }
                 Node::Input(j) => eval += &format!("    let v{i} = {};\n", input(*j)),
+                Node::Same(a) => eval += &format!("    let v{i} = v{a};\n"),
                 Node::Const(_) => eval += &format!("    let v{i} = bitcast<f32>({});\n", word(2 * i)),
             }
         }
@@ -245,6 +256,7 @@ impl Chain {
                 vals[i] = match *node {
                     Node::Input(j) => read[j](offs[j]),
                     Node::Const(c) => round(c),
+                    Node::Same(a) => vals[a],
                     Node::Unary(d, q, a) => {
                         round((d.float.expect("fusable rows have float closures"))(vals[a], q[0], q[1]))
                     }
@@ -327,6 +339,7 @@ fn canonical_keys() -> Vec<u32> {
         .map(|d| format!("x0 x1 b.add u.{}:0.5:2.0", d.name))
         .collect();
     programs.push("c.1.0 x0 b.divide".into());
+    programs.push("x0 s.view x1 s.expand u.relu".into());
     programs.extend(
         BINARY_OPS.iter().filter(|d| fusable_binary(d.name).is_some()).map(|d| format!("x0 x1 b.{} u.relu", d.name)),
     );

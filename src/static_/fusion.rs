@@ -4,7 +4,11 @@
 //! An op joins the chain that produced one of its inputs when that value has no other
 //! reader and is not persistable, so every chain is a tree whose root (its last op) is the
 //! only value that leaves it; operands broadcast as they did op by op (broadcasting
-//! commutes with elementwise ops). The pass runs on the whole program after the backward
+//! commutes with elementwise ops). A `reshape` / `unsqueeze` / `squeeze` that only adds or
+//! drops leading 1s, and an `expand_as`, join too (`s.view`, `s.expand`): broadcasting
+//! aligns shapes from the right, so they change no element's value, and a chain holding
+//! them is kept only where its operands' broadcast shape is its result's (checked on the
+//! program's shapes; a view at the root that adds 1s stays out). The pass runs on the whole program after the backward
 //! and optimizer ops were appended, so it fuses gradient chains too; the values it removes
 //! are listed, and a run fetching one of them runs the unfused program instead.
 //!
@@ -65,7 +69,54 @@ fn token(op: &OpDesc, vars: &[VarDesc]) -> Option<String> {
     {
         return Some(format!("b.{}", d.name));
     }
-    None
+    let shape = |v: VarId| vars[v].shape.as_slice();
+    match (op.op_type.as_str(), op.inputs.as_slice()) {
+        ("reshape" | "unsqueeze" | "squeeze", &[x]) if same_but_leading_ones(shape(x), shape(out)) => {
+            Some("s.view".into())
+        }
+        ("expand_as", &[x, like]) if expands_into(shape(x), shape(like)) && shape(like) == shape(out) => {
+            Some("s.expand".into())
+        }
+        _ => None,
+    }
+}
+
+/// True when `a` and `b` are one shape but for leading 1s, with at most one unknown size
+/// (so the sizes a run feeds cannot move between dimensions).
+fn same_but_leading_ones(a: &[i64], b: &[i64]) -> bool {
+    fn strip(s: &[i64]) -> &[i64] {
+        &s[s.iter().position(|&d| d != 1).unwrap_or(s.len())..]
+    }
+    strip(a) == strip(b) && strip(a).iter().filter(|&&d| d < 0).count() <= 1
+}
+
+/// True when `x` broadcasts into `like` whatever sizes a run feeds: each of its dimensions
+/// is 1 or a known size equal to `like`'s.
+fn expands_into(x: &[i64], like: &[i64]) -> bool {
+    x.len() <= like.len() && x.iter().rev().zip(like.iter().rev()).all(|(&d, &l)| d == 1 || (d == l && d >= 0))
+}
+
+/// The shape `shapes` broadcast to, from the program's shapes: None where a run's sizes
+/// decide it (an unknown size against a known one other than 1) or they do not broadcast.
+fn static_broadcast<'a>(shapes: impl IntoIterator<Item = &'a [i64]>) -> Option<Vec<i64>> {
+    let mut out: Vec<i64> = Vec::new();
+    for s in shapes {
+        if s.len() > out.len() {
+            let mut wider = vec![1; s.len() - out.len()];
+            wider.extend(&out);
+            out = wider;
+        }
+        let k = out.len() - s.len();
+        for (o, &d) in out[k..].iter_mut().zip(s) {
+            *o = match (*o, d) {
+                (a, b) if a == b => a,
+                (1, b) => b,
+                (a, 1) => a,
+                _ => return None,
+            };
+        }
+    }
+    Some(out)
 }
 
 /// Which fusions the pass makes.
@@ -160,7 +211,10 @@ pub(super) fn fuse(ops: &[OpDesc], vars: &[VarDesc], kinds: Kinds) -> Vec<Fused>
         let mut members: Vec<usize> = merged.iter().flat_map(|&g| groups[g].clone()).collect();
         members.sort_unstable();
         members.push(i);
-        if merged.is_empty() || !within_limits(&members, ops) {
+        // A view may leave the chain's shape wrong for a while (an `unsqueeze` before the
+        // `expand_as` that fixes it); any other op joins only where it is right.
+        let agrees = tokens[i].as_deref() == Some("s.view") || shapes_agree(&members, ops, vars, &tokens);
+        if merged.is_empty() || !within_limits(&members, ops) || !agrees {
             group_of[i] = Some(groups.len());
             groups.push(vec![i]);
             continue;
@@ -183,7 +237,18 @@ pub(super) fn fuse(ops: &[OpDesc], vars: &[VarDesc], kinds: Kinds) -> Vec<Fused>
         }
     }
     let mut fused = Vec::new();
-    for g in groups.into_iter().filter(|g| !g.is_empty()) {
+    for mut g in groups.into_iter().filter(|g| !g.is_empty()) {
+        // A view at the root that leaves the chain's shape wrong stays out of it.
+        while g.len() > 1
+            && tokens[g[g.len() - 1]].as_deref() == Some("s.view")
+            && !shapes_agree(&g, ops, vars, &tokens)
+        {
+            g.pop();
+        }
+        // Views and broadcasts alone compute nothing a kernel would save.
+        if g.iter().all(|&m| tokens[m].as_deref().is_some_and(|t| t.starts_with("s."))) {
+            continue;
+        }
         let root = *g.last().expect("groups are not empty");
         let member_outputs: HashSet<VarId> = g.iter().flat_map(|&m| ops[m].outputs.clone()).collect();
         let epilogue = kinds.epilogues.then(|| epilogue_product(&g, ops, vars, &readers, &producer, &member_outputs));
@@ -344,6 +409,20 @@ fn overwritten_between(members: &[usize], ops: &[OpDesc]) -> bool {
         ops[k].outputs.iter().any(|v| ext.contains(v))
             || inplace.iter().filter_map(|&j| ops[k].inputs.get(j)).any(|v| ext.contains(v))
     })
+}
+
+/// True when chain `members` gives its root's shape: always without views and broadcasts
+/// (`s.*`), which elementwise ops' broadcasting keeps; with them, when the program's shapes
+/// of the values the chain reads broadcast to its root's.
+fn shapes_agree(members: &[usize], ops: &[OpDesc], vars: &[VarDesc], tokens: &[Option<String>]) -> bool {
+    if !members.iter().any(|&m| tokens[m].as_deref().is_some_and(|t| t.starts_with("s."))) {
+        return true;
+    }
+    let outs: HashSet<VarId> = members.iter().flat_map(|&m| ops[m].outputs.clone()).collect();
+    let (ext, _) = external_inputs(members, ops, &outs);
+    let root = members[members.len() - 1];
+    static_broadcast(ext.iter().map(|&v| vars[v].shape.as_slice()))
+        .is_some_and(|s| ops[root].outputs.first().is_some_and(|&o| vars[o].shape == s))
 }
 
 fn within_limits(members: &[usize], ops: &[OpDesc]) -> bool {
