@@ -346,8 +346,9 @@ fn views_and_broadcasts_join_their_chains_on_every_place() {
     let mut rng = common::Rng::new(seed);
     for place in places() {
         let (main, startup) = (Program::new(), Program::new());
-        let (g, h, k, m) = st::program_guard(&main, &startup, || {
+        let (a, outs) = st::program_guard(&main, &startup, || {
             let x = st::data("x", &[-1, 5], DType::Float32).unwrap();
+            let a = st::data("a", &[-1, 1], DType::Float32).unwrap();
             let s = x.sum(&[], false).unwrap();
             // 1 / s as [1, 1], broadcast to x's shape, times x (a mean's gradient): one chain.
             let r = paddle::ones(&[] as &[usize], DType::Float32).unwrap().divide(&s).unwrap();
@@ -358,35 +359,69 @@ fn views_and_broadcasts_join_their_chains_on_every_place() {
             let k = x.exp().unwrap().unsqueeze(&[2]).unwrap().scale(3.0, 0.0).unwrap();
             // A leading 1 that no operand has: the sum would lose it, so it joins no chain.
             let m = x.unsqueeze(&[0]).unwrap().add(&x.exp().unwrap()).unwrap();
-            (g, h, k, m)
+            // A reshape to the same shape joins; a squeeze of the batch (1 in some runs) does not.
+            let w = paddle::reshape(&x.exp().unwrap(), &[-1, 5]).unwrap().scale(0.5, 0.0).unwrap();
+            let q = x.exp().unwrap().squeeze(&[]).unwrap().scale(2.0, 0.0).unwrap();
+            // Views alone stay as they are (nothing to compute); an operand of unknown size
+            // is not broadcast by the chain: a run feeding it larger than the target fails.
+            let v = paddle::expand_as(&s.unsqueeze(&[0, 1]).unwrap(), &x).unwrap();
+            let e = paddle::expand_as(&a, &x).unwrap().multiply(&x).unwrap();
+            (a, [g, h, k, m, w, q, v, e])
         });
+        let _ = a;
         let fused = Executor::with_scope(place, Scope::new());
         let programs = fused_programs(&fused, &main);
-        let shaped: Vec<&String> = programs.iter().filter(|p| p.contains(" s.")).collect();
+        let has = |p: &str| programs.iter().any(|q| q.starts_with(p));
+        assert!(has("c.1.0 x0 b.divide s.view x1 s.expand x1 b.multiply"), "{place}: {programs:?}");
         assert!(
-            shaped.len() == 1 && shaped[0].contains("s.view") && shaped[0].contains("s.expand"),
+            has("x0 u.scale:2.0:1.0 u.tanh") && has("x0 u.exp:0.0:0.0 s.view u.scale:0.5"),
             "{place}: {programs:?}"
         );
-        assert!(programs.iter().any(|p| p.starts_with("x0 u.scale:2.0:1.0 u.tanh")), "{place}: {programs:?}");
-        assert_eq!(programs.len(), 2, "{place}: {programs:?}");
-        assert!(fused.ops_to_run(&main).unwrap().iter().all(|o| o.op_type != "expand_as"), "{place}");
+        assert_eq!(programs.len(), 3, "{place}: {programs:?}");
+        let expands = fused.ops_to_run(&main).unwrap().iter().filter(|o| o.op_type == "expand_as").count();
+        assert_eq!(expands, 2, "{place}: the views-alone chain and the unknown-size operand keep theirs");
         programs.iter().for_each(|p| validate(p));
         for rows in [3usize, 1] {
             let xv = rng.vec(rows * 5, 0.5, 2.0);
+            let av = rng.vec(rows, 0.5, 2.0);
             let x = common::tensor(&xv, &[rows, 5], DType::Float32, Place::Cpu);
-            let got = fused.run(&main, &[("x", &x)], &[&g, &h, &k, &m]).unwrap();
+            let a = common::tensor(&av, &[rows, 1], DType::Float32, Place::Cpu);
+            let got = fused.run(&main, &[("x", &x), ("a", &a)], &outs.iter().collect::<Vec<_>>()).unwrap();
             let sum: f64 = xv.iter().sum();
             let what = |v: &str| format!("{v} on {place}, {rows} rows (seed {seed})");
-            assert_eq!(got[0].shape(), [rows, 5], "{}", what("g"));
-            assert_eq!(got[1].shape(), [1, rows, 5], "{}", what("h"));
-            assert_eq!(got[2].shape(), [rows, 5, 1], "{}", what("k"));
-            assert_eq!(got[3].shape(), [1, rows, 5], "{}", what("m"));
-            assert_close(&what("g"), &values(&got[0]), &xv.iter().map(|v| v / sum).collect::<Vec<_>>(), 1e-5);
-            let tanh: Vec<f64> = xv.iter().map(|v| (2.0 * v + 1.0).tanh()).collect();
-            assert_close(&what("h"), &values(&got[1]), &tanh, 1e-5);
-            assert_close(&what("k"), &values(&got[2]), &xv.iter().map(|v| 3.0 * v.exp()).collect::<Vec<_>>(), 1e-5);
-            assert_close(&what("m"), &values(&got[3]), &xv.iter().map(|v| v + v.exp()).collect::<Vec<_>>(), 1e-5);
+            let shapes: Vec<Vec<usize>> = got.iter().map(|t| t.shape().to_vec()).collect();
+            let flat = if rows == 1 { vec![5] } else { vec![rows, 5] };
+            let expected = [
+                vec![rows, 5],
+                vec![1, rows, 5],
+                vec![rows, 5, 1],
+                vec![1, rows, 5],
+                vec![rows, 5],
+                flat,
+                vec![rows, 5],
+                vec![rows, 5],
+            ];
+            assert_eq!(shapes, expected, "{}", what("shapes"));
+            let map = |f: &dyn Fn(usize, f64) -> f64| xv.iter().enumerate().map(|(i, &v)| f(i, v)).collect::<Vec<_>>();
+            let formulas: [Vec<f64>; 8] = [
+                map(&|_, v| v / sum),
+                map(&|_, v| (2.0 * v + 1.0).tanh()),
+                map(&|_, v| 3.0 * v.exp()),
+                map(&|_, v| v + v.exp()),
+                map(&|_, v| 0.5 * v.exp()),
+                map(&|_, v| 2.0 * v.exp()),
+                map(&|_, _| sum),
+                map(&|i, v| av[i / 5] * v),
+            ];
+            for (j, f) in formulas.iter().enumerate() {
+                assert_close(&what(&format!("output {j}")), &values(&got[j]), f, 1e-5);
+            }
         }
+        // `a` fed with 3 rows against x's 1: expand_as cannot shrink it, fused or not.
+        let x = common::tensor(&rng.vec(5, 0.5, 2.0), &[1, 5], DType::Float32, Place::Cpu);
+        let a = common::tensor(&rng.vec(3, 0.5, 2.0), &[3, 1], DType::Float32, Place::Cpu);
+        let err = fused.run(&main, &[("x", &x), ("a", &a)], &[&outs[7]]).err();
+        assert!(err.is_some_and(|e| e.to_string().contains("expand_as")), "{place}: a 3-row operand expanded to 1 row");
     }
 }
 

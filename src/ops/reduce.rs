@@ -276,12 +276,13 @@ impl ReduceOp {
             cast = gpu_cast(ctx, src, meta.dtype, p.compute, meta.numel())?;
             src = &cast;
         }
-        // One pass where the passes' first would take a workgroup per row anyway: always on
-        // a hardware GPU. A software adapter's barrier-free first pass over many short rows
-        // beats a workgroup per kept index (lavapipe, the MNIST step's two conv bias
-        // gradients: about 1.1 ms per step in two passes each, 1.8 ms in one each).
+        // One pass where the passes' first would take a workgroup per row of the inner run
+        // (32 elements or more): always on a hardware GPU. A software adapter's barrier-free
+        // first pass over many such rows beats a workgroup per kept index (lavapipe, the
+        // MNIST step's two conv bias gradients: about 1.1 ms per step in two passes each,
+        // 1.8 ms in one each).
         if let Some((outer, kept, inner)) = p.planes
-            && outer * inner >= 32
+            && inner >= 32
             && kept > 0
             && !ctx.rows_without_barriers(outer * kept, inner, 28)
         {
@@ -430,7 +431,15 @@ fn gpu_rows(
     pro: Epilogue<'_>,
 ) -> Result<()> {
     let scale = (1.0f32 / len.max(1) as f32).to_bits();
-    let chunks = if rows < 64 && len > 8192 { len.div_ceil(4096).min(1024) } else { 1 };
+    // A long row splits into chunks of 4,096 or more while the rows alone are too few
+    // workgroups to fill a GPU: contiguous rows below 64 of them, planes up to 1,024
+    // workgroups in all (a kept index's elements are often many: 32×64×112×112 keeps 64).
+    let chunks = match planes {
+        _ if len <= 8192 => 1,
+        None if rows < 64 => len.div_ceil(4096).min(1024),
+        None => 1,
+        Some(_) => len.div_ceil(4096).min(1024usize.div_ceil(rows)),
+    };
     let chunk_len = len.div_ceil(chunks);
     let pass1 = if chunks > 1 && kind == Reduce::Mean { Reduce::Sum } else { kind };
     let mut params = vec![rows as u32, len as u32, planes.unwrap_or(1) as u32, chunks as u32, chunk_len as u32, scale];

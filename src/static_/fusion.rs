@@ -5,12 +5,14 @@
 //! reader and is not persistable, so every chain is a tree whose root (its last op) is the
 //! only value that leaves it; operands broadcast as they did op by op (broadcasting
 //! commutes with elementwise ops). A `reshape` / `unsqueeze` / `squeeze` that only adds or
-//! drops leading 1s, and an `expand_as`, join too (`s.view`, `s.expand`): broadcasting
-//! aligns shapes from the right, so they change no element's value, and a chain holding
-//! them is kept only where its operands' broadcast shape is its result's (checked on the
-//! program's shapes; a view at the root that adds 1s stays out). The pass runs on the whole program after the backward
-//! and optimizer ops were appended, so it fuses gradient chains too; the values it removes
-//! are listed, and a run fetching one of them runs the unfused program instead.
+//! drops leading 1s (a `squeeze` only of sizes the program knows), and an `expand_as` whose
+//! operand broadcasts into its target for any batch, join too (`s.view`, `s.expand`):
+//! broadcasting aligns shapes from the right, so they change no element's value, and a chain
+//! holding them is kept only where its operands' broadcast shape is its result's (checked on
+//! the program's shapes; a view at the root that adds 1s stays out). The pass runs on the
+//! whole program after the backward and optimizer ops were appended, so it fuses gradient
+//! chains too; the values it removes are listed, and a run fetching one of them runs the
+//! unfused program instead.
 //!
 //! A `matmul` or `conv2d` whose output only such a chain (or a single fusable op) reads,
 //! with every other input of the chain broadcasting into that output's shape (a bias, a
@@ -71,7 +73,9 @@ fn token(op: &OpDesc, vars: &[VarDesc]) -> Option<String> {
     }
     let shape = |v: VarId| vars[v].shape.as_slice();
     match (op.op_type.as_str(), op.inputs.as_slice()) {
-        ("reshape" | "unsqueeze" | "squeeze", &[x]) if same_but_leading_ones(shape(x), shape(out)) => {
+        ("reshape" | "unsqueeze", &[x]) if same_but_leading_ones(shape(x), shape(out)) => Some("s.view".into()),
+        // `squeeze` drops the dimensions that are 1 when it runs: a batch of 1 would go too.
+        ("squeeze", &[x]) if same_but_leading_ones(shape(x), shape(out)) && squeezes_known(op, shape(x)) => {
             Some("s.view".into())
         }
         ("expand_as", &[x, like]) if expands_into(shape(x), shape(like)) && shape(like) == shape(out) => {
@@ -88,6 +92,19 @@ fn same_but_leading_ones(a: &[i64], b: &[i64]) -> bool {
         &s[s.iter().position(|&d| d != 1).unwrap_or(s.len())..]
     }
     strip(a) == strip(b) && strip(a).iter().filter(|&&d| d < 0).count() <= 1
+}
+
+/// True when every dimension `squeeze` may drop from `x` (those listed, or all) is known.
+fn squeezes_known(op: &OpDesc, x: &[i64]) -> bool {
+    let Some(axes) = op.attrs.get("axes").and_then(Vec::<i64>::from_attr) else { return false };
+    let rank = x.len() as i64;
+    if axes.is_empty() {
+        return x.iter().all(|&d| d >= 0);
+    }
+    axes.iter().all(|&a| {
+        let a = if a < 0 { a + rank } else { a };
+        (0..rank).contains(&a) && x[a as usize] >= 0
+    })
 }
 
 /// True when `x` broadcasts into `like` whatever sizes a run feeds: each of its dimensions
