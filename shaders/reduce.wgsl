@@ -33,25 +33,24 @@ fn finalize(a: {{T}}) -> {{T}} {
     return {{FINAL}};
 }
 
-@compute @workgroup_size({{WG}})
-fn rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-    let g = wid.x + wid.y * nwg.x;
-    let outer = params[0];
-    let len = params[1];
-    let chunks = params[3];
-    let chunk_len = params[4];
-    let in_range = g < outer * chunks;
-    let o = g / max(chunks, 1u);
-    let c = g % max(chunks, 1u);
-    let start = c * chunk_len;
-    let end = min(len, start + chunk_len);
-    var acc = identity();
-    if (in_range) {
-        for (var r = start + lid; r < end; r = r + {{WG}}u) {
-            acc = combine(acc, load(o * len + r));
-        }
-    }
+// Workgroup g's share of a row: row o, elements [start, end) of it (params[0] rows of
+// params[1] elements, params[3] chunks of params[4] per row); `valid` when g has one.
+struct Chunk {
+    o: u32,
+    start: u32,
+    end: u32,
+    valid: bool,
+}
+
+fn chunk_of(g: u32) -> Chunk {
+    let chunks = max(params[3], 1u);
+    let start = (g % chunks) * params[4];
+    return Chunk(g / chunks, start, min(params[1], start + params[4]), g < params[0] * params[3]);
+}
+
+// Combines the workgroup's accumulators and writes chunk `ch`'s result (finalized when the
+// row is one chunk).
+fn store_row(lid: u32, acc: {{T}}, g: u32, ch: Chunk) {
     partial[lid] = acc;
     workgroupBarrier();
     for (var s = {{WG}}u / 2u; s > 0u; s = s >> 1u) {
@@ -60,36 +59,43 @@ fn rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
         workgroupBarrier();
     }
-    if (lid == 0u && in_range) {
-        dst[g] = select(partial[0], finalize(partial[0]), chunks == 1u);
+    if (lid == 0u && ch.valid) {
+        dst[g] = select(partial[0], finalize(partial[0]), params[3] == 1u);
     }
+}
+
+@compute @workgroup_size({{WG}})
+fn rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let g = wid.x + wid.y * nwg.x;
+    let ch = chunk_of(g);
+    var acc = identity();
+    if (ch.valid) {
+        for (var r = ch.start + lid; r < ch.end; r = r + {{WG}}u) {
+            acc = combine(acc, load(ch.o * params[1] + r));
+        }
+    }
+    store_row(lid, acc, g, ch);
 }
 
 @compute @workgroup_size({{WG}})
 fn planes(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
           @builtin(local_invocation_index) lid: u32) {
     let g = wid.x + wid.y * nwg.x;
+    let ch = chunk_of(g);
     let rows = params[0];
-    let len = params[1];
     let inner = params[2];
-    let chunks = params[3];
-    let chunk_len = params[4];
-    let in_range = g < rows * chunks;
-    let o = g / max(chunks, 1u);
-    let c = g % max(chunks, 1u);
-    let start = c * chunk_len;
-    let end = min(len, start + chunk_len);
     var acc = identity();
-    if (in_range && start + lid < end) {
+    if (ch.valid && ch.start + lid < ch.end) {
         // Element r of the row is (i, j) = (r / inner, r % inner), at (i·rows + o)·inner + j;
         // stepping r by the workgroup size steps (i, j) by (q, m) with one carry.
-        var r = start + lid;
+        var r = ch.start + lid;
         var i = r / inner;
         var j = r % inner;
         let q = {{WG}}u / inner;
         let m = {{WG}}u % inner;
-        while (r < end) {
-            acc = combine(acc, load((i * rows + o) * inner + j));
+        while (r < ch.end) {
+            acc = combine(acc, load((i * rows + ch.o) * inner + j));
             r = r + {{WG}}u;
             i = i + q;
             j = j + m;
@@ -99,17 +105,7 @@ fn planes(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: v
             }
         }
     }
-    partial[lid] = acc;
-    workgroupBarrier();
-    for (var s = {{WG}}u / 2u; s > 0u; s = s >> 1u) {
-        if (lid < s) {
-            partial[lid] = combine(partial[lid], partial[lid + s]);
-        }
-        workgroupBarrier();
-    }
-    if (lid == 0u && in_range) {
-        dst[g] = select(partial[0], finalize(partial[0]), chunks == 1u);
-    }
+    store_row(lid, acc, g, ch);
 }
 
 @compute @workgroup_size({{WG}})
