@@ -622,6 +622,12 @@ fn empty_reductions() {
         assert!(err.to_string().contains("[0, 3]"), "{err}");
         let err = e.argmax(Some(0), false).unwrap_err();
         assert!(matches!(err, Error::Shape { op: "argmax", .. }), "{err}");
+        // Axes around a kept one (the one-pass `planes` shape) over an empty batch.
+        let p = tensor(&[], &[0, 3, 40], DType::Float32, place);
+        assert_eq!(v(p.sum(&[0, 2], false)), [0.0; 3], "sum over an empty batch on {place}");
+        assert_eq!(v(p.prod(&[0, 2], false)), [1.0; 3], "prod over an empty batch on {place}");
+        let m = p.mean(&[0, 2], false).unwrap();
+        assert!(m.shape() == [3] && values(&m).iter().all(|m| m.is_nan()), "mean over an empty batch on {place}");
         let ei = Tensor::from_vec_on(Vec::<i64>::new(), [0], place).unwrap();
         assert_eq!(ei.sum(&[], false).unwrap().to_vec::<i64>().unwrap(), [0]);
     }

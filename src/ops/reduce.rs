@@ -283,7 +283,7 @@ impl ReduceOp {
         // 1.8 ms in one each).
         if let Some((outer, kept, inner)) = p.planes
             && inner >= 32
-            && kept > 0
+            && outer * kept > 0
             && !ctx.rows_without_barriers(outer * kept, inner, 28)
         {
             return gpu_rows(kind, ctx, src, p.compute, (kept, outer * inner), Some(inner), out, pro);
