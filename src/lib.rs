@@ -49,7 +49,8 @@ pub mod vision;
 pub use autograd::{GradOptions, enable_grad, grad, is_grad_enabled, no_grad, no_grad_guard};
 pub use backend::gpu::{
     GpuInfo, MemoryStats, all_shader_variants, dispatch_count, empty_cache, gpu_count, gpu_info, init_gpu,
-    kernel_files, memory_stats, reset_peak_memory, set_memory_limit, shader_files, submit_count, sync,
+    kernel_files, memory_stats, merged_kernel_files, reset_peak_memory, set_memory_limit, shader_files, submit_count,
+    sync,
 };
 pub use dtype::{DType, Element, Scalar};
 pub use error::{Error, Result};

@@ -3,7 +3,8 @@
 //! training with Adam (its step-dependent factors read from a schedule tensor, so the updates
 //! replay from the tape), dropout (live random ops), alternating batch
 //! sizes (one plan each), a scope value replaced between runs, fetched values kept by the
-//! caller, and control flow (interpreted, with the reason given).
+//! caller, and control flow (interpreted, with the reason given). Adjacent Adam updates
+//! replay as one dispatch and still follow Adam's float64 formula.
 
 mod common;
 
@@ -310,4 +311,115 @@ fn elementwise_ops_replay_in_place_and_match_float64_formulas() {
         }
     }
     drop(startup);
+}
+
+/// The element values of feed `k` at `step`.
+fn grad_values(k: usize, n: usize, step: usize) -> Vec<f32> {
+    (0..n).map(|i| (((i * 7 + k * 5 + step * 3) % 23) as f32 - 11.0) / 4.0).collect()
+}
+
+/// Six parameters of loss Σ sum(p_k · x_k), whose gradients are the feeds, trained with Adam
+/// for three steps: a plan merging the updates, one with merging (and fusion) off, and the
+/// CPU all match Adam's formula in float64; the profiler counts the merged dispatches.
+#[test]
+fn adjacent_adam_updates_merge_into_one_dispatch_and_follow_the_formula() {
+    use dygraph::nn::{Initializer, ParamAttr};
+    let Some(gpu) = common::gpu_or_skip() else { return };
+    let _g = common::generator_lock();
+    // Sizes around the workgroup (256): a scalar, several partial workgroups, a 2-D weight.
+    // Parameter 3 learns at half the rate: its update has other settings and keeps its own
+    // dispatch, so the six updates run as [0, 1, 2], [3], [4, 5] (on a device allowing 14
+    // storage buffers per stage, as native adapters do): three dispatches fewer.
+    let shapes: [&[usize]; 6] = [&[1], &[300], &[7, 37], &[257], &[64], &[5]];
+    let lr_mult = |k: usize| if k == 3 { 0.5 } else { 1.0 };
+    let init = |k: usize| 0.1 * (k as f64 + 1.0);
+    // One program per executor: Adam's step count belongs to its program.
+    let program = || {
+        let (main, startup) = (Program::new(), Program::new());
+        let loss = st::program_guard(&main, &startup, || {
+            let mut loss: Option<Tensor> = None;
+            let mut params = Vec::new();
+            for (k, shape) in shapes.iter().enumerate() {
+                let dims: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
+                let x = st::data(&format!("x{k}"), &dims, DType::Float32).unwrap();
+                let attr = ParamAttr { name: Some(format!("p{k}")), learning_rate: lr_mult(k), ..ParamAttr::default() };
+                let p = nn::create_parameter(shape, DType::Float32, &attr, &Initializer::Constant(init(k))).unwrap();
+                // d loss / d p_k = x_k.
+                let term = p.mul(&x).unwrap().sum(&[], false).unwrap();
+                loss = Some(match loss {
+                    None => term,
+                    Some(l) => l.add(&term).unwrap(),
+                });
+                params.push(p);
+            }
+            let loss = loss.unwrap();
+            Adam::new(0.01, params).minimize(&loss).unwrap();
+            loss
+        });
+        (main, startup, loss)
+    };
+    let feeds = |step: usize, place: Place| -> Vec<(String, Tensor)> {
+        shapes
+            .iter()
+            .enumerate()
+            .map(|(k, s)| {
+                let n = s.iter().product();
+                (format!("x{k}"), Tensor::from_vec(grad_values(k, n, step), s.to_vec()).unwrap().to(place).unwrap())
+            })
+            .collect()
+    };
+    // Adam in float64 (Paddle's form), the gradient of p_k at step t being x_k's values.
+    let (b1, b2, eps) = (0.9f64, 0.999f64, 1e-8f64);
+    let expected = |k: usize, steps: usize| -> Vec<f64> {
+        let n: usize = shapes[k].iter().product();
+        let (mut p, mut m, mut v) = (vec![init(k) as f32 as f64; n], vec![0.0; n], vec![0.0; n]);
+        for t in 1..=steps {
+            let g = grad_values(k, n, t - 1);
+            let c2 = (1.0 - b2.powi(t as i32)).sqrt();
+            let step = 0.01 * lr_mult(k) * c2 / (1.0 - b1.powi(t as i32));
+            for i in 0..n {
+                let g = g[i] as f64;
+                m[i] = b1 * m[i] + (1.0 - b1) * g;
+                v[i] = b2 * v[i] + (1.0 - b2) * g * g;
+                p[i] -= step * m[i] / (v[i].sqrt() + eps * c2);
+            }
+        }
+        p
+    };
+    for (place, merged) in [(gpu, true), (gpu, false), (Place::Cpu, true)] {
+        let (main, startup, loss) = program();
+        let exe = Executor::with_scope(place, Scope::new());
+        exe.set_fusion(merged);
+        exe.run(&startup, &[], &[] as &[&str]).unwrap();
+        let step = |step: usize| {
+            let f = feeds(step, place);
+            let refs: Vec<(&str, &Tensor)> = f.iter().map(|(n, t)| (n.as_str(), t)).collect();
+            exe.run(&main, &refs, &[&loss]).unwrap();
+        };
+        for s in 0..3 {
+            step(s);
+        }
+        if place.is_gpu() {
+            exe.last_plan().unwrap_or_else(|| panic!("no plan ({:?})", exe.interpreted_because()));
+        }
+        for (k, shape) in shapes.iter().enumerate() {
+            let got = values(&exe.scope().var(&format!("p{k}")).unwrap());
+            let what = format!("p{k} {shape:?} after 3 Adam steps on {place:?}, merging {merged}");
+            if let Err(m) = common::check_allclose(&what, &got, &expected(k, 3), 1e-6, 1e-5) {
+                panic!("{m}");
+            }
+        }
+        if place.is_gpu() {
+            // One more replay under the kernel profiler: Adam's dispatches by variant (key k
+            // updates k + 1 parameters).
+            let profiler = dygraph::profiler::Profiler::start(place).expect("the kernel profiler on the test adapter");
+            step(3);
+            let summary = profiler.stop().unwrap();
+            let mut calls: Vec<(u32, u64)> =
+                summary.shader("optim/adam.wgsl").iter().map(|k| (k.variant, k.calls)).collect();
+            calls.sort();
+            let want = if merged { vec![(0, 1), (1, 1), (2, 1)] } else { vec![(0, 6)] };
+            assert_eq!(calls, want, "Adam dispatches (variant, calls) of a replay, merging {merged}");
+        }
+    }
 }

@@ -3,21 +3,19 @@
 //   g' = g + l2_wd·p                              (Adam's L2 weight decay)
 //   m = β1·m + (1−β1)·g';  v = β2·v + (1−β2)·g'²
 //   p -= lr·√(1−β2ᵗ)/(1−β1ᵗ) · m / (√v + ε·√(1−β2ᵗ))
-// params: [n, lr, l2_wd, decoupled_wd, beta1, beta2, eps, beta1_pow, beta2_pow, scheduled];
-// when `scheduled`, lr is a multiplier of schedule[0] and the β powers are schedule[1..3].
-@group(0) @binding(0) var<storage, read_write> param: array<f32>;
-@group(0) @binding(1) var<storage, read> grad: array<f32>;
-@group(0) @binding(2) var<storage, read_write> moment1: array<f32>;
-@group(0) @binding(3) var<storage, read_write> moment2: array<f32>;
-@group(0) @binding(4) var<storage, read> schedule: array<f32>;
-@group(0) @binding(5) var<storage, read> params: array<u32>;
+// One dispatch updates {{K}} parameters of the same settings (an execution plan merges
+// adjacent updates, as Paddle's merged_adam does): parameter k's param, grad, moment1 and
+// moment2 are bindings 4k to 4k + 3 (declared by the variant), the schedule and params next.
+// params: [n, lr, l2_wd, decoupled_wd, beta1, beta2, eps, beta1_pow, beta2_pow, scheduled,
+// then (first workgroup, elements) of each parameter], n the invocations of all K; when
+// `scheduled`, lr is a multiplier of schedule[0] and the β powers are schedule[1..3]. Each
+// workgroup updates one parameter, so the branch below is the same for all its invocations.
+{{TENSORS}}
+@group(0) @binding({{SCHEDULE}}) var<storage, read> schedule: array<f32>;
+@group(0) @binding({{PARAMS}}) var<storage, read> params: array<u32>;
 
-@compute @workgroup_size({{WG}})
-fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = gid.x + gid.y * nwg.x * {{WG}}u;
-    if (i >= params[0]) {
-        return;
-    }
+// One element: (p, g, m, v) → (p', m', v').
+fn adam(p0: f32, g0: f32, m0: f32, v0: f32) -> vec3<f32> {
     var lr = bitcast<f32>(params[1]);
     let l2 = bitcast<f32>(params[2]);
     let decoupled = bitcast<f32>(params[3]);
@@ -31,13 +29,40 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         b1p = schedule[1];
         b2p = schedule[2];
     }
-    var p = param[i];
-    p = p - lr * decoupled * p;
-    let g = grad[i] + l2 * p;
-    let m = b1 * moment1[i] + (1.0 - b1) * g;
-    let v = b2 * moment2[i] + (1.0 - b2) * g * g;
-    moment1[i] = m;
-    moment2[i] = v;
+    let p = p0 - lr * decoupled * p0;
+    let g = g0 + l2 * p;
+    let m = b1 * m0 + (1.0 - b1) * g;
+    let v = b2 * v0 + (1.0 - b2) * g * g;
     let c2 = sqrt(1.0 - b2p);
-    param[i] = p - lr * c2 / (1.0 - b1p) * (m / (sqrt(v) + eps * c2));
+    return vec3<f32>(p - lr * c2 / (1.0 - b1p) * (m / (sqrt(v) + eps * c2)), m, v);
+}
+
+@compute @workgroup_size({{WG}})
+fn main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(local_invocation_index) lid: u32,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+) {
+    let w = wid.x + wid.y * nwg.x;
+    // The parameter this workgroup updates: the last whose first workgroup is at most w.
+    var k = 0u;
+    for (var j = 1u; j < {{K}}u; j++) {
+        if (w >= params[10u + 2u * j]) {
+            k = j;
+        }
+    }
+    let e = (w - params[10u + 2u * k]) * {{WG}}u + lid;
+    if (e >= params[11u + 2u * k]) {
+        return;
+    }
+    var x = vec4<f32>();
+    switch k {
+{{LOADS}}
+        default: {}
+    }
+    let r = adam(x.x, x.y, x.z, x.w);
+    switch k {
+{{STORES}}
+        default: {}
+    }
 }

@@ -11,7 +11,8 @@
 //! and an execution plan replays them like any other op.
 
 use crate::backend::cpu::CpuData;
-use crate::backend::gpu::{Bind, Kernel};
+use crate::backend::gpu::merge::MergeRule;
+use crate::backend::gpu::{Bind, Kernel, Variant};
 use crate::ops::registry::apply::apply;
 use crate::ops::registry::op::{CpuCall, GpuCall, Op};
 use crate::ops::registry::op_header;
@@ -21,12 +22,47 @@ use crate::{DType, Error, Result, Tensor};
 
 pub(crate) static SGD_KERNEL: Kernel = Kernel::single("optim/sgd.wgsl");
 pub(crate) static MOMENTUM_KERNEL: Kernel = Kernel::single("optim/momentum.wgsl");
-pub(crate) static ADAM_KERNEL: Kernel = Kernel::single("optim/adam.wgsl");
+pub(crate) static ADAM_KERNEL: Kernel =
+    Kernel { file: "optim/adam.wgsl", keys: || (0..ADAM_MERGE.max as u32).collect(), variant: adam_variant };
 pub(crate) static RMSPROP_KERNEL: Kernel = Kernel::single("optim/rmsprop.wgsl");
 pub(crate) static ADAGRAD_KERNEL: Kernel = Kernel::single("optim/adagrad.wgsl");
 pub(crate) static ADADELTA_KERNEL: Kernel = Kernel::single("optim/adadelta.wgsl");
 pub(crate) static ADAMAX_KERNEL: Kernel = Kernel::single("optim/adamax.wgsl");
 pub(crate) static LAMB_KERNEL: Kernel = Kernel::single("optim/lamb.wgsl");
+
+/// Plans merge adjacent Adam updates of the same settings into one dispatch of up to 16
+/// parameters (`backend::gpu::merge`).
+pub(crate) static ADAM_MERGE: MergeRule = MergeRule { kernel: &ADAM_KERNEL, own: 4, settings: 9, max: 16 };
+
+/// Variant `key` of `adam.wgsl`: `key + 1` parameters, each with its four bindings, loaded
+/// and stored by one switch case each around one evaluation of the update.
+fn adam_variant(key: u32) -> Variant {
+    let k = key as usize + 1;
+    let (mut tensors, mut loads, mut stores) = (String::new(), String::new(), String::new());
+    for t in 0..k {
+        for (j, (name, access)) in
+            [("param", "read_write"), ("grad", "read"), ("moment1", "read_write"), ("moment2", "read_write")]
+                .into_iter()
+                .enumerate()
+        {
+            let binding = 4 * t + j;
+            tensors += &format!("@group(0) @binding({binding}) var<storage, {access}> {name}_{t}: array<f32>;\n");
+        }
+        loads += &format!(
+            "        case {t}u: {{ x = vec4<f32>(param_{t}[e], grad_{t}[e], moment1_{t}[e], moment2_{t}[e]); }}\n"
+        );
+        stores +=
+            &format!("        case {t}u: {{ param_{t}[e] = r.x; moment1_{t}[e] = r.y; moment2_{t}[e] = r.z; }}\n");
+    }
+    vec![
+        ("K", k.to_string()),
+        ("TENSORS", tensors),
+        ("LOADS", loads),
+        ("STORES", stores),
+        ("SCHEDULE", (4 * k).to_string()),
+        ("PARAMS", (4 * k + 1).to_string()),
+    ]
+}
 
 /// One update rule with its hyper-parameters for this step.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -566,6 +602,10 @@ impl Op for UpdateOp {
             }
         };
         params.push(scheduled as u32);
+        if let Rule::Adam { .. } = a.rule {
+            // This one parameter's first workgroup and elements (see ADAM_MERGE).
+            params.extend([0, n as u32]);
+        }
         k.ctx.dispatch(self.kernel, 0, "main", &binds, &params, n as u64)
     }
 

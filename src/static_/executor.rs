@@ -172,7 +172,8 @@ impl Executor {
     }
 
     /// Turns the fusion pass on or off (on by default; `DYGRAPH_FUSION=0` turns it off):
-    /// with it, chains of elementwise ops run as one generated kernel each.
+    /// with it, chains of elementwise ops run as one generated kernel each, and a plan runs
+    /// adjacent optimizer updates of the same settings as one dispatch.
     pub fn set_fusion(&self, on: bool) {
         self.fusion.store(on, Ordering::Relaxed);
     }
@@ -250,6 +251,8 @@ impl Executor {
             .filter(|f| self.fusion.load(Ordering::Relaxed) && !fetch_ids.iter().any(|v| f.eliminated.contains(v)))
             // `FLAGS_check_nan_inf` and the CPU shadow check each op by its own name.
             .filter(|_| !crate::flags::checks_by_op_name());
+        // A plan merges adjacent updates under the same switch, whatever was fused.
+        let merge = self.fusion.load(Ordering::Relaxed) && !crate::flags::checks_by_op_name();
         // After every check: a hook counts optimizer steps.
         let hooks = program.data().hooks.clone();
         for h in &hooks {
@@ -276,7 +279,8 @@ impl Executor {
             && !crate::flags::per_op_checks()
         {
             let feed_ids: Vec<VarId> = feed.iter().filter_map(|(n, _)| compiled.names.get(*n).copied()).collect();
-            let key = PlanKey::new(&compiled, program.data().uid, &env, &feed_ids, &fetch_ids, fusion.is_some());
+            let key =
+                PlanKey::new(&compiled, program.data().uid, &env, &feed_ids, &fetch_ids, (fusion.is_some(), merge));
             let cached = lock(&self.plans).get(&key).map(|s| match s {
                 PlanSlot::Ready(p) => Ok(p.clone()),
                 PlanSlot::Interpreted(why) => Err(why.clone()),
@@ -289,7 +293,8 @@ impl Executor {
                 }
                 None => {
                     let ctx = crate::backend::gpu::context(index)?;
-                    let captured = crate::no_grad(|| plan::capture(&run, &ctx, &mut env, &feed_ids, &fetch_ids))?;
+                    let captured =
+                        crate::no_grad(|| plan::capture(&run, &ctx, &mut env, &feed_ids, &fetch_ids, merge))?;
                     return match captured {
                         plan::Captured::Plan(p) => {
                             let out = p.fetch_copies()?;

@@ -38,7 +38,8 @@ pub(super) struct PlanKey {
     version: u64,
     feeds: Vec<(VarId, Vec<usize>, DType)>,
     fetch: Vec<VarId>,
-    fused: bool,
+    /// (the fused program ran, adjacent updates merged)
+    fused: (bool, bool),
     /// `FLAGS_check_nan_inf`'s level when the plan was taped (level 1 tapes the checks), so a
     /// change of the flag tapes a new plan.
     nan_level: u8,
@@ -126,7 +127,7 @@ impl PlanKey {
         env: &[Option<Tensor>],
         feed_ids: &[VarId],
         fetch: &[VarId],
-        fused: bool,
+        fused: (bool, bool),
     ) -> PlanKey {
         let feeds =
             feed_ids.iter().filter_map(|&id| env[id].as_ref().map(|t| (id, t.shape().to_vec(), t.dtype()))).collect();
@@ -169,6 +170,7 @@ pub(super) fn capture(
     env: &mut [Option<Tensor>],
     feed_ids: &[VarId],
     fetch: &[VarId],
+    merge: bool,
 ) -> Result<Captured> {
     let pool = Arc::new(Mutex::new(PrivatePool::default()));
     if !ctx.begin_capture(pool.clone()) {
@@ -332,7 +334,7 @@ pub(super) fn capture(
         .filter(|(_, r)| **r)
         .filter_map(|(t, _)| buffer_id(t))
         .collect();
-    let mut tapes = ctx.prepare(raw, &pool, &own, &rebind)?.into_iter();
+    let mut tapes = ctx.prepare(raw, &pool, &own, &rebind, merge)?.into_iter();
     let segments: Vec<Segment> = shape
         .into_iter()
         .map(|s| match s {

@@ -259,14 +259,20 @@ impl GpuContext {
     /// keeps) are packed into one arena by their live ranges; bind groups are created once
     /// (shared where a segment binds the same buffers to the same pipeline).
     /// `keep` are buffers the plan's tensors hold (not packed); `rebind` those a replay may
-    /// replace by another buffer (see [`GpuContext::replay`]).
+    /// replace by another buffer (see [`GpuContext::replay`]). With `merge`, adjacent
+    /// dispatches that can run as one do (`merge.rs`).
     pub fn prepare(
         &self,
         segments: Vec<Vec<Cmd>>,
         pool: &Mutex<PrivatePool>,
         keep: &HashSet<u64>,
         rebind: &HashSet<u64>,
+        merge: bool,
     ) -> Result<Vec<Tape>> {
+        let segments = match merge {
+            true => segments.into_iter().map(|s| super::merge::merge_dispatches(self, s)).collect::<Result<_>>()?,
+            false => segments,
+        };
         let align = (self.limits.min_storage_buffer_offset_alignment as usize).max(4);
         let mut data: Vec<u8> = Vec::new();
         let mut at = Vec::new();

@@ -1,0 +1,161 @@
+//! Merged dispatches for execution plans: adjacent dispatches of one kernel over different
+//! tensors become one (multi-tensor optimizer updates, as Paddle's `merged_adam` and
+//! PyTorch's foreach/fused Adam do), where the kernel declares how.
+//!
+//! A mergeable kernel runs 1-D over `n` elements, binds its own tensors first and shared
+//! buffers after them, and takes parameter words `[n, settings..., 0, n]`. Its variant `key`
+//! updates `key + 1` members: their own tensors in member order, the shared buffers once,
+//! and `[groups · WORKGROUP, settings..., (first workgroup, elements) of each member]`, each
+//! member starting on a workgroup of its own, so that no workgroup's invocations branch apart
+//! (a software adapter runs every branch a SIMD group takes). Members merge when they are
+//! adjacent in the tape with the same settings and shared buffers, no member binds a buffer
+//! another one binds, and the merged bindings fit the device's storage-buffer limit.
+
+use std::collections::HashSet;
+
+use super::WORKGROUP;
+use super::capture::Cmd;
+use super::context::{Access, GpuContext};
+use super::recorder::grid;
+use super::shader::Kernel;
+use crate::Result;
+
+/// How a kernel's dispatches merge.
+pub(crate) struct MergeRule {
+    pub kernel: &'static Kernel,
+    /// Bindings each member binds for itself, first in its binding list.
+    pub own: usize,
+    /// Parameter words after the element count that must agree (the settings); a single
+    /// member's words end with `0, n` after them.
+    pub settings: usize,
+    /// Most members one dispatch takes: the kernel's variant keys are `0..max`.
+    pub max: usize,
+}
+
+/// The kernels whose dispatches merge.
+static RULES: [&MergeRule; 1] = [&crate::optimizer::update::ADAM_MERGE];
+
+/// The kernel files whose variants merge, each with the bindings a member adds: variant
+/// `key` binds `own · key` storage buffers more than variant 0, and runs only where the
+/// device's `max_storage_buffers_per_shader_stage` allows (for the shader-validation tests).
+pub fn merged_kernel_files() -> Vec<(&'static str, usize)> {
+    RULES.iter().map(|r| (r.kernel.file, r.own)).collect()
+}
+
+/// `cmds` with each run of mergeable adjacent dispatches replaced by merged ones.
+pub(crate) fn merge_dispatches(ctx: &GpuContext, cmds: Vec<Cmd>) -> Result<Vec<Cmd>> {
+    let mut out: Vec<Cmd> = Vec::with_capacity(cmds.len());
+    let mut run: Vec<Cmd> = Vec::new();
+    let mut rule: Option<&MergeRule> = None;
+    for cmd in cmds {
+        if let Some(r) = rule {
+            if run.len() < member_limit(ctx, r, &run[0]) && joins(r, &run, &cmd) {
+                run.push(cmd);
+                continue;
+            }
+            out.push(merged(ctx, r, std::mem::take(&mut run))?);
+            rule = None;
+        }
+        match RULES.iter().find(|r| is_single(r, &cmd)) {
+            Some(&r) => {
+                rule = Some(r);
+                run.push(cmd);
+            }
+            None => out.push(cmd),
+        }
+    }
+    if let Some(r) = rule {
+        out.push(merged(ctx, r, run)?);
+    }
+    Ok(out)
+}
+
+/// True when `cmd` is a single-member dispatch of `r`'s kernel.
+fn is_single(r: &MergeRule, cmd: &Cmd) -> bool {
+    match cmd {
+        Cmd::Dispatch { kernel, key: 0, entry: "main", binds, params, .. } => {
+            std::ptr::eq(*kernel, r.kernel) && binds.len() >= r.own && params.len() == 4 * (r.settings + 3)
+        }
+        _ => false,
+    }
+}
+
+/// Members one merged dispatch of `r` may take on this device: its storage bindings (the
+/// members' own, the shared ones and the parameters) within the per-stage limit.
+fn member_limit(ctx: &GpuContext, r: &MergeRule, first: &Cmd) -> usize {
+    let Cmd::Dispatch { binds, .. } = first else { return 1 };
+    let shared = binds.len() - r.own;
+    let limit = ctx.limits.max_storage_buffers_per_shader_stage as usize;
+    (limit.saturating_sub(shared + 1) / r.own).clamp(1, r.max)
+}
+
+/// True when `cmd` may join `run`: a single dispatch of the same kernel with the same settings
+/// and shared buffers, binding no buffer a member binds.
+fn joins(r: &MergeRule, run: &[Cmd], cmd: &Cmd) -> bool {
+    let (Cmd::Dispatch { binds: first, params: first_params, .. }, Cmd::Dispatch { binds, params, .. }) =
+        (&run[0], cmd)
+    else {
+        return false;
+    };
+    if !is_single(r, cmd)
+        || binds.len() != first.len()
+        || params[4..4 * (r.settings + 1)] != first_params[4..4 * (r.settings + 1)]
+    {
+        return false;
+    }
+    let shared = |b: &[(u64, wgpu::Buffer, bool)]| b[r.own..].iter().map(|(id, _, w)| (*id, *w)).collect::<Vec<_>>();
+    if shared(binds) != shared(first) {
+        return false;
+    }
+    let taken: HashSet<u64> = run
+        .iter()
+        .filter_map(|c| match c {
+            Cmd::Dispatch { binds, .. } => Some(binds[..r.own].iter().map(|b| b.0)),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    binds[..r.own].iter().all(|b| !taken.contains(&b.0))
+        && first[r.own..].iter().all(|b| !binds[..r.own].iter().any(|o| o.0 == b.0))
+}
+
+/// One dispatch doing the work of `run` (returned as it is when it holds one member).
+fn merged(ctx: &GpuContext, r: &MergeRule, mut run: Vec<Cmd>) -> Result<Cmd> {
+    if run.len() == 1 {
+        return Ok(run.remove(0));
+    }
+    let mut binds = Vec::new();
+    let mut members = Vec::with_capacity(run.len());
+    let mut groups = 0u64;
+    let mut head = Vec::new();
+    let mut shared = Vec::new();
+    let (mut kernel, mut entry) = (r.kernel, "main");
+    for cmd in run {
+        let Cmd::Dispatch { kernel: k, entry: e, binds: b, params, .. } = cmd else { continue };
+        let n = u32::from_le_bytes([params[0], params[1], params[2], params[3]]);
+        members.push((groups, n));
+        groups += (n as u64).div_ceil(WORKGROUP as u64);
+        let mut b = b;
+        shared = b.split_off(r.own);
+        binds.extend(b);
+        head = params[4..4 * (r.settings + 1)].to_vec();
+        (kernel, entry) = (k, e);
+    }
+    binds.extend(shared);
+    let too_many = || crate::Error::Gpu {
+        op: "Executor plan",
+        msg: format!("{}: {groups} workgroups in one merged dispatch", kernel.file),
+    };
+    let invocations = u32::try_from(groups * WORKGROUP as u64).map_err(|_| too_many())?;
+    let mut params = invocations.to_le_bytes().to_vec();
+    params.extend(head);
+    for (first, n) in &members {
+        params.extend((*first as u32).to_le_bytes());
+        params.extend(n.to_le_bytes());
+    }
+    let access: Vec<Access> = binds.iter().map(|b| if b.2 { Access::ReadWrite } else { Access::Read }).collect();
+    let key = members.len() as u32 - 1;
+    let pipeline = ctx.pipeline(kernel, key, entry, &access)?;
+    let groups = grid(ctx, groups)?;
+    Ok(Cmd::Dispatch { kernel, key, entry, pipeline, binds, params, groups })
+}
