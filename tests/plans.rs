@@ -3,8 +3,8 @@
 //! training with Adam (its step-dependent factors read from a schedule tensor, so the updates
 //! replay from the tape), dropout (live random ops), alternating batch
 //! sizes (one plan each), a scope value replaced between runs, fetched values kept by the
-//! caller, and control flow (interpreted, with the reason given). Adjacent Adam updates
-//! replay as one dispatch and still follow Adam's float64 formula.
+//! caller, and control flow (interpreted, with the reason given). Adjacent SGD, momentum
+//! and Adam updates replay as one dispatch and still follow their float64 formulas.
 
 mod common;
 
@@ -318,12 +318,41 @@ fn grad_values(k: usize, n: usize, step: usize) -> Vec<f32> {
     (0..n).map(|i| (((i * 7 + k * 5 + step * 3) % 23) as f32 - 11.0) / 4.0).collect()
 }
 
-/// Six parameters of loss Σ sum(p_k · x_k), whose gradients are the feeds, trained with Adam
-/// for three steps: a plan merging the updates, one with merging (and fusion) off, and the
-/// CPU all match Adam's formula in float64; the profiler counts the merged dispatches.
+/// The optimizers whose adjacent updates a plan merges.
+#[derive(Clone, Copy, Debug)]
+enum Rule {
+    Sgd,
+    Nesterov,
+    Adam,
+}
+
+/// `rule`'s update of one element at step `t` (from 1) in float64, Paddle's form: `s` holds
+/// the element's states.
+fn update_f64(rule: Rule, t: usize, lr: f64, p: f64, g: f64, s: &mut [f64; 2]) -> f64 {
+    match rule {
+        Rule::Sgd => p - lr * g,
+        Rule::Nesterov => {
+            s[0] = 0.9 * s[0] + g;
+            p - lr * (g + 0.9 * s[0])
+        }
+        Rule::Adam => {
+            let (b1, b2, eps) = (0.9f64, 0.999f64, 1e-8f64);
+            s[0] = b1 * s[0] + (1.0 - b1) * g;
+            s[1] = b2 * s[1] + (1.0 - b2) * g * g;
+            let c2 = (1.0 - b2.powi(t as i32)).sqrt();
+            p - lr * c2 / (1.0 - b1.powi(t as i32)) * s[0] / (s[1].sqrt() + eps * c2)
+        }
+    }
+}
+
+/// Six parameters of loss Σ sum(p_k · x_k), whose gradients are the feeds, trained for three
+/// steps by SGD, Nesterov momentum and Adam: a plan merging the updates, one with merging
+/// (and fusion) off, and the CPU all match the rule in float64; the profiler counts the
+/// merged dispatches by variant.
 #[test]
-fn adjacent_adam_updates_merge_into_one_dispatch_and_follow_the_formula() {
+fn adjacent_updates_merge_into_one_dispatch_and_follow_their_formulas() {
     use dygraph::nn::{Initializer, ParamAttr};
+    use dygraph::optimizer::{Momentum, SGD};
     let Some(gpu) = common::gpu_or_skip() else { return };
     let _g = common::generator_lock();
     // Sizes around the workgroup (256): a scalar, several partial workgroups, a 2-D weight.
@@ -333,8 +362,8 @@ fn adjacent_adam_updates_merge_into_one_dispatch_and_follow_the_formula() {
     let shapes: [&[usize]; 6] = [&[1], &[300], &[7, 37], &[257], &[64], &[5]];
     let lr_mult = |k: usize| if k == 3 { 0.5 } else { 1.0 };
     let init = |k: usize| 0.1 * (k as f64 + 1.0);
-    // One program per executor: Adam's step count belongs to its program.
-    let program = || {
+    // One program per executor: an optimizer's step count belongs to its program.
+    let program = |rule: Rule| {
         let (main, startup) = (Program::new(), Program::new());
         let loss = st::program_guard(&main, &startup, || {
             let mut loss: Option<Tensor> = None;
@@ -353,7 +382,11 @@ fn adjacent_adam_updates_merge_into_one_dispatch_and_follow_the_formula() {
                 params.push(p);
             }
             let loss = loss.unwrap();
-            Adam::new(0.01, params).minimize(&loss).unwrap();
+            match rule {
+                Rule::Sgd => SGD::new(0.01, params).minimize(&loss).unwrap(),
+                Rule::Nesterov => Momentum::new(0.01, params).use_nesterov(true).minimize(&loss).unwrap(),
+                Rule::Adam => Adam::new(0.01, params).minimize(&loss).unwrap(),
+            };
             loss
         });
         (main, startup, loss)
@@ -368,58 +401,61 @@ fn adjacent_adam_updates_merge_into_one_dispatch_and_follow_the_formula() {
             })
             .collect()
     };
-    // Adam in float64 (Paddle's form), the gradient of p_k at step t being x_k's values.
-    let (b1, b2, eps) = (0.9f64, 0.999f64, 1e-8f64);
-    let expected = |k: usize, steps: usize| -> Vec<f64> {
+    let expected = |rule: Rule, k: usize, steps: usize| -> Vec<f64> {
         let n: usize = shapes[k].iter().product();
-        let (mut p, mut m, mut v) = (vec![init(k) as f32 as f64; n], vec![0.0; n], vec![0.0; n]);
+        let mut p = vec![init(k) as f32 as f64; n];
+        let mut s = vec![[0.0; 2]; n];
         for t in 1..=steps {
             let g = grad_values(k, n, t - 1);
-            let c2 = (1.0 - b2.powi(t as i32)).sqrt();
-            let step = 0.01 * lr_mult(k) * c2 / (1.0 - b1.powi(t as i32));
             for i in 0..n {
-                let g = g[i] as f64;
-                m[i] = b1 * m[i] + (1.0 - b1) * g;
-                v[i] = b2 * v[i] + (1.0 - b2) * g * g;
-                p[i] -= step * m[i] / (v[i].sqrt() + eps * c2);
+                p[i] = update_f64(rule, t, 0.01 * lr_mult(k), p[i], g[i] as f64, &mut s[i]);
             }
         }
         p
     };
-    for (place, merged) in [(gpu, true), (gpu, false), (Place::Cpu, true)] {
-        let (main, startup, loss) = program();
-        let exe = Executor::with_scope(place, Scope::new());
-        exe.set_fusion(merged);
-        exe.run(&startup, &[], &[] as &[&str]).unwrap();
-        let step = |step: usize| {
-            let f = feeds(step, place);
-            let refs: Vec<(&str, &Tensor)> = f.iter().map(|(n, t)| (n.as_str(), t)).collect();
-            exe.run(&main, &refs, &[&loss]).unwrap();
-        };
-        for s in 0..3 {
-            step(s);
-        }
-        if place.is_gpu() {
-            exe.last_plan().unwrap_or_else(|| panic!("no plan ({:?})", exe.interpreted_because()));
-        }
-        for (k, shape) in shapes.iter().enumerate() {
-            let got = values(&exe.scope().var(&format!("p{k}")).unwrap());
-            let what = format!("p{k} {shape:?} after 3 Adam steps on {place:?}, merging {merged}");
-            if let Err(m) = common::check_allclose(&what, &got, &expected(k, 3), 1e-6, 1e-5) {
-                panic!("{m}");
+    let file = |rule: Rule| match rule {
+        Rule::Sgd => "optim/sgd.wgsl",
+        Rule::Nesterov => "optim/momentum.wgsl",
+        Rule::Adam => "optim/adam.wgsl",
+    };
+    for rule in [Rule::Sgd, Rule::Nesterov, Rule::Adam] {
+        for (place, merged) in [(gpu, true), (gpu, false), (Place::Cpu, true)] {
+            let (main, startup, loss) = program(rule);
+            let exe = Executor::with_scope(place, Scope::new());
+            exe.set_fusion(merged);
+            exe.run(&startup, &[], &[] as &[&str]).unwrap();
+            let step = |step: usize| {
+                let f = feeds(step, place);
+                let refs: Vec<(&str, &Tensor)> = f.iter().map(|(n, t)| (n.as_str(), t)).collect();
+                exe.run(&main, &refs, &[&loss]).unwrap();
+            };
+            for s in 0..3 {
+                step(s);
             }
-        }
-        if place.is_gpu() {
-            // One more replay under the kernel profiler: Adam's dispatches by variant (key k
-            // updates k + 1 parameters).
-            let profiler = dygraph::profiler::Profiler::start(place).expect("the kernel profiler on the test adapter");
-            step(3);
-            let summary = profiler.stop().unwrap();
-            let mut calls: Vec<(u32, u64)> =
-                summary.shader("optim/adam.wgsl").iter().map(|k| (k.variant, k.calls)).collect();
-            calls.sort();
-            let want = if merged { vec![(0, 1), (1, 1), (2, 1)] } else { vec![(0, 6)] };
-            assert_eq!(calls, want, "Adam dispatches (variant, calls) of a replay, merging {merged}");
+            if place.is_gpu() {
+                let plan = exe.last_plan().unwrap_or_else(|| panic!("no plan ({:?})", exe.interpreted_because()));
+                assert_eq!(plan.merged, if merged { 3 } else { 0 }, "{rule:?}: {plan:?}");
+            }
+            for (k, shape) in shapes.iter().enumerate() {
+                let got = values(&exe.scope().var(&format!("p{k}")).unwrap());
+                let what = format!("{rule:?}: p{k} {shape:?} after 3 steps on {place:?}, merging {merged}");
+                if let Err(m) = common::check_allclose(&what, &got, &expected(rule, k, 3), 1e-6, 1e-5) {
+                    panic!("{m}");
+                }
+            }
+            if place.is_gpu() {
+                // One more replay under the kernel profiler: the update's dispatches by
+                // variant (key k updates k + 1 parameters).
+                let profiler =
+                    dygraph::profiler::Profiler::start(place).expect("the kernel profiler on the test adapter");
+                step(3);
+                let summary = profiler.stop().unwrap();
+                let mut calls: Vec<(u32, u64)> =
+                    summary.shader(file(rule)).iter().map(|k| (k.variant, k.calls)).collect();
+                calls.sort();
+                let want = if merged { vec![(0, 1), (1, 1), (2, 1)] } else { vec![(0, 6)] };
+                assert_eq!(calls, want, "{rule:?}: update dispatches (variant, calls) of a replay, merging {merged}");
+            }
         }
     }
 }

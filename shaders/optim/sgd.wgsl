@@ -1,20 +1,18 @@
-// SGD: p -= lr · (g + wd · p). params: [n, lr, wd, scheduled] (floats as bits);
-// when `scheduled`, lr is a multiplier of schedule[0] (see src/optimizer/update.rs).
-@group(0) @binding(0) var<storage, read_write> param: array<f32>;
-@group(0) @binding(1) var<storage, read> grad: array<f32>;
-@group(0) @binding(2) var<storage, read> schedule: array<f32>;
-@group(0) @binding(3) var<storage, read> params: array<u32>;
+// SGD: p -= lr · (g + wd · p). params: [n, lr, wd, scheduled, then each parameter's first
+// workgroup and elements] (floats as bits); when `scheduled`, lr is a multiplier of
+// schedule[0] (see src/optimizer/update.rs). Parameter k's param and grad are bindings 2k
+// and 2k + 1 (lib/merged_update.wgsl).
+{{TENSORS}}
+@group(0) @binding({{SCHEDULE}}) var<storage, read> schedule: array<f32>;
+@group(0) @binding({{PARAMS}}) var<storage, read> params: array<u32>;
 
-@compute @workgroup_size({{WG}})
-fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-    let i = gid.x + gid.y * nwg.x * {{WG}}u;
-    if (i >= params[0]) {
-        return;
-    }
+fn update(x: vec4<f32>) -> vec4<f32> {
     var lr = bitcast<f32>(params[1]);
     if (params[3] != 0u) {
         lr = lr * schedule[0];
     }
     let wd = bitcast<f32>(params[2]);
-    param[i] = param[i] - lr * (grad[i] + wd * param[i]);
+    return vec4<f32>(x.x - lr * (x.y + wd * x.x), 0.0, 0.0, 0.0);
 }
+
+#include "lib/merged_update.wgsl"

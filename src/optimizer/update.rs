@@ -20,47 +20,69 @@ use crate::ops::{AttrMap, Attrs};
 use crate::tensor::TensorMeta;
 use crate::{DType, Error, Result, Tensor};
 
-pub(crate) static SGD_KERNEL: Kernel = Kernel::single("optim/sgd.wgsl");
-pub(crate) static MOMENTUM_KERNEL: Kernel = Kernel::single("optim/momentum.wgsl");
+pub(crate) static SGD_KERNEL: Kernel =
+    Kernel { file: "optim/sgd.wgsl", keys: merged_keys, variant: |k| merged_variant(k, &SGD_TENSORS, 4) };
+pub(crate) static MOMENTUM_KERNEL: Kernel =
+    Kernel { file: "optim/momentum.wgsl", keys: merged_keys, variant: |k| merged_variant(k, &MOMENTUM_TENSORS, 6) };
 pub(crate) static ADAM_KERNEL: Kernel =
-    Kernel { file: "optim/adam.wgsl", keys: || (0..ADAM_MERGE.max as u32).collect(), variant: adam_variant };
+    Kernel { file: "optim/adam.wgsl", keys: merged_keys, variant: |k| merged_variant(k, &ADAM_TENSORS, 10) };
 pub(crate) static RMSPROP_KERNEL: Kernel = Kernel::single("optim/rmsprop.wgsl");
 pub(crate) static ADAGRAD_KERNEL: Kernel = Kernel::single("optim/adagrad.wgsl");
 pub(crate) static ADADELTA_KERNEL: Kernel = Kernel::single("optim/adadelta.wgsl");
 pub(crate) static ADAMAX_KERNEL: Kernel = Kernel::single("optim/adamax.wgsl");
 pub(crate) static LAMB_KERNEL: Kernel = Kernel::single("optim/lamb.wgsl");
 
-/// Plans merge adjacent Adam updates of the same settings into one dispatch of up to 16
-/// parameters (`backend::gpu::merge`).
-pub(crate) static ADAM_MERGE: MergeRule = MergeRule { kernel: &ADAM_KERNEL, own: 4, settings: 9, max: 16 };
+/// Most parameters one merged update dispatch takes.
+const MERGED_MAX: usize = 16;
 
-/// Variant `key` of `adam.wgsl`: `key + 1` parameters, each with its four bindings, loaded
-/// and stored by one switch case each around one evaluation of the update.
-fn adam_variant(key: u32) -> Variant {
+/// Each parameter's tensors in a mergeable update kernel, in binding order: the parameter,
+/// its gradient (read-only) and its states.
+static SGD_TENSORS: [&str; 2] = ["param", "grad"];
+static MOMENTUM_TENSORS: [&str; 3] = ["param", "grad", "velocity"];
+static ADAM_TENSORS: [&str; 4] = ["param", "grad", "moment1", "moment2"];
+
+/// Plans merge adjacent updates of these rules with the same settings into one dispatch
+/// (`backend::gpu::merge`); the settings are the parameter words between the element count
+/// and the members' ranges.
+pub(crate) static SGD_MERGE: MergeRule = MergeRule { kernel: &SGD_KERNEL, own: 2, settings: 3, max: MERGED_MAX };
+pub(crate) static MOMENTUM_MERGE: MergeRule =
+    MergeRule { kernel: &MOMENTUM_KERNEL, own: 3, settings: 5, max: MERGED_MAX };
+pub(crate) static ADAM_MERGE: MergeRule = MergeRule { kernel: &ADAM_KERNEL, own: 4, settings: 9, max: MERGED_MAX };
+
+fn merged_keys() -> Vec<u32> {
+    (0..MERGED_MAX as u32).collect()
+}
+
+/// Variant `key` of a mergeable update kernel (`lib/merged_update.wgsl`): `key + 1`
+/// parameters, each binding `tensors`, loaded into and stored from one vector (parameter,
+/// gradient, states) by a switch case each around one call of the kernel's `update`; the
+/// members' ranges start at parameter word `at`.
+fn merged_variant(key: u32, tensors: &[&str], at: usize) -> Variant {
     let k = key as usize + 1;
-    let (mut tensors, mut loads, mut stores) = (String::new(), String::new(), String::new());
+    let n = tensors.len();
+    let lanes = ["x", "y", "z", "w"];
+    let (mut decls, mut loads, mut stores) = (String::new(), String::new(), String::new());
     for t in 0..k {
-        for (j, (name, access)) in
-            [("param", "read_write"), ("grad", "read"), ("moment1", "read_write"), ("moment2", "read_write")]
-                .into_iter()
-                .enumerate()
-        {
-            let binding = 4 * t + j;
-            tensors += &format!("@group(0) @binding({binding}) var<storage, {access}> {name}_{t}: array<f32>;\n");
+        for (j, name) in tensors.iter().enumerate() {
+            let access = if j == 1 { "read" } else { "read_write" };
+            decls += &format!("@group(0) @binding({}) var<storage, {access}> {name}_{t}: array<f32>;\n", n * t + j);
         }
-        loads += &format!(
-            "        case {t}u: {{ x = vec4<f32>(param_{t}[e], grad_{t}[e], moment1_{t}[e], moment2_{t}[e]); }}\n"
-        );
-        stores +=
-            &format!("        case {t}u: {{ param_{t}[e] = r.x; moment1_{t}[e] = r.y; moment2_{t}[e] = r.z; }}\n");
+        let values: Vec<String> = tensors.iter().map(|name| format!("{name}_{t}[e]")).collect();
+        let zeros = vec!["0.0"; 4 - n].join(", ");
+        let sep = if zeros.is_empty() { "" } else { ", " };
+        loads += &format!("        case {t}u: {{ x = vec4<f32>({}{sep}{zeros}); }}\n", values.join(", "));
+        let written: Vec<String> =
+            (0..n).filter(|&j| j != 1).map(|j| format!("{}_{t}[e] = r.{};", tensors[j], lanes[j])).collect();
+        stores += &format!("        case {t}u: {{ {} }}\n", written.join(" "));
     }
     vec![
         ("K", k.to_string()),
-        ("TENSORS", tensors),
+        ("AT", at.to_string()),
+        ("TENSORS", decls),
         ("LOADS", loads),
         ("STORES", stores),
-        ("SCHEDULE", (4 * k).to_string()),
-        ("PARAMS", (4 * k + 1).to_string()),
+        ("SCHEDULE", (n * k).to_string()),
+        ("PARAMS", (n * k + 1).to_string()),
     ]
 }
 
@@ -602,8 +624,8 @@ impl Op for UpdateOp {
             }
         };
         params.push(scheduled as u32);
-        if let Rule::Adam { .. } = a.rule {
-            // This one parameter's first workgroup and elements (see ADAM_MERGE).
+        if let Rule::Sgd | Rule::Momentum { .. } | Rule::Adam { .. } = a.rule {
+            // The one parameter's first workgroup and elements (`merged_variant`).
             params.extend([0, n as u32]);
         }
         k.ctx.dispatch(self.kernel, 0, "main", &binds, &params, n as u64)

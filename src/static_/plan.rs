@@ -64,6 +64,9 @@ pub struct PlanInfo {
     pub buffer_bytes: u64,
     /// Dispatches writing their output over an input that dies there (elementwise ops in place).
     pub in_place: usize,
+    /// Optimizer updates that run inside another update's dispatch (adjacent updates of the
+    /// same settings replay as one dispatch, as far as the device's bindings allow).
+    pub merged: usize,
 }
 
 /// A live op: its index in block 0, its inputs, and the plan's buffers its outputs go to.
@@ -346,7 +349,8 @@ pub(super) fn capture(
     let live_ops = segments.iter().filter(|s| matches!(s, Segment::Live { .. })).count();
     let buffer_bytes = crate::backend::gpu::lock(&pool).bytes();
     let in_place = segments.iter().map(|s| if let Segment::Tape(t) = s { t.in_place } else { 0 }).sum();
-    let info = PlanInfo { dispatches, live_ops, ops: c.blocks[0].len(), buffer_bytes, in_place };
+    let merged = segments.iter().map(|s| if let Segment::Tape(t) = s { t.merged } else { 0 }).sum();
+    let info = PlanInfo { dispatches, live_ops, ops: c.blocks[0].len(), buffer_bytes, in_place, merged };
     // A bound feed's own buffer is never used again.
     let feeds = feeds
         .into_iter()

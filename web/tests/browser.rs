@@ -137,3 +137,62 @@ async fn a_plan_writes_elementwise_outputs_in_place_on_webgpu() {
     assert_eq!(plan.in_place, 2, "{plan:?}");
     drop(startup);
 }
+
+#[wasm_bindgen_test]
+async fn a_plan_merges_sgd_updates_within_webgpus_binding_limit() {
+    use dygraph::nn::{self, Initializer, ParamAttr};
+    use dygraph::optimizer::{Optimizer, SGD};
+    use dygraph::static_::{self as st, Executor, Program, Scope};
+    use dygraph::{DType, Tensor};
+    let info = dygraph::init_gpu().await.unwrap_or_else(|e| panic!("WebGPU is required here: {e}"));
+    assert_eq!(info.backend, "BrowserWebGpu", "{info:?}");
+    // Loss Σ sum(p_k · x_k): each gradient is its feed. At WebGPU's default of 8 storage
+    // buffers per stage an SGD dispatch takes 3 parameters (2 bindings each, the schedule and
+    // the parameter words), so the four updates replay as two dispatches.
+    let sizes = [1usize, 300, 257, 5];
+    let (main, startup) = (Program::new(), Program::new());
+    let loss = st::program_guard(&main, &startup, || {
+        let mut params = Vec::new();
+        let mut loss: Option<Tensor> = None;
+        for (k, &n) in sizes.iter().enumerate() {
+            let x = st::data(&format!("x{k}"), &[n as i64], DType::Float32).unwrap();
+            let attr = ParamAttr { name: Some(format!("p{k}")), ..ParamAttr::default() };
+            let p = nn::create_parameter(&[n], DType::Float32, &attr, &Initializer::Constant(0.5)).unwrap();
+            let term = p.mul(&x).unwrap().sum(&[], false).unwrap();
+            loss = Some(match loss {
+                None => term,
+                Some(l) => l.add(&term).unwrap(),
+            });
+            params.push(p);
+        }
+        let loss = loss.unwrap();
+        SGD::new(0.1, params).minimize(&loss).unwrap();
+        loss
+    });
+    let exe = Executor::with_scope(Place::Gpu(0), Scope::new());
+    exe.run(&startup, &[], &[] as &[&str]).unwrap();
+    let feed = |k: usize, n: usize, run: usize| -> Vec<f32> {
+        (0..n).map(|i| (((i * 7 + k * 5 + run * 3) % 23) as f32 - 11.0) / 4.0).collect()
+    };
+    for run in 0..3 {
+        let xs: Vec<(String, Tensor)> = sizes
+            .iter()
+            .enumerate()
+            .map(|(k, &n)| {
+                (format!("x{k}"), Tensor::from_vec(feed(k, n, run), [n]).unwrap().to(Place::Gpu(0)).unwrap())
+            })
+            .collect();
+        let refs: Vec<(&str, &Tensor)> = xs.iter().map(|(n, t)| (n.as_str(), t)).collect();
+        exe.run(&main, &refs, &[&loss]).unwrap();
+    }
+    let plan = exe.last_plan().unwrap_or_else(|| panic!("the WebGPU run was interpreted"));
+    // At least the default's 3 per dispatch; an adapter offering more merges all four.
+    assert!(plan.merged >= 2, "{plan:?}");
+    for (k, &n) in sizes.iter().enumerate() {
+        let got = exe.scope().var(&format!("p{k}")).unwrap().to_vec_async::<f32>().await.unwrap();
+        for (i, g) in got.iter().enumerate() {
+            let want = 0.5 - 0.1 * (0..3).map(|run| feed(k, n, run)[i] as f64).sum::<f64>();
+            assert!((*g as f64 - want).abs() <= 1e-5 + 1e-5 * want.abs(), "p{k}[{i}]: {g} against {want}");
+        }
+    }
+}

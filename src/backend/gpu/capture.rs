@@ -149,6 +149,8 @@ pub(crate) struct Tape {
     pub dispatches: usize,
     /// Those writing their output in place (over an input that dies there).
     pub in_place: usize,
+    /// Dispatches merged into another one (`merge.rs`).
+    pub merged: usize,
     /// Keeps the parameter and upload buffer, and the arena, alive with the bind groups
     /// that use them.
     data: Option<wgpu::Buffer>,
@@ -269,7 +271,8 @@ impl GpuContext {
         rebind: &HashSet<u64>,
         merge: bool,
     ) -> Result<Vec<Tape>> {
-        let segments = match merge {
+        let before: Vec<usize> = segments.iter().map(Vec::len).collect();
+        let segments: Vec<Vec<Cmd>> = match merge {
             true => segments.into_iter().map(|s| super::merge::merge_dispatches(self, s)).collect::<Result<_>>()?,
             false => segments,
         };
@@ -320,12 +323,13 @@ impl GpuContext {
         let mut groups_cache: HashMap<(usize, Vec<u64>), wgpu::BindGroup> = HashMap::new();
         let mut offsets = at.into_iter();
         let mut tapes = Vec::with_capacity(segments.len());
-        for seg in segments {
+        for (seg, before) in segments.into_iter().zip(before) {
             let mut tape = Tape {
                 cmds: Vec::with_capacity(seg.len()),
                 uses_index_flag: false,
                 dispatches: 0,
                 in_place: 0,
+                merged: before - seg.len(),
                 data: buffer.clone(),
                 _arenas: arena.as_ref().map(|p| p.buffers.clone()).unwrap_or_default(),
             };

@@ -33,7 +33,10 @@ pub(crate) struct MergeRule {
 }
 
 /// The kernels whose dispatches merge.
-static RULES: [&MergeRule; 1] = [&crate::optimizer::update::ADAM_MERGE];
+static RULES: [&MergeRule; 3] = {
+    use crate::optimizer::update::{ADAM_MERGE, MOMENTUM_MERGE, SGD_MERGE};
+    [&SGD_MERGE, &MOMENTUM_MERGE, &ADAM_MERGE]
+};
 
 /// The kernel files whose variants merge, each with the bindings a member adds: variant
 /// `key` binds `own · key` storage buffers more than variant 0, and runs only where the
