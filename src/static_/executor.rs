@@ -251,8 +251,10 @@ impl Executor {
             .filter(|f| self.fusion.load(Ordering::Relaxed) && !fetch_ids.iter().any(|v| f.eliminated.contains(v)))
             // `FLAGS_check_nan_inf` and the CPU shadow check each op by its own name.
             .filter(|_| !crate::flags::checks_by_op_name());
-        // A plan merges adjacent updates under the same switch, whatever was fused.
-        let merge = self.fusion.load(Ordering::Relaxed) && !crate::flags::checks_by_op_name();
+        // A plan merges adjacent updates under the same switches, whatever was fused.
+        let merge = self.fusion.load(Ordering::Relaxed)
+            && super::fusion::Kinds::for_place(true).merge
+            && !crate::flags::checks_by_op_name();
         // After every check: a hook counts optimizer steps.
         let hooks = program.data().hooks.clone();
         for h in &hooks {

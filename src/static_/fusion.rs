@@ -147,20 +147,22 @@ pub(super) struct Kinds {
     pub prologues: bool,
     /// `max_pool(relu(x))` as `relu(max_pool(x))` (see `commute`).
     pub commute: bool,
+    /// Adjacent optimizer updates in one dispatch (a GPU plan's, `backend/gpu/merge.rs`).
+    pub merge: bool,
 }
 
 impl Kinds {
     /// What a place fuses: epilogues and prologues only on a GPU (on the CPU the separate,
     /// vectorised kernels are faster than one loop evaluating the chain), the relu–pooling
-    /// rewrite on both. `DYGRAPH_FUSION` narrows it, for measurement: a
-    /// comma-separated list of `chains`, `epilogues`, `prologues`, `commute` (`0` for none is
-    /// handled by the Executor).
+    /// rewrite on both, merged updates in GPU plans. `DYGRAPH_FUSION` narrows it, for
+    /// measurement: a comma-separated list of `chains`, `epilogues`, `prologues`, `commute`,
+    /// `merge` (`0` for none is handled by the Executor).
     pub(super) fn for_place(gpu: bool) -> Kinds {
         Kinds::from_setting(gpu, std::env::var("DYGRAPH_FUSION").ok().as_deref())
     }
 
     fn from_setting(gpu: bool, setting: Option<&str>) -> Kinds {
-        let all = Kinds { chains: true, epilogues: gpu, prologues: gpu, commute: true };
+        let all = Kinds { chains: true, epilogues: gpu, prologues: gpu, commute: true, merge: gpu };
         match setting {
             Some(list) if list.contains(|c: char| c.is_ascii_alphabetic()) => {
                 let has = |k: &str| list.split(',').any(|s| s.trim() == k);
@@ -169,6 +171,7 @@ impl Kinds {
                     epilogues: all.epilogues && has("epilogues"),
                     prologues: all.prologues && has("prologues"),
                     commute: all.commute && has("commute"),
+                    merge: all.merge && has("merge"),
                 }
             }
             _ => all,
@@ -481,10 +484,13 @@ mod tests {
 
     #[test]
     fn fusion_setting_narrows_the_kinds() {
-        let k = |chains, epilogues, prologues, commute| Kinds { chains, epilogues, prologues, commute };
-        assert_eq!(Kinds::from_setting(true, None), k(true, true, true, true));
+        let k = |chains, epilogues, prologues, commute| Kinds { chains, epilogues, prologues, commute, merge: false };
+        let all = Kinds { merge: true, ..k(true, true, true, true) };
+        assert_eq!(Kinds::from_setting(true, None), all);
         assert_eq!(Kinds::from_setting(false, None), k(true, false, false, true));
-        assert_eq!(Kinds::from_setting(true, Some("1")), k(true, true, true, true));
+        assert_eq!(Kinds::from_setting(true, Some("1")), all);
+        assert_eq!(Kinds::from_setting(true, Some("merge")), Kinds { merge: true, ..k(false, false, false, false) });
+        assert_eq!(Kinds::from_setting(false, Some("merge")), k(false, false, false, false));
         assert_eq!(Kinds::from_setting(true, Some("chains, prologues")), k(true, false, true, false));
         assert_eq!(Kinds::from_setting(true, Some("epilogues")), k(false, true, false, false));
         assert_eq!(Kinds::from_setting(false, Some("commute")), k(false, false, false, true));
