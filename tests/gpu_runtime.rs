@@ -27,16 +27,18 @@ fn prints_the_adapter() {
     let Some(_) = gpu_or_skip() else { return };
     let info = dygraph::gpu_info(0).unwrap();
     println!(
-        "gpu:0 = {} | backend {} | type {} | driver {} | max binding {} bytes | {} adapter(s)",
+        "gpu:0 = {} | backend {} | type {} | driver {} | max binding {} bytes | {} storage buffers per stage | {} adapter(s)",
         info.name,
         info.backend,
         info.device_type,
         info.driver,
         info.max_binding_bytes,
+        info.max_storage_buffers_per_stage,
         dygraph::gpu_count()
     );
     assert!(!info.name.is_empty() && !info.backend.is_empty() && !info.device_type.is_empty());
     assert!(info.max_binding_bytes >= 1 << 27, "WebGPU guarantees 128 MiB bindings: {}", info.max_binding_bytes);
+    assert!(info.max_storage_buffers_per_stage >= 8, "WebGPU guarantees 8 storage buffers: {info:?}");
     assert!(dygraph::gpu_count() >= 1);
     let again = pollster::block_on(dygraph::init_gpu()).unwrap();
     assert_eq!(again.name, info.name, "init_gpu opens the same adapter");

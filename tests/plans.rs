@@ -345,22 +345,39 @@ fn update_f64(rule: Rule, t: usize, lr: f64, p: f64, g: f64, s: &mut [f64; 2]) -
     }
 }
 
-/// Six parameters of loss Σ sum(p_k · x_k), whose gradients are the feeds, trained for three
+/// Parameters of loss Σ sum(p_k · x_k), whose gradients are the feeds, trained for three
 /// steps by SGD, Nesterov momentum and Adam: a plan merging the updates, one with merging
-/// (and fusion) off, and the CPU all match the rule in float64; the profiler counts the
-/// merged dispatches by variant.
-#[test]
-fn adjacent_updates_merge_into_one_dispatch_and_follow_their_formulas() {
+/// (and fusion) off, and the CPU all match the rule in float64. `PlanInfo::merged` and the
+/// profiler's calls by variant (key k updates k + 1 parameters) show how they merged: each
+/// run of adjacent updates of the same settings in dispatches of as many parameters as the
+/// device's storage buffers allow (2, 3 or 4 each, plus the schedule and the parameter
+/// words), at most 16. `slow` learns at half the rate: its update has other settings and
+/// runs alone.
+fn merged_updates_follow_their_formulas(shapes: &[&[usize]], slow: Option<usize>) {
     use dygraph::nn::{Initializer, ParamAttr};
     use dygraph::optimizer::{Momentum, SGD};
     let Some(gpu) = common::gpu_or_skip() else { return };
     let _g = common::generator_lock();
-    // Sizes around the workgroup (256): a scalar, several partial workgroups, a 2-D weight.
-    // Parameter 3 learns at half the rate: its update has other settings and keeps its own
-    // dispatch, so the six updates run as [0, 1, 2], [3], [4, 5] (on a device allowing 14
-    // storage buffers per stage, as native adapters do): three dispatches fewer.
-    let shapes: [&[usize]; 6] = [&[1], &[300], &[7, 37], &[257], &[64], &[5]];
-    let lr_mult = |k: usize| if k == 3 { 0.5 } else { 1.0 };
+    let buffers = dygraph::gpu_info(0).unwrap().max_storage_buffers_per_stage as usize;
+    let runs: Vec<usize> = match slow {
+        Some(s) => [s, 1, shapes.len() - s - 1].into_iter().filter(|&n| n > 0).collect(),
+        None => vec![shapes.len()],
+    };
+    // (variant, calls) of a replay and the updates merged away, for `own` bindings each.
+    let grouping = |own: usize| {
+        let per = ((buffers - 2) / own).clamp(1, 16);
+        let mut calls = std::collections::BTreeMap::new();
+        let mut merged = 0;
+        for &n in &runs {
+            for chunk in (0..n).collect::<Vec<_>>().chunks(per) {
+                *calls.entry(chunk.len() as u32 - 1).or_insert(0u64) += 1;
+                merged += chunk.len() - 1;
+            }
+        }
+        (calls.into_iter().collect::<Vec<_>>(), merged)
+    };
+    println!("{buffers} storage buffers per stage; runs of adjacent updates {runs:?}");
+    let lr_mult = |k: usize| if Some(k) == slow { 0.5 } else { 1.0 };
     let init = |k: usize| 0.1 * (k as f64 + 1.0);
     // One program per executor: an optimizer's step count belongs to its program.
     let program = |rule: Rule| {
@@ -413,16 +430,21 @@ fn adjacent_updates_merge_into_one_dispatch_and_follow_their_formulas() {
         }
         p
     };
+    let own = |rule: Rule| match rule {
+        Rule::Sgd => 2,
+        Rule::Nesterov => 3,
+        Rule::Adam => 4,
+    };
     let file = |rule: Rule| match rule {
         Rule::Sgd => "optim/sgd.wgsl",
         Rule::Nesterov => "optim/momentum.wgsl",
         Rule::Adam => "optim/adam.wgsl",
     };
     for rule in [Rule::Sgd, Rule::Nesterov, Rule::Adam] {
-        for (place, merged) in [(gpu, true), (gpu, false), (Place::Cpu, true)] {
+        for (place, merging) in [(gpu, true), (gpu, false), (Place::Cpu, true)] {
             let (main, startup, loss) = program(rule);
             let exe = Executor::with_scope(place, Scope::new());
-            exe.set_fusion(merged);
+            exe.set_fusion(merging);
             exe.run(&startup, &[], &[] as &[&str]).unwrap();
             let step = |step: usize| {
                 let f = feeds(step, place);
@@ -434,11 +456,11 @@ fn adjacent_updates_merge_into_one_dispatch_and_follow_their_formulas() {
             }
             if place.is_gpu() {
                 let plan = exe.last_plan().unwrap_or_else(|| panic!("no plan ({:?})", exe.interpreted_because()));
-                assert_eq!(plan.merged, if merged { 3 } else { 0 }, "{rule:?}: {plan:?}");
+                assert_eq!(plan.merged, if merging { grouping(own(rule)).1 } else { 0 }, "{rule:?}: {plan:?}");
             }
             for (k, shape) in shapes.iter().enumerate() {
                 let got = values(&exe.scope().var(&format!("p{k}")).unwrap());
-                let what = format!("{rule:?}: p{k} {shape:?} after 3 steps on {place:?}, merging {merged}");
+                let what = format!("{rule:?}: p{k} {shape:?} after 3 steps on {place:?}, merging {merging}");
                 if let Err(m) = common::check_allclose(&what, &got, &expected(rule, k, 3), 1e-6, 1e-5) {
                     panic!("{m}");
                 }
@@ -453,9 +475,26 @@ fn adjacent_updates_merge_into_one_dispatch_and_follow_their_formulas() {
                 let mut calls: Vec<(u32, u64)> =
                     summary.shader(file(rule)).iter().map(|k| (k.variant, k.calls)).collect();
                 calls.sort();
-                let want = if merged { vec![(0, 1), (1, 1), (2, 1)] } else { vec![(0, 6)] };
-                assert_eq!(calls, want, "{rule:?}: update dispatches (variant, calls) of a replay, merging {merged}");
+                let want = if merging { grouping(own(rule)).0 } else { vec![(0, shapes.len() as u64)] };
+                assert_eq!(calls, want, "{rule:?}: update dispatches (variant, calls) of a replay, merging {merging}");
             }
         }
     }
+}
+
+#[test]
+fn adjacent_updates_merge_into_one_dispatch_and_follow_their_formulas() {
+    // Sizes around the workgroup (256): a scalar, several partial workgroups, a 2-D weight.
+    // With 14 storage buffers or more the six updates run as [0, 1, 2], [3], [4, 5].
+    let shapes: [&[usize]; 6] = [&[1], &[300], &[7, 37], &[257], &[64], &[5]];
+    merged_updates_follow_their_formulas(&shapes, Some(3));
+}
+
+#[test]
+fn many_updates_merge_as_far_as_the_bindings_allow() {
+    // Eighteen adjacent updates: up to 16 per dispatch (Adam's 16 bind 66 buffers) where the
+    // device allows, fewer where it does not.
+    let sizes: Vec<[usize; 1]> = (0..18).map(|k| [1 + (k * 37) % 300]).collect();
+    let shapes: Vec<&[usize]> = sizes.iter().map(|s| s.as_slice()).collect();
+    merged_updates_follow_their_formulas(&shapes, None);
 }

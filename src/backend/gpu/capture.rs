@@ -273,7 +273,7 @@ impl GpuContext {
     ) -> Result<Vec<Tape>> {
         let before: Vec<usize> = segments.iter().map(Vec::len).collect();
         let segments: Vec<Vec<Cmd>> = match merge {
-            true => segments.into_iter().map(|s| super::merge::merge_dispatches(self, s)).collect::<Result<_>>()?,
+            true => segments.into_iter().map(|s| super::merge::merge_dispatches(self, s)).collect(),
             false => segments,
         };
         let align = (self.limits.min_storage_buffer_offset_alignment as usize).max(4);

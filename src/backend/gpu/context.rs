@@ -28,7 +28,8 @@ pub(crate) struct Pipeline {
 /// A compiled pipeline's identity: the kernel (by address), its variant key, the entry point,
 /// the access of each bound buffer (one bit per binding, set for read-write) and, for an
 /// in-place form, its (output, input) bindings.
-type PipelineKey = (usize, u32, &'static str, u32, Option<(usize, usize)>);
+/// (kernel, variant, entry, which bindings are writable, in-place form).
+type PipelineKey = (usize, u32, &'static str, u128, Option<(usize, usize)>);
 
 /// One opened GPU device.
 pub(crate) struct GpuContext {
@@ -69,6 +70,9 @@ pub struct GpuInfo {
     pub driver: String,
     /// Largest storage binding the device accepts, in bytes (the biggest tensor).
     pub max_binding_bytes: u64,
+    /// Storage buffers one kernel may bind (WebGPU guarantees 8); bounds how many optimizer
+    /// updates a plan merges into one dispatch.
+    pub max_storage_buffers_per_stage: u32,
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -359,6 +363,7 @@ impl GpuContext {
             device_type: format!("{:?}", self.info.device_type),
             driver: format!("{} {}", self.info.driver, self.info.driver_info).trim().to_string(),
             max_binding_bytes: self.max_binding(),
+            max_storage_buffers_per_stage: self.limits.max_storage_buffers_per_shader_stage,
         }
     }
 
@@ -527,7 +532,10 @@ impl GpuContext {
         access: &[Access],
         in_place: Option<(usize, usize)>,
     ) -> Result<Arc<Pipeline>> {
-        let bits = access.iter().enumerate().fold(0u32, |b, (i, a)| b | (((*a == Access::ReadWrite) as u32) << i));
+        let bits = writable_bits(access).ok_or_else(|| Error::Gpu {
+            op: "pipeline",
+            msg: format!("{}#{key}: {} bindings, more than the pipeline cache keys", kernel.file, access.len()),
+        })?;
         let cache_key = (kernel as *const Kernel as usize, key, entry, bits, in_place);
         if let Some(p) = lock(&self.pipelines).get(&cache_key) {
             return Ok(p.clone());
@@ -714,4 +722,29 @@ fn runtime_checks() -> wgpu::ShaderRuntimeChecks {
         }
         c
     })
+}
+
+/// Bit i set when binding i is writable, for the pipeline cache's key; None past 128
+/// bindings (merged update dispatches bind up to 66, `merge.rs`).
+fn writable_bits(access: &[Access]) -> Option<u128> {
+    (access.len() <= 128)
+        .then(|| access.iter().enumerate().fold(0u128, |b, (i, a)| b | (((*a == Access::ReadWrite) as u128) << i)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Access, writable_bits};
+
+    #[test]
+    fn pipeline_keys_tell_writable_bindings_apart_past_32() {
+        let with_writable = |i: usize| {
+            let mut access = vec![Access::Read; 66];
+            access[i] = Access::ReadWrite;
+            writable_bits(&access).unwrap()
+        };
+        assert_ne!(with_writable(1), with_writable(33));
+        assert_ne!(with_writable(1), with_writable(65));
+        assert_eq!(writable_bits(&[Access::Read, Access::ReadWrite]), Some(2));
+        assert_eq!(writable_bits(&[Access::Read; 129]), None);
+    }
 }

@@ -46,7 +46,7 @@ pub fn merged_kernel_files() -> Vec<(&'static str, usize)> {
 }
 
 /// `cmds` with each run of mergeable adjacent dispatches replaced by merged ones.
-pub(crate) fn merge_dispatches(ctx: &GpuContext, cmds: Vec<Cmd>) -> Result<Vec<Cmd>> {
+pub(crate) fn merge_dispatches(ctx: &GpuContext, cmds: Vec<Cmd>) -> Vec<Cmd> {
     let mut out: Vec<Cmd> = Vec::with_capacity(cmds.len());
     let mut run: Vec<Cmd> = Vec::new();
     let mut rule: Option<&MergeRule> = None;
@@ -56,7 +56,7 @@ pub(crate) fn merge_dispatches(ctx: &GpuContext, cmds: Vec<Cmd>) -> Result<Vec<C
                 run.push(cmd);
                 continue;
             }
-            out.push(merged(ctx, r, std::mem::take(&mut run))?);
+            out.extend(merged(ctx, r, std::mem::take(&mut run)));
             rule = None;
         }
         match RULES.iter().find(|r| is_single(r, &cmd)) {
@@ -68,9 +68,9 @@ pub(crate) fn merge_dispatches(ctx: &GpuContext, cmds: Vec<Cmd>) -> Result<Vec<C
         }
     }
     if let Some(r) = rule {
-        out.push(merged(ctx, r, run)?);
+        out.extend(merged(ctx, r, run));
     }
-    Ok(out)
+    out
 }
 
 /// True when `cmd` is a single-member dispatch of `r`'s kernel.
@@ -100,7 +100,16 @@ fn joins(r: &MergeRule, run: &[Cmd], cmd: &Cmd) -> bool {
     else {
         return false;
     };
-    if !is_single(r, cmd)
+    if !is_single(r, cmd) {
+        return false;
+    }
+    // The merged dispatch's invocations must count in a u32, as one dispatch's do.
+    let groups = |c: &Cmd| match c {
+        Cmd::Dispatch { params, .. } => (elements(params) as u64).div_ceil(WORKGROUP as u64),
+        _ => 0,
+    };
+    let invocations = (run.iter().map(groups).sum::<u64>() + groups(cmd)) * WORKGROUP as u64;
+    if invocations > u32::MAX as u64
         || binds.len() != first.len()
         || params[4..4 * (r.settings + 1)] != first_params[4..4 * (r.settings + 1)]
     {
@@ -122,38 +131,45 @@ fn joins(r: &MergeRule, run: &[Cmd], cmd: &Cmd) -> bool {
         && first[r.own..].iter().all(|b| !binds[..r.own].iter().any(|o| o.0 == b.0))
 }
 
-/// One dispatch doing the work of `run` (returned as it is when it holds one member).
-fn merged(ctx: &GpuContext, r: &MergeRule, mut run: Vec<Cmd>) -> Result<Cmd> {
+/// The element count a single dispatch's parameter words start with.
+fn elements(params: &[u8]) -> u32 {
+    u32::from_le_bytes([params[0], params[1], params[2], params[3]])
+}
+
+/// One dispatch doing the work of `run`, or `run` as it is when it holds one member or the
+/// merged pipeline cannot be made (the members then run as they were recorded).
+fn merged(ctx: &GpuContext, r: &MergeRule, run: Vec<Cmd>) -> Vec<Cmd> {
     if run.len() == 1 {
-        return Ok(run.remove(0));
+        return run;
     }
+    match merge_run(ctx, r, &run) {
+        Ok(cmd) => vec![cmd],
+        Err(_) => run,
+    }
+}
+
+fn merge_run(ctx: &GpuContext, r: &MergeRule, run: &[Cmd]) -> Result<Cmd> {
     let mut binds = Vec::new();
     let mut members = Vec::with_capacity(run.len());
     let mut groups = 0u64;
-    let mut head = Vec::new();
-    let mut shared = Vec::new();
+    let mut head: &[u8] = &[];
+    let mut shared: &[(u64, wgpu::Buffer, bool)] = &[];
     let (mut kernel, mut entry) = (r.kernel, "main");
     for cmd in run {
         let Cmd::Dispatch { kernel: k, entry: e, binds: b, params, .. } = cmd else { continue };
-        let n = u32::from_le_bytes([params[0], params[1], params[2], params[3]]);
-        members.push((groups, n));
+        let n = elements(params);
+        members.push((groups as u32, n));
         groups += (n as u64).div_ceil(WORKGROUP as u64);
-        let mut b = b;
-        shared = b.split_off(r.own);
-        binds.extend(b);
-        head = params[4..4 * (r.settings + 1)].to_vec();
-        (kernel, entry) = (k, e);
+        binds.extend_from_slice(&b[..r.own]);
+        shared = &b[r.own..];
+        head = &params[4..4 * (r.settings + 1)];
+        (kernel, entry) = (*k, *e);
     }
-    binds.extend(shared);
-    let too_many = || crate::Error::Gpu {
-        op: "Executor plan",
-        msg: format!("{}: {groups} workgroups in one merged dispatch", kernel.file),
-    };
-    let invocations = u32::try_from(groups * WORKGROUP as u64).map_err(|_| too_many())?;
-    let mut params = invocations.to_le_bytes().to_vec();
-    params.extend(head);
+    binds.extend_from_slice(shared);
+    let mut params = ((groups * WORKGROUP as u64) as u32).to_le_bytes().to_vec();
+    params.extend_from_slice(head);
     for (first, n) in &members {
-        params.extend((*first as u32).to_le_bytes());
+        params.extend(first.to_le_bytes());
         params.extend(n.to_le_bytes());
     }
     let access: Vec<Access> = binds.iter().map(|b| if b.2 { Access::ReadWrite } else { Access::Read }).collect();
