@@ -1,7 +1,8 @@
 // The entry point of a mergeable update (src/backend/gpu/merge.rs). Variant k updates k + 1
 // parameters of the same settings in one dispatch, each in a workgroup range of its own, so
 // a workgroup's invocations never branch apart: parameter j's first workgroup and elements
-// are params[{{AT}} + 2j] and params[{{AT}} + 2j + 1], and params[0] counts the invocations.
+// are params[{{AT}} + 2j] and params[{{AT}} + 2j + 1] (params[0], the dispatch's elements or
+// invocations, is not read here).
 // The including file declares the tensors' bindings and `update`, which maps
 // (param, grad, state 0, state 1) to (param, unused, state 0, state 1).
 

@@ -28,7 +28,6 @@ pub(crate) struct Pipeline {
 /// A compiled pipeline's identity: the kernel (by address), its variant key, the entry point,
 /// the access of each bound buffer (one bit per binding, set for read-write) and, for an
 /// in-place form, its (output, input) bindings.
-/// (kernel, variant, entry, which bindings are writable, in-place form).
 type PipelineKey = (usize, u32, &'static str, u128, Option<(usize, usize)>);
 
 /// One opened GPU device.
