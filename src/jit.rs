@@ -193,7 +193,7 @@ impl<L: Forward> StaticLayer<L> {
         }
         let updates_in_place = |o: &st::OpDesc| {
             o.role == st::OpRole::Forward
-                && crate::ops::registry::find_op(&o.op_type).is_ok_and(|r| !r.inplace().is_empty())
+                && crate::ops::registry::find_op(&o.op_type).is_ok_and(|r| !r.inplace(o.inputs.len()).is_empty())
         };
         let main = main.filtered(|o| !updates_in_place(o));
         Ok(Traced { spec, main, forward, x, out, dout, captured, grads, scope, executors: Mutex::new(HashMap::new()) })

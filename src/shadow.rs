@@ -118,7 +118,7 @@ pub(crate) fn prepare<O: Op>(
     }
     inside(|| {
         let copies: Vec<Tensor> = inputs.iter().map(|t| t.to(Place::Cpu)).collect::<Result<_>>()?;
-        let pristine = if op.inplace().is_empty() {
+        let pristine = if op.inplace(inputs.len()).is_empty() {
             None
         } else {
             Some(copies.iter().map(Tensor::clone_data).collect::<Result<_>>()?)
@@ -153,7 +153,7 @@ impl<A: crate::ops::registry::Attrs> Shadow<A> {
                 let mut gpu: Vec<(String, &Tensor)> =
                     outputs.iter().enumerate().map(|(i, t)| (format!("output {i}"), t)).collect();
                 let mut cpu: Vec<&Tensor> = cpu_outputs.iter().collect();
-                for &i in op.inplace() {
+                for i in op.inplace(inputs.len()) {
                     gpu.push((format!("input {i} (written in place)"), inputs[i]));
                     cpu.push(&cpu_inputs[i]);
                 }
@@ -332,7 +332,7 @@ pub fn replay(path: impl AsRef<Path>, gpu: Place) -> Result<Replay> {
             }
             let (outs, _) = crate::random::with_private_generator(seed, offset, || op.run(&refs, &a));
             let mut outs = outs?;
-            outs.extend(op.inplace().iter().map(|&i| ins[i].clone()));
+            outs.extend(op.inplace(ins.len()).into_iter().map(|i| ins[i].clone()));
             Ok(outs)
         })
     };

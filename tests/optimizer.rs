@@ -387,3 +387,115 @@ fn adagrad_adadelta_adamax_and_lamb_follow_their_formulas() {
         }
     }
 }
+
+/// Gradient `k` of eighteen parameters at `step`.
+fn merged_grad(k: usize, n: usize, step: usize) -> Vec<f32> {
+    (0..n).map(|i| (((i * 7 + k * 5 + step * 3) % 23) as f32 - 11.0) / 4.0).collect()
+}
+
+/// Eager steps on a GPU update adjacent parameters of one learning rate in merged
+/// dispatches (`merged_sgd`, `merged_momentum`, `merged_adam`), as many per dispatch as the
+/// device's storage buffers allow; every parameter still follows its rule's float64
+/// formula, and a parameter at another learning rate splits the run. The kernel profiler
+/// counts the dispatches by variant (key k updates k + 1 parameters).
+#[test]
+fn eager_gpu_steps_merge_adjacent_updates() {
+    let Some(gpu) = common::gpu_or_skip() else { return };
+    let buffers = dygraph::gpu_info(0).unwrap().max_storage_buffers_per_stage as usize;
+    let sizes: Vec<usize> = (0..18).map(|k| 1 + (k * 37) % 300).collect();
+    // Parameter 11 learns at half the rate: the runs are [0..11], [11], [12..18].
+    let slow = 11;
+    let runs = [11usize, 1, 6];
+    for rule in ["sgd", "nesterov", "adam"] {
+        let params: Vec<Tensor> =
+            sizes.iter().enumerate().map(|(k, &n)| param(&vec![0.1 * (k as f32 + 1.0); n], gpu)).collect();
+        params[slow].set_learning_rate_multiplier(0.5);
+        let mut opt: Box<dyn Optimizer> = match rule {
+            "sgd" => Box::new(optimizer::SGD::new(0.01, params.clone())),
+            "nesterov" => Box::new(optimizer::Momentum::new(0.01, params.clone()).use_nesterov(true)),
+            _ => Box::new(optimizer::Adam::new(0.01, params.clone())),
+        };
+        let step = |opt: &mut Box<dyn Optimizer>, s: usize| {
+            for (k, p) in params.iter().enumerate() {
+                set_grad(p, &merged_grad(k, sizes[k], s));
+            }
+            opt.step().unwrap();
+            opt.clear_grad();
+        };
+        for s in 0..3 {
+            step(&mut opt, s);
+        }
+        for (k, p) in params.iter().enumerate() {
+            let lr = 0.01 * if k == slow { 0.5 } else { 1.0 };
+            let mut want = vec![(0.1 * (k as f32 + 1.0)) as f64; sizes[k]];
+            let mut states = vec![[0.0f64; 2]; sizes[k]];
+            for t in 1..=3 {
+                let g = merged_grad(k, sizes[k], t - 1);
+                for i in 0..sizes[k] {
+                    let (g, s) = (g[i] as f64, &mut states[i]);
+                    want[i] = match rule {
+                        "sgd" => want[i] - lr * g,
+                        "nesterov" => {
+                            s[0] = 0.9 * s[0] + g;
+                            want[i] - lr * (g + 0.9 * s[0])
+                        }
+                        _ => {
+                            let (b1, b2) = (0.9f64, 0.999f64);
+                            s[0] = b1 * s[0] + (1.0 - b1) * g;
+                            s[1] = b2 * s[1] + (1.0 - b2) * g * g;
+                            let c2 = (1.0 - b2.powi(t as i32)).sqrt();
+                            want[i] - lr * c2 / (1.0 - b1.powi(t as i32)) * s[0] / (s[1].sqrt() + 1e-8 * c2)
+                        }
+                    };
+                }
+            }
+            let what = format!("{rule}: parameter {k} ({} elements) after 3 eager steps", sizes[k]);
+            if let Err(m) = common::check_allclose(&what, &vals(p), &want, 1e-6, 1e-5) {
+                panic!("{m}");
+            }
+        }
+        let own = match rule {
+            "sgd" => 2,
+            "nesterov" => 3,
+            _ => 4,
+        };
+        let per = ((buffers - 2) / own).clamp(1, 16);
+        let mut want = std::collections::BTreeMap::new();
+        for &n in &runs {
+            for chunk in (0..n).collect::<Vec<_>>().chunks(per) {
+                *want.entry(chunk.len() as u32 - 1).or_insert(0u64) += 1;
+            }
+        }
+        let profiler = dygraph::profiler::Profiler::start(gpu).expect("the kernel profiler on the test adapter");
+        step(&mut opt, 3);
+        let summary = profiler.stop().unwrap();
+        let file = match rule {
+            "sgd" => "optim/sgd.wgsl",
+            "nesterov" => "optim/momentum.wgsl",
+            _ => "optim/adam.wgsl",
+        };
+        let mut calls: Vec<(u32, u64)> = summary.shader(file).iter().map(|k| (k.variant, k.calls)).collect();
+        calls.sort();
+        assert_eq!(
+            calls,
+            want.into_iter().collect::<Vec<_>>(),
+            "{rule}: one step's update dispatches (variant, calls), {buffers} storage buffers per stage"
+        );
+    }
+}
+
+#[test]
+fn a_parameter_listed_twice_updates_twice_on_every_place() {
+    // On a GPU the eager step merges adjacent updates; a repeated parameter must not join
+    // the dispatch already updating it (WebGPU cannot bind it twice, and the second update
+    // must read the first's result).
+    for place in places() {
+        let (p, q) = (param(&[1.0, 2.0, 3.0], place), param(&[0.5], place));
+        let mut opt = optimizer::SGD::new(0.1, vec![p.clone(), q.clone(), p.clone()]);
+        set_grad(&p, &[1.0, -1.0, 0.5]);
+        set_grad(&q, &[2.0]);
+        opt.step().unwrap();
+        common::assert_close(&format!("p on {place}"), &vals(&p), &[0.8, 2.2, 2.9], 1e-6);
+        common::assert_close(&format!("q on {place}"), &vals(&q), &[0.3], 1e-6);
+    }
+}

@@ -186,14 +186,47 @@ impl<K: Kind> Optimizer for Optim<K> {
         update::validate(&rule, lr, self.weight_decay)?;
         self.steps += 1;
         let n_states = self.kind.state_names().len();
-        for (&i, g) in live.iter().zip(&grads) {
-            let p = &self.params[i];
+        for &i in &live {
             if self.states[i].len() != n_states {
+                let p = &self.params[i];
                 self.states[i] = (0..n_states).map(|_| crate::zeros_like(p)).collect::<Result<_>>()?;
             }
+        }
+        // On a GPU, adjacent parameters of one learning rate update in one dispatch (as many
+        // as the device's bindings allow); elsewhere, and for the other rules, one by one.
+        let mut at = 0;
+        while at < live.len() {
+            let p = &self.params[live[at]];
             let lr = lr * p.learning_rate_multiplier();
-            update::apply_rule(&rule, p, g, &self.states[i], None, lr, l2)?;
-            self.kind.finish(p, &self.states[i], &|| crate::full_on(&[] as &[usize], lr, p.dtype(), p.place()))?;
+            let mut end = at + 1;
+            if update::merges(&rule, p) {
+                let capacity = update::merged_capacity(&rule, p.place());
+                while end < live.len() && end - at < capacity {
+                    let q = &self.params[live[end]];
+                    // A parameter listed twice updates twice, in order: not in one dispatch.
+                    let listed = (at..end).any(|j| self.params[live[j]].storage().same_memory(q.storage()));
+                    if !update::merges(&rule, q)
+                        || q.place() != p.place()
+                        || self.lr.value() * q.learning_rate_multiplier() != lr
+                        || listed
+                    {
+                        break;
+                    }
+                    end += 1;
+                }
+            }
+            if end - at == 1 {
+                update::apply_rule(&rule, p, &grads[at], &self.states[live[at]], None, lr, l2)?;
+            } else {
+                let members: Vec<(&Tensor, &Tensor, &[Tensor])> =
+                    (at..end).map(|j| (&self.params[live[j]], &grads[j], self.states[live[j]].as_slice())).collect();
+                update::apply_merged(&rule, &members, lr, l2)?;
+            }
+            for &i in &live[at..end] {
+                let p = &self.params[i];
+                self.kind.finish(p, &self.states[i], &|| crate::full_on(&[] as &[usize], lr, p.dtype(), p.place()))?;
+            }
+            at = end;
         }
         Ok(())
     }

@@ -373,7 +373,8 @@ impl Attrs for UpdateAttrs {
     }
 
     fn from_map(op: &'static str, m: &AttrMap) -> Result<Self> {
-        let rule = match op {
+        // A merged op's attributes are its rule's.
+        let rule = match op.trim_start_matches("merged_") {
             "sgd" => Rule::Sgd,
             "momentum" => Rule::Momentum { mu: m.field(op, "mu")?, nesterov: m.field(op, "nesterov")? },
             "adam" => Rule::Adam {
@@ -513,78 +514,141 @@ impl Op for UpdateOp {
                 ),
             ));
         }
-        let p = xs[0];
-        if let Some(s) = xs.get(2 + self.states) {
-            if s.dtype != p.dtype {
-                return Err(Error::DTypeMismatch { op, lhs: p.dtype, rhs: s.dtype });
-            }
-            if s.dims() != [3] {
-                return Err(Error::shape(
-                    op,
-                    format!("schedule {:?}, expected [3] (lr, beta1_pow, beta2_pow)", s.dims()),
-                ));
-            }
-        }
-        for (i, t) in xs.iter().enumerate().skip(1).take(1 + self.states) {
-            if t.dtype != p.dtype {
-                return Err(Error::DTypeMismatch { op, lhs: p.dtype, rhs: t.dtype });
-            }
-            if t.shape != p.shape {
-                let what = if i == 1 { "gradient" } else { "state" };
-                return Err(Error::shape(op, format!("{what} {:?} for parameter {:?}", t.dims(), p.dims())));
-            }
-        }
-        a.validate(op)?;
-        if !matches!(p.dtype, DType::Float32 | DType::Float64) || (p.place.is_gpu() && p.dtype != DType::Float32) {
-            return Err(Error::unsupported(
-                op,
-                p.dtype,
-                "for parameters (float32 parameters are updated in place; float64 on the CPU)",
-            ));
-        }
+        check_member(op, self.states, xs, a)?;
         Ok((Vec::new(), ()))
     }
 
     fn cpu(&self, k: &mut CpuCall<'_>, a: &UpdateAttrs, _: &()) -> Result<Vec<CpuData>> {
-        let (mut rule, mut lr, wd) = (a.rule, a.lr, a.wd);
+        update_cpu_members(self.name, self.states, k, a)
+    }
+
+    fn gpu(&self, k: &GpuCall<'_>, a: &UpdateAttrs, _: &()) -> Result<()> {
+        let n = k.ins[0].numel();
         let scheduled = k.ins.len() == 3 + self.states;
-        let mut args = k.split();
-        let grad = match args.remove(1) {
-            Err(g) => g,
-            Ok(_) => return Err(Error::invalid(self.name, "the gradient is not read-only")),
-        };
-        if scheduled {
-            let s = match args.pop() {
-                Some(Err(CpuData::F32(s))) => s.iter().map(|&v| v as f64).collect::<Vec<_>>(),
-                Some(Err(CpuData::F64(s))) => s.clone(),
-                _ => return Err(Error::invalid(self.name, "the schedule must be a read-only float tensor")),
-            };
-            lr *= s[0];
-            match &mut rule {
-                Rule::Adam { beta1_pow, beta2_pow, .. } | Rule::Lamb { beta1_pow, beta2_pow, .. } => {
-                    (*beta1_pow, *beta2_pow) = (s[1], s[2]);
-                }
-                Rule::Adamax { beta1_pow, .. } => *beta1_pow = s[1],
-                _ => {}
-            }
+        let mut binds = vec![Bind::write(k.x(0)), Bind::read(k.x(1))];
+        binds.extend((2..2 + self.states).map(|i| Bind::write(k.x(i))));
+        binds.push(if scheduled { Bind::read(k.x(2 + self.states)) } else { Bind::unused(k.ctx) });
+        let mut params = vec![n as u32];
+        params.extend(settings_words(a, scheduled));
+        if mergeable(&a.rule) {
+            // The one parameter's first workgroup and elements (`merged_variant`).
+            params.extend([0, n as u32]);
         }
-        let rule = &rule;
-        let mut written: Vec<&mut CpuData> = args.into_iter().filter_map(|a| a.ok()).collect();
-        if written.len() != 1 + self.states {
-            return Err(Error::invalid(self.name, "the parameter and states must be writable"));
+        k.ctx.dispatch(self.kernel, 0, "main", &binds, &params, n as u64)
+    }
+
+    fn inplace(&self, _: usize) -> Vec<usize> {
+        let i = INPLACE.iter().position(|&i| i >= 2 + self.states).unwrap_or(INPLACE.len());
+        INPLACE[..i].to_vec()
+    }
+}
+
+/// The parameter words of an update after its element count: the rule's settings, then
+/// whether a schedule tensor is bound.
+fn settings_words(a: &UpdateAttrs, scheduled: bool) -> Vec<u32> {
+    let (lr, wd) = (a.lr, a.wd);
+    let mut words: Vec<u32> = match a.rule {
+        Rule::Sgd => vec![f(lr), f(wd)],
+        Rule::Momentum { mu, nesterov } => vec![f(lr), f(wd), f(mu), nesterov as u32],
+        Rule::Adam { beta1, beta2, eps, beta1_pow, beta2_pow, decoupled_wd } => {
+            vec![f(lr), f(wd), f(decoupled_wd), f(beta1), f(beta2), f(eps), f(beta1_pow), f(beta2_pow)]
+        }
+        Rule::RmsProp { rho, eps, momentum, centered } => {
+            vec![f(lr), f(wd), f(rho), f(eps), f(momentum), centered as u32]
+        }
+        Rule::Adagrad { eps } => vec![f(lr), f(wd), f(eps)],
+        Rule::Adadelta { rho, eps } => vec![f(lr), f(wd), f(rho), f(eps)],
+        Rule::Adamax { beta1, beta2, eps, beta1_pow } => vec![f(lr), f(wd), f(beta1), f(beta2), f(eps), f(beta1_pow)],
+        Rule::Lamb { beta1, beta2, eps, beta1_pow, beta2_pow, lamb_wd } => {
+            vec![f(lr), f(wd), f(beta1), f(beta2), f(eps), f(beta1_pow), f(beta2_pow), f(lamb_wd)]
+        }
+    };
+    words.push(scheduled as u32);
+    words
+}
+
+/// True for the rules whose kernels update several parameters in one dispatch.
+fn mergeable(rule: &Rule) -> bool {
+    matches!(rule, Rule::Sgd | Rule::Momentum { .. } | Rule::Adam { .. })
+}
+
+/// The checks of one parameter's tensors `xs` (`[param, grad, states..., schedule?]`).
+fn check_member(op: &'static str, states: usize, xs: &[&TensorMeta], a: &UpdateAttrs) -> Result<()> {
+    let p = xs[0];
+    if let Some(s) = xs.get(2 + states) {
+        if s.dtype != p.dtype {
+            return Err(Error::DTypeMismatch { op, lhs: p.dtype, rhs: s.dtype });
+        }
+        if s.dims() != [3] {
+            return Err(Error::shape(op, format!("schedule {:?}, expected [3] (lr, beta1_pow, beta2_pow)", s.dims())));
+        }
+    }
+    for (i, t) in xs.iter().enumerate().skip(1).take(1 + states) {
+        if t.dtype != p.dtype {
+            return Err(Error::DTypeMismatch { op, lhs: p.dtype, rhs: t.dtype });
+        }
+        if t.shape != p.shape {
+            let what = if i == 1 { "gradient" } else { "state" };
+            return Err(Error::shape(op, format!("{what} {:?} for parameter {:?}", t.dims(), p.dims())));
+        }
+    }
+    a.validate(op)?;
+    if !matches!(p.dtype, DType::Float32 | DType::Float64) || (p.place.is_gpu() && p.dtype != DType::Float32) {
+        return Err(Error::unsupported(
+            op,
+            p.dtype,
+            "for parameters (float32 parameters are updated in place; float64 on the CPU)",
+        ));
+    }
+    Ok(())
+}
+
+/// The CPU update of a call's parameters: inputs `[param, grad, states...]` per parameter,
+/// then the optional schedule (one parameter for the single ops).
+fn update_cpu_members(op: &'static str, states: usize, k: &mut CpuCall<'_>, a: &UpdateAttrs) -> Result<Vec<CpuData>> {
+    let (mut rule, mut lr, wd) = (a.rule, a.lr, a.wd);
+    let per = 2 + states;
+    let scheduled = k.ins.len() % per == 1;
+    let mut args = k.split();
+    if scheduled {
+        let s = match args.pop() {
+            Some(Err(CpuData::F32(s))) => s.iter().map(|&v| v as f64).collect::<Vec<_>>(),
+            Some(Err(CpuData::F64(s))) => s.clone(),
+            _ => return Err(Error::invalid(op, "the schedule must be a read-only float tensor")),
+        };
+        lr *= s[0];
+        match &mut rule {
+            Rule::Adam { beta1_pow, beta2_pow, .. } | Rule::Lamb { beta1_pow, beta2_pow, .. } => {
+                (*beta1_pow, *beta2_pow) = (s[1], s[2]);
+            }
+            Rule::Adamax { beta1_pow, .. } => *beta1_pow = s[1],
+            _ => {}
+        }
+    }
+    let rule = &rule;
+    let mut args = args.into_iter();
+    while args.len() >= per {
+        let mut member: Vec<_> = args.by_ref().take(per).collect();
+        let grad = match member.remove(1) {
+            Err(g) => g,
+            Ok(_) => return Err(Error::invalid(op, "the gradient is not read-only")),
+        };
+        let mut written: Vec<&mut CpuData> = member.into_iter().filter_map(|a| a.ok()).collect();
+        if written.len() != 1 + states {
+            return Err(Error::invalid(op, "the parameter and states must be writable"));
         }
         let (param, states) = written.split_at_mut(1);
         macro_rules! run {
             ($variant:ident) => {{
                 let (CpuData::$variant(p), CpuData::$variant(g)) = (&mut *param[0], grad) else {
-                    return Err(Error::unsupported(self.name, grad.dtype(), "(parameters must be float32 or float64)"));
+                    return Err(Error::unsupported(op, grad.dtype(), "(parameters must be float32 or float64)"));
                 };
                 let mut st = Vec::with_capacity(states.len());
                 for s in states.iter_mut() {
                     match &mut **s {
                         CpuData::$variant(v) => st.push(v.as_mut_slice()),
                         other => {
-                            return Err(Error::DTypeMismatch { op: self.name, lhs: grad.dtype(), rhs: other.dtype() });
+                            return Err(Error::DTypeMismatch { op, lhs: grad.dtype(), rhs: other.dtype() });
                         }
                     }
                 }
@@ -595,45 +659,123 @@ impl Op for UpdateOp {
             CpuData::F32(_) => run!(F32),
             _ => run!(F64),
         }
-        Ok(Vec::new())
+    }
+    Ok(Vec::new())
+}
+
+/// Most parameters a merged update takes on this place: as many as the device's storage
+/// buffers allow (their tensors, the schedule and the parameter words), at most 16.
+pub(crate) fn merged_capacity(rule: &Rule, place: crate::Place) -> usize {
+    let own = 2 + rule.n_states();
+    match place {
+        crate::Place::Gpu(index) => crate::backend::gpu::context(index).map_or(1, |ctx| {
+            ((ctx.limits.max_storage_buffers_per_shader_stage as usize).saturating_sub(2) / own).clamp(1, MERGED_MAX)
+        }),
+        crate::Place::Cpu => MERGED_MAX,
+    }
+}
+
+/// One rule's update of several parameters in one kernel dispatch, as Paddle's
+/// `merged_momentum` / `merged_adam`: inputs `[param, grad, states...]` for each parameter,
+/// then the optional schedule; the attributes are the single op's, for every parameter. The
+/// eager optimizers use them on a GPU (a plan merges the single ops itself, `merge.rs`).
+pub(crate) struct MergedUpdateOp {
+    name: &'static str,
+    single: &'static UpdateOp,
+}
+
+pub(crate) static MERGED_SGD: MergedUpdateOp = MergedUpdateOp { name: "merged_sgd", single: &SGD };
+pub(crate) static MERGED_MOMENTUM: MergedUpdateOp = MergedUpdateOp { name: "merged_momentum", single: &MOMENTUM };
+pub(crate) static MERGED_ADAM: MergedUpdateOp = MergedUpdateOp { name: "merged_adam", single: &ADAM };
+
+op_header!(MergedUpdateOp: UpdateAttrs, (); |op| op.name);
+
+impl MergedUpdateOp {
+    /// Parameters a call with `inputs` inputs updates.
+    fn members(&self, inputs: usize) -> usize {
+        inputs / (2 + self.single.states)
+    }
+}
+
+impl Op for MergedUpdateOp {
+    fn infer(&self, xs: &[&TensorMeta], a: &UpdateAttrs) -> Result<(Vec<TensorMeta>, ())> {
+        let (op, per) = (self.name, 2 + self.single.states);
+        let members = self.members(xs.len());
+        if a.rule.n_states() != self.single.states || !mergeable(&a.rule) {
+            return Err(Error::invalid(op, format!("the rule {:?} is not {op}'s", a.rule)));
+        }
+        if members == 0 || members > MERGED_MAX || xs.len() % per > 1 {
+            return Err(Error::invalid(
+                op,
+                format!(
+                    "takes 1 to {MERGED_MAX} parameters, each with its gradient and {} states, and an optional \
+                     schedule, got {} tensors",
+                    self.single.states,
+                    xs.len()
+                ),
+            ));
+        }
+        let schedule = (xs.len() % per == 1).then(|| xs[xs.len() - 1]);
+        for m in 0..members {
+            let mut member: Vec<&TensorMeta> = xs[m * per..(m + 1) * per].to_vec();
+            member.extend(schedule);
+            check_member(op, self.single.states, &member, a)?;
+        }
+        Ok((Vec::new(), ()))
+    }
+
+    fn cpu(&self, k: &mut CpuCall<'_>, a: &UpdateAttrs, _: &()) -> Result<Vec<CpuData>> {
+        update_cpu_members(self.name, self.single.states, k, a)
     }
 
     fn gpu(&self, k: &GpuCall<'_>, a: &UpdateAttrs, _: &()) -> Result<()> {
-        let n = k.ins[0].numel();
-        let (lr, wd) = (a.lr, a.wd);
-        let scheduled = k.ins.len() == 3 + self.states;
-        let mut binds = vec![Bind::write(k.x(0)), Bind::read(k.x(1))];
-        binds.extend((2..2 + self.states).map(|i| Bind::write(k.x(i))));
-        binds.push(if scheduled { Bind::read(k.x(2 + self.states)) } else { Bind::unused(k.ctx) });
-        let mut params: Vec<u32> = match a.rule {
-            Rule::Sgd => vec![n as u32, f(lr), f(wd)],
-            Rule::Momentum { mu, nesterov } => vec![n as u32, f(lr), f(wd), f(mu), nesterov as u32],
-            Rule::Adam { beta1, beta2, eps, beta1_pow, beta2_pow, decoupled_wd } => {
-                vec![n as u32, f(lr), f(wd), f(decoupled_wd), f(beta1), f(beta2), f(eps), f(beta1_pow), f(beta2_pow)]
-            }
-            Rule::RmsProp { rho, eps, momentum, centered } => {
-                vec![n as u32, f(lr), f(wd), f(rho), f(eps), f(momentum), centered as u32]
-            }
-            Rule::Adagrad { eps } => vec![n as u32, f(lr), f(wd), f(eps)],
-            Rule::Adadelta { rho, eps } => vec![n as u32, f(lr), f(wd), f(rho), f(eps)],
-            Rule::Adamax { beta1, beta2, eps, beta1_pow } => {
-                vec![n as u32, f(lr), f(wd), f(beta1), f(beta2), f(eps), f(beta1_pow)]
-            }
-            Rule::Lamb { beta1, beta2, eps, beta1_pow, beta2_pow, lamb_wd } => {
-                vec![n as u32, f(lr), f(wd), f(beta1), f(beta2), f(eps), f(beta1_pow), f(beta2_pow), f(lamb_wd)]
-            }
-        };
-        params.push(scheduled as u32);
-        if let Rule::Sgd | Rule::Momentum { .. } | Rule::Adam { .. } = a.rule {
-            // The one parameter's first workgroup and elements (`merged_variant`).
-            params.extend([0, n as u32]);
+        let (op, per) = (self.name, 2 + self.single.states);
+        let members = self.members(k.ins.len());
+        let limit = k.ctx.limits.max_storage_buffers_per_shader_stage as usize;
+        if members * per + 2 > limit {
+            return Err(Error::invalid(
+                op,
+                format!(
+                    "{members} parameters bind {} storage buffers; this device allows {limit} (split the update)",
+                    members * per + 2
+                ),
+            ));
         }
-        k.ctx.dispatch(self.kernel, 0, "main", &binds, &params, n as u64)
+        let scheduled = k.ins.len() % per == 1;
+        let mut binds = Vec::with_capacity(k.ins.len() + 1);
+        let mut ranges = Vec::with_capacity(2 * members);
+        let mut groups = 0u64;
+        for m in 0..members {
+            let base = m * per;
+            binds.push(Bind::write(k.x(base)));
+            binds.push(Bind::read(k.x(base + 1)));
+            binds.extend((base + 2..base + per).map(|i| Bind::write(k.x(i))));
+            let n = k.ins[base].numel() as u64;
+            ranges.extend([groups as u32, n as u32]);
+            groups += n.div_ceil(crate::backend::gpu::WORKGROUP as u64);
+        }
+        // WebGPU forbids a buffer bound twice in one dispatch when either binding is writable.
+        for (i, b) in binds.iter().enumerate() {
+            if let Some(j) = binds[..i].iter().position(|c| c.id == b.id) {
+                return Err(Error::invalid(
+                    op,
+                    format!("tensors {} and {} share memory (parameter {} and {})", j, i, j / per, i / per),
+                ));
+            }
+        }
+        binds.push(if scheduled { Bind::read(k.x(k.ins.len() - 1)) } else { Bind::unused(k.ctx) });
+        let invocations = u32::try_from(groups * crate::backend::gpu::WORKGROUP as u64)
+            .map_err(|_| Error::invalid(op, format!("{groups} workgroups of parameters in one dispatch")))?;
+        let mut params = vec![invocations];
+        params.extend(settings_words(a, scheduled));
+        params.extend(ranges);
+        let grid = crate::backend::gpu::grid(k.ctx, groups)?;
+        k.ctx.dispatch(self.single.kernel, members as u32 - 1, "main", &binds, &params, grid)
     }
 
-    fn inplace(&self) -> &'static [usize] {
-        let i = INPLACE.iter().position(|&i| i >= 2 + self.states).unwrap_or(INPLACE.len());
-        &INPLACE[..i]
+    fn inplace(&self, inputs: usize) -> Vec<usize> {
+        let per = 2 + self.single.states;
+        (0..self.members(inputs)).flat_map(|m| std::iter::once(m * per).chain(m * per + 2..(m + 1) * per)).collect()
     }
 }
 
@@ -659,6 +801,30 @@ pub(crate) fn apply_rule(
     let mut inputs = vec![param, grad];
     inputs.extend(states);
     inputs.extend(schedule);
+    apply(op, &inputs, UpdateAttrs { rule: *rule, lr, wd })?;
+    Ok(())
+}
+
+/// True when `param`'s `rule` update may join a merged one: a float32 parameter on a GPU
+/// under SGD, momentum or Adam.
+pub(crate) fn merges(rule: &Rule, param: &Tensor) -> bool {
+    mergeable(rule) && param.place().is_gpu() && param.dtype() == DType::Float32
+}
+
+/// Applies `rule` to several parameters in one merged op: each `(param, grad, states)` as
+/// `apply_rule` takes them, with one learning rate `lr` and weight decay `wd` for all.
+pub(crate) fn apply_merged(rule: &Rule, members: &[(&Tensor, &Tensor, &[Tensor])], lr: f64, wd: f64) -> Result<()> {
+    let op = match rule {
+        Rule::Sgd => &MERGED_SGD,
+        Rule::Momentum { .. } => &MERGED_MOMENTUM,
+        Rule::Adam { .. } => &MERGED_ADAM,
+        _ => return Err(Error::invalid(rule.op().name, "has no merged form")),
+    };
+    let mut inputs = Vec::with_capacity(members.len() * (2 + rule.n_states()));
+    for (p, g, states) in members {
+        inputs.extend([*p, *g]);
+        inputs.extend(states.iter());
+    }
     apply(op, &inputs, UpdateAttrs { rule: *rule, lr, wd })?;
     Ok(())
 }

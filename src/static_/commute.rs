@@ -154,7 +154,7 @@ impl Match {
 /// True when an op strictly between `from` and `to` writes `v` (as an output or in place).
 fn written_between(ops: &[OpDesc], v: VarId, from: usize, to: usize) -> bool {
     ops[from + 1..to].iter().any(|op| {
-        let inplace = crate::ops::find_op(&op.op_type).map(|o| o.inplace()).unwrap_or(&[]);
+        let inplace = crate::ops::find_op(&op.op_type).map(|o| o.inplace(op.inputs.len())).unwrap_or_default();
         op.outputs.contains(&v) || inplace.iter().filter_map(|&j| op.inputs.get(j)).any(|&w| w == v)
     })
 }

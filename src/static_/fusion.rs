@@ -425,7 +425,7 @@ fn overwritten_between(members: &[usize], ops: &[OpDesc]) -> bool {
         members.iter().flat_map(|&m| ops[m].inputs.clone()).filter(|v| !outs.contains(v)).collect();
     let (first, root) = (members[0], members[members.len() - 1]);
     (first..root).filter(|k| !members.contains(k)).any(|k| {
-        let inplace = crate::ops::find_op(&ops[k].op_type).map(|o| o.inplace()).unwrap_or(&[]);
+        let inplace = crate::ops::find_op(&ops[k].op_type).map(|o| o.inplace(ops[k].inputs.len())).unwrap_or_default();
         ops[k].outputs.iter().any(|v| ext.contains(v))
             || inplace.iter().filter_map(|&j| ops[k].inputs.get(j)).any(|v| ext.contains(v))
     })

@@ -185,12 +185,13 @@ fn rounded(s: &Sample, dtype: DType) -> Vec<Host> {
 fn run(op: &'static dyn RegisteredOp, inputs: &[Tensor], attrs: &AttrMap) -> dygraph::Result<Vec<Tensor>> {
     let refs: Vec<&Tensor> = inputs.iter().collect();
     let outs = op.run(&refs, attrs)?;
-    if op.inplace().is_empty() { Ok(outs) } else { Ok(op.inplace().iter().map(|&i| inputs[i].clone()).collect()) }
+    let inplace = op.inplace(inputs.len());
+    if inplace.is_empty() { Ok(outs) } else { Ok(inplace.into_iter().map(|i| inputs[i].clone()).collect()) }
 }
 
 /// The outputs compared by the sweep: all but the auxiliary ones.
-fn compared(op: &'static dyn RegisteredOp, outs: Vec<Tensor>) -> Vec<Tensor> {
-    let keep = if op.inplace().is_empty() { outs.len() - op.aux_outputs().min(outs.len()) } else { outs.len() };
+fn compared(op: &'static dyn RegisteredOp, inputs: usize, outs: Vec<Tensor>) -> Vec<Tensor> {
+    let keep = if op.inplace(inputs).is_empty() { outs.len() - op.aux_outputs().min(outs.len()) } else { outs.len() };
     outs.into_iter().take(keep).collect()
 }
 
@@ -294,7 +295,7 @@ fn forward_against_the_float64_reference() {
                         }
                         return;
                     }
-                    let outs = compared(op, result.unwrap_or_else(|e| panic!("{what}: {e}")));
+                    let outs = compared(op, inputs.len(), result.unwrap_or_else(|e| panic!("{what}: {e}")));
                     match &spec.reference {
                         Reference::Of(f) => {
                             let expected = f(&rounded(s, dtype), &s.attrs, dtype);
@@ -343,7 +344,7 @@ fn gpu_against_cpu() {
                         let inputs = tensors(s, dtype, place);
                         let attrs = with_place(&s.attrs, place);
                         let o = run(op, &inputs, &attrs).unwrap_or_else(|e| panic!("{what} on {place}: {e}"));
-                        outs.push(compared(op, o));
+                        outs.push(compared(op, inputs.len(), o));
                     }
                     let (cpu, gpu) = (&outs[0], &outs[1]);
                     assert_eq!(cpu.len(), gpu.len());

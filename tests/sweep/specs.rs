@@ -2737,27 +2737,33 @@ fn norm_specs() -> Vec<Spec> {
 // ---------------------------------------------------------------------------------------
 // Optimizer updates (in place: the updated parameter and states are the outputs).
 
+/// An update op's spec: one parameter of each of `sizes` (several for the merged ops,
+/// whose inputs are `[param, grad, states...]` per parameter, then the optional schedule).
 fn update_spec(
     name: &'static str,
+    sizes: &'static [usize],
     states: usize,
     attrs: fn() -> Vec<AttrMap>,
     step: fn(&AttrMap, f64, f64, &mut [f64]) -> f64,
 ) -> Spec {
+    let rule = name.trim_start_matches("merged_");
+    let per = 2 + states;
     // Each case runs plain, and with a schedule input `[lr, beta1_pow, beta2_pow]` (static
     // `minimize`'s form: `lr` becomes a multiplier, the β powers come from the tensor).
     let samples = move |rng: &mut Rng| {
         let mut out = Vec::new();
         for (k, a) in attrs().into_iter().enumerate() {
             for scheduled in [false, true] {
-                let n = 7;
-                let mut inputs =
-                    vec![data(vals(rng, n, -2.0, 2.0, 0.0), &[n]), data(vals(rng, n, -1.0, 1.0, 0.0), &[n])];
-                for s in 0..states {
-                    // Squared averages, accumulators and norms are non-negative.
-                    let non_negative = matches!((name, s), ("rmsprop", 0) | ("adam" | "adamax" | "lamb", 1))
-                        || matches!(name, "adagrad" | "adadelta");
-                    let lo = if non_negative { 0.5 } else { -0.5 };
-                    inputs.push(data(vals(rng, n, lo, 1.0, 0.0), &[n]));
+                let mut inputs = Vec::new();
+                for &n in sizes {
+                    inputs.extend([data(vals(rng, n, -2.0, 2.0, 0.0), &[n]), data(vals(rng, n, -1.0, 1.0, 0.0), &[n])]);
+                    for s in 0..states {
+                        // Squared averages, accumulators and norms are non-negative.
+                        let non_negative = matches!((rule, s), ("rmsprop", 0) | ("adam" | "adamax" | "lamb", 1))
+                            || matches!(rule, "adagrad" | "adadelta");
+                        let lo = if non_negative { 0.5 } else { -0.5 };
+                        inputs.push(data(vals(rng, n, lo, 1.0, 0.0), &[n]));
+                    }
                 }
                 if scheduled {
                     inputs.push(data(vec![1.5, 0.9f64.powi(5), 0.999f64.powi(5)], &[3]));
@@ -2769,90 +2775,101 @@ fn update_spec(
         out
     };
     let reference = move |x: &[Host], m: &AttrMap, _: DType| {
-        let n = x[0].v.len();
-        let mut p = x[0].v.clone();
-        let scheduled = x.len() == 3 + states;
+        let scheduled = x.len() % per == 1;
         let m = &match scheduled {
             true => {
-                let s = &x[2 + states].v;
+                let s = &x[x.len() - 1].v;
                 m.clone().with("lr", attr_f(m, "lr") * s[0]).with("beta1_pow", s[1]).with("beta2_pow", s[2])
             }
             false => m.clone(),
         };
-        let mut st: Vec<Vec<f64>> = x[2..2 + states].iter().map(|h| h.v.clone()).collect();
-        for i in 0..n {
-            let mut s: Vec<f64> = st.iter().map(|v| v[i]).collect();
-            p[i] = step(m, p[i], x[1].v[i], &mut s);
-            for (j, v) in s.into_iter().enumerate() {
-                st[j][i] = v;
+        // The updated parameter and states of each parameter in turn.
+        let mut out = Vec::new();
+        for x in x.chunks_exact(per) {
+            let n = x[0].v.len();
+            let mut p = x[0].v.clone();
+            let mut st: Vec<Vec<f64>> = x[2..].iter().map(|h| h.v.clone()).collect();
+            for i in 0..n {
+                let mut s: Vec<f64> = st.iter().map(|v| v[i]).collect();
+                p[i] = step(m, p[i], x[1].v[i], &mut s);
+                for (j, v) in s.into_iter().enumerate() {
+                    st[j][i] = v;
+                }
             }
+            out.push(Host::new(p, &[n]));
+            out.extend(st.into_iter().map(|v| Host::new(v, &[n])));
         }
-        let mut out = vec![Host::new(p, &[n])];
-        out.extend(st.into_iter().map(|v| Host::new(v, &[n])));
         out
     };
     spec(name, vec![F32, F64], samples, reference).tol(4.0)
 }
 
+/// The parameter sizes of the merged update specs: several workgroups' worth, a scalar and
+/// a partial workgroup.
+const MERGED_SIZES: &[usize] = &[300, 1, 7];
+
+fn sgd_attrs() -> Vec<AttrMap> {
+    vec![
+        AttrMap::new().with("lr", 0.1).with("weight_decay", 0.0),
+        AttrMap::new().with("lr", 0.05).with("weight_decay", 0.01),
+    ]
+}
+
+fn sgd_step(m: &AttrMap, p: f64, g: f64, _: &mut [f64]) -> f64 {
+    p - attr_f(m, "lr") * (g + attr_f(m, "weight_decay") * p)
+}
+
+fn momentum_attrs() -> Vec<AttrMap> {
+    let a = |nesterov: bool| {
+        AttrMap::new().with("lr", 0.1).with("weight_decay", 0.01).with("mu", 0.9).with("nesterov", nesterov)
+    };
+    vec![a(false), a(true)]
+}
+
+fn momentum_step(m: &AttrMap, p: f64, g: f64, s: &mut [f64]) -> f64 {
+    let (lr, mu) = (attr_f(m, "lr"), attr_f(m, "mu"));
+    let g = g + attr_f(m, "weight_decay") * p;
+    s[0] = mu * s[0] + g;
+    if attr_b(m, "nesterov") { p - lr * (g + mu * s[0]) } else { p - lr * s[0] }
+}
+
+fn adam_attrs() -> Vec<AttrMap> {
+    let a = |wd: f64, dwd: f64| {
+        AttrMap::new()
+            .with("lr", 0.01)
+            .with("weight_decay", wd)
+            .with("beta1", 0.9)
+            .with("beta2", 0.999)
+            .with("epsilon", 1e-8)
+            .with("beta1_pow", 0.9f64.powi(3))
+            .with("beta2_pow", 0.999f64.powi(3))
+            .with("decoupled_weight_decay", dwd)
+    };
+    vec![a(0.0, 0.0), a(0.01, 0.0), a(0.0, 0.01)]
+}
+
+fn adam_step(m: &AttrMap, p: f64, g: f64, s: &mut [f64]) -> f64 {
+    let (lr, b1, b2, eps) = (attr_f(m, "lr"), attr_f(m, "beta1"), attr_f(m, "beta2"), attr_f(m, "epsilon"));
+    let p = p * (1.0 - lr * attr_f(m, "decoupled_weight_decay"));
+    let g = g + attr_f(m, "weight_decay") * p;
+    s[0] = b1 * s[0] + (1.0 - b1) * g;
+    s[1] = b2 * s[1] + (1.0 - b2) * g * g;
+    let m_hat = s[0] / (1.0 - attr_f(m, "beta1_pow"));
+    let v_hat = s[1] / (1.0 - attr_f(m, "beta2_pow"));
+    p - lr * m_hat / (v_hat.sqrt() + eps)
+}
+
 fn update_specs() -> Vec<Spec> {
     vec![
-        update_spec(
-            "sgd",
-            0,
-            || {
-                vec![
-                    AttrMap::new().with("lr", 0.1).with("weight_decay", 0.0),
-                    AttrMap::new().with("lr", 0.05).with("weight_decay", 0.01),
-                ]
-            },
-            |m, p, g, _| p - attr_f(m, "lr") * (g + attr_f(m, "weight_decay") * p),
-        ),
-        update_spec(
-            "momentum",
-            1,
-            || {
-                let a = |nesterov: bool| {
-                    AttrMap::new().with("lr", 0.1).with("weight_decay", 0.01).with("mu", 0.9).with("nesterov", nesterov)
-                };
-                vec![a(false), a(true)]
-            },
-            |m, p, g, s| {
-                let (lr, mu) = (attr_f(m, "lr"), attr_f(m, "mu"));
-                let g = g + attr_f(m, "weight_decay") * p;
-                s[0] = mu * s[0] + g;
-                if attr_b(m, "nesterov") { p - lr * (g + mu * s[0]) } else { p - lr * s[0] }
-            },
-        ),
-        update_spec(
-            "adam",
-            2,
-            || {
-                let a = |wd: f64, dwd: f64| {
-                    AttrMap::new()
-                        .with("lr", 0.01)
-                        .with("weight_decay", wd)
-                        .with("beta1", 0.9)
-                        .with("beta2", 0.999)
-                        .with("epsilon", 1e-8)
-                        .with("beta1_pow", 0.9f64.powi(3))
-                        .with("beta2_pow", 0.999f64.powi(3))
-                        .with("decoupled_weight_decay", dwd)
-                };
-                vec![a(0.0, 0.0), a(0.01, 0.0), a(0.0, 0.01)]
-            },
-            |m, p, g, s| {
-                let (lr, b1, b2, eps) = (attr_f(m, "lr"), attr_f(m, "beta1"), attr_f(m, "beta2"), attr_f(m, "epsilon"));
-                let p = p * (1.0 - lr * attr_f(m, "decoupled_weight_decay"));
-                let g = g + attr_f(m, "weight_decay") * p;
-                s[0] = b1 * s[0] + (1.0 - b1) * g;
-                s[1] = b2 * s[1] + (1.0 - b2) * g * g;
-                let m_hat = s[0] / (1.0 - attr_f(m, "beta1_pow"));
-                let v_hat = s[1] / (1.0 - attr_f(m, "beta2_pow"));
-                p - lr * m_hat / (v_hat.sqrt() + eps)
-            },
-        ),
+        update_spec("sgd", &[7], 0, sgd_attrs, sgd_step),
+        update_spec("merged_sgd", MERGED_SIZES, 0, sgd_attrs, sgd_step),
+        update_spec("momentum", &[7], 1, momentum_attrs, momentum_step),
+        update_spec("merged_momentum", MERGED_SIZES, 1, momentum_attrs, momentum_step),
+        update_spec("adam", &[7], 2, adam_attrs, adam_step),
+        update_spec("merged_adam", MERGED_SIZES, 2, adam_attrs, adam_step),
         update_spec(
             "rmsprop",
+            &[7],
             3,
             || {
                 let a = |centered: bool| {
@@ -2882,6 +2899,7 @@ fn update_specs() -> Vec<Spec> {
         ),
         update_spec(
             "adagrad",
+            &[7],
             1,
             || vec![AttrMap::new().with("lr", 0.1).with("weight_decay", 0.01).with("epsilon", 1e-6)],
             |m, p, g, s| {
@@ -2892,6 +2910,7 @@ fn update_specs() -> Vec<Spec> {
         ),
         update_spec(
             "adadelta",
+            &[7],
             2,
             || vec![AttrMap::new().with("lr", 0.5).with("weight_decay", 0.0).with("rho", 0.9).with("epsilon", 1e-6)],
             |m, p, g, s| {
@@ -2904,6 +2923,7 @@ fn update_specs() -> Vec<Spec> {
         ),
         update_spec(
             "adamax",
+            &[7],
             2,
             || {
                 vec![
@@ -2925,6 +2945,7 @@ fn update_specs() -> Vec<Spec> {
         ),
         update_spec(
             "lamb",
+            &[7],
             3,
             || {
                 vec![

@@ -72,14 +72,15 @@ pub(crate) fn apply<O: Op>(op: &'static O, inputs: &[&Tensor], attrs: O::Attrs) 
             run_kernels(op, inputs, &metas, &attrs, &plan, &outs)?
         }
     };
-    for &i in op.inplace() {
+    let inplace = op.inplace(inputs.len());
+    for &i in &inplace {
         inputs[i].bump_version();
     }
     if let Some(shadow) = shadow {
         shadow.check(op, inputs, &values)?;
     }
     if crate::flags::nan_inf_checking() {
-        crate::flags::check_outputs(name, inputs, op.inplace(), &values)?;
+        crate::flags::check_outputs(name, inputs, &inplace, &values)?;
     }
     if op.differentiable() && is_grad_enabled() && inputs.iter().any(|t| t.requires_grad()) {
         record_node(op, inputs, &values, attrs, plan);
@@ -153,8 +154,8 @@ fn run_kernels<O: Op>(
                     .map(|o| Tensor::from_cpu(CpuData::zeros(o.dtype, 0), o.shape.clone()))
                     .collect());
             }
-            let inplace = op.inplace();
-            check_inplace_aliasing(op.name(), inputs, inplace)?;
+            let inplace = op.inplace(inputs.len());
+            check_inplace_aliasing(op.name(), inputs, &inplace)?;
             let args = inputs
                 .iter()
                 .enumerate()

@@ -84,8 +84,8 @@ pub trait RegisteredOp: Send + Sync {
     fn name(&self) -> &'static str;
     /// True when the op has a backward rule.
     fn differentiable(&self) -> bool;
-    /// Inputs the op updates in place.
-    fn inplace(&self) -> &'static [usize];
+    /// Inputs the op updates in place, for a call with `inputs` inputs.
+    fn inplace(&self, inputs: usize) -> Vec<usize>;
     /// Trailing outputs that carry no gradient (masks, statistics, indices).
     fn aux_outputs(&self) -> usize;
     /// Runs the op (eagerly, or on meta tensors) with attributes parsed from `attrs`.
@@ -103,8 +103,8 @@ impl<T: op::Op> RegisteredOp for T {
     fn differentiable(&self) -> bool {
         op::Op::differentiable(self)
     }
-    fn inplace(&self) -> &'static [usize] {
-        op::Op::inplace(self)
+    fn inplace(&self, inputs: usize) -> Vec<usize> {
+        op::Op::inplace(self, inputs)
     }
     fn aux_outputs(&self) -> usize {
         op::Op::aux_outputs(self)

@@ -63,9 +63,11 @@ pub(crate) trait Op: OpHeader + Send + Sync + 'static {
         Half::ViaF32
     }
 
-    /// Inputs the kernels update in place (optimizer states, running statistics).
-    fn inplace(&self) -> &'static [usize] {
-        &[]
+    /// Inputs the kernels update in place (optimizer states, running statistics), for a call
+    /// with `inputs` inputs (a merged update's depend on how many parameters it takes).
+    fn inplace(&self, inputs: usize) -> Vec<usize> {
+        let _ = inputs;
+        Vec::new()
     }
 
     /// True when output 0 shares input 0's memory (reshape-like ops): no kernel runs.
