@@ -11,7 +11,7 @@
 //! and an execution plan replays them like any other op.
 
 use crate::backend::cpu::CpuData;
-use crate::backend::gpu::merge::MergeRule;
+use crate::backend::gpu::merge::{self, MergeRule};
 use crate::backend::gpu::{Bind, Kernel, Variant};
 use crate::ops::registry::apply::apply;
 use crate::ops::registry::op::{CpuCall, GpuCall, Op};
@@ -668,9 +668,9 @@ fn update_cpu_members(op: &'static str, states: usize, k: &mut CpuCall<'_>, a: &
 pub(crate) fn merged_capacity(rule: &Rule, place: crate::Place) -> usize {
     let own = 2 + rule.n_states();
     match place {
-        crate::Place::Gpu(index) => crate::backend::gpu::context(index).map_or(1, |ctx| {
-            ((ctx.limits.max_storage_buffers_per_shader_stage as usize).saturating_sub(2) / own).clamp(1, MERGED_MAX)
-        }),
+        crate::Place::Gpu(index) => {
+            crate::backend::gpu::context(index).map_or(1, |ctx| merge::capacity(&ctx, own, 1, MERGED_MAX))
+        }
         crate::Place::Cpu => MERGED_MAX,
     }
 }
@@ -732,7 +732,7 @@ impl Op for MergedUpdateOp {
         let (op, per) = (self.name, 2 + self.single.states);
         let members = self.members(k.ins.len());
         let limit = k.ctx.limits.max_storage_buffers_per_shader_stage as usize;
-        if members * per + 2 > limit {
+        if members > merge::capacity(k.ctx, per, 1, MERGED_MAX) {
             return Err(Error::invalid(
                 op,
                 format!(
@@ -743,16 +743,11 @@ impl Op for MergedUpdateOp {
         }
         let scheduled = k.ins.len() % per == 1;
         let mut binds = Vec::with_capacity(k.ins.len() + 1);
-        let mut ranges = Vec::with_capacity(2 * members);
-        let mut groups = 0u64;
         for m in 0..members {
             let base = m * per;
             binds.push(Bind::write(k.x(base)));
             binds.push(Bind::read(k.x(base + 1)));
             binds.extend((base + 2..base + per).map(|i| Bind::write(k.x(i))));
-            let n = k.ins[base].numel() as u64;
-            ranges.extend([groups as u32, n as u32]);
-            groups += n.div_ceil(crate::backend::gpu::WORKGROUP as u64);
         }
         // WebGPU forbids a buffer bound twice in one dispatch when either binding is writable.
         for (i, b) in binds.iter().enumerate() {
@@ -764,9 +759,9 @@ impl Op for MergedUpdateOp {
             }
         }
         binds.push(if scheduled { Bind::read(k.x(k.ins.len() - 1)) } else { Bind::unused(k.ctx) });
-        let invocations = u32::try_from(groups * crate::backend::gpu::WORKGROUP as u64)
-            .map_err(|_| Error::invalid(op, format!("{groups} workgroups of parameters in one dispatch")))?;
-        let mut params = vec![invocations];
+        let (ranges, groups) = merge::member_words((0..members).map(|m| k.ins[m * per].numel() as u32))
+            .ok_or_else(|| Error::invalid(op, "more than 2^32 invocations in one dispatch"))?;
+        let mut params = vec![(groups * crate::backend::gpu::WORKGROUP as u64) as u32];
         params.extend(settings_words(a, scheduled));
         params.extend(ranges);
         let grid = crate::backend::gpu::grid(k.ctx, groups)?;

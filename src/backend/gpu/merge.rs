@@ -87,9 +87,26 @@ fn is_single(r: &MergeRule, cmd: &Cmd) -> bool {
 /// members' own, the shared ones and the parameters) within the per-stage limit.
 fn member_limit(ctx: &GpuContext, r: &MergeRule, first: &Cmd) -> usize {
     let Cmd::Dispatch { binds, .. } = first else { return 1 };
-    let shared = binds.len() - r.own;
+    capacity(ctx, r.own, binds.len() - r.own, r.max)
+}
+
+/// Members one merged dispatch may take on this device: `own` storage bindings each, then
+/// `shared` more and the parameter words, within the per-stage limit; at most `max`.
+pub(crate) fn capacity(ctx: &GpuContext, own: usize, shared: usize, max: usize) -> usize {
     let limit = ctx.limits.max_storage_buffers_per_shader_stage as usize;
-    (limit.saturating_sub(shared + 1) / r.own).clamp(1, r.max)
+    (limit.saturating_sub(shared + 1) / own).clamp(1, max)
+}
+
+/// The words a merged dispatch ends with, `(first workgroup, elements)` per member of
+/// `counts` elements, and the workgroups of all; None past 2³² invocations.
+pub(crate) fn member_words(counts: impl IntoIterator<Item = u32>) -> Option<(Vec<u32>, u64)> {
+    let mut words = Vec::new();
+    let mut groups = 0u64;
+    for n in counts {
+        words.extend([groups as u32, n]);
+        groups += (n as u64).div_ceil(WORKGROUP as u64);
+    }
+    (groups * WORKGROUP as u64 <= u32::MAX as u64).then_some((words, groups))
 }
 
 /// True when `cmd` may join `run`: a single dispatch of the same kernel with the same settings
@@ -104,12 +121,11 @@ fn joins(r: &MergeRule, run: &[Cmd], cmd: &Cmd) -> bool {
         return false;
     }
     // The merged dispatch's invocations must count in a u32, as one dispatch's do.
-    let groups = |c: &Cmd| match c {
-        Cmd::Dispatch { params, .. } => (elements(params) as u64).div_ceil(WORKGROUP as u64),
+    let count = |c: &Cmd| match c {
+        Cmd::Dispatch { params, .. } => elements(params),
         _ => 0,
     };
-    let invocations = (run.iter().map(groups).sum::<u64>() + groups(cmd)) * WORKGROUP as u64;
-    if invocations > u32::MAX as u64
+    if member_words(run.iter().chain([cmd]).map(count)).is_none()
         || binds.len() != first.len()
         || params[4..4 * (r.settings + 1)] != first_params[4..4 * (r.settings + 1)]
     {
@@ -150,30 +166,26 @@ fn merged(ctx: &GpuContext, r: &MergeRule, run: Vec<Cmd>) -> Vec<Cmd> {
 
 fn merge_run(ctx: &GpuContext, r: &MergeRule, run: &[Cmd]) -> Result<Cmd> {
     let mut binds = Vec::new();
-    let mut members = Vec::with_capacity(run.len());
-    let mut groups = 0u64;
+    let mut counts = Vec::with_capacity(run.len());
     let mut head: &[u8] = &[];
     let mut shared: &[(u64, wgpu::Buffer, bool)] = &[];
     let (mut kernel, mut entry) = (r.kernel, "main");
     for cmd in run {
         let Cmd::Dispatch { kernel: k, entry: e, binds: b, params, .. } = cmd else { continue };
-        let n = elements(params);
-        members.push((groups as u32, n));
-        groups += (n as u64).div_ceil(WORKGROUP as u64);
+        counts.push(elements(params));
         binds.extend_from_slice(&b[..r.own]);
         shared = &b[r.own..];
         head = &params[4..4 * (r.settings + 1)];
         (kernel, entry) = (*k, *e);
     }
     binds.extend_from_slice(shared);
+    let too_many = || crate::Error::Gpu { op: "Executor plan", msg: format!("{}: too many invocations", kernel.file) };
+    let (words, groups) = member_words(counts.iter().copied()).ok_or_else(too_many)?;
     let mut params = ((groups * WORKGROUP as u64) as u32).to_le_bytes().to_vec();
     params.extend_from_slice(head);
-    for (first, n) in &members {
-        params.extend(first.to_le_bytes());
-        params.extend(n.to_le_bytes());
-    }
+    params.extend(words.iter().flat_map(|w| w.to_le_bytes()));
     let access: Vec<Access> = binds.iter().map(|b| if b.2 { Access::ReadWrite } else { Access::Read }).collect();
-    let key = members.len() as u32 - 1;
+    let key = counts.len() as u32 - 1;
     let pipeline = ctx.pipeline(kernel, key, entry, &access)?;
     let groups = grid(ctx, groups)?;
     Ok(Cmd::Dispatch { kernel, key, entry, pipeline, binds, params, groups })
