@@ -49,8 +49,7 @@ pub mod vision;
 pub use autograd::{GradOptions, enable_grad, grad, is_grad_enabled, no_grad, no_grad_guard};
 pub use backend::gpu::{
     GpuInfo, MemoryStats, all_shader_variants, dispatch_count, empty_cache, gpu_count, gpu_info, init_gpu,
-    kernel_files, memory_stats, merged_kernel_files, reset_peak_memory, set_memory_limit, shader_files, submit_count,
-    sync,
+    kernel_files, memory_stats, reset_peak_memory, set_memory_limit, shader_files, submit_count, sync,
 };
 pub use dtype::{DType, Element, Scalar};
 pub use error::{Error, Result};
@@ -76,6 +75,7 @@ pub use ops::scatter::{index_add, put_along_axis, scatter, scatter_nd, scatter_n
 pub use ops::shape::*;
 pub use ops::sort::{argsort, sort, topk};
 pub use ops::tri::{tril, triu};
+pub use optimizer::update::merged_kernel_files;
 pub use place::{Place, current_place, get_device, guard, set_device, set_place};
 pub use random::*;
 pub use shape::{IntoShape, Shape, broadcast_shapes};

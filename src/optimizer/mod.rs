@@ -200,7 +200,7 @@ impl<K: Kind> Optimizer for Optim<K> {
             let lr = lr * p.learning_rate_multiplier();
             let mut end = at + 1;
             if update::merges(&rule, p) {
-                let capacity = update::merged_capacity(&rule, p.place());
+                let capacity = update::merged_capacity(2 + rule.n_states(), p.place());
                 while end < live.len() && end - at < capacity {
                     let q = &self.params[live[end]];
                     // A parameter listed twice updates twice, in order: not in one dispatch.

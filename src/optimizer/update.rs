@@ -11,7 +11,7 @@
 //! and an execution plan replays them like any other op.
 
 use crate::backend::cpu::CpuData;
-use crate::backend::gpu::merge::{self, MergeRule};
+use crate::backend::gpu::merge;
 use crate::backend::gpu::{Bind, Kernel, Variant};
 use crate::ops::registry::apply::apply;
 use crate::ops::registry::op::{CpuCall, GpuCall, Op};
@@ -41,13 +41,31 @@ static SGD_TENSORS: [&str; 2] = ["param", "grad"];
 static MOMENTUM_TENSORS: [&str; 3] = ["param", "grad", "velocity"];
 static ADAM_TENSORS: [&str; 4] = ["param", "grad", "moment1", "moment2"];
 
-/// Plans merge adjacent updates of these rules with the same settings into one dispatch
-/// (`backend::gpu::merge`); the settings are the parameter words between the element count
-/// and the members' ranges.
-pub(crate) static SGD_MERGE: MergeRule = MergeRule { kernel: &SGD_KERNEL, own: 2, settings: 3, max: MERGED_MAX };
-pub(crate) static MOMENTUM_MERGE: MergeRule =
-    MergeRule { kernel: &MOMENTUM_KERNEL, own: 3, settings: 5, max: MERGED_MAX };
-pub(crate) static ADAM_MERGE: MergeRule = MergeRule { kernel: &ADAM_KERNEL, own: 4, settings: 9, max: MERGED_MAX };
+/// The merged form of each mergeable single update: (single op, merged op, tensors per
+/// parameter, kernel).
+static MERGED_FORMS: [(&str, &str, usize, &Kernel); 3] = [
+    ("sgd", "merged_sgd", SGD_TENSORS.len(), &SGD_KERNEL),
+    ("momentum", "merged_momentum", MOMENTUM_TENSORS.len(), &MOMENTUM_KERNEL),
+    ("adam", "merged_adam", ADAM_TENSORS.len(), &ADAM_KERNEL),
+];
+
+/// The merged op of single update op `op` (`adam` → `merged_adam`) and the tensors each of
+/// its parameters takes, if it has one.
+pub(crate) fn merged_form(op: &str) -> Option<(&'static str, usize)> {
+    MERGED_FORMS.iter().find(|f| f.0 == op).map(|f| (f.1, f.2))
+}
+
+/// Parameters merged update op `op` with `inputs` inputs updates, if it is one.
+pub(crate) fn merged_members(op: &str, inputs: usize) -> Option<usize> {
+    MERGED_FORMS.iter().find(|f| f.1 == op).map(|f| inputs / f.2)
+}
+
+/// The merged update kernels' files, each with the bindings a parameter adds: variant `key`
+/// binds `own · key` storage buffers more than variant 0, and runs only where the device's
+/// `max_storage_buffers_per_shader_stage` allows (for the shader-validation tests).
+pub fn merged_kernel_files() -> Vec<(&'static str, usize)> {
+    MERGED_FORMS.iter().map(|f| (f.3.file, f.2)).collect()
+}
 
 fn merged_keys() -> Vec<u32> {
     (0..MERGED_MAX as u32).collect()
@@ -663,13 +681,13 @@ fn update_cpu_members(op: &'static str, states: usize, k: &mut CpuCall<'_>, a: &
     Ok(Vec::new())
 }
 
-/// Most parameters a merged update takes on this place: as many as the device's storage
-/// buffers allow (their tensors, the schedule and the parameter words), at most 16.
-pub(crate) fn merged_capacity(rule: &Rule, place: crate::Place) -> usize {
-    let own = 2 + rule.n_states();
+/// Most parameters a merged update takes in one dispatch on this place, each binding `per`
+/// tensors: as many as the device's storage buffers allow (their tensors, the schedule and
+/// the parameter words), at most 16.
+pub(crate) fn merged_capacity(per: usize, place: crate::Place) -> usize {
     match place {
         crate::Place::Gpu(index) => {
-            crate::backend::gpu::context(index).map_or(1, |ctx| merge::capacity(&ctx, own, 1, MERGED_MAX))
+            crate::backend::gpu::context(index).map_or(1, |ctx| merge::capacity(&ctx, per, 1, MERGED_MAX))
         }
         crate::Place::Cpu => MERGED_MAX,
     }
@@ -678,7 +696,10 @@ pub(crate) fn merged_capacity(rule: &Rule, place: crate::Place) -> usize {
 /// One rule's update of several parameters in one kernel dispatch, as Paddle's
 /// `merged_momentum` / `merged_adam`: inputs `[param, grad, states...]` for each parameter,
 /// then the optional schedule; the attributes are the single op's, for every parameter. The
-/// eager optimizers use them on a GPU (a plan merges the single ops itself, `merge.rs`).
+/// eager optimizers use them on a GPU, and a GPU program's fusion pass turns adjacent single
+/// updates into them (`static_::merge`). On a GPU the parameters run in as few dispatches as
+/// the device's storage buffers allow, in order. A tensor given twice is an error on both
+/// places (each parameter updates once).
 pub(crate) struct MergedUpdateOp {
     name: &'static str,
     single: &'static UpdateOp,
@@ -694,6 +715,27 @@ impl MergedUpdateOp {
     /// Parameters a call with `inputs` inputs updates.
     fn members(&self, inputs: usize) -> usize {
         inputs / (2 + self.single.states)
+    }
+
+    /// One dispatch updating the parameters `group` of call `k` (their bindings by `member`).
+    fn dispatch<'a>(
+        &self,
+        k: &'a GpuCall<'_>,
+        a: &UpdateAttrs,
+        group: &[usize],
+        member: &dyn Fn(usize) -> Vec<Bind<'a>>,
+    ) -> Result<()> {
+        let per = 2 + self.single.states;
+        let scheduled = k.ins.len() % per == 1;
+        let mut binds: Vec<Bind<'a>> = group.iter().flat_map(|&m| member(m)).collect();
+        binds.push(if scheduled { Bind::read(k.x(k.ins.len() - 1)) } else { Bind::unused(k.ctx) });
+        let (ranges, groups) = merge::member_words(group.iter().map(|&m| k.ins[m * per].numel() as u32))
+            .ok_or_else(|| Error::invalid(self.name, "more than 2^32 invocations in one dispatch"))?;
+        let mut params = vec![(groups * crate::backend::gpu::WORKGROUP as u64) as u32];
+        params.extend(settings_words(a, scheduled));
+        params.extend(ranges);
+        let grid = crate::backend::gpu::grid(k.ctx, groups)?;
+        k.ctx.dispatch(self.single.kernel, group.len() as u32 - 1, "main", &binds, &params, grid)
     }
 }
 
@@ -729,43 +771,36 @@ impl Op for MergedUpdateOp {
     }
 
     fn gpu(&self, k: &GpuCall<'_>, a: &UpdateAttrs, _: &()) -> Result<()> {
-        let (op, per) = (self.name, 2 + self.single.states);
-        let members = self.members(k.ins.len());
-        let limit = k.ctx.limits.max_storage_buffers_per_shader_stage as usize;
-        if members > merge::capacity(k.ctx, per, 1, MERGED_MAX) {
-            return Err(Error::invalid(
-                op,
-                format!(
-                    "{members} parameters bind {} storage buffers; this device allows {limit} (split the update)",
-                    members * per + 2
-                ),
-            ));
-        }
-        let scheduled = k.ins.len() % per == 1;
-        let mut binds = Vec::with_capacity(k.ins.len() + 1);
-        for m in 0..members {
+        let per = 2 + self.single.states;
+        // Each member's bindings: the parameter and states writable, the gradient read.
+        let member = |m: usize| -> Vec<Bind<'_>> {
             let base = m * per;
-            binds.push(Bind::write(k.x(base)));
-            binds.push(Bind::read(k.x(base + 1)));
-            binds.extend((base + 2..base + per).map(|i| Bind::write(k.x(i))));
-        }
-        // WebGPU forbids a buffer bound twice in one dispatch when either binding is writable.
-        for (i, b) in binds.iter().enumerate() {
-            if let Some(j) = binds[..i].iter().position(|c| c.id == b.id) {
+            let mut b = vec![Bind::write(k.x(base)), Bind::read(k.x(base + 1))];
+            b.extend((base + 2..base + per).map(|i| Bind::write(k.x(i))));
+            b
+        };
+        let members = self.members(k.ins.len());
+        // As on the CPU: a tensor updated in place shares memory with no other input (WebGPU
+        // also forbids a buffer bound twice in one dispatch when either binding is writable).
+        let ids: Vec<u64> = (0..members).flat_map(|m| member(m).into_iter().map(|b| b.id)).collect();
+        for (i, id) in ids.iter().enumerate() {
+            if let Some(j) = ids[..i].iter().position(|x| x == id) {
                 return Err(Error::invalid(
-                    op,
-                    format!("tensors {} and {} share memory (parameter {} and {})", j, i, j / per, i / per),
+                    self.name,
+                    format!(
+                        "input {j} is updated in place and shares memory with input {i} (parameters {} and {})",
+                        j / per,
+                        i / per
+                    ),
                 ));
             }
         }
-        binds.push(if scheduled { Bind::read(k.x(k.ins.len() - 1)) } else { Bind::unused(k.ctx) });
-        let (ranges, groups) = merge::member_words((0..members).map(|m| k.ins[m * per].numel() as u32))
-            .ok_or_else(|| Error::invalid(op, "more than 2^32 invocations in one dispatch"))?;
-        let mut params = vec![(groups * crate::backend::gpu::WORKGROUP as u64) as u32];
-        params.extend(settings_words(a, scheduled));
-        params.extend(ranges);
-        let grid = crate::backend::gpu::grid(k.ctx, groups)?;
-        k.ctx.dispatch(self.single.kernel, members as u32 - 1, "main", &binds, &params, grid)
+        let capacity = merge::capacity(k.ctx, per, 1, MERGED_MAX);
+        let all: Vec<usize> = (0..members).collect();
+        for group in all.chunks(capacity) {
+            self.dispatch(k, a, group, &member)?;
+        }
+        Ok(())
     }
 
     fn inplace(&self, inputs: usize) -> Vec<usize> {

@@ -172,8 +172,8 @@ impl Executor {
     }
 
     /// Turns the fusion pass on or off (on by default; `DYGRAPH_FUSION=0` turns it off):
-    /// with it, chains of elementwise ops run as one generated kernel each, and a plan runs
-    /// adjacent optimizer updates of the same settings as one dispatch.
+    /// with it, chains of elementwise ops run as one generated kernel each, and on a GPU
+    /// adjacent optimizer updates of the same settings as one merged op (one dispatch).
     pub fn set_fusion(&self, on: bool) {
         self.fusion.store(on, Ordering::Relaxed);
     }
@@ -251,10 +251,6 @@ impl Executor {
             .filter(|f| self.fusion.load(Ordering::Relaxed) && !fetch_ids.iter().any(|v| f.eliminated.contains(v)))
             // `FLAGS_check_nan_inf` and the CPU shadow check each op by its own name.
             .filter(|_| !crate::flags::checks_by_op_name());
-        // A plan merges adjacent updates under the same switches, whatever was fused.
-        let merge = self.fusion.load(Ordering::Relaxed)
-            && super::fusion::Kinds::for_place(true).merge
-            && !crate::flags::checks_by_op_name();
         // After every check: a hook counts optimizer steps.
         let hooks = program.data().hooks.clone();
         for h in &hooks {
@@ -281,8 +277,7 @@ impl Executor {
             && !crate::flags::per_op_checks()
         {
             let feed_ids: Vec<VarId> = feed.iter().filter_map(|(n, _)| compiled.names.get(*n).copied()).collect();
-            let key =
-                PlanKey::new(&compiled, program.data().uid, &env, &feed_ids, &fetch_ids, (fusion.is_some(), merge));
+            let key = PlanKey::new(&compiled, program.data().uid, &env, &feed_ids, &fetch_ids, fusion.is_some());
             let cached = lock(&self.plans).get(&key).map(|s| match s {
                 PlanSlot::Ready(p) => Ok(p.clone()),
                 PlanSlot::Interpreted(why) => Err(why.clone()),
@@ -295,8 +290,7 @@ impl Executor {
                 }
                 None => {
                     let ctx = crate::backend::gpu::context(index)?;
-                    let captured =
-                        crate::no_grad(|| plan::capture(&run, &ctx, &mut env, &feed_ids, &fetch_ids, merge))?;
+                    let captured = crate::no_grad(|| plan::capture(&run, &ctx, &mut env, &feed_ids, &fetch_ids))?;
                     return match captured {
                         plan::Captured::Plan(p) => {
                             let out = p.fetch_copies()?;
@@ -478,7 +472,10 @@ fn compile(d: &ProgramData, place: Place) -> Result<Compiled> {
         for &(v, like) in &reshaped {
             vars[v].shape = d.vars[like].shape.clone();
         }
-        let chains = super::fusion::fuse(&base, &vars, kinds);
+        let mut chains = super::fusion::fuse(&base, &vars, kinds);
+        if kinds.merge {
+            chains.extend(super::merge::merge_updates(&base, &vars, place));
+        }
         let mut skip = HashSet::new();
         let mut at = HashMap::new();
         for f in &chains {
@@ -486,7 +483,7 @@ fn compile(d: &ProgramData, place: Place) -> Result<Compiled> {
             at.insert(f.root, f.desc.clone());
         }
         eliminated.extend(chains.iter().flat_map(|f| f.members.iter().flat_map(|&m| base[m].outputs.clone())));
-        if !eliminated.is_empty() {
+        if !chains.is_empty() || !eliminated.is_empty() {
             let ops: Vec<OpDesc> = (0..base.len())
                 .filter(|i| !skip.contains(i))
                 .map(|i| at.remove(&i).unwrap_or_else(|| base[i].clone()))

@@ -147,14 +147,14 @@ pub(super) struct Kinds {
     pub prologues: bool,
     /// `max_pool(relu(x))` as `relu(max_pool(x))` (see `commute`).
     pub commute: bool,
-    /// Adjacent optimizer updates in one dispatch (a GPU plan's, `backend/gpu/merge.rs`).
+    /// Adjacent optimizer updates into one merged op (`merge.rs`).
     pub merge: bool,
 }
 
 impl Kinds {
     /// What a place fuses: epilogues and prologues only on a GPU (on the CPU the separate,
     /// vectorised kernels are faster than one loop evaluating the chain), the relu–pooling
-    /// rewrite on both, merged updates in GPU plans. `DYGRAPH_FUSION` narrows it, for
+    /// rewrite on both, merged updates on a GPU. `DYGRAPH_FUSION` narrows it, for
     /// measurement: a comma-separated list of `chains`, `epilogues`, `prologues`, `commute`,
     /// `merge` (`0` for none is handled by the Executor).
     pub(super) fn for_place(gpu: bool) -> Kinds {

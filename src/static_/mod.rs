@@ -33,6 +33,7 @@ mod control;
 mod executor;
 mod fusion;
 mod inference;
+mod merge;
 mod param;
 mod plan;
 mod program;

@@ -38,8 +38,8 @@ pub(super) struct PlanKey {
     version: u64,
     feeds: Vec<(VarId, Vec<usize>, DType)>,
     fetch: Vec<VarId>,
-    /// (the fused program ran, adjacent updates merged)
-    fused: (bool, bool),
+    /// The fused program ran.
+    fused: bool,
     /// `FLAGS_check_nan_inf`'s level when the plan was taped (level 1 tapes the checks), so a
     /// change of the flag tapes a new plan.
     nan_level: u8,
@@ -64,8 +64,9 @@ pub struct PlanInfo {
     pub buffer_bytes: u64,
     /// Dispatches writing their output over an input that dies there (elementwise ops in place).
     pub in_place: usize,
-    /// Optimizer updates that run inside another update's dispatch (adjacent updates of the
-    /// same settings replay as one dispatch, as far as the device's bindings allow).
+    /// Optimizer updates that run inside another update's op (the fusion pass turns adjacent
+    /// updates of the same settings into one merged op, one dispatch as far as the device's
+    /// bindings allow).
     pub merged: usize,
 }
 
@@ -130,7 +131,7 @@ impl PlanKey {
         env: &[Option<Tensor>],
         feed_ids: &[VarId],
         fetch: &[VarId],
-        fused: (bool, bool),
+        fused: bool,
     ) -> PlanKey {
         let feeds =
             feed_ids.iter().filter_map(|&id| env[id].as_ref().map(|t| (id, t.shape().to_vec(), t.dtype()))).collect();
@@ -173,7 +174,6 @@ pub(super) fn capture(
     env: &mut [Option<Tensor>],
     feed_ids: &[VarId],
     fetch: &[VarId],
-    merge: bool,
 ) -> Result<Captured> {
     let pool = Arc::new(Mutex::new(PrivatePool::default()));
     if !ctx.begin_capture(pool.clone()) {
@@ -337,7 +337,7 @@ pub(super) fn capture(
         .filter(|(_, r)| **r)
         .filter_map(|(t, _)| buffer_id(t))
         .collect();
-    let mut tapes = ctx.prepare(raw, &pool, &own, &rebind, merge)?.into_iter();
+    let mut tapes = ctx.prepare(raw, &pool, &own, &rebind)?.into_iter();
     let segments: Vec<Segment> = shape
         .into_iter()
         .map(|s| match s {
@@ -349,7 +349,7 @@ pub(super) fn capture(
     let live_ops = segments.iter().filter(|s| matches!(s, Segment::Live { .. })).count();
     let buffer_bytes = crate::backend::gpu::lock(&pool).bytes();
     let in_place = segments.iter().map(|s| if let Segment::Tape(t) = s { t.in_place } else { 0 }).sum();
-    let merged = segments.iter().map(|s| if let Segment::Tape(t) = s { t.merged } else { 0 }).sum();
+    let merged = c.blocks[0].iter().map(|s| super::merge::merged_away(&s.desc)).sum();
     let info = PlanInfo { dispatches, live_ops, ops: c.blocks[0].len(), buffer_bytes, in_place, merged };
     // A bound feed's own buffer is never used again.
     let feeds = feeds

@@ -149,8 +149,6 @@ pub(crate) struct Tape {
     pub dispatches: usize,
     /// Those writing their output in place (over an input that dies there).
     pub in_place: usize,
-    /// Dispatches merged into another one (`merge.rs`).
-    pub merged: usize,
     /// Keeps the parameter and upload buffer, and the arena, alive with the bind groups
     /// that use them.
     data: Option<wgpu::Buffer>,
@@ -269,13 +267,7 @@ impl GpuContext {
         pool: &Mutex<PrivatePool>,
         keep: &HashSet<u64>,
         rebind: &HashSet<u64>,
-        merge: bool,
     ) -> Result<Vec<Tape>> {
-        let before: Vec<usize> = segments.iter().map(Vec::len).collect();
-        let segments: Vec<Vec<Cmd>> = match merge {
-            true => segments.into_iter().map(|s| super::merge::merge_dispatches(self, s)).collect(),
-            false => segments,
-        };
         let align = (self.limits.min_storage_buffer_offset_alignment as usize).max(4);
         let mut data: Vec<u8> = Vec::new();
         let mut at = Vec::new();
@@ -323,13 +315,12 @@ impl GpuContext {
         let mut groups_cache: HashMap<(usize, Vec<u64>), wgpu::BindGroup> = HashMap::new();
         let mut offsets = at.into_iter();
         let mut tapes = Vec::with_capacity(segments.len());
-        for (seg, before) in segments.into_iter().zip(before) {
+        for seg in segments {
             let mut tape = Tape {
                 cmds: Vec::with_capacity(seg.len()),
                 uses_index_flag: false,
                 dispatches: 0,
                 in_place: 0,
-                merged: before - seg.len(),
                 data: buffer.clone(),
                 _arenas: arena.as_ref().map(|p| p.buffers.clone()).unwrap_or_default(),
             };

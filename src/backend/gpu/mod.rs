@@ -20,7 +20,6 @@ pub use context::{
     GpuInfo, dispatch_count, empty_cache, gpu_count, gpu_info, init_gpu, memory_stats, reset_peak_memory,
     set_memory_limit, submit_count, sync,
 };
-pub use merge::merged_kernel_files;
 pub use pool::MemoryStats;
 #[cfg(all(feature = "mpi", not(target_arch = "wasm32")))]
 pub(crate) use recorder::PendingRead;
