@@ -348,3 +348,52 @@ fn a_merged_update_rejects_a_repeated_parameter_and_splits_at_the_device_limit()
         }
     }
 }
+
+/// Two parameters whose gradients are one buffer (`p2`'s is a reshaped view of `p1`'s): the
+/// fusion pass merges their updates, and the merged op binds the shared gradient twice, read
+/// only, interpreted and replayed; both follow SGD in float64.
+#[test]
+fn updates_whose_gradients_share_a_buffer_merge() {
+    use dygraph::nn::{Initializer, ParamAttr};
+    let Some(gpu) = common::gpu_or_skip() else { return };
+    let _g = serial();
+    for plans in [false, true] {
+        let (main, startup) = (Program::new(), Program::new());
+        let loss = st::program_guard(&main, &startup, || {
+            let x = st::data("x", &[4], DType::Float32).unwrap();
+            let param = |name: &str, shape: &[usize], v: f64| {
+                let attr = ParamAttr { name: Some(name.into()), ..ParamAttr::default() };
+                nn::create_parameter(shape, DType::Float32, &attr, &Initializer::Constant(v)).unwrap()
+            };
+            let (p1, p2) = (param("p1", &[4], 0.5), param("p2", &[2, 2], -0.25));
+            // d loss / d p1 = x, d loss / d p2 = reshape(x): the same values, one buffer.
+            let loss = p1.add(&p2.reshape(&[4]).unwrap()).unwrap().mul(&x).unwrap().sum(&[], false).unwrap();
+            optimizer::SGD::new(0.01, vec![p1, p2]).minimize(&loss).unwrap();
+            loss
+        });
+        let exe = Executor::with_scope(gpu, Scope::new());
+        exe.set_plans(plans);
+        exe.run(&startup, &[], &[] as &[&str]).unwrap();
+        let ops = exe.ops_to_run(&main).unwrap();
+        assert!(
+            ops.iter().any(|o| o.op_type == "merged_sgd"),
+            "{:?}",
+            ops.iter().map(|o| &o.op_type).collect::<Vec<_>>()
+        );
+        for step in 0..3 {
+            let x = Tensor::from_vec(grad_values(0, 4, step), [4]).unwrap().to(gpu).unwrap();
+            exe.run(&main, &[("x", &x)], &[&loss]).unwrap();
+        }
+        if plans {
+            let plan = exe.last_plan().unwrap_or_else(|| panic!("no plan ({:?})", exe.interpreted_because()));
+            assert_eq!(plan.merged, 1, "{plan:?}");
+        }
+        for (name, init) in [("p1", 0.5), ("p2", -0.25)] {
+            let got = values(&exe.scope().var(name).unwrap());
+            let want = expected(Rule::Sgd, 0, 4, init, 0.01, 3);
+            if let Err(m) = common::check_allclose(&format!("{name}, plans {plans}"), &got, &want, 1e-6, 1e-5) {
+                panic!("{m}");
+            }
+        }
+    }
+}

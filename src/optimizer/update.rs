@@ -698,8 +698,9 @@ pub(crate) fn merged_capacity(per: usize, place: crate::Place) -> usize {
 /// then the optional schedule; the attributes are the single op's, for every parameter. The
 /// eager optimizers use them on a GPU, and a GPU program's fusion pass turns adjacent single
 /// updates into them (`static_::merge`). On a GPU the parameters run in as few dispatches as
-/// the device's storage buffers allow, in order. A tensor given twice is an error on both
-/// places (each parameter updates once).
+/// the device's storage buffers allow, in order. A tensor updated in place that shares
+/// memory with another input is an error on both places (each parameter updates once);
+/// gradients may share memory.
 pub(crate) struct MergedUpdateOp {
     name: &'static str,
     single: &'static UpdateOp,
@@ -781,26 +782,29 @@ impl Op for MergedUpdateOp {
         };
         let members = self.members(k.ins.len());
         // As on the CPU: a tensor updated in place shares memory with no other input (WebGPU
-        // also forbids a buffer bound twice in one dispatch when either binding is writable).
-        let ids: Vec<u64> = (0..members).flat_map(|m| member(m).into_iter().map(|b| b.id)).collect();
-        for (i, id) in ids.iter().enumerate() {
-            if let Some(j) = ids[..i].iter().position(|x| x == id) {
+        // also forbids a buffer bound twice in one dispatch when either binding is writable);
+        // inputs only read may repeat (two gradients that are views of one buffer).
+        let writable: Vec<bool> = (0..k.ins.len()).map(|i| i < members * per && i % per != 1).collect();
+        for i in (0..k.ins.len()).filter(|&i| writable[i]) {
+            if let Some(j) = (0..k.ins.len()).find(|&j| j != i && k.x(j).id == k.x(i).id) {
                 return Err(Error::invalid(
                     self.name,
-                    format!(
-                        "input {j} is updated in place and shares memory with input {i} (parameters {} and {})",
-                        j / per,
-                        i / per
-                    ),
+                    format!("input {i} is updated in place and shares memory with input {j}"),
                 ));
             }
         }
+        // Dispatches of as many members as the device binds and 2³² invocations allow.
         let capacity = merge::capacity(k.ctx, per, 1, MERGED_MAX);
-        let all: Vec<usize> = (0..members).collect();
-        for group in all.chunks(capacity) {
-            self.dispatch(k, a, group, &member)?;
+        let elements = |m: usize| k.ins[m * per].numel() as u32;
+        let mut group: Vec<usize> = Vec::new();
+        for m in 0..members {
+            let fits = merge::member_words(group.iter().chain([&m]).map(|&g| elements(g))).is_some();
+            if !group.is_empty() && (group.len() == capacity || !fits) {
+                self.dispatch(k, a, &std::mem::take(&mut group), &member)?;
+            }
+            group.push(m);
         }
-        Ok(())
+        self.dispatch(k, a, &group, &member)
     }
 
     fn inplace(&self, inputs: usize) -> Vec<usize> {

@@ -142,6 +142,22 @@ mod tests {
             ]
         );
         assert_eq!(merged_away(&update("merged_adam", &[11, 12, 13, 14, 15, 16, 17, 18, 19], 0.5)), 1);
+        // A run stops at 16 members (the CPU's capacity here) and at another role.
+        let mut ops: Vec<OpDesc> = (0..9).map(|k| update("sgd", &[2 * k, 2 * k + 1], 0.1)).collect();
+        ops.extend((0..9).map(|k| update("sgd", &[2 * k, 2 * k + 1], 0.1)));
+        let mut other = update("sgd", &[18, 19], 0.1);
+        other.role = OpRole::Forward;
+        ops.push(other);
+        // Nine distinct, then a repeat of variable 0: runs of 9 and 9; the last op, of another
+        // role, alone.
+        let sizes: Vec<(usize, usize)> =
+            merge_updates(&ops, &vars, Place::Cpu).iter().map(|f| (f.root, f.members.len() + 1)).collect();
+        assert_eq!(sizes, vec![(0, 9), (9, 9)]);
+        let vars: Vec<VarDesc> = (0..40).map(|_| var(DType::Float32)).collect();
+        let ops: Vec<OpDesc> = (0..17).map(|k| update("sgd", &[2 * k, 2 * k + 1], 0.1)).collect();
+        let sizes: Vec<(usize, usize)> =
+            merge_updates(&ops, &vars, Place::Cpu).iter().map(|f| (f.root, f.members.len() + 1)).collect();
+        assert_eq!(sizes, vec![(0, 16)], "seventeen updates: one merged op of 16, the last alone");
         assert_eq!(merged_away(&ops[0]), 0);
     }
 }

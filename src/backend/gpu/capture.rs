@@ -259,8 +259,7 @@ impl GpuContext {
     /// keeps) are packed into one arena by their live ranges; bind groups are created once
     /// (shared where a segment binds the same buffers to the same pipeline).
     /// `keep` are buffers the plan's tensors hold (not packed); `rebind` those a replay may
-    /// replace by another buffer (see [`GpuContext::replay`]). With `merge`, adjacent
-    /// dispatches that can run as one do (`merge.rs`).
+    /// replace by another buffer (see [`GpuContext::replay`]).
     pub fn prepare(
         &self,
         segments: Vec<Vec<Cmd>>,

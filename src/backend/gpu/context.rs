@@ -70,7 +70,7 @@ pub struct GpuInfo {
     /// Largest storage binding the device accepts, in bytes (the biggest tensor).
     pub max_binding_bytes: u64,
     /// Storage buffers one kernel may bind (WebGPU guarantees 8); bounds how many optimizer
-    /// updates a plan merges into one dispatch.
+    /// updates one merged dispatch takes.
     pub max_storage_buffers_per_stage: u32,
 }
 
