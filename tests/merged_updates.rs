@@ -367,7 +367,7 @@ fn updates_whose_gradients_share_a_buffer_merge() {
             };
             let (p1, p2) = (param("p1", &[4], 0.5), param("p2", &[2, 2], -0.25));
             // d loss / d p1 = x, d loss / d p2 = reshape(x): the same values, one buffer.
-            let loss = p1.add(&p2.reshape(&[4]).unwrap()).unwrap().mul(&x).unwrap().sum(&[], false).unwrap();
+            let loss = p1.add(&p2.reshape([4]).unwrap()).unwrap().mul(&x).unwrap().sum(&[], false).unwrap();
             optimizer::SGD::new(0.01, vec![p1, p2]).minimize(&loss).unwrap();
             loss
         });
