@@ -192,16 +192,16 @@ impl<K: Kind> Optimizer for Optim<K> {
                 self.states[i] = (0..n_states).map(|_| crate::zeros_like(p)).collect::<Result<_>>()?;
             }
         }
-        // On a GPU, adjacent parameters of one learning rate update in one dispatch (as many
-        // as the device's bindings allow); elsewhere, and for the other rules, one by one.
+        // On a GPU, adjacent parameters of one learning rate update in one merged op (in as
+        // few dispatches as the device's bindings allow); elsewhere, and for the other rules,
+        // one by one.
         let mut at = 0;
         while at < live.len() {
             let p = &self.params[live[at]];
             let lr = lr * p.learning_rate_multiplier();
             let mut end = at + 1;
             if update::merges(&rule, p) {
-                let capacity = update::merged_capacity(2 + rule.n_states(), p.place());
-                while end < live.len() && end - at < capacity {
+                while end < live.len() {
                     let q = &self.params[live[end]];
                     // A parameter listed twice updates twice, in order: not in one dispatch.
                     let listed = (at..end).any(|j| self.params[live[j]].storage().same_memory(q.storage()));

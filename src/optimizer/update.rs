@@ -681,24 +681,13 @@ fn update_cpu_members(op: &'static str, states: usize, k: &mut CpuCall<'_>, a: &
     Ok(Vec::new())
 }
 
-/// Most parameters a merged update takes in one dispatch on this place, each binding `per`
-/// tensors: as many as the device's storage buffers allow (their tensors, the schedule and
-/// the parameter words), at most 16.
-pub(crate) fn merged_capacity(per: usize, place: crate::Place) -> usize {
-    match place {
-        crate::Place::Gpu(index) => {
-            crate::backend::gpu::context(index).map_or(1, |ctx| merge::capacity(&ctx, per, 1, MERGED_MAX))
-        }
-        crate::Place::Cpu => MERGED_MAX,
-    }
-}
-
 /// One rule's update of several parameters in one kernel dispatch, as Paddle's
 /// `merged_momentum` / `merged_adam`: inputs `[param, grad, states...]` for each parameter,
 /// then the optional schedule; the attributes are the single op's, for every parameter. The
 /// eager optimizers use them on a GPU, and a GPU program's fusion pass turns adjacent single
 /// updates into them (`static_::merge`). On a GPU the parameters run in as few dispatches as
-/// the device's storage buffers allow, in order. A tensor updated in place that shares
+/// the device's storage buffers allow (at most 16 each), in order: the one place that knows
+/// the device's limit. A tensor updated in place that shares
 /// memory with another input is an error on both places (each parameter updates once);
 /// gradients may share memory.
 pub(crate) struct MergedUpdateOp {
@@ -747,11 +736,11 @@ impl Op for MergedUpdateOp {
         if a.rule.n_states() != self.single.states || !mergeable(&a.rule) {
             return Err(Error::invalid(op, format!("the rule {:?} is not {op}'s", a.rule)));
         }
-        if members == 0 || members > MERGED_MAX || xs.len() % per > 1 {
+        if members == 0 || xs.len() % per > 1 {
             return Err(Error::invalid(
                 op,
                 format!(
-                    "takes 1 to {MERGED_MAX} parameters, each with its gradient and {} states, and an optional \
+                    "takes parameters, each with its gradient and {} states, and an optional \
                      schedule, got {} tensors",
                     self.single.states,
                     xs.len()

@@ -474,7 +474,7 @@ fn compile(d: &ProgramData, place: Place) -> Result<Compiled> {
         }
         let mut chains = super::fusion::fuse(&base, &vars, kinds);
         if kinds.merge {
-            chains.extend(super::merge::merge_updates(&base, &vars, place));
+            chains.extend(super::merge::merge_updates(&base, &vars));
         }
         let mut skip = HashSet::new();
         let mut at = HashMap::new();

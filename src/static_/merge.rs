@@ -1,9 +1,10 @@
 //! The update-merging pass: in a GPU program's global block, adjacent optimizer updates of
 //! one rule, one set of attributes and one schedule become a single `merged_sgd` /
 //! `merged_momentum` / `merged_adam` op, which updates all their parameters in one kernel
-//! dispatch (Paddle's `merged_adam`, PyTorch's foreach Adam). Runs hold at most as many
-//! parameters as one dispatch of the device binds, so a merged op is one dispatch; the
-//! interpreted Executor and a replayed plan run the same ops.
+//! dispatch where the device's bindings allow (Paddle's `merged_adam`, PyTorch's foreach
+//! Adam; the op splits a longer run into dispatches of the device's size, so the program
+//! does not depend on the device); the interpreted Executor and a replayed plan run the same
+//! ops.
 //!
 //! Only float32 updates merge (the merged kernels' type), and a run never takes a variable
 //! twice: each parameter updates once, and the ops keep their order.
@@ -12,11 +13,11 @@ use std::collections::HashSet;
 
 use super::fusion::Fused;
 use super::program::{OpDesc, VarDesc, VarId};
-use crate::optimizer::update::{merged_capacity, merged_form, merged_members};
-use crate::{DType, Place};
+use crate::DType;
+use crate::optimizer::update::{merged_form, merged_members};
 
-/// The merged ops replacing runs of adjacent single updates of block 0's `ops` on `place`.
-pub(super) fn merge_updates(ops: &[OpDesc], vars: &[VarDesc], place: Place) -> Vec<Fused> {
+/// The merged ops replacing runs of adjacent single updates of block 0's `ops`.
+pub(super) fn merge_updates(ops: &[OpDesc], vars: &[VarDesc]) -> Vec<Fused> {
     let mut out = Vec::new();
     let mut at = 0;
     while at < ops.len() {
@@ -24,10 +25,9 @@ pub(super) fn merge_updates(ops: &[OpDesc], vars: &[VarDesc], place: Place) -> V
             at += 1;
             continue;
         };
-        let capacity = merged_capacity(per, place);
         let mut taken: HashSet<VarId> = ops[at].inputs[..per].iter().copied().collect();
         let mut end = at + 1;
-        while end < ops.len() && end - at < capacity && joins(&ops[at], &ops[end], vars) {
+        while end < ops.len() && joins(&ops[at], &ops[end], vars) {
             let own = &ops[end].inputs[..per];
             if own.iter().any(|v| taken.contains(v)) {
                 break;
@@ -129,7 +129,7 @@ mod tests {
             update("sgd", &[20, 1], 0.5), // float64
             update("sgd", &[2, 3], 0.5),
         ];
-        let runs: Vec<(usize, String, Vec<usize>, Vec<VarId>)> = merge_updates(&ops, &vars, Place::Cpu)
+        let runs: Vec<(usize, String, Vec<usize>, Vec<VarId>)> = merge_updates(&ops, &vars)
             .into_iter()
             .map(|f| (f.root, f.desc.op_type, f.members, f.desc.inputs))
             .collect();
@@ -142,7 +142,7 @@ mod tests {
             ]
         );
         assert_eq!(merged_away(&update("merged_adam", &[11, 12, 13, 14, 15, 16, 17, 18, 19], 0.5)), 1);
-        // A run stops at 16 members (the CPU's capacity here) and at another role.
+        // A run stops at a repeated variable and at another role.
         let mut ops: Vec<OpDesc> = (0..9).map(|k| update("sgd", &[2 * k, 2 * k + 1], 0.1)).collect();
         ops.extend((0..9).map(|k| update("sgd", &[2 * k, 2 * k + 1], 0.1)));
         let mut other = update("sgd", &[18, 19], 0.1);
@@ -151,13 +151,13 @@ mod tests {
         // Nine distinct, then a repeat of variable 0: runs of 9 and 9; the last op, of another
         // role, alone.
         let sizes: Vec<(usize, usize)> =
-            merge_updates(&ops, &vars, Place::Cpu).iter().map(|f| (f.root, f.members.len() + 1)).collect();
+            merge_updates(&ops, &vars).iter().map(|f| (f.root, f.members.len() + 1)).collect();
         assert_eq!(sizes, vec![(0, 9), (9, 9)]);
         let vars: Vec<VarDesc> = (0..40).map(|_| var(DType::Float32)).collect();
         let ops: Vec<OpDesc> = (0..17).map(|k| update("sgd", &[2 * k, 2 * k + 1], 0.1)).collect();
         let sizes: Vec<(usize, usize)> =
-            merge_updates(&ops, &vars, Place::Cpu).iter().map(|f| (f.root, f.members.len() + 1)).collect();
-        assert_eq!(sizes, vec![(0, 16)], "seventeen updates: one merged op of 16, the last alone");
+            merge_updates(&ops, &vars).iter().map(|f| (f.root, f.members.len() + 1)).collect();
+        assert_eq!(sizes, vec![(0, 17)], "seventeen updates: one merged op (its dispatches split by the device)");
         assert_eq!(merged_away(&ops[0]), 0);
     }
 }
