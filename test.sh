@@ -2,8 +2,8 @@
 # Every test, on a fresh machine: finds or installs what the suite needs (Mesa's lavapipe so
 # every WGSL kernel runs without a GPU, Chromium and its WebDriver, OpenMPI and libclang for
 # the data-parallel tests, wasm-bindgen-cli at Cargo.lock's version, wasm-pack, the wasm32
-# target, a Python venv with safetensors and numpy), then runs the native suite (with the
-# `mpi` feature) and the browser suite.
+# target, a Python venv with safetensors and numpy in the user cache directory), then runs the
+# native suite (with the `mpi` feature) and the browser suite.
 #
 # Without a GPU adapter the GPU checks fail; DYGRAPH_TEST_SKIP=gpu (and =python for the
 # safetensors interop check, comma-separated) skips them instead, printing each skip.
@@ -39,27 +39,25 @@ fi
 command -v wasm-pack >/dev/null 2>&1 || cargo install -q wasm-pack
 rustup target add wasm32-unknown-unknown >/dev/null 2>&1 || true
 
-# Python's safetensors + numpy, for the checkpoint interoperability test.
-if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import safetensors, numpy" 2>/dev/null; then
-  python3 -m venv .venv
-  .venv/bin/pip install -q --disable-pip-version-check safetensors numpy
+# Python's safetensors + numpy, for the checkpoint interoperability test, in a venv in the user's
+# cache directory (made once per machine, not per clone).
+VENV="${XDG_CACHE_HOME:-$HOME/.cache}/dygraph/venv"
+if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c "import safetensors, numpy" 2>/dev/null; then
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q --disable-pip-version-check safetensors numpy
 fi
+export DYGRAPH_PYTHON="${DYGRAPH_PYTHON:-$VENV/bin/python}"
 
 # Mesa warns on every device open when this is unset.
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}"
-# The `mpi` feature adds `distributed` and its tests (mpirun at 2 and 4 ranks on loopback).
-cargo test --release --locked --features mpi
-# Where there is a hardware GPU it is the default place; software adapters are not. The
-# test files run again with the GPU as the default place, as they would there (tests that
-# leave a layer on the default place beside CPU data fail only then), except those that
-# train whole epochs or run for a set time on the default place.
-rerun=()
-for f in tests/*.rs; do
-  case "$(basename "$f" .rs)" in
-    classifier_examples | examples | mnist | static_mnist | model_api | determinism | soak | fuzz_loaders | \
-      checkpoint_faults | threads | distributed) ;;
-    *) rerun+=(--test "$(basename "$f" .rs)") ;;
-  esac
-done
-DYGRAPH_DEVICE=gpu cargo test --release --locked --features mpi "${rerun[@]}"
+# The `mpi` feature adds `distributed` and its tests (mpirun at 2 and 4 ranks on loopback),
+# which also run the `mnist_dp` example: it is the one example built as a program (the others
+# are compiled into the test binaries that run them).
+cargo build --release --locked --features mpi --example mnist_dp
+cargo test --release --locked --features mpi --tests
+cargo test --release --locked --features mpi --doc
+# Where there is a hardware GPU it is the default place; software adapters are not. The layers
+# binary runs again with the GPU as the default place, as it would there: a layer left on the
+# default place beside CPU data fails only then.
+DYGRAPH_DEVICE=gpu cargo test --release --locked --features mpi --test layers
 bash web/test.sh

@@ -108,6 +108,24 @@ fn kernels(c: &mut Criterion) {
             group.bench_function(format!("sum_axes_0_2_3_737k/{place}"), |bn| {
                 bn.iter(|| done(h.sum(&[0, 2, 3], false).unwrap()))
             });
+            // The seed MNIST network's two convolutions at batch 64, forward and backward.
+            let x1 = paddle::randn([64, 1, 28, 28]).unwrap();
+            let w1 = paddle::randn([20, 1, 5, 5]).unwrap();
+            let b1 = paddle::randn([20]).unwrap();
+            for t in [&x, &w1, &b1, &w, &bias] {
+                t.set_stop_gradient(false);
+            }
+            group.bench_function(format!("mnist_convs_forward_backward/{place}"), |bn| {
+                bn.iter(|| {
+                    let y1 = paddle::conv2d(&x1, &w1, Some(&b1), &opts).unwrap();
+                    let y2 = paddle::conv2d(&x, &w, Some(&bias), &opts).unwrap();
+                    y1.sum(&[], false).unwrap().add(&y2.sum(&[], false).unwrap()).unwrap().backward().unwrap();
+                    for t in [&w1, &b1, &x, &w, &bias] {
+                        t.clear_gradient();
+                    }
+                    done(())
+                })
+            });
         });
     }
     group.finish();

@@ -1,10 +1,11 @@
 //! Seed 002's MNIST network trained through the high-level API (`paddle.Model`): `prepare`
 //! with Adam, the seed's loss and top-1/top-2 `Accuracy`; `fit` for one epoch with a
 //! progress bar; `evaluate` on the test set; `save`, `load` into a fresh model, `predict`.
-//! `--static` hands `Model` the network's `jit::to_static` program instead.
+//! `--static` hands `Model` the network's `jit::to_static` program instead; `--samples N`
+//! trains on the first N training images only (`paddle.io.Subset`), for a quick run.
 //!
 //! ```text
-//! cargo run --release --example model_api [-- --place cpu|gpu] [--epochs N] [--static]
+//! cargo run --release --example model_api [-- --place cpu|gpu] [--epochs N] [--static] [--samples N]
 //! ```
 
 #[path = "common/mod.rs"]
@@ -13,6 +14,7 @@ pub mod common;
 use std::path::{Path, PathBuf};
 
 use dygraph::hapi::{EvalResult, History, Model};
+use dygraph::io::{Dataset, Subset};
 use dygraph::jit::{InputSpec, to_static};
 use dygraph::metric::Accuracy;
 use dygraph::nn::{Forward, Layer};
@@ -38,12 +40,14 @@ fn model<N: Forward + Layer>(network: N) -> Model<N> {
     model
 }
 
-/// Trains, evaluates, saves to `checkpoint` (a path prefix), reloads and predicts; with
-/// `to_static`, the network `Model` drives is the traced program.
+/// Trains (on the first `train_samples` training images, or all), evaluates, saves to
+/// `checkpoint` (a path prefix), reloads and predicts; with `to_static`, the network `Model`
+/// drives is the traced program.
 pub fn run(
     place: Place,
     data: Option<&Path>,
     epochs: usize,
+    train_samples: Option<usize>,
     checkpoint: &Path,
     verbose: u8,
     to_static: bool,
@@ -55,9 +59,9 @@ pub fn run(
                 let spec = InputSpec::new(&[-1, 1, 28, 28], DType::Float32, "pixel");
                 Ok(self::to_static(MnistNet::new()?, Some(spec)))
             };
-            run_with(&traced, data, epochs, checkpoint, verbose)
+            run_with(&traced, data, epochs, train_samples, checkpoint, verbose)
         } else {
-            run_with(&MnistNet::new, data, epochs, checkpoint, verbose)
+            run_with(&MnistNet::new, data, epochs, train_samples, checkpoint, verbose)
         }
     })
 }
@@ -66,13 +70,17 @@ fn run_with<N: Forward + Layer>(
     network: &dyn Fn() -> Result<N>,
     data: Option<&Path>,
     epochs: usize,
+    train_samples: Option<usize>,
     checkpoint: &Path,
     verbose: u8,
 ) -> Result<Report> {
     let data_set = |mode| -> Result<_> { Ok(Mnist::new(data, mode)?.with_transform(common::mnist_normalize()?)) };
     let mut model = model(network()?);
     model.summary(&[1, 1, 28, 28])?;
-    let history = model.fit(data_set(Mode::Train)?, Some(data_set(Mode::Test)?), epochs, 64, verbose)?;
+    let train = std::sync::Arc::new(data_set(Mode::Train)?);
+    let n = train_samples.unwrap_or(train.len()).min(train.len());
+    let train = Subset::new(train, (0..n).collect())?;
+    let history = model.fit(train, Some(data_set(Mode::Test)?), epochs, 64, verbose)?;
     let test = model.evaluate(data_set(Mode::Test)?, 500, verbose)?;
     model.save(checkpoint)?;
     let mut fresh = self::model(network()?);
@@ -86,7 +94,8 @@ fn main() -> Result<()> {
     let place = common::place_from_args()?;
     let epochs = common::arg("epochs").and_then(|e| e.parse().ok()).unwrap_or(1);
     let to_static = std::env::args().any(|a| a == "--static");
-    let r = run(place, None, epochs, &PathBuf::from("model_api_mnist"), 1, to_static)?;
+    let samples = common::arg("samples").and_then(|n| n.parse().ok());
+    let r = run(place, None, epochs, samples, &PathBuf::from("model_api_mnist"), 1, to_static)?;
     println!("test: {}", r.test);
     Ok(())
 }

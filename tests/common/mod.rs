@@ -59,11 +59,30 @@ pub fn places() -> Vec<Place> {
 }
 
 /// The generator behind `dygraph::seed` is process-wide, as in Paddle: a test that seeds and
-/// expects its own draws holds this lock so that tests running beside it in the same binary
-/// cannot take numbers from its stream.
-pub fn generator_lock() -> MutexGuard<'static, ()> {
+/// expects its own draws, and a test that draws at all (it would take numbers from another's
+/// stream), holds this lock while it runs. Taking it again on a thread that holds it is a
+/// no-op, so helpers may take it too.
+pub fn generator_lock() -> GeneratorGuard {
     static GENERATOR: Mutex<()> = Mutex::new(());
-    GENERATOR.lock().unwrap_or_else(|e| e.into_inner())
+    thread_local! {
+        static HELD: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+    let outer = HELD.with(|h| h.get() == 0);
+    let guard = outer.then(|| GENERATOR.lock().unwrap_or_else(|e| e.into_inner()));
+    HELD.with(|h| h.set(h.get() + 1));
+    GeneratorGuard { _guard: guard, held: &HELD }
+}
+
+/// What [`generator_lock`] returns: the lock, released when the outermost guard drops.
+pub struct GeneratorGuard {
+    _guard: Option<MutexGuard<'static, ()>>,
+    held: &'static std::thread::LocalKey<std::cell::Cell<usize>>,
+}
+
+impl Drop for GeneratorGuard {
+    fn drop(&mut self) {
+        self.held.with(|h| h.set(h.get() - 1));
+    }
 }
 
 /// The seed of this test run's random inputs: `DYGRAPH_TEST_SEED` or fresh from the clock.
@@ -362,4 +381,13 @@ pub fn rerun_with(name: &str, var: &str, value: &str) {
     let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{name} with {var}={value} failed:\n{text}");
     assert!(text.contains("1 passed"), "the child ran no test:\n{text}");
+}
+
+/// The test-harness name of test function `f` in the module `module` (pass `module_path!()`),
+/// for a test that reruns its own binary on one `#[ignore]`d child test with `--exact`.
+pub fn test_path(module: &str, f: &str) -> String {
+    match module.split_once("::") {
+        Some((_, m)) => format!("{m}::{f}"),
+        None => f.to_string(),
+    }
 }

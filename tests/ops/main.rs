@@ -1,0 +1,33 @@
+//! Every op and the tensor surface: the registry sweep (each op against a float64 reference,
+//! the GPU against the CPU, gradchecks), and what a per-op spec cannot express (composed ops,
+//! autograd, errors, printing, indexing, the GPU products' kernel choices).
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod autograd;
+mod conv;
+mod conv3d;
+mod creation;
+mod display;
+mod dropout;
+mod einsum;
+mod elementwise;
+mod errors;
+mod index;
+mod indexing;
+mod inplace;
+mod losses;
+mod matmul;
+mod norm;
+mod pool;
+mod random;
+mod reduce;
+mod registry;
+mod select_ops;
+mod shaders;
+mod shape_ops;
+mod softmax;
+mod sweep;
+mod tensor_ops;
+mod validation;

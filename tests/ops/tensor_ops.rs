@@ -1,0 +1,312 @@
+//! The composed tensor ops (`roll`, `diff`, `meshgrid`, `unbind`, `repeat_interleave`,
+//! `masked_fill`, `lerp`, `any`/`all`, `isclose`/`allclose`, `outer`, `kron`, `norm`)
+//! against values written out in the test, on every place; their float64 gradchecks; the
+//! registered scans and triangles in a static program against eager; typed errors.
+//! (`cumsum`, `cumprod`, `tril`, `triu` are also in the registry sweep.)
+
+use crate::common;
+
+use common::{Rng, assert_close, check_exact, gradcheck, places, values};
+use dygraph::static_::{self as st, Executor, Program, Scope};
+use dygraph::{self as paddle, DType, Error, NormKind, Place, Tensor};
+
+fn t(v: &[f64], shape: &[usize], place: Place) -> Tensor {
+    common::tensor(v, shape, DType::Float32, place)
+}
+
+fn exact(what: &str, x: &Tensor, shape: &[usize], expected: &[f64]) {
+    assert_eq!(x.shape(), shape, "{what}: shape");
+    if let Err(m) = check_exact(what, &values(x), expected) {
+        panic!("{m}");
+    }
+}
+
+#[test]
+fn roll_diff_meshgrid_unbind_match_hand_values() {
+    let _generator = common::generator_lock();
+    for place in places() {
+        let x = t(&[1., 2., 3., 4., 5., 6.], &[2, 3], place);
+        exact("roll axis 1 by 1", &x.roll(&[1], &[1]).unwrap(), &[2, 3], &[3., 1., 2., 6., 4., 5.]);
+        exact("roll axis 1 by -4", &x.roll(&[-4], &[-1]).unwrap(), &[2, 3], &[2., 3., 1., 5., 6., 4.]);
+        exact("roll flat by 2", &x.roll(&[2], &[]).unwrap(), &[2, 3], &[5., 6., 1., 2., 3., 4.]);
+        exact("roll both axes", &x.roll(&[1, 1], &[0, 1]).unwrap(), &[2, 3], &[6., 4., 5., 3., 1., 2.]);
+
+        let v = t(&[1., 4., 9., 16.], &[4], place);
+        exact("diff", &paddle::diff(&v, 1, 0, None, None).unwrap(), &[3], &[3., 5., 7.]);
+        exact("diff n=2", &paddle::diff(&v, 2, 0, None, None).unwrap(), &[2], &[2., 2.]);
+        let pre = t(&[0.], &[1], place);
+        let app = t(&[20., 30.], &[2], place);
+        let d = paddle::diff(&v, 1, -1, Some(&pre), Some(&app)).unwrap();
+        exact("diff with prepend and append", &d, &[6], &[1., 3., 5., 7., 4., 10.]);
+        exact("diff of 2-D along 0", &paddle::diff(&x, 1, 0, None, None).unwrap(), &[1, 3], &[3., 3., 3.]);
+        exact("diff past the length", &paddle::diff(&v, 5, 0, None, None).unwrap(), &[0], &[]);
+        let b = v.greater_than_scalar(3.0).unwrap();
+        exact("diff of bool is xor", &paddle::diff(&b, 1, 0, None, None).unwrap(), &[3], &[1., 0., 0.]);
+
+        let (a, c) = (t(&[1., 2.], &[2], place), t(&[10., 20., 30.], &[3], place));
+        let g = paddle::meshgrid(&[a, c]).unwrap();
+        exact("meshgrid 0", &g[0], &[2, 3], &[1., 1., 1., 2., 2., 2.]);
+        exact("meshgrid 1", &g[1], &[2, 3], &[10., 20., 30., 10., 20., 30.]);
+
+        let parts = x.unbind(1).unwrap();
+        assert_eq!(parts.len(), 3);
+        exact("unbind 1, part 2", &parts[2], &[2], &[3., 6.]);
+        assert!(t(&[], &[0, 2], place).unbind(0).unwrap().is_empty());
+    }
+}
+
+#[test]
+fn repeat_interleave_masked_fill_lerp_match_hand_values() {
+    let _generator = common::generator_lock();
+    for place in places() {
+        let x = t(&[1., 2., 3., 4.], &[2, 2], place);
+        exact(
+            "repeat_interleave flat",
+            &x.repeat_interleave(2, None).unwrap(),
+            &[8],
+            &[1., 1., 2., 2., 3., 3., 4., 4.],
+        );
+        exact(
+            "repeat_interleave axis 0",
+            &x.repeat_interleave(2, Some(0)).unwrap(),
+            &[4, 2],
+            &[1., 2., 1., 2., 3., 4., 3., 4.],
+        );
+        let counts = Tensor::from_vec_on(vec![0i64, 3], [2], place).unwrap();
+        let r = paddle::repeat_interleave_by(&x, &counts, Some(1)).unwrap();
+        exact("repeat_interleave by counts", &r, &[2, 3], &[2., 2., 2., 4., 4., 4.]);
+
+        let mask = x.greater_than_scalar(2.5).unwrap();
+        exact("masked_fill scalar", &x.masked_fill(&mask, -1.0).unwrap(), &[2, 2], &[1., 2., -1., -1.]);
+        let row_mask = Tensor::from_vec_on(vec![true, false], [2], place).unwrap();
+        exact("masked_fill broadcast mask", &x.masked_fill(&row_mask, 0.0).unwrap(), &[2, 2], &[0., 2., 0., 4.]);
+        let causal = paddle::triu(&paddle::ones_on([3, 3], DType::Bool, place).unwrap(), 1).unwrap();
+        let scores = t(&[1.; 9], &[3, 3], place);
+        let masked = scores.masked_fill(&causal, f64::NEG_INFINITY).unwrap();
+        let inf = f64::NEG_INFINITY;
+        exact("causal mask from triu", &masked, &[3, 3], &[1., inf, inf, 1., 1., inf, 1., 1., 1.]);
+
+        let y = t(&[3., 6., 5., 0.], &[2, 2], place);
+        let l = x.lerp(&y, 0.25).unwrap();
+        assert_close("lerp scalar weight", &values(&l), &[1.5, 3.0, 3.5, 3.0], 1e-6);
+        let w = t(&[0., 1.], &[2], place);
+        exact("lerp tensor weight", &x.lerp(&y, &w).unwrap(), &[2, 2], &[1., 6., 3., 0.]);
+    }
+}
+
+#[test]
+fn any_all_isclose_allclose_match_hand_values() {
+    let _generator = common::generator_lock();
+    for place in places() {
+        let b = Tensor::from_vec_on(vec![true, false, false, false, false, false], [2, 3], place).unwrap();
+        exact("any", &b.any(&[], false).unwrap(), &[], &[1.]);
+        exact("all", &b.all(&[], false).unwrap(), &[], &[0.]);
+        exact("any axis 1", &b.any(&[1], false).unwrap(), &[2], &[1., 0.]);
+        exact("all axis 0 keepdim", &b.logical_not().unwrap().all(&[0], true).unwrap(), &[1, 3], &[0., 1., 1.]);
+        let f = t(&[0., f64::NAN, 0.], &[3], place);
+        exact("any of floats (NaN is true)", &f.any(&[], false).unwrap(), &[], &[1.]);
+        let e = t(&[], &[0], place);
+        exact("any of empty", &e.any(&[], false).unwrap(), &[], &[0.]);
+        exact("all of empty", &e.all(&[], false).unwrap(), &[], &[1.]);
+
+        let inf = f64::INFINITY;
+        let x = t(&[1.0, 1.0, inf, inf, f64::NAN, 1.0, 100.0], &[7], place);
+        let y = t(&[1.0, 1.01, inf, -inf, f64::NAN, inf, 100.5], &[7], place);
+        let c = paddle::isclose(&x, &y, 1e-5, 1e-8, false).unwrap();
+        exact("isclose", &c, &[7], &[1., 0., 1., 0., 0., 0., 0.]);
+        let c = paddle::isclose(&x, &y, 1e-2, 0.0, true).unwrap();
+        exact("isclose rtol 1e-2, equal_nan", &c, &[7], &[1., 1., 1., 0., 1., 0., 1.]);
+        let xi = Tensor::from_vec_on(vec![1i64, 2, 3], [3], place).unwrap();
+        let yi = Tensor::from_vec_on(vec![1i64, 2, 4], [3], place).unwrap();
+        exact("isclose ints", &paddle::isclose(&xi, &yi, 1e-5, 1e-8, false).unwrap(), &[3], &[1., 1., 0.]);
+        exact("allclose", &paddle::allclose(&xi, &xi, 1e-5, 1e-8, false).unwrap(), &[], &[1.]);
+        exact("not allclose", &paddle::allclose(&xi, &yi, 1e-5, 1e-8, false).unwrap(), &[], &[0.]);
+    }
+}
+
+#[test]
+fn outer_kron_norm_match_hand_values() {
+    let _generator = common::generator_lock();
+    for place in places() {
+        let a = t(&[1., 2.], &[2], place);
+        let b = t(&[3., 4., 5.], &[3], place);
+        exact("outer", &paddle::outer(&a, &b).unwrap(), &[2, 3], &[3., 4., 5., 6., 8., 10.]);
+        let m = t(&[1., 2., 3., 4.], &[2, 2], place);
+        let e = t(&[0., 1., 1., 0.], &[2, 2], place);
+        #[rustfmt::skip]
+        let k = [0., 1., 0., 2.,  1., 0., 2., 0.,  0., 3., 0., 4.,  3., 0., 4., 0.];
+        exact("kron 2x2", &paddle::kron(&m, &e).unwrap(), &[4, 4], &k);
+        exact("kron vector by matrix", &paddle::kron(&a, &m).unwrap(), &[2, 4], &[1., 2., 2., 4., 3., 4., 6., 8.]);
+
+        let x = t(&[3., -4., 0., 12.], &[2, 2], place);
+        let close = |what: &str, got: Tensor, want: &[f64]| assert_close(what, &values(&got), want, 1e-6);
+        close("fro", x.norm(NormKind::Fro, &[], false).unwrap(), &[13.0]);
+        close("p=2 rows", x.norm(NormKind::P(2.0), &[1], false).unwrap(), &[5.0, 12.0]);
+        close("p=1 cols", x.norm(NormKind::P(1.0), &[0], true).unwrap(), &[3.0, 16.0]);
+        close("inf", x.norm(NormKind::Inf, &[], false).unwrap(), &[12.0]);
+        close("-inf rows", x.norm(NormKind::NegInf, &[1], false).unwrap(), &[3.0, 0.0]);
+        close("p=0", x.norm(NormKind::P(0.0), &[], false).unwrap(), &[3.0]);
+        close("p=3", x.norm(NormKind::P(3.0), &[], false).unwrap(), &[(27f64 + 64.0 + 1728.0).cbrt()]);
+        close("p=2 of zeros", t(&[0., 0.], &[2], place).norm(NormKind::P(2.0), &[], false).unwrap(), &[0.0]);
+    }
+}
+
+#[test]
+fn composed_ops_gradcheck_in_float64() {
+    let _generator = common::generator_lock();
+    let mut rng = Rng::new(common::run_seed());
+    let mut failures = Vec::new();
+    let mut check = |name: &str, f: &dyn Fn(&[Tensor]) -> paddle::Result<Tensor>, shapes: &[&[usize]]| {
+        let inputs: Vec<(Vec<f64>, Vec<usize>)> =
+            shapes.iter().map(|s| (rng.vec_away_from_zero(s.iter().product(), -2.0, 2.0, 0.1), s.to_vec())).collect();
+        failures.extend(gradcheck(name, f, &inputs).err());
+    };
+    check("roll", &|x| x[0].roll(&[1, -2], &[0, 1]), &[&[3, 4]]);
+    check("diff", &|x| paddle::diff(&x[0], 2, 1, Some(&x[1]), None), &[&[2, 5], &[2, 1]]);
+    check("meshgrid", &|x| paddle::meshgrid(&[x[0].clone(), x[1].clone()])?[1].square(), &[&[2], &[3]]);
+    check("unbind", &|x| x[0].unbind(0)?[1].exp(), &[&[3, 2]]);
+    check("repeat_interleave", &|x| x[0].repeat_interleave(3, Some(1)), &[&[2, 2]]);
+    check("masked_fill", &|x| x[0].masked_fill(&x[0].greater_than_scalar(0.0)?, 0.5), &[&[2, 3]]);
+    check("lerp", &|x| x[0].lerp(&x[1], &x[2]), &[&[2, 3], &[2, 3], &[3]]);
+    check("outer", &|x| paddle::outer(&x[0], &x[1]), &[&[3], &[2]]);
+    check("kron", &|x| paddle::kron(&x[0], &x[1]), &[&[2, 2], &[3, 1]]);
+    check("norm fro", &|x| x[0].norm(NormKind::Fro, &[1], false), &[&[3, 4]]);
+    check("norm p=3", &|x| x[0].norm(NormKind::P(3.0), &[], true), &[&[2, 3]]);
+    check("norm inf", &|x| x[0].norm(NormKind::Inf, &[0], false), &[&[3, 2]]);
+    common::report("composed gradchecks", &failures);
+
+    // The zero vector: the 2-norm's gradient is 0 there (a subgradient), not NaN.
+    let z = Tensor::from_vec_on(vec![0.0f64, 0.0], [2], Place::Cpu).unwrap();
+    z.set_stop_gradient(false);
+    z.norm(NormKind::P(2.0), &[], false).unwrap().backward().unwrap();
+    assert_eq!(values(&z.grad().unwrap()), vec![0.0, 0.0]);
+}
+
+/// `cumsum`, `cumprod`, `tril` and `norm` as a static program: the same values and input
+/// gradients as eager on every place, for a batch size the program did not fix.
+#[test]
+fn scans_and_triangles_run_in_static_programs() {
+    let _generator = common::generator_lock();
+    for place in places() {
+        let model = |x: &Tensor| -> paddle::Result<Tensor> {
+            let c = paddle::cumsum(&paddle::tril(x, 0)?, Some(1))?;
+            paddle::cumprod(&c.scale(0.1, 1.0)?, Some(-1))?.norm(NormKind::Fro, &[1], false)
+        };
+        let mut rng = Rng::new(common::run_seed() ^ 5);
+        let x = t(&rng.vec(15, -1.0, 1.0), &[3, 5], place);
+        x.set_stop_gradient(false);
+        let eager = model(&x).unwrap();
+        eager.sum(&[], false).unwrap().backward().unwrap();
+
+        let (main, startup) = (Program::new(), Program::new());
+        let (out, grads) = st::program_guard(&main, &startup, || {
+            let xv = st::data("x", &[-1, 5], DType::Float32).unwrap();
+            xv.set_stop_gradient(false);
+            let out = model(&xv).unwrap();
+            let grads = st::gradients(&[out.sum(&[], false).unwrap()], &[xv], None).unwrap();
+            (out, grads)
+        });
+        let exe = Executor::with_scope(place, Scope::new());
+        let fetch = [out.name().unwrap(), grads[0].as_ref().unwrap().name().unwrap()];
+        let got = exe.run(&main, &[("x", &x.detach())], &fetch).unwrap();
+        assert_close(&format!("static forward on {place}"), &values(&got[0]), &values(&eager), 1e-5);
+        assert_close(&format!("static gradient on {place}"), &values(&got[1]), &values(&x.grad().unwrap()), 1e-5);
+    }
+}
+
+#[test]
+fn bad_input_is_a_typed_error() {
+    let _generator = common::generator_lock();
+    let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], [3]).unwrap();
+    let err = |r: paddle::Result<Tensor>| r.expect_err("expected an error");
+    assert!(matches!(err(paddle::tril(&x, 0)), Error::Shape { op: "tril", .. }));
+    assert!(matches!(
+        err(paddle::cumsum(&x.greater_than_scalar(1).unwrap(), None)),
+        Error::UnsupportedDType { op: "cumsum", .. }
+    ));
+    assert!(matches!(err(paddle::cumsum(&x, Some(1))), Error::Axis { op: "cumsum", .. }));
+    assert!(matches!(err(x.roll(&[1, 2], &[0])), Error::InvalidArgument { op: "roll", .. }));
+    assert!(matches!(err(x.roll(&[1, 2], &[])), Error::InvalidArgument { op: "roll", .. }));
+    let m = Tensor::from_vec(vec![1.0f32; 4], [2, 2]).unwrap();
+    assert!(matches!(paddle::meshgrid(std::slice::from_ref(&m)).unwrap_err(), Error::Shape { op: "meshgrid", .. }));
+    let bad = Tensor::from_vec(vec![1i64, -1, 2], [3]).unwrap();
+    assert!(matches!(err(paddle::repeat_interleave_by(&x, &bad, None)), Error::InvalidArgument { .. }));
+    let ints = Tensor::from_vec(vec![1i64, 2], [2]).unwrap();
+    assert!(matches!(err(ints.norm(NormKind::Fro, &[], false)), Error::UnsupportedDType { op: "norm", .. }));
+    assert!(matches!(
+        err(paddle::diff(&paddle::full([0usize; 0], 1.0, DType::Float32).unwrap(), 1, 0, None, None)),
+        Error::Shape { .. }
+    ));
+    let mask = Tensor::from_vec(vec![1.0f32, 0.0, 1.0], [3]).unwrap();
+    assert!(matches!(err(x.masked_fill(&mask, 0.0)), Error::UnsupportedDType { op: "where", .. }));
+}
+
+#[test]
+fn scatters_match_hand_values() {
+    let _generator = common::generator_lock();
+    for place in places() {
+        let x = t(&[1., 2., 3., 4., 5., 6.], &[3, 2], place);
+        let i64s = |v: &[i64], shape: &[usize]| Tensor::from_vec_on(v.to_vec(), shape, place).unwrap();
+        let idx = i64s(&[2, 0, 2], &[3]);
+        let up = t(&[10., 11., 20., 21., 30., 31.], &[3, 2], place);
+        exact("scatter overwrite", &x.scatter(&idx, &up, true).unwrap(), &[3, 2], &[20., 21., 3., 4., 30., 31.]);
+        exact("scatter sum", &x.scatter(&idx, &up, false).unwrap(), &[3, 2], &[20., 21., 3., 4., 40., 42.]);
+        let cols = t(&[1., 1., 1., 2., 2., 2.], &[3, 2], place);
+        let ia = x.index_add(&i64s(&[1, 1], &[2]), 1, &cols).unwrap();
+        exact("index_add along axis 1", &ia, &[3, 2], &[1., 4., 3., 7., 5., 10.]);
+
+        let along = i64s(&[0, 2], &[1, 2]);
+        let p = x.put_along_axis(&along, &t(&[9.], &[1], place), 0, "assign").unwrap();
+        exact("put_along_axis assign, broadcast value", &p, &[3, 2], &[9., 2., 3., 4., 5., 9.]);
+        let p = x.put_along_axis(&along, &t(&[9., 7.], &[1, 2], place), 0, "add").unwrap();
+        exact("put_along_axis add", &p, &[3, 2], &[10., 2., 3., 4., 5., 13.]);
+
+        let nd = i64s(&[0, 1, 2, 0, 0, 1], &[3, 2]);
+        let r = paddle::scatter_nd_add(&x, &nd, &t(&[1., 2., 3.], &[3], place)).unwrap();
+        exact("scatter_nd_add, full coordinates, a duplicate", &r, &[3, 2], &[1., 6., 3., 4., 7., 6.]);
+        let r = paddle::scatter_nd_add(&x, &i64s(&[2, 2], &[2, 1]), &t(&[1., 1., 2., 2.], &[2, 2], place)).unwrap();
+        exact("scatter_nd_add, row coordinates", &r, &[3, 2], &[1., 2., 3., 4., 8., 9.]);
+        let r = paddle::scatter_nd(&i64s(&[1, 3], &[2, 1]), &t(&[5., 6.], &[2], place), &[4]).unwrap();
+        exact("scatter_nd", &r, &[4], &[0., 5., 0., 6.]);
+        let ints = Tensor::from_vec_on(vec![1i64, 2, 3], [3], place).unwrap();
+        let r = ints.scatter(&i64s(&[1], &[1]), &i64s(&[-5], &[1]), true).unwrap();
+        exact("scatter int64", &r, &[3], &[1., -5., 3.]);
+    }
+}
+
+#[test]
+fn scatters_gradcheck_and_reject_bad_indices() {
+    let _generator = common::generator_lock();
+    let mut rng = Rng::new(common::run_seed() ^ 9);
+    let mut failures = Vec::new();
+    let mut check = |name: &str, f: &dyn Fn(&[Tensor]) -> paddle::Result<Tensor>, shapes: &[&[usize]]| {
+        let inputs: Vec<(Vec<f64>, Vec<usize>)> =
+            shapes.iter().map(|s| (rng.vec(s.iter().product(), -2.0, 2.0), s.to_vec())).collect();
+        failures.extend(gradcheck(name, f, &inputs).err());
+    };
+    let ix = |v: &[i64], s: &[usize]| Tensor::from_vec_on(v.to_vec(), s, Place::Cpu).unwrap();
+    check("scatter overwrite", &|x| x[0].scatter(&ix(&[2, 0], &[2]), &x[1], true), &[&[3, 2], &[2, 2]]);
+    check("scatter sum", &|x| x[0].scatter(&ix(&[2, 0], &[2]), &x[1], false), &[&[3, 2], &[2, 2]]);
+    check("index_add", &|x| x[0].index_add(&ix(&[1, 1], &[2]), 1, &x[1]), &[&[3, 2], &[3, 2]]);
+    check("put_along_axis", &|x| x[0].put_along_axis(&ix(&[1, 0], &[1, 2]), &x[1], 0, "assign"), &[&[3, 2], &[1, 2]]);
+    check("scatter_nd_add", &|x| paddle::scatter_nd_add(&x[0], &ix(&[0, 1, 2, 0], &[2, 2]), &x[1]), &[&[3, 2], &[2]]);
+    common::report("scatter gradchecks", &failures);
+
+    // The error checks on the CPU whatever the default place (the GPU's are in gpu_index_errors.rs).
+    paddle::guard(Place::Cpu, || {
+        let x = Tensor::from_vec(vec![1.0f32; 6], [3, 2]).unwrap();
+        let up = Tensor::from_vec(vec![1.0f32; 4], [2, 2]).unwrap();
+        let bad = Tensor::from_vec(vec![0i64, 3], [2]).unwrap();
+        let e = x.to(Place::Cpu).unwrap().scatter(&bad, &up, true).unwrap_err();
+        assert!(
+            matches!(&e, Error::InvalidArgument { op: "scatter_axis", .. }) && e.to_string().contains("index 3"),
+            "{e}"
+        );
+        let wrong = Tensor::from_vec(vec![1.0f32; 6], [2, 3]).unwrap();
+        assert!(matches!(x.scatter(&ix(&[0, 1], &[2]), &wrong, true).unwrap_err(), Error::Shape { .. }));
+        assert!(matches!(x.put_along_axis(&ix(&[0], &[1]), &up, 0, "mul").unwrap_err(), Error::InvalidArgument { .. }));
+        let nd = ix(&[0, 2], &[1, 2]);
+        let e = paddle::scatter_nd_add(&x.to(Place::Cpu).unwrap(), &nd, &Tensor::from_vec(vec![1.0f32], [1]).unwrap());
+        assert!(matches!(e, Err(Error::InvalidArgument { op: "scatter_axis", .. })), "{e:?}");
+    });
+}
