@@ -4,8 +4,18 @@
 /// Builder methods `name(mut self, value) -> Self`, each setting the field of its name:
 /// - `name: T;` stores `value.into()` (so `T` may be `impl Into<U>`);
 /// - `name: T => Some;` stores `Some(value.into())`;
-/// - `kind: ...` before the list sets fields of `self.kind` (the optimizers' settings).
+/// - `kind: ...` before the list sets fields of `self.kind` (the optimizers' settings), and
+///   `kind.field: ...` fields of `self.kind.field`.
 macro_rules! setters {
+    (kind.$field:ident: $($(#[$doc:meta])* $name:ident: $ty:ty;)*) => {
+        $(
+            $(#[$doc])*
+            pub fn $name(mut self, value: $ty) -> Self {
+                self.kind.$field.$name = value;
+                self
+            }
+        )*
+    };
     (kind: $($(#[$doc:meta])* $name:ident: $ty:ty;)*) => {
         $(
             $(#[$doc])*

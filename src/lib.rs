@@ -75,7 +75,7 @@ pub use ops::scatter::{index_add, put_along_axis, scatter, scatter_nd, scatter_n
 pub use ops::shape::*;
 pub use ops::sort::{argsort, sort, topk};
 pub use ops::tri::{tril, triu};
-pub use optimizer::update::merged_kernel_files;
+pub use ops::update::merged_kernel_files;
 pub use place::{Place, current_place, get_device, guard, set_device, set_place};
 pub use random::*;
 pub use shape::{IntoShape, Shape, broadcast_shapes};

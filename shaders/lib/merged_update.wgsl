@@ -1,4 +1,4 @@
-// The entry point of a mergeable update (src/backend/gpu/merge.rs). Variant k updates k + 1
+// The entry point of a mergeable update (src/ops/update/merged.rs). Variant k updates k + 1
 // parameters of the same settings in one dispatch, each in a workgroup range of its own, so
 // a workgroup's invocations never branch apart: parameter j's first workgroup and elements
 // are params[{{AT}} + 2j] and params[{{AT}} + 2j + 1] (params[0], the dispatch's elements or

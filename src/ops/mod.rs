@@ -46,3 +46,4 @@ pub(crate) mod shape;
 pub(crate) mod sort;
 pub(crate) mod split_k;
 pub(crate) mod tri;
+pub(crate) mod update;

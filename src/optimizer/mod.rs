@@ -18,16 +18,20 @@ mod clip;
 pub mod lr;
 mod lr_schedules;
 mod static_minimize;
-#[doc(hidden)]
-pub mod update;
 
+use std::sync::Arc;
+
+#[doc(hidden)]
+pub use crate::ops::update::{
+    AdadeltaKind, AdagradKind, AdamKind, AdamaxKind, Checks, LambKind, MomentumKind, RmsPropKind, RuleOps, SgdKind,
+    UpdateRule,
+};
 pub use adaptive::{Adadelta, Adagrad, Adamax, Lamb};
 pub use clip::GradClip;
 pub use lr::LrScheduler;
 
-use update::Rule;
-
 use crate::nn::StateDict;
+use crate::ops::update;
 use crate::{DType, Error, Place, Result, Tensor};
 
 /// A constant learning rate or a scheduler.
@@ -86,26 +90,29 @@ pub trait Optimizer {
     fn minimize(&mut self, loss: &Tensor) -> Result<()>;
 }
 
-/// The update rule of an optimizer family and its hyper-parameters.
-pub trait Kind: Send {
-    /// The rule for the `step`-th update (1-based).
+/// What an optimizer family contributes: its update rule, and for AdamW which parameters
+/// decay and their learning-rate ratios. The rules' settings types implement it directly.
+pub trait Kind: Send + 'static {
+    /// The rule its updates run.
     #[doc(hidden)]
-    fn rule(&self, step: u64) -> Rule;
-    /// Names of the per-parameter accumulators.
-    fn state_names(&self) -> &'static [&'static str];
-    /// True when weight decay is decoupled (AdamW) rather than L2 added to the gradient.
-    fn decoupled(&self) -> bool {
-        false
+    type Rule: UpdateRule;
+    /// The rule of the `step`-th update (1-based) of `param` under the optimizer's weight
+    /// decay `wd`, and the L2 coefficient added to its gradient (0 where the rule decays
+    /// the parameter itself, as AdamW does).
+    #[doc(hidden)]
+    fn rule(&self, step: u64, wd: f64, param: &Tensor) -> (Self::Rule, f64);
+    /// What `param`'s learning rate is multiplied by (AdamW's `lr_ratio`).
+    #[doc(hidden)]
+    fn lr_ratio(&self, param: &Tensor) -> f64 {
+        let _ = param;
+        1.0
     }
-    /// Work after the fused update on each parameter (Lamb's trust-ratio step), in tensor
-    /// ops so that it runs eagerly and appends to a static program alike; `lr` makes this
-    /// parameter's learning rate as a tensor. It is called only by the rules that use it:
-    /// made up front, the tensor cost every other rule an op per parameter and step (two
-    /// dispatches per parameter in a replayed plan).
-    #[doc(hidden)]
-    fn finish(&self, param: &Tensor, states: &[Tensor], lr: &dyn Fn() -> Result<Tensor>) -> Result<()> {
-        let _ = (param, states, lr);
-        Ok(())
+}
+
+impl<R: UpdateRule> Kind for R {
+    type Rule = R;
+    fn rule(&self, step: u64, wd: f64, _: &Tensor) -> (R, f64) {
+        (self.at_step(step), wd)
     }
 }
 
@@ -151,14 +158,19 @@ impl<K: Kind> Optim<K> {
         self.steps
     }
 
-    /// The L2 coefficient added to gradients and the rule with decoupled decay (AdamW).
-    fn with_weight_decay(&self, rule: Rule) -> (f64, Rule) {
-        match rule {
-            Rule::Adam { beta1, beta2, eps, beta1_pow, beta2_pow, .. } if self.kind.decoupled() => {
-                (0.0, Rule::Adam { beta1, beta2, eps, beta1_pow, beta2_pow, decoupled_wd: self.weight_decay })
-            }
-            _ => (self.weight_decay, rule),
-        }
+    /// Each of `params`' rule and L2 coefficient for the `step`-th update, and its learning
+    /// rate (the optimizer's `lr` times the parameter's multiplier and ratio), every setting
+    /// checked before any parameter moves (a bad one fails the whole step).
+    fn updates(&self, params: &[&Tensor], step: u64, lr: f64) -> Result<Vec<(K::Rule, f64, f64)>> {
+        params
+            .iter()
+            .map(|p| {
+                let (rule, l2) = self.kind.rule(step, self.weight_decay, p);
+                let lr = lr * p.learning_rate_multiplier() * self.kind.lr_ratio(p);
+                update::validate(&rule, lr, l2)?;
+                Ok((rule, l2, lr))
+            })
+            .collect()
     }
 
     fn param_name(&self, i: usize) -> String {
@@ -179,36 +191,30 @@ impl<K: Kind> Optimizer for Optim<K> {
         if let Some(clip) = &self.grad_clip {
             grads = clip.apply(&grads)?;
         }
-        let rule = self.kind.rule(self.steps + 1);
-        let lr = self.lr.value();
-        let (l2, rule) = self.with_weight_decay(rule);
-        // Every setting checked before any parameter moves (a bad one fails the whole step).
-        update::validate(&rule, lr, self.weight_decay)?;
+        let live_params: Vec<&Tensor> = live.iter().map(|&i| &self.params[i]).collect();
+        let updates = self.updates(&live_params, self.steps + 1, self.lr.value())?;
         self.steps += 1;
-        let n_states = self.kind.state_names().len();
+        let n_states = <K::Rule as UpdateRule>::STATES.len();
         for &i in &live {
             if self.states[i].len() != n_states {
                 let p = &self.params[i];
                 self.states[i] = (0..n_states).map(|_| crate::zeros_like(p)).collect::<Result<_>>()?;
             }
         }
-        // On a GPU, adjacent parameters of one learning rate update in one merged op (in as
-        // few dispatches as the device's bindings allow); elsewhere, and for the other rules,
-        // one by one.
+        // On a GPU, adjacent parameters of one rule and learning rate update in one merged
+        // op (in as few dispatches as the device's bindings allow); elsewhere, and for the
+        // other rules, one by one.
         let mut at = 0;
         while at < live.len() {
             let p = &self.params[live[at]];
-            let lr = lr * p.learning_rate_multiplier();
+            let (rule, l2, lr) = &updates[at];
             let mut end = at + 1;
-            if update::merges(&rule, p) {
+            if update::merges::<K::Rule>(p) {
                 while end < live.len() {
                     let q = &self.params[live[end]];
                     // A parameter listed twice updates twice, in order: not in one dispatch.
                     let listed = (at..end).any(|j| self.params[live[j]].storage().same_memory(q.storage()));
-                    if !update::merges(&rule, q)
-                        || q.place() != p.place()
-                        || self.lr.value() * q.learning_rate_multiplier() != lr
-                        || listed
+                    if !update::merges::<K::Rule>(q) || q.place() != p.place() || updates[end] != updates[at] || listed
                     {
                         break;
                     }
@@ -216,15 +222,15 @@ impl<K: Kind> Optimizer for Optim<K> {
                 }
             }
             if end - at == 1 {
-                update::apply_rule(&rule, p, &grads[at], &self.states[live[at]], None, lr, l2)?;
+                update::apply_rule(rule, p, &grads[at], &self.states[live[at]], None, *lr, *l2)?;
             } else {
                 let members: Vec<(&Tensor, &Tensor, &[Tensor])> =
                     (at..end).map(|j| (&self.params[live[j]], &grads[j], self.states[live[j]].as_slice())).collect();
-                update::apply_merged(&rule, &members, lr, l2)?;
+                update::apply_merged(rule, &members, *lr, *l2)?;
             }
-            for &i in &live[at..end] {
+            for (&i, (rule, _, lr)) in live[at..end].iter().zip(&updates[at..end]) {
                 let p = &self.params[i];
-                self.kind.finish(p, &self.states[i], &|| crate::full_on(&[] as &[usize], lr, p.dtype(), p.place()))?;
+                rule.finish(p, &self.states[i], &|| crate::full_on(&[] as &[usize], *lr, p.dtype(), p.place()))?;
             }
             at = end;
         }
@@ -252,7 +258,7 @@ impl<K: Kind> Optimizer for Optim<K> {
     fn state_dict(&self) -> StateDict {
         let mut sd = StateDict::new();
         for (i, states) in self.states.iter().enumerate() {
-            for (name, t) in self.kind.state_names().iter().zip(states) {
+            for (name, t) in <K::Rule as UpdateRule>::STATES.iter().zip(states) {
                 sd.insert(format!("{}.{name}", self.param_name(i)), t.clone());
             }
         }
@@ -272,7 +278,7 @@ impl<K: Kind> Optimizer for Optim<K> {
         let mut known = vec!["@step".to_string(), "@lr_epoch".to_string()];
         let mut new_states = self.states.clone();
         for (i, slot) in new_states.iter_mut().enumerate() {
-            let names = self.kind.state_names();
+            let names = <K::Rule as UpdateRule>::STATES;
             let keys: Vec<String> = names.iter().map(|n| format!("{}.{n}", self.param_name(i))).collect();
             known.extend(keys.iter().cloned());
             let found: Vec<Option<&Tensor>> = keys.iter().map(|k| state.get(k)).collect();
@@ -308,18 +314,6 @@ impl<K: Kind> Optimizer for Optim<K> {
     }
 }
 
-/// Plain gradient descent.
-pub struct SgdKind;
-
-impl Kind for SgdKind {
-    fn rule(&self, _step: u64) -> Rule {
-        Rule::Sgd
-    }
-    fn state_names(&self) -> &'static [&'static str] {
-        &[]
-    }
-}
-
 /// `paddle.optimizer.SGD`.
 pub type SGD = Optim<SgdKind>;
 
@@ -327,21 +321,6 @@ impl SGD {
     /// SGD with learning rate `lr` over `parameters`.
     pub fn new(lr: impl Into<LearningRate>, parameters: Vec<Tensor>) -> Self {
         Optim::with_kind(SgdKind, lr, parameters, 0.0)
-    }
-}
-
-/// Heavy-ball momentum, optionally Nesterov.
-pub struct MomentumKind {
-    momentum: f64,
-    nesterov: bool,
-}
-
-impl Kind for MomentumKind {
-    fn rule(&self, _step: u64) -> Rule {
-        Rule::Momentum { mu: self.momentum, nesterov: self.nesterov }
-    }
-    fn state_names(&self) -> &'static [&'static str] {
-        &["velocity"]
     }
 }
 
@@ -367,48 +346,13 @@ impl Momentum {
     }
 }
 
-/// Adam's moments (`decoupled` = AdamW).
-pub struct AdamKind {
-    beta1: f64,
-    beta2: f64,
-    epsilon: f64,
-    decoupled: bool,
-}
-
-impl Kind for AdamKind {
-    fn rule(&self, step: u64) -> Rule {
-        Rule::Adam {
-            beta1: self.beta1,
-            beta2: self.beta2,
-            eps: self.epsilon,
-            beta1_pow: self.beta1.powi(step as i32),
-            beta2_pow: self.beta2.powi(step as i32),
-            decoupled_wd: 0.0,
-        }
-    }
-    fn state_names(&self) -> &'static [&'static str] {
-        &["moment1", "moment2"]
-    }
-    fn decoupled(&self) -> bool {
-        self.decoupled
-    }
-}
-
-/// `paddle.optimizer.Adam`.
+/// `paddle.optimizer.Adam` (weight decay, when set, is L2 on the gradient).
 pub type Adam = Optim<AdamKind>;
 
-/// `paddle.optimizer.AdamW` (decoupled weight decay, default 0.01).
-pub type AdamW = Optim<AdamKind>;
-
-impl Optim<AdamKind> {
-    /// Adam (β1 0.9, β2 0.999, ε 1e-8) with learning rate `lr`.
+impl Adam {
+    /// Adam (β1 0.9, β2 0.999, ε 1e-8: Paddle's defaults) with learning rate `lr`.
     pub fn new(lr: impl Into<LearningRate>, parameters: Vec<Tensor>) -> Self {
-        Optim::with_kind(AdamKind { beta1: 0.9, beta2: 0.999, epsilon: 1e-8, decoupled: false }, lr, parameters, 0.0)
-    }
-
-    /// AdamW: Adam with decoupled weight decay `0.01` (change with `weight_decay`).
-    pub fn adamw(lr: impl Into<LearningRate>, parameters: Vec<Tensor>) -> Self {
-        Optim::with_kind(AdamKind { beta1: 0.9, beta2: 0.999, epsilon: 1e-8, decoupled: true }, lr, parameters, 0.01)
+        Optim::with_kind(AdamKind::paddle_defaults(), lr, parameters, 0.0)
     }
 
     setters! {
@@ -422,20 +366,65 @@ impl Optim<AdamKind> {
     }
 }
 
-/// RMSProp.
-pub struct RmsPropKind {
-    rho: f64,
-    epsilon: f64,
-    momentum: f64,
-    centered: bool,
+/// Which parameters decay, by name (AdamW's `apply_decay_param_fun`).
+type DecayFilter = Arc<dyn Fn(&str) -> bool + Send + Sync>;
+
+/// A parameter's learning-rate ratio (AdamW's `lr_ratio`).
+type LrRatio = Arc<dyn Fn(&Tensor) -> f64 + Send + Sync>;
+
+/// AdamW's settings: Adam's, which parameters decay and their learning-rate ratios.
+pub struct AdamWKind {
+    adam: AdamKind,
+    apply_decay_param_fun: Option<DecayFilter>,
+    lr_ratio: Option<LrRatio>,
 }
 
-impl Kind for RmsPropKind {
-    fn rule(&self, _step: u64) -> Rule {
-        Rule::RmsProp { rho: self.rho, eps: self.epsilon, momentum: self.momentum, centered: self.centered }
+impl Kind for AdamWKind {
+    type Rule = AdamKind;
+    fn rule(&self, step: u64, wd: f64, param: &Tensor) -> (AdamKind, f64) {
+        let decays = self.apply_decay_param_fun.as_ref().is_none_or(|f| f(&param.name().unwrap_or_default()));
+        let decay = if decays { wd } else { 0.0 };
+        (AdamKind { decoupled_weight_decay: decay, ..self.adam.at_step(step) }, 0.0)
     }
-    fn state_names(&self) -> &'static [&'static str] {
-        &["mean_square", "mean_grad", "moment"]
+    fn lr_ratio(&self, param: &Tensor) -> f64 {
+        self.lr_ratio.as_ref().map_or(1.0, |f| f(param))
+    }
+}
+
+/// `paddle.optimizer.AdamW`: Adam with decoupled weight decay, `p -= lr·weight_decay·p`
+/// before each Adam step (Paddle's defaults: weight decay 0.01, every parameter decays).
+pub type AdamW = Optim<AdamWKind>;
+
+impl AdamW {
+    /// AdamW (β1 0.9, β2 0.999, ε 1e-8, weight decay 0.01: Paddle's defaults) with learning
+    /// rate `lr`; `weight_decay` changes the coefficient.
+    pub fn new(lr: impl Into<LearningRate>, parameters: Vec<Tensor>) -> Self {
+        let kind = AdamWKind { adam: AdamKind::paddle_defaults(), apply_decay_param_fun: None, lr_ratio: None };
+        Optim::with_kind(kind, lr, parameters, 0.01)
+    }
+
+    setters! {
+        kind.adam:
+        /// β1.
+        beta1: f64;
+        /// β2.
+        beta2: f64;
+        /// ε.
+        epsilon: f64;
+    }
+
+    /// Decays only the parameters whose names `f` accepts (Paddle's
+    /// `apply_decay_param_fun`; parameters without a name are asked with `""`).
+    pub fn apply_decay_param_fun(mut self, f: impl Fn(&str) -> bool + Send + Sync + 'static) -> Self {
+        self.kind.apply_decay_param_fun = Some(Arc::new(f));
+        self
+    }
+
+    /// Multiplies each parameter's learning rate by `f(param)` (Paddle's `lr_ratio`, for
+    /// layer-wise decay), the decoupled decay included.
+    pub fn lr_ratio(mut self, f: impl Fn(&Tensor) -> f64 + Send + Sync + 'static) -> Self {
+        self.kind.lr_ratio = Some(Arc::new(f));
+        self
     }
 }
 

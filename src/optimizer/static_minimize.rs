@@ -10,35 +10,24 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::update::{self, Rule};
-use super::{Kind, LearningRate, Optim};
+use super::{Kind, LearningRate, Optim, UpdateRule};
+use crate::ops::update;
 use crate::static_::{OpRole, RunHook, VarKind, append_backward, create_persistable, current_programs, program_guard};
 use crate::{DType, Error, Result, Tensor};
 
 /// Writes the schedule tensors before each run.
-struct Schedule {
-    first: Rule,
+struct Schedule<R> {
+    first: R,
     lr: LearningRate,
     steps: AtomicU64,
     /// The schedule variable of each parameter dtype.
     vars: Vec<(String, DType)>,
 }
 
-/// Adam's β powers at `step` (`rule` as built for step 1); zeros for the other rules.
-fn beta_pows(rule: Rule, step: u64) -> (f64, f64) {
-    match rule {
-        Rule::Adam { beta1, beta2, .. } | Rule::Lamb { beta1, beta2, .. } => {
-            (beta1.powi(step as i32), beta2.powi(step as i32))
-        }
-        Rule::Adamax { beta1, .. } => (beta1.powi(step as i32), 0.0),
-        _ => (0.0, 0.0),
-    }
-}
-
-impl RunHook for Schedule {
+impl<R: UpdateRule> RunHook for Schedule<R> {
     fn before_run(&self) -> Result<Vec<(String, Tensor)>> {
         let step = self.steps.fetch_add(1, Ordering::Relaxed) + 1;
-        let (b1, b2) = beta_pows(self.first, step);
+        let (b1, b2) = self.first.schedule_powers(step);
         let lr = self.lr.value();
         update::validate(&self.first, lr, 0.0)?;
         self.vars
@@ -63,10 +52,11 @@ impl<K: Kind> Optim<K> {
             return Err(Error::invalid(OP, "the loss depends on none of the optimizer's trainable parameters"));
         }
         let startup = current_programs().1;
-        let first = self.kind.rule(1);
-        let (l2, rule) = self.with_weight_decay(first);
-        update::validate(&rule, self.lr.value(), self.weight_decay)?;
-        let names = self.kind.state_names();
+        let params: Vec<&Tensor> = pairs.iter().map(|(p, _)| p).collect();
+        // The ops' learning rates are multipliers of the schedule's.
+        let mut updates = self.updates(&params, 1, 1.0)?;
+        update::validate(&updates[0].0, self.lr.value(), 0.0)?;
+        let names = <K::Rule as UpdateRule>::STATES;
         let vars = program_guard(&program, &startup, || {
             program.with_role(OpRole::Optimize, || -> Result<Vec<(String, DType)>> {
                 let grads: Vec<Tensor> = pairs.iter().map(|(_, g)| g.clone()).collect();
@@ -75,7 +65,7 @@ impl<K: Kind> Optim<K> {
                     None => grads,
                 };
                 let mut schedules: Vec<(String, DType, Tensor)> = Vec::new();
-                for ((p, _), g) in pairs.iter().zip(&grads) {
+                for (((p, _), g), (rule, l2, lr_mult)) in pairs.iter().zip(&grads).zip(&updates) {
                     let dtype = p.dtype();
                     if !schedules.iter().any(|s| s.1 == dtype) {
                         let name = program.unique_name("optimizer_schedule");
@@ -92,20 +82,17 @@ impl<K: Kind> Optim<K> {
                             })
                         })
                         .collect::<Result<_>>()?;
-                    update::apply_rule(&rule, p, g, &states, schedule, p.learning_rate_multiplier(), l2)?;
+                    update::apply_rule(rule, p, g, &states, schedule, *lr_mult, *l2)?;
                     if let Some(s) = schedule {
-                        let lr = || {
-                            s.slice(&[0], &[0], &[1])?
-                                .reshape(&[] as &[usize])?
-                                .scale(p.learning_rate_multiplier(), 0.0)
-                        };
-                        self.kind.finish(p, &states, &lr)?;
+                        let lr = || s.slice(&[0], &[0], &[1])?.reshape(&[] as &[usize])?.scale(*lr_mult, 0.0);
+                        rule.finish(p, &states, &lr)?;
                     }
                 }
                 Ok(schedules.into_iter().map(|(name, dtype, _)| (name, dtype)).collect())
             })
         })?;
-        program.add_hook(Arc::new(Schedule { first: rule, lr: self.lr.clone(), steps: AtomicU64::new(0), vars }));
+        let first = updates.swap_remove(0).0;
+        program.add_hook(Arc::new(Schedule { first, lr: self.lr.clone(), steps: AtomicU64::new(0), vars }));
         Ok(())
     }
 }

@@ -14,7 +14,7 @@ use std::collections::HashSet;
 use super::fusion::Fused;
 use super::program::{OpDesc, VarDesc, VarId};
 use crate::DType;
-use crate::optimizer::update::{merged_form, merged_members};
+use crate::ops::update::{merged_form, merged_members};
 
 /// The merged ops replacing runs of adjacent single updates of block 0's `ops`.
 pub(super) fn merge_updates(ops: &[OpDesc], vars: &[VarDesc]) -> Vec<Fused> {

@@ -47,9 +47,9 @@ impl Rule {
 
     fn kernel_file(self) -> &'static str {
         match self {
-            Rule::Sgd => "optim/sgd.wgsl",
-            Rule::Nesterov => "optim/momentum.wgsl",
-            Rule::Adam => "optim/adam.wgsl",
+            Rule::Sgd => "update/sgd.wgsl",
+            Rule::Nesterov => "update/momentum.wgsl",
+            Rule::Adam => "update/adam.wgsl",
         }
     }
 

@@ -129,11 +129,76 @@ fn adamw_decays_decoupled_from_the_gradient() {
     let _generator = common::generator_lock();
     for place in places() {
         let p = param(&[2.0], place);
-        let mut opt = optimizer::AdamW::adamw(0.1, vec![p.clone()]).weight_decay(0.5);
+        let mut opt = optimizer::AdamW::new(0.1, vec![p.clone()]).weight_decay(0.5);
         set_grad(&p, &[0.0]);
         opt.step().unwrap();
         // Zero gradient: Adam's step is 0, only p -= lr·wd·p remains.
         common::assert_close(&format!("adamw on {place}"), &vals(&p), &[2.0 - 0.1 * 0.5 * 2.0], 1e-6);
+    }
+}
+
+/// `AdamW::new` is Paddle's AdamW: decoupled decay 0.01 by default (Adam's `new` decays
+/// nothing), `apply_decay_param_fun` picks the parameters that decay by name, and `lr_ratio`
+/// scales each parameter's learning rate, its decay included. Each parameter after two
+/// steps against Adam with decoupled decay in float64, written out here.
+#[test]
+fn adamw_defaults_decay_filter_and_lr_ratio() {
+    let _generator = common::generator_lock();
+    // p ← p − lr·λ·p, then Adam with bias correction (Paddle's kernel, ε scaled by √(1−β2ᵗ)).
+    fn adamw(p0: f64, grads: &[f64], lr: f64, decay: f64) -> f64 {
+        let (b1, b2, eps) = (0.9f64, 0.999f64, 1e-8f64);
+        let (mut p, mut m, mut v) = (p0, 0.0, 0.0);
+        for (t, &g) in grads.iter().enumerate() {
+            let t = t as i32 + 1;
+            p -= lr * decay * p;
+            m = b1 * m + (1.0 - b1) * g;
+            v = b2 * v + (1.0 - b2) * g * g;
+            let c2 = (1.0 - b2.powi(t)).sqrt();
+            p -= lr * c2 / (1.0 - b1.powi(t)) * (m / (v.sqrt() + eps * c2));
+        }
+        p
+    }
+    let grads = [0.5, -0.25];
+    for place in places() {
+        let named = |name: &str, v: f32| {
+            let t = param(&[v], place);
+            t.set_name(name);
+            t
+        };
+        let (w, bias, other) = (named("fc.weight", 3.0), named("fc.bias", -2.0), named("head.weight", 1.5));
+        let params = vec![w.clone(), bias.clone(), other.clone()];
+        let copies = vec![named("fc.weight", 3.0), named("fc.bias", -2.0), named("head.weight", 1.5)];
+        let mut defaults = optimizer::AdamW::new(0.1, copies.clone());
+        let mut filtered = optimizer::AdamW::new(0.1, params.clone())
+            .apply_decay_param_fun(|name| !name.ends_with(".bias"))
+            .lr_ratio(|p| if p.name().is_some_and(|n| n.starts_with("head")) { 0.5 } else { 1.0 });
+        for &g in &grads {
+            for t in params.iter().chain(&copies) {
+                set_grad(t, &[g as f32]);
+            }
+            defaults.step().unwrap();
+            filtered.step().unwrap();
+            defaults.clear_grad();
+            filtered.clear_grad();
+        }
+        let what = |w: &str| format!("AdamW {w} on {place}");
+        let got = |t: &Tensor| vals(t)[0];
+        // Defaults: every parameter decays by 0.01.
+        for (c, p0) in copies.iter().zip([3.0, -2.0, 1.5]) {
+            common::assert_close(&what("default decay"), &[got(c)], &[adamw(p0, &grads, 0.1, 0.01)], 1e-6);
+        }
+        common::assert_close(&what("decayed weight"), &[got(&w)], &[adamw(3.0, &grads, 0.1, 0.01)], 1e-6);
+        common::assert_close(&what("bias without decay"), &[got(&bias)], &[adamw(-2.0, &grads, 0.1, 0.0)], 1e-6);
+        common::assert_close(&what("lr ratio 0.5"), &[got(&other)], &[adamw(1.5, &grads, 0.05, 0.01)], 1e-6);
+        // And Adam itself does not decay.
+        let a = param(&[3.0], place);
+        let mut adam = optimizer::Adam::new(0.1, vec![a.clone()]);
+        for &g in &grads {
+            set_grad(&a, &[g as f32]);
+            adam.step().unwrap();
+            adam.clear_grad();
+        }
+        common::assert_close(&what("Adam"), &[got(&a)], &[adamw(3.0, &grads, 0.1, 0.0)], 1e-6);
     }
 }
 

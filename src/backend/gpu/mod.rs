@@ -5,7 +5,6 @@ mod capture;
 mod context;
 mod in_place;
 mod index_check;
-pub(crate) mod merge;
 mod pool;
 mod profile;
 mod recorder;

@@ -1,6 +1,6 @@
 // SGD: p -= lr · (g + wd · p). params: [n, lr, wd, scheduled, then each parameter's first
 // workgroup and elements] (floats as bits); when `scheduled`, lr is a multiplier of
-// schedule[0] (see src/optimizer/update.rs). Parameter k's param and grad are bindings 2k
+// schedule[0] (see src/ops/update/). Parameter k's param and grad are bindings 2k
 // and 2k + 1 (lib/merged_update.wgsl).
 {{TENSORS}}
 @group(0) @binding({{SCHEDULE}}) var<storage, read> schedule: array<f32>;
