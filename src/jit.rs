@@ -15,7 +15,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use crate::nn::{Forward, Layer};
-use crate::static_::capture::{Captured, capturing};
+use crate::static_::trace::{TraceInput, capturing};
 use crate::static_::{self as st, Executor, InferenceModel, Program, Scope};
 use crate::{DType, Error, Place, Result, Tensor};
 
@@ -55,7 +55,7 @@ struct Traced {
     x: Tensor,
     out: Tensor,
     dout: Option<String>,
-    captured: Vec<Captured>,
+    captured: Vec<TraceInput>,
     /// Gradient variables of `[x, captured...]` (None where the output does not depend on it).
     grads: Vec<Option<String>>,
     scope: Scope,

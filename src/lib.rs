@@ -40,7 +40,10 @@ pub mod optimizer;
 mod place;
 pub mod profiler;
 mod random;
-pub mod shadow;
+/// CPU shadow mode: every GPU op rerun on the CPU and compared (`FLAGS_shadow`).
+pub mod shadow {
+    pub use crate::ops::registry::modes::shadow::{Replay, checked_ops, replay};
+}
 mod shape;
 pub mod static_;
 mod tensor;

@@ -26,13 +26,11 @@
 //! threads included), from every thread of the process; a `KernelTime` then has `shader`
 //! `"cpu"` and the op's name as `entry` (not in the browser, which has no such clock).
 
-use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::backend::gpu::{GpuContext, context, lock};
+use crate::backend::gpu::{GpuContext, context};
 use crate::{Error, Place, Result};
 
 /// Kernel timing on one GPU or on the CPU, on from `start` to `stop` (or until dropped).
@@ -45,26 +43,6 @@ pub struct Profiler {
 enum Target {
     Gpu(Arc<GpuContext>),
     Cpu,
-}
-
-/// Whether CPU kernels are being timed (read by every CPU op), and their totals by op.
-static CPU_ON: AtomicBool = AtomicBool::new(false);
-static CPU_TOTALS: Mutex<Option<HashMap<&'static str, (u64, Duration)>>> = Mutex::new(None);
-
-/// Runs a CPU op's kernel, timing it under `op` while a CPU profiler is on.
-pub(crate) fn time_cpu<T>(op: &'static str, kernel: impl FnOnce() -> T) -> T {
-    if !CPU_ON.load(Ordering::Relaxed) {
-        return kernel();
-    }
-    let t = Instant::now();
-    let out = kernel();
-    let spent = t.elapsed();
-    if let Some(totals) = lock(&CPU_TOTALS).as_mut() {
-        let e = totals.entry(op).or_default();
-        e.0 += 1;
-        e.1 += spent;
-    }
-    out
 }
 
 impl Profiler {
@@ -82,12 +60,7 @@ impl Profiler {
                 if cfg!(target_arch = "wasm32") {
                     return Err(Error::invalid("profiler", "the browser has no clock for timing CPU kernels"));
                 }
-                let mut totals = lock(&CPU_TOTALS);
-                if totals.is_some() {
-                    return Err(Error::invalid("profiler", "a profiler is already on for the CPU"));
-                }
-                *totals = Some(HashMap::new());
-                CPU_ON.store(true, Ordering::Relaxed);
+                crate::ops::registry::modes::profile::start_cpu()?;
                 Target::Cpu
             }
         };
@@ -108,20 +81,16 @@ impl Profiler {
                     device_time: Duration::from_secs_f64(t.nanos.max(0.0) * 1e-9),
                 })
                 .collect(),
-            Target::Cpu => {
-                CPU_ON.store(false, Ordering::Relaxed);
-                let totals = lock(&CPU_TOTALS).take().unwrap_or_default();
-                totals
-                    .into_iter()
-                    .map(|(op, (calls, time))| KernelTime {
-                        shader: "cpu",
-                        entry: op,
-                        variant: 0,
-                        calls,
-                        device_time: time,
-                    })
-                    .collect()
-            }
+            Target::Cpu => crate::ops::registry::modes::profile::stop_cpu()
+                .into_iter()
+                .map(|(op, (calls, time))| KernelTime {
+                    shader: "cpu",
+                    entry: op,
+                    variant: 0,
+                    calls,
+                    device_time: time,
+                })
+                .collect(),
         })
     }
 

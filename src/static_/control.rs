@@ -63,7 +63,7 @@ thread_local! {
 /// Notes the static inputs of an op being appended (and, while a trace captures, its eager
 /// inputs: a layer's parameters), for the sub-blocks being built.
 pub(super) fn note_inputs(inputs: &[&Tensor]) {
-    let capturing = super::capture::active();
+    let capturing = super::trace::active();
     CAPTURES.with(|c| {
         if let Some(frame) = c.borrow_mut().last_mut() {
             for t in inputs {
@@ -130,7 +130,7 @@ fn outer(program: &Program, blocks: &HashSet<usize>, tensors: impl IntoIterator<
         let id = match t.var_ref() {
             Some(r) if !blocks.contains(&d.vars[r.id].block) => Some(r.id),
             Some(_) => None,
-            None => super::capture::id_of(&t),
+            None => super::trace::id_of(&t),
         };
         if let Some(id) = id
             && seen.insert(id)
@@ -143,7 +143,7 @@ fn outer(program: &Program, blocks: &HashSet<usize>, tensors: impl IntoIterator<
 
 /// The variable ids of static variables and of a trace's captured eager tensors.
 fn ids(ts: &[Tensor]) -> Vec<VarId> {
-    ts.iter().filter_map(|t| t.var_ref().map(|v| v.id).or_else(|| super::capture::id_of(t))).collect()
+    ts.iter().filter_map(|t| t.var_ref().map(|v| v.id).or_else(|| super::trace::id_of(t))).collect()
 }
 
 /// Declares the outputs of a control-flow op (`{base}.tmp_i`) like `like`.

@@ -292,19 +292,19 @@ impl Executor {
                     let ctx = crate::backend::gpu::context(index)?;
                     let captured = crate::no_grad(|| plan::capture(&run, &ctx, &mut env, &feed_ids, &fetch_ids))?;
                     return match captured {
-                        plan::Captured::Plan(p) => {
+                        plan::PlanOutcome::Plan(p) => {
                             let out = p.fetch_copies()?;
                             *lock(&self.last_plan) = Some(p.info.clone());
                             plan::remember(&mut lock(&self.plans), key, PlanSlot::Ready(Arc::new(Mutex::new(p))));
                             Ok(out)
                         }
-                        plan::Captured::Busy => {
+                        plan::PlanOutcome::Busy => {
                             *lock(&self.last_interpreted) =
                                 Some("another thread was capturing a plan on this device".into());
                             crate::no_grad(|| run.block(0, &mut env))?;
                             run.fetch(&fetch_ids, fetch, &env)
                         }
-                        plan::Captured::Interpreted(why) => {
+                        plan::PlanOutcome::Interpreted(why) => {
                             *lock(&self.last_interpreted) = Some(why.clone());
                             plan::remember(&mut lock(&self.plans), key, PlanSlot::Interpreted(why));
                             run.fetch(&fetch_ids, fetch, &env)

@@ -27,7 +27,7 @@
 //! running the ops' own backward rules over static variables ([`append_backward`]).
 
 mod backward;
-pub(crate) mod capture;
+mod build_mode;
 mod commute;
 mod control;
 mod executor;
@@ -38,6 +38,7 @@ mod param;
 mod plan;
 mod program;
 pub(crate) mod serialize;
+pub(crate) mod trace;
 
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;
@@ -76,6 +77,7 @@ thread_local! {
 /// Turns static mode on for this thread (`paddle.enable_static()`): ops without tensor
 /// inputs and layers' parameters now build the current program.
 pub fn enable_static() {
+    build_mode::install_build();
     STATIC_ON.with(|s| s.set(true));
 }
 
@@ -101,7 +103,7 @@ pub(crate) fn eager_inside<T>(f: impl FnOnce() -> T) -> T {
         }
     }
     let _restore = Restore(STATIC_ON.with(|s| s.replace(false)), GUARDS.with(|g| std::mem::take(&mut *g.borrow_mut())));
-    capture::suspended(f)
+    trace::suspended(f)
 }
 
 /// True in eager mode (`paddle.in_dynamic_mode()`).
@@ -131,6 +133,7 @@ pub(crate) fn current_programs() -> (Program, Program) {
 /// Runs `f` with `main` and `startup` as the programs being built
 /// (`paddle.static.program_guard`); static mode is on inside.
 pub fn program_guard<T>(main: &Program, startup: &Program, f: impl FnOnce() -> T) -> T {
+    build_mode::install_build();
     GUARDS.with(|g| g.borrow_mut().push((main.clone(), startup.clone())));
     struct Pop;
     impl Drop for Pop {
@@ -205,7 +208,7 @@ pub(crate) fn append(
     let mut ids = Vec::with_capacity(inputs.len());
     for (i, t) in inputs.iter().enumerate() {
         let Storage::Var(v) = t.storage() else {
-            if let Some(id) = capture::capture(t)? {
+            if let Some(id) = trace::capture(t)? {
                 ids.push(id);
                 continue;
             }

@@ -158,7 +158,7 @@ fn buffer_id(t: &Tensor) -> Option<u64> {
 }
 
 /// What a capturing run gives.
-pub(super) enum Captured {
+pub(super) enum PlanOutcome {
     /// The run's results are the plan's fetches.
     Plan(Plan),
     /// The run completed, but the program cannot be replayed, for this reason.
@@ -174,10 +174,10 @@ pub(super) fn capture(
     env: &mut [Option<Tensor>],
     feed_ids: &[VarId],
     fetch: &[VarId],
-) -> Result<Captured> {
+) -> Result<PlanOutcome> {
     let pool = Arc::new(Mutex::new(PrivatePool::default()));
     if !ctx.begin_capture(pool.clone()) {
-        return Ok(Captured::Busy);
+        return Ok(PlanOutcome::Busy);
     }
     /// Ends the capture on every way out, and unless a plan keeps the private pool (an op
     /// failed, or the run is interpreted), releases it: what the capture allocated goes back
@@ -273,7 +273,7 @@ pub(super) fn capture(
     close.ended = true;
     let ended = ctx.end_capture();
     if let Some(w) = why.or(ended.err()) {
-        return Ok(Captured::Interpreted(w));
+        return Ok(PlanOutcome::Interpreted(w));
     }
     let mut raw: Vec<Vec<crate::backend::gpu::Cmd>> = Vec::new();
     let mut shape: Vec<Option<LiveStep>> = Vec::new();
@@ -366,7 +366,7 @@ pub(super) fn capture(
     let info = PlanInfo { buffer_bytes: crate::backend::gpu::lock(&pool).bytes(), ..info };
     close.kept = true;
     drop(close);
-    Ok(Captured::Plan(Plan {
+    Ok(PlanOutcome::Plan(Plan {
         ctx: ctx.clone(),
         pool,
         feeds,

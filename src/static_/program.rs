@@ -140,6 +140,8 @@ impl Default for Program {
 impl Program {
     /// An empty program with one (global) block.
     pub fn new() -> Program {
+        // Its variables are built into it by the dispatcher's static mode.
+        super::build_mode::install_build();
         Program {
             inner: Arc::new(Mutex::new(ProgramData {
                 vars: Vec::new(),

@@ -1,17 +1,18 @@
-//! The one generic entry point every op runs through:
+//! The one generic entry point every op runs through, and the kernel at the bottom of the
+//! dispatcher's walk:
 //!
 //! ```text
-//! apply(op, inputs, attrs): check places → infer meta (every validation) → by the inputs:
-//!     static → append an op to the inputs' Program (or the current one), return its variables
-//!     meta  → tensors with shape/dtype/place only, no kernel
-//!     eager → (float16 through float32) → the kernel of the place → (CPU shadow rerun and
-//!             comparison) → record the autograd node
+//! apply(op, inputs, attrs): registered? → the modes (dispatch.rs) → the kernel:
+//!     places checked → meta inference (every validation) → in-place versions checked →
+//!     view | custom | float16 through float32 | the kernel of the place
 //! ```
 
 use std::sync::Arc;
 
+use super::dispatch::{self, BackwardRule, Call};
 use super::op::{CpuArg, CpuCall, GpuCall, GradCall, Half, Op, Saved};
-use crate::autograd::{is_grad_enabled, no_grad, record};
+use super::{AttrMap, RegisteredOp};
+use crate::autograd::no_grad;
 use crate::backend::Storage;
 use crate::backend::cpu::{CpuData, gpu_bytes};
 use crate::backend::gpu::{self, GpuBuffer, GpuContext};
@@ -21,71 +22,128 @@ use crate::{DType, Error, Place, Result, Tensor};
 /// Runs `op` on `inputs` with `attrs`: every output.
 pub(crate) fn apply<O: Op>(op: &'static O, inputs: &[&Tensor], attrs: O::Attrs) -> Result<Vec<Tensor>> {
     crate::backend::cpu::heap::keep_freed_blocks();
-    let name = op.name();
-    if !super::is_registered(op as *const O as usize, name) {
+    if !super::is_registered(op as *const O as usize, op.name()) {
         return Err(Error::invalid(
-            name,
+            op.name(),
             "this op is not in the registry (declare it with `registry_entry!` or as `pub(crate) static NAME: SomeOp = ...` so build.rs lists it)",
         ));
     }
-    // While `jit::to_static` traces, every op is recorded, even one that reads only eager
-    // tensors (a parameter transposed, batch norm's running statistics): run now, it would
-    // freeze their values into the program as constants.
-    let building = inputs.iter().any(|t| t.is_static_var())
-        || (inputs.is_empty() && crate::static_::in_static_mode())
-        || (!inputs.is_empty() && crate::static_::capture::active());
-    if !building
-        && !op.mixed_places()
-        && let Some((first, rest)) = inputs.split_first()
-    {
-        for t in rest {
-            if t.place() != first.place() {
-                return Err(Error::PlaceMismatch { op: name, lhs: first.place(), rhs: t.place() });
+    dispatch::run(&mut TypedCall { op, inputs, attrs, metas: None, inferred: None })
+}
+
+/// One call of `O`, as the dispatcher's modes see it.
+struct TypedCall<'a, O: Op> {
+    op: &'static O,
+    inputs: &'a [&'a Tensor],
+    attrs: O::Attrs,
+    /// The inputs' metas, taken once.
+    metas: Option<Vec<TensorMeta>>,
+    /// Meta inference's outputs and plan (the plan until a backward rule takes it).
+    inferred: Option<(Vec<TensorMeta>, Option<O::Plan>)>,
+}
+
+impl<O: Op> TypedCall<'_, O> {
+    fn metas(&mut self) -> &[TensorMeta] {
+        let inputs = self.inputs;
+        self.metas.get_or_insert_with(|| inputs.iter().map(|t| t.to_meta()).collect())
+    }
+
+    fn infer(&mut self) -> Result<()> {
+        if self.inferred.as_ref().is_none_or(|(_, plan)| plan.is_none()) {
+            let metas = self.metas().to_vec();
+            let refs: Vec<&TensorMeta> = metas.iter().collect();
+            let (outs, plan) = infer(self.op, &refs, &self.attrs)?;
+            self.inferred = Some((outs, Some(plan)));
+        }
+        Ok(())
+    }
+}
+
+impl<O: Op> Call for TypedCall<'_, O> {
+    fn op(&self) -> &'static dyn RegisteredOp {
+        self.op
+    }
+
+    fn inputs(&self) -> &[&Tensor] {
+        self.inputs
+    }
+
+    fn attr_map(&self) -> AttrMap {
+        self.op.attr_map(&self.attrs)
+    }
+
+    fn outs(&mut self) -> Result<&[TensorMeta]> {
+        if self.inferred.is_none() {
+            self.infer()?;
+        }
+        Ok(self.inferred.as_ref().map_or(&[][..], |(outs, _)| outs.as_slice()))
+    }
+
+    fn check_places(&self) -> Result<()> {
+        if !self.op.mixed_places()
+            && let Some((first, rest)) = self.inputs.split_first()
+        {
+            for t in rest {
+                if t.place() != first.place() {
+                    return Err(Error::PlaceMismatch { op: self.op.name(), lhs: first.place(), rhs: t.place() });
+                }
             }
         }
+        Ok(())
     }
-    let metas: Vec<TensorMeta> = inputs.iter().map(|t| t.to_meta()).collect();
-    let refs: Vec<&TensorMeta> = metas.iter().collect();
-    let (outs, plan) = infer(op, &refs, &attrs)?;
-    if building {
-        let records = op.differentiable() && is_grad_enabled() && inputs.iter().any(|t| t.requires_grad());
-        let values = crate::static_::append(name, inputs, op.attr_map(&attrs), &outs, records)?;
-        if records {
-            record_node(op, inputs, &values, attrs, plan);
-        }
-        return Ok(values);
-    }
-    if inputs.iter().any(|t| t.is_meta()) {
-        return Ok(outs.iter().map(Tensor::from_meta).collect());
-    }
-    crate::autograd::check_saved_versions(name, inputs, |i| op.reads_data(i))?;
-    let mut shadow = None;
-    let values = if let Some(r) = op.custom(inputs, &attrs, &plan, &outs) {
-        r?
-    } else if op.view() {
-        vec![inputs[0].with_shape(outs[0].shape.clone())]
-    } else {
-        shadow = crate::shadow::prepare(op, inputs, &attrs, &outs)?;
-        if op.half() == Half::ViaF32 && metas.iter().any(|m| m.dtype == DType::Float16) {
-            through_f32(op, inputs, &attrs, &outs)?
+
+    fn kernel(&mut self) -> Result<Vec<Tensor>> {
+        self.check_places()?;
+        self.infer()?;
+        let (op, inputs) = (self.op, self.inputs);
+        crate::autograd::check_saved_versions(op.name(), inputs, |i| op.reads_data(i))?;
+        let metas = self.metas().to_vec();
+        let Some((outs, Some(plan))) = &self.inferred else {
+            return Err(Error::invalid(op.name(), "meta inference gave no plan"));
+        };
+        let values = if let Some(r) = op.custom(inputs, &self.attrs, plan, outs) {
+            r?
+        } else if op.view() {
+            vec![inputs[0].with_shape(outs[0].shape.clone())]
+        } else if op.half() == Half::ViaF32 && metas.iter().any(|m| m.dtype == DType::Float16) {
+            through_f32(op, inputs, &self.attrs, outs)?
         } else {
-            run_kernels(op, inputs, &metas, &attrs, &plan, &outs)?
+            run_kernels(op, inputs, &metas, &self.attrs, plan, outs)?
+        };
+        for i in op.inplace(inputs.len()) {
+            inputs[i].bump_version();
         }
-    };
-    let inplace = op.inplace(inputs.len());
-    for &i in &inplace {
-        inputs[i].bump_version();
+        Ok(values)
     }
-    if let Some(shadow) = shadow {
-        shadow.check(op, inputs, &values)?;
+
+    fn backward_rule(&mut self, outputs: &[Tensor]) -> Option<BackwardRule> {
+        if !self.op.differentiable() {
+            return None;
+        }
+        self.infer().ok()?;
+        let plan = self.inferred.as_mut()?.1.take()?;
+        let (op, attrs) = (self.op, self.attrs.clone());
+        let n_diff = outputs.len().saturating_sub(op.aux_outputs());
+        let saved_inputs: Vec<Tensor> = self.inputs.iter().map(|t| (*t).clone()).collect();
+        let versions = crate::autograd::versions_of(&self.inputs.iter().copied().chain(outputs).collect::<Vec<_>>());
+        let saved_outputs: Vec<Saved> = outputs
+            .iter()
+            .enumerate()
+            .map(|(i, t)| if i < n_diff { Saved::Weak(t.downgrade()) } else { Saved::Strong(t.clone()) })
+            .collect();
+        Some(Box::new(move |grads: &[Tensor], needs: &[bool]| {
+            let call = GradCall { inputs: &saved_inputs, outputs: &saved_outputs, grads, needs };
+            crate::autograd::with_saved_versions(op.name(), versions.clone(), || op.backward(&call, &attrs, &plan))
+        }))
     }
-    if crate::flags::nan_inf_checking() {
-        crate::flags::check_outputs(name, inputs, &inplace, &values)?;
+
+    fn rerun(&self, inputs: &[&Tensor], place: Place) -> Result<Vec<Tensor>> {
+        let mut m = self.op.attr_map(&self.attrs);
+        if m.get("place").is_some() {
+            m = m.with("place", place);
+        }
+        apply(self.op, inputs, self.op.parse_attrs(&m)?)
     }
-    if op.differentiable() && is_grad_enabled() && inputs.iter().any(|t| t.requires_grad()) {
-        record_node(op, inputs, &values, attrs, plan);
-    }
-    Ok(values)
 }
 
 /// `op`'s meta inference and the checks every output gets: an element or byte count past
@@ -112,7 +170,8 @@ pub(crate) fn apply1<O: Op>(op: &'static O, inputs: &[&Tensor], attrs: O::Attrs)
 }
 
 /// Runs `op` on float32 copies of its float16 inputs and casts the float16 outputs back
-/// (the casts are not NaN-checked on their own: the op's outputs are).
+/// (the casts are not NaN-checked on their own, the op's outputs are; their CPU time is the
+/// op's).
 fn through_f32<O: Op>(
     op: &'static O,
     inputs: &[&Tensor],
@@ -120,17 +179,22 @@ fn through_f32<O: Op>(
     outs: &[TensorMeta],
 ) -> Result<Vec<Tensor>> {
     no_grad(|| {
-        crate::flags::without_checks(|| {
-            let up: Vec<Tensor> = inputs
-                .iter()
-                .map(|t| if t.dtype() == DType::Float16 { t.cast(DType::Float32) } else { Ok((*t).clone()) })
-                .collect::<Result<_>>()?;
-            let metas: Vec<TensorMeta> = up.iter().map(|t| t.to_meta()).collect();
-            let refs: Vec<&TensorMeta> = metas.iter().collect();
-            let (outs32, plan) = op.infer(&refs, attrs)?;
-            let up_refs: Vec<&Tensor> = up.iter().collect();
-            let ys = run_kernels(op, &up_refs, &metas, attrs, &plan, &outs32)?;
-            ys.into_iter().zip(outs).map(|(y, m)| if y.dtype() != m.dtype { y.cast(m.dtype) } else { Ok(y) }).collect()
+        super::modes::profile::suspended(|| {
+            super::modes::check::without_checks(|| {
+                let up: Vec<Tensor> = inputs
+                    .iter()
+                    .map(|t| if t.dtype() == DType::Float16 { t.cast(DType::Float32) } else { Ok((*t).clone()) })
+                    .collect::<Result<_>>()?;
+                let metas: Vec<TensorMeta> = up.iter().map(|t| t.to_meta()).collect();
+                let refs: Vec<&TensorMeta> = metas.iter().collect();
+                let (outs32, plan) = op.infer(&refs, attrs)?;
+                let up_refs: Vec<&Tensor> = up.iter().collect();
+                let ys = run_kernels(op, &up_refs, &metas, attrs, &plan, &outs32)?;
+                ys.into_iter()
+                    .zip(outs)
+                    .map(|(y, m)| if y.dtype() != m.dtype { y.cast(m.dtype) } else { Ok(y) })
+                    .collect()
+            })
         })
     })
 }
@@ -168,7 +232,7 @@ fn run_kernels<O: Op>(
                 })
                 .collect::<Result<_>>()?;
             let mut call = CpuCall { args, ins: metas, outs };
-            let data = crate::profiler::time_cpu(op.name(), || op.cpu(&mut call, attrs, plan))?;
+            let data = op.cpu(&mut call, attrs, plan)?;
             drop(call);
             check_outputs(op.name(), &data, outs)?;
             Ok(data.into_iter().zip(outs).map(|(d, o)| Tensor::from_cpu(d, o.shape.clone())).collect())
@@ -232,26 +296,4 @@ fn check_outputs(op: &'static str, data: &[CpuData], outs: &[TensorMeta]) -> Res
         }
     }
     Ok(())
-}
-
-/// Records the autograd node of one call.
-fn record_node<O: Op>(op: &'static O, inputs: &[&Tensor], outputs: &[Tensor], attrs: O::Attrs, plan: O::Plan) {
-    let n_diff = outputs.len().saturating_sub(op.aux_outputs());
-    let diff: Vec<&Tensor> = outputs[..n_diff].iter().filter(|t| t.dtype().is_float()).collect();
-    if diff.len() != n_diff || n_diff == 0 {
-        // An op whose differentiable outputs are not all float (a bool comparison) records
-        // nothing: no gradient flows through integers.
-        return;
-    }
-    let saved_inputs: Vec<Tensor> = inputs.iter().map(|t| (*t).clone()).collect();
-    let versions = crate::autograd::versions_of(&inputs.iter().copied().chain(outputs).collect::<Vec<_>>());
-    let saved_outputs: Vec<Saved> = outputs
-        .iter()
-        .enumerate()
-        .map(|(i, t)| if i < n_diff { Saved::Weak(t.downgrade()) } else { Saved::Strong(t.clone()) })
-        .collect();
-    record(op.name(), inputs, &diff, move |c| {
-        let call = GradCall { inputs: &saved_inputs, outputs: &saved_outputs, grads: c.grads, needs: c.needs };
-        crate::autograd::with_saved_versions(op.name(), versions.clone(), || op.backward(&call, &attrs, &plan))
-    });
 }

@@ -9,6 +9,8 @@
 
 pub(crate) mod apply;
 pub mod attrs;
+pub(crate) mod dispatch;
+pub(crate) mod modes;
 pub(crate) mod op;
 
 use std::sync::OnceLock;
@@ -88,6 +90,10 @@ pub trait RegisteredOp: Send + Sync {
     fn inplace(&self, inputs: usize) -> Vec<usize>;
     /// Trailing outputs that carry no gradient (masks, statistics, indices).
     fn aux_outputs(&self) -> usize;
+    /// True when output 0 shares input 0's memory (reshape-like ops): no kernel runs.
+    fn view(&self) -> bool;
+    /// True when inputs may live on different places (moving between places).
+    fn mixed_places(&self) -> bool;
     /// Runs the op (eagerly, or on meta tensors) with attributes parsed from `attrs`.
     fn run(&'static self, inputs: &[&Tensor], attrs: &AttrMap) -> Result<Vec<Tensor>>;
     /// The outputs' shapes, dtypes and places, without running anything.
@@ -108,6 +114,12 @@ impl<T: op::Op> RegisteredOp for T {
     }
     fn aux_outputs(&self) -> usize {
         op::Op::aux_outputs(self)
+    }
+    fn view(&self) -> bool {
+        op::Op::view(self)
+    }
+    fn mixed_places(&self) -> bool {
+        op::Op::mixed_places(self)
     }
     fn run(&'static self, inputs: &[&Tensor], attrs: &AttrMap) -> Result<Vec<Tensor>> {
         apply::apply(self, inputs, self.parse_attrs(attrs)?)

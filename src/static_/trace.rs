@@ -12,14 +12,14 @@ use crate::{Result, Tensor};
 
 /// One captured tensor: the variable standing for it.
 #[derive(Clone)]
-pub(crate) struct Captured {
+pub(crate) struct TraceInput {
     pub name: String,
     pub eager: Tensor,
     pub var: Tensor,
 }
 
 thread_local! {
-    static CAPTURES: RefCell<Option<Vec<Captured>>> = const { RefCell::new(None) };
+    static CAPTURES: RefCell<Option<Vec<TraceInput>>> = const { RefCell::new(None) };
 }
 
 /// True while a trace captures eager tensors.
@@ -29,7 +29,8 @@ pub(crate) fn active() -> bool {
 
 /// Runs `f` capturing eager inputs (reusing the variables of `known`); returns its value
 /// and everything captured so far.
-pub(crate) fn capturing<T>(known: Vec<Captured>, f: impl FnOnce() -> T) -> (T, Vec<Captured>) {
+pub(crate) fn capturing<T>(known: Vec<TraceInput>, f: impl FnOnce() -> T) -> (T, Vec<TraceInput>) {
+    super::build_mode::install_capture();
     let outer = CAPTURES.with(|c| c.borrow_mut().replace(known));
     let out = f();
     let caught = CAPTURES.with(|c| std::mem::replace(&mut *c.borrow_mut(), outer)).unwrap_or_default();
@@ -39,7 +40,7 @@ pub(crate) fn capturing<T>(known: Vec<Captured>, f: impl FnOnce() -> T) -> (T, V
 /// Runs `f` with no trace capturing on this thread (an Executor run inside a trace computes),
 /// the trace's captures restored after, also on a panic.
 pub(crate) fn suspended<T>(f: impl FnOnce() -> T) -> T {
-    struct Restore(Option<Vec<Captured>>);
+    struct Restore(Option<Vec<TraceInput>>);
     impl Drop for Restore {
         fn drop(&mut self) {
             let outer = self.0.take();
@@ -88,7 +89,7 @@ pub(crate) fn capture(t: &Tensor) -> Result<Option<VarId>> {
     let var = var_tensor(&main, id, t.shape(), t.dtype());
     CAPTURES.with(|c| {
         if let Some(v) = c.borrow_mut().as_mut() {
-            v.push(Captured { name, eager: t.clone(), var });
+            v.push(TraceInput { name, eager: t.clone(), var });
         }
     });
     Ok(Some(id))

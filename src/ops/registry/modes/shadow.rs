@@ -21,15 +21,14 @@
 
 use std::cell::Cell;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
+use super::super::dispatch::{Call, Mode, Next};
+use crate::flags::shadow_enabled;
 use crate::nn::StateDict;
-use crate::ops::registry::op::Op;
-use crate::tensor::TensorMeta;
+use crate::ops::AttrMap;
 use crate::{DType, Error, Place, Result, Tensor};
 
-/// 0: not read yet, 1: off, 2: on.
-static SHADOW: AtomicU8 = AtomicU8::new(0);
 /// Files written so far by this process (numbers the next one).
 static FILES: AtomicUsize = AtomicUsize::new(0);
 /// Ops compared so far by this process.
@@ -51,32 +50,6 @@ const META_GENERATOR: &str = "dygraph.shadow.generator";
 const META_INPUTS: &str = "dygraph.shadow.inputs";
 const META_MESSAGE: &str = "dygraph.shadow.message";
 
-/// Parses the flag's value: `cpu` shadows on the CPU, `off`/`0`/empty turns it off.
-pub(crate) fn parse_setting(value: &str) -> Option<bool> {
-    match value.trim().to_ascii_lowercase().as_str() {
-        "cpu" | "1" | "on" | "true" => Some(true),
-        "off" | "0" | "" | "false" | "none" => Some(false),
-        _ => None,
-    }
-}
-
-/// Turns shadowing on or off (the flag's setter).
-pub(crate) fn set_enabled(on: bool) {
-    SHADOW.store(if on { 2 } else { 1 }, Ordering::Relaxed);
-}
-
-/// Whether GPU ops are shadowed (the flag, else `DYGRAPH_SHADOW`, read once).
-pub(crate) fn enabled() -> bool {
-    match SHADOW.load(Ordering::Relaxed) {
-        0 => {
-            let on = std::env::var("DYGRAPH_SHADOW").ok().and_then(|v| parse_setting(&v)).unwrap_or(false);
-            let _ = SHADOW.compare_exchange(0, if on { 2 } else { 1 }, Ordering::Relaxed, Ordering::Relaxed);
-            SHADOW.load(Ordering::Relaxed) == 2
-        }
-        v => v == 2,
-    }
-}
-
 /// Runs `f` with shadowing suspended on this thread.
 fn inside<R>(f: impl FnOnce() -> R) -> R {
     struct Reset(bool);
@@ -87,63 +60,73 @@ fn inside<R>(f: impl FnOnce() -> R) -> R {
     }
     let _reset = Reset(IN_SHADOW.with(|c| c.replace(true)));
     let _no_grad = crate::no_grad_guard();
-    crate::flags::without_checks(f)
+    super::check::without_checks(f)
+}
+
+/// The shadow mode: a call that runs on a GPU is run again on the CPU from copies of its
+/// inputs taken before the GPU kernel, and the results compared.
+pub(crate) struct ShadowMode;
+
+pub(crate) static SHADOW: ShadowMode = ShadowMode;
+
+impl Mode for ShadowMode {
+    fn run(&self, call: &mut dyn Call, next: Next<'_>) -> Result<Vec<Tensor>> {
+        // Views run no kernel; moves between places have no CPU twin.
+        if !shadow_enabled() || IN_SHADOW.with(Cell::get) || call.op().mixed_places() || call.op().view() {
+            return next.run(call);
+        }
+        let place = match call.inputs().first() {
+            Some(t) => t.place(),
+            None => call.outs()?.first().map_or(Place::Cpu, |o| o.place),
+        };
+        if !place.is_gpu() || call.inputs().iter().any(|t| t.is_meta() || t.is_static_var()) {
+            return next.run(call);
+        }
+        let shadow = Shadow::prepare(call)?;
+        let values = next.run(call)?;
+        shadow.check(call, &values)?;
+        Ok(values)
+    }
 }
 
 /// What a shadowed op needs from before its GPU kernel ran.
-pub(crate) struct Shadow<A> {
+struct Shadow {
     /// CPU copies of the inputs, which the CPU rerun consumes (in-place ops write them).
     inputs: Vec<Tensor>,
     /// Pristine copies for the reproduction file, kept only for in-place ops.
     pristine: Option<Vec<Tensor>>,
-    /// The attributes with any `place` attribute pointed at the CPU.
-    attrs: A,
     /// The generator's `(seed, offset)` before the GPU kernel.
     generator: (u64, u64),
 }
 
-/// Prepares to shadow `op` if shadowing is on and the op is about to run a kernel on a GPU.
-pub(crate) fn prepare<O: Op>(
-    op: &'static O,
-    inputs: &[&Tensor],
-    attrs: &O::Attrs,
-    outs: &[TensorMeta],
-) -> Result<Option<Shadow<O::Attrs>>> {
-    if !enabled() || IN_SHADOW.with(Cell::get) || op.mixed_places() {
-        return Ok(None);
+impl Shadow {
+    fn prepare(call: &dyn Call) -> Result<Shadow> {
+        inside(|| {
+            let copies: Vec<Tensor> = call.inputs().iter().map(|t| t.to(Place::Cpu)).collect::<Result<_>>()?;
+            let pristine = if call.op().inplace(copies.len()).is_empty() {
+                None
+            } else {
+                Some(copies.iter().map(Tensor::clone_data).collect::<Result<_>>()?)
+            };
+            Ok(Shadow { inputs: copies, pristine, generator: crate::random::get_seed_offset() })
+        })
     }
-    let place = inputs.first().map(|t| t.place()).or_else(|| outs.first().map(|o| o.place));
-    if !matches!(place, Some(Place::Gpu(_))) {
-        return Ok(None);
-    }
-    inside(|| {
-        let copies: Vec<Tensor> = inputs.iter().map(|t| t.to(Place::Cpu)).collect::<Result<_>>()?;
-        let pristine = if op.inplace(inputs.len()).is_empty() {
-            None
-        } else {
-            Some(copies.iter().map(Tensor::clone_data).collect::<Result<_>>()?)
-        };
-        let map = op.attr_map(attrs);
-        let attrs =
-            if map.get("place").is_some() { op.parse_attrs(&map.with("place", Place::Cpu))? } else { attrs.clone() };
-        Ok(Some(Shadow { inputs: copies, pristine, attrs, generator: crate::random::get_seed_offset() }))
-    })
-}
 
-impl<A: crate::ops::registry::Attrs> Shadow<A> {
-    /// Runs `op` again on the CPU and compares with what the GPU computed: `outputs`, and
-    /// the in-place inputs as `inputs` now hold them.
-    pub(crate) fn check<O: Op<Attrs = A>>(self, op: &'static O, inputs: &[&Tensor], outputs: &[Tensor]) -> Result<()> {
+    /// Runs the call again on the CPU and compares with what the GPU computed: `outputs`,
+    /// and the in-place inputs as the call's inputs now hold them.
+    fn check(self, call: &dyn Call, outputs: &[Tensor]) -> Result<()> {
+        let op = call.op();
+        let inputs = call.inputs();
         let name = match crate::autograd::current_backward_node() {
             Some(node) => format!("backward of {node}: {}", op.name()),
             None => op.name().to_string(),
         };
-        let Shadow { inputs: cpu_inputs, pristine, attrs, generator } = self;
+        let Shadow { inputs: cpu_inputs, pristine, generator } = self;
         let saved_inputs = pristine.as_ref().unwrap_or(&cpu_inputs).clone();
         let (cpu_outputs, _) = crate::random::with_private_generator(generator.0, generator.1, || {
             inside(|| {
                 let refs: Vec<&Tensor> = cpu_inputs.iter().collect();
-                crate::ops::registry::apply::apply(op, &refs, attrs.clone())
+                call.rerun(&refs, Place::Cpu)
             })
         });
         // The CPU validates eagerly what the GPU reports at the next readback (indices).
@@ -162,7 +145,11 @@ impl<A: crate::ops::registry::Attrs> Shadow<A> {
         };
         CHECKED.fetch_add(1, Ordering::Relaxed);
         let Some(difference) = difference else { return Ok(()) };
-        let file = inside(|| save_case(op, &op.attr_map(&attrs), &saved_inputs, generator, &name, &difference));
+        let mut attrs = call.attr_map();
+        if attrs.get("place").is_some() {
+            attrs = attrs.with("place", Place::Cpu);
+        }
+        let file = inside(|| save_case(op.name(), &attrs, &saved_inputs, generator, &name, &difference));
         let (msg, file) = match file {
             Ok(path) => (
                 format!(
@@ -244,9 +231,9 @@ fn directory() -> PathBuf {
 
 /// Writes one op's case: its inputs as safetensors, its name, attributes, generator state
 /// and the mismatch in the metadata.
-fn save_case<O: Op>(
-    op: &O,
-    attrs: &crate::ops::AttrMap,
+fn save_case(
+    op: &str,
+    attrs: &AttrMap,
     inputs: &[Tensor],
     generator: (u64, u64),
     name: &str,
@@ -259,7 +246,7 @@ fn save_case<O: Op>(
     let bytes = crate::io::checkpoint::save_to_bytes_with(
         &state,
         &[
-            (META_OP, op.name().to_string()),
+            (META_OP, op.to_string()),
             (META_ATTRS, crate::static_::serialize::write_attrs(attrs)),
             (META_GENERATOR, format!("{} {}", generator.0, generator.1)),
             (META_INPUTS, inputs.len().to_string()),
@@ -270,7 +257,7 @@ fn save_case<O: Op>(
     std::fs::create_dir_all(&dir)
         .map_err(|e| Error::Io(std::io::Error::new(e.kind(), format!("shadow: create {}: {e}", dir.display()))))?;
     let n = FILES.fetch_add(1, Ordering::Relaxed);
-    let safe: String = op.name().chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+    let safe: String = op.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
     let path = dir.join(format!("{safe}-{}-{n:04}.safetensors", std::process::id()));
     crate::io::checkpoint::write_atomic(&path, &bytes)?;
     Ok(path)
