@@ -12,7 +12,6 @@ mod creation;
 mod display;
 mod dropout;
 mod einsum;
-mod elementwise;
 mod errors;
 mod index;
 mod indexing;

@@ -310,3 +310,133 @@ fn scatters_gradcheck_and_reject_bad_indices() {
         assert!(matches!(e, Err(Error::InvalidArgument { op: "scatter_axis", .. })), "{e:?}");
     });
 }
+
+fn f32s(v: &[f64], place: Place) -> Tensor {
+    common::tensor(v, &[v.len()], DType::Float32, place)
+}
+
+fn bools(t: &Tensor) -> Vec<bool> {
+    assert_eq!(t.dtype(), DType::Bool);
+    t.to_vec::<bool>().unwrap()
+}
+
+#[test]
+fn rust_operators() {
+    let _generator = common::generator_lock();
+    for place in places() {
+        let a = f32s(&[1.0, 2.0, 4.0], place);
+        let b = f32s(&[2.0, 8.0, 3.0], place);
+        let v = |t: Tensor| values(&t);
+        assert_eq!(v(&a + &b), [3.0, 10.0, 7.0], "a + b on {place}");
+        assert_eq!(v(&a - &b), [-1.0, -6.0, 1.0]);
+        assert_eq!(v(&a * &b), [2.0, 16.0, 12.0]);
+        assert_eq!(v(&a / &b), [0.5, 0.25, (4.0f32 / 3.0) as f64]);
+        assert_eq!(v(&b % &a), [0.0, 0.0, 3.0]);
+        assert_eq!(v(a.clone() + b.clone()), [3.0, 10.0, 7.0]);
+        assert_eq!(v(a.clone() * &b), [2.0, 16.0, 12.0]);
+        assert_eq!(v(&a * 2.0), [2.0, 4.0, 8.0]);
+        assert_eq!(v(2.0 * &a), [2.0, 4.0, 8.0]);
+        assert_eq!(v(2.0 - &a), [1.0, 0.0, -2.0]);
+        assert_eq!(v(&a - 2.0), [-1.0, 0.0, 2.0]);
+        assert_eq!(v(&a + 0.5), [1.5, 2.5, 4.5]);
+        assert_eq!(v(&a / 2.0), [0.5, 1.0, 2.0]);
+        assert_eq!(v(8.0 / &a), [8.0, 4.0, 2.0]);
+        assert_eq!(v(-&a), [-1.0, -2.0, -4.0]);
+        assert_eq!(v(-(a.clone())), [-1.0, -2.0, -4.0]);
+        assert_eq!((&a * 2.0).place(), place);
+
+        let i = paddle::to_tensor_on([1i64, -7, 9], place).unwrap();
+        let r = &i + 1;
+        assert_eq!(r.dtype(), DType::Int64, "int + int literal stays int64");
+        assert_eq!(r.to_vec::<i64>().unwrap(), [2, -6, 10]);
+        assert_eq!((&i * 3).to_vec::<i64>().unwrap(), [3, -21, 27]);
+        assert_eq!((&i - 1).to_vec::<i64>().unwrap(), [0, -8, 8]);
+        assert_eq!((10 - &i).to_vec::<i64>().unwrap(), [9, 17, 1]);
+        assert_eq!(values(&(&i / 2)), [0.5, -3.5, 4.5], "int64 / 2 divides truly into float32 (Paddle 3.x)");
+        assert_eq!((&i / 2).dtype(), DType::Float32);
+        assert_eq!(
+            paddle::floor_divide(&i, &paddle::full_like(&i, 2).unwrap()).unwrap().to_vec::<i64>().unwrap(),
+            [0, -4, 4]
+        );
+        assert_eq!((&i % 4).to_vec::<i64>().unwrap(), [1, 1, 1], "int64 % 4 has the divisor's sign");
+        assert_eq!((-&i).to_vec::<i64>().unwrap(), [-1, 7, -9]);
+        let f = &i + 0.5;
+        assert_eq!(f.dtype(), DType::Float32, "int + fractional float promotes to float32");
+        assert_eq!(values(&f), [1.5, -6.5, 9.5]);
+        let i32t = paddle::to_tensor_on([5i32, -5], place).unwrap();
+        assert_eq!((&i32t + 1).to_vec::<i32>().unwrap(), [6, -4]);
+        assert_eq!((&i32t * 2).dtype(), DType::Int32);
+        assert_eq!(values(&(&i32t / 2)), [2.5, -2.5]);
+
+        // Operators panic with the fallible method's message.
+        let c = f32s(&[1.0, 2.0], place);
+        let msg = common::catch("a + c", || drop(&a + &c)).expect("adding [3] and [2] must panic");
+        assert!(msg.contains("add") && msg.contains("[3]") && msg.contains("[2]"), "{msg}");
+    }
+}
+
+/// The public functions' dtype rules (the registry sweep runs each entry on one dtype) and
+/// integer results only exact int64 arithmetic gives, read back as integers.
+#[test]
+fn dtype_rules_and_exact_int64_edges() {
+    let _generator = common::generator_lock();
+    for place in places() {
+        let at = |s: &str| format!("{s} on {place}");
+        // Integer operands divide truly into float32 (Paddle 3.x), x / 0 included.
+        for dt in [DType::Int32, DType::Int64] {
+            let a = common::tensor(&[7.0, -7.0, 5.0, 0.0], &[4], dt, place);
+            let b = common::tensor(&[2.0, 2.0, 0.0, 3.0], &[4], dt, place);
+            let q = a.divide(&b).unwrap();
+            assert_eq!(q.dtype(), DType::Float32, "{}", at(&format!("{dt} divide")));
+            assert_eq!(values(&q), [3.5, -3.5, f64::INFINITY, 0.0], "{}", at(&format!("{dt} divide")));
+        }
+        // Integer powers stay integer and exact; a fractional exponent promotes.
+        let a = paddle::to_tensor_on([1i64, 2, 3], place).unwrap();
+        assert_eq!(a.pow(9).unwrap().to_vec::<i64>().unwrap(), [1, 512, 19683], "{}", at("int64 pow 9"));
+        assert_eq!(a.pow(9).unwrap().dtype(), DType::Int64);
+        let big = paddle::to_tensor_on([3i64, -2, 10], place).unwrap().pow(39).unwrap();
+        let wrapped = [3i64.wrapping_pow(39), (-2i64).wrapping_pow(39), 10i64.wrapping_pow(39)];
+        assert_eq!(wrapped[0], 4052555153018976267);
+        assert_eq!(big.to_vec::<i64>().unwrap(), wrapped, "{}", at("int64 pow 39 (3^39 exact, wrapping past 2^63)"));
+        let i32p = paddle::to_tensor_on([3i32, -3], place).unwrap().pow(19).unwrap();
+        assert_eq!(i32p.to_vec::<i32>().unwrap(), [1162261467, -1162261467], "{}", at("int32 pow 19"));
+        let fp = paddle::to_tensor_on([4.0f32, -8.0], place).unwrap();
+        assert_eq!(fp.pow(2.5f64).unwrap().dtype(), DType::Float32);
+        let h = a.pow(0.5f64).unwrap();
+        assert_eq!(h.dtype(), DType::Float32, "int tensor ^ float exponent promotes");
+        assert_close(&at("int64 ^ 0.5"), &values(&h), &[1.0, 2f64.sqrt(), 3f64.sqrt()], 1e-6);
+
+        // int64 beyond 32 bits stays exact, to the last bit.
+        let l = paddle::to_tensor_on([(1i64 << 40) + 1, -3_000_000_000, i64::MAX], place).unwrap();
+        let m = paddle::to_tensor_on([1i64 << 40, 3, 0], place).unwrap();
+        assert_eq!(l.add(&m).unwrap().to_vec::<i64>().unwrap(), [(1 << 41) + 1, -2_999_999_997, i64::MAX]);
+        assert_eq!(
+            l.multiply(&m).unwrap().to_vec::<i64>().unwrap(),
+            [(1i64 << 40).wrapping_mul((1 << 40) + 1), -9_000_000_000, 0],
+            "{}",
+            at("int64 multiply")
+        );
+        assert_eq!(bools(&l.greater_than(&m).unwrap()), [true, false, true], "{}", at("int64 >"));
+        assert_eq!(l.maximum(&m).unwrap().to_vec::<i64>().unwrap(), [(1 << 40) + 1, 3, i64::MAX]);
+        let edge = paddle::to_tensor_on([i64::MAX, i64::MIN, i64::MAX - 1], place).unwrap();
+        let one = paddle::to_tensor_on([1i64, -1, 1], place).unwrap();
+        assert_eq!(
+            edge.add(&one).unwrap().to_vec::<i64>().unwrap(),
+            [i64::MIN, i64::MAX, i64::MAX],
+            "{}",
+            at("int64 add wraps at the edges")
+        );
+        assert_eq!(
+            bools(&edge.equal(&paddle::to_tensor_on([i64::MAX, i64::MIN, i64::MAX], place).unwrap()).unwrap()),
+            [true, true, false]
+        );
+
+        // Logical ops take integers (non-zero is true) and give bool.
+        let i = common::tensor(&[0.0, 1.0, 2.0], &[3], DType::Int32, place);
+        let j = common::tensor(&[1.0, 1.0, 0.0], &[3], DType::Int32, place);
+        assert_eq!(bools(&i.logical_and(&j).unwrap()), [false, true, false], "{}", at("logical_and"));
+        assert_eq!(bools(&i.logical_or(&j).unwrap()), [true, true, true], "{}", at("logical_or"));
+        assert_eq!(bools(&i.logical_xor(&j).unwrap()), [true, false, true], "{}", at("logical_xor"));
+        assert_eq!(bools(&i.logical_not().unwrap()), [true, false, false], "{}", at("logical_not"));
+    }
+}

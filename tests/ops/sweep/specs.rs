@@ -5,7 +5,7 @@ use dygraph::ops::{AttrMap, AttrValue};
 use dygraph::{DType, Tensor};
 
 use super::refs::{self, Conv, at_broadcast, axis, numel, ravel, reduce, unravel, wrap_int, zip_n};
-use super::{Host, Reference, Sample, Spec, data, fixed, sample};
+use super::{Host, OutDType, Reference, Sample, Spec, data, fixed, same_dtype, sample};
 use crate::common::Rng;
 
 use DType::{Bool, Float16 as F16, Float32 as F32, Float64 as F64, Int32 as I32, Int64 as I64};
@@ -30,10 +30,25 @@ fn spec(
         tol: 1.0,
         gradcheck: false,
         second_order: false,
+        out_dtype: same_dtype,
+        exact: false,
+        check_aux: false,
     }
 }
 
 impl Spec {
+    fn out(mut self, f: OutDType) -> Self {
+        self.out_dtype = f;
+        self
+    }
+    fn exact(mut self) -> Self {
+        self.exact = true;
+        self
+    }
+    fn check_aux(mut self) -> Self {
+        self.check_aux = true;
+        self
+    }
     fn tol(mut self, t: f64) -> Self {
         self.tol = t;
         self
@@ -62,6 +77,19 @@ fn attr_b(m: &AttrMap, name: &str) -> bool {
 
 fn attr_is(m: &AttrMap, name: &str) -> Vec<i64> {
     m.field::<Vec<i64>>("sweep", name).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The output dtype is the `dtype` attribute (cast, creation and random ops).
+fn attr_dtype(_: DType, m: &AttrMap, _: usize) -> DType {
+    m.field::<DType>("sweep", "dtype").unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn bool_dtype(_: DType, _: &AttrMap, _: usize) -> DType {
+    Bool
+}
+
+fn i64_dtype(_: DType, _: &AttrMap, _: usize) -> DType {
+    I64
 }
 
 fn attr_us(m: &AttrMap, name: &str) -> Vec<usize> {
@@ -99,12 +127,49 @@ struct Unary {
     with_bool: bool,
     /// The special values the op defines (none for some).
     specials: &'static [f64],
+    /// More float values whose results are part of the contract (rounding's halves).
+    extra: &'static [f64],
+    /// Other parameters, each on its own domain.
+    alt: &'static [Alt],
     grad: bool,
     tol: f64,
 }
 
+/// Another set of parameters of a unary op: their values, the float domain, the dtypes it
+/// runs for (all of the op's when `None`) and whether it has a gradient sample.
+struct Alt {
+    params: &'static [f64],
+    domain: (f64, f64, f64),
+    only: Option<&'static [DType]>,
+    grad: bool,
+}
+
+const fn alt(params: &'static [f64], domain: (f64, f64, f64)) -> Alt {
+    Alt { params, domain, only: None, grad: true }
+}
+
+const fn alt_floats(params: &'static [f64], domain: (f64, f64, f64)) -> Alt {
+    Alt { params, domain, only: Some(&FLOATS), grad: true }
+}
+
+const fn alt_ints(params: &'static [f64], domain: (f64, f64, f64)) -> Alt {
+    Alt { params, domain, only: Some(&[I32, I64]), grad: false }
+}
+
+/// Integer operands past 32 bits (the GPU's two-word int64) and wide int32 ones (wrapping):
+/// `(int64 bound, int32 bound)` of an op's integer samples.
+fn wide_ints(name: &str) -> (i64, i64) {
+    match name {
+        "square" | "multiply" => (3_000_000_000, 1_500_000_000),
+        _ => (3_000_000_000_000, 1_500_000_000),
+    }
+}
+
+/// Halves and values next to them: round's ties go to even; floor, ceil and trunc.
+const HALVES: [f64; 9] = [0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 0.49999997, 3.7, -3.7];
+
 fn unary(u: Unary) -> Spec {
-    let Unary { name, params, domain, float, int, bool_out, with_bool, specials, grad, tol } = u;
+    let Unary { name, params, domain, float, int, bool_out, with_bool, specials, extra, alt, grad, tol } = u;
     let mut dtypes = floats();
     if int.is_some() {
         dtypes.extend([I32, I64]);
@@ -113,6 +178,7 @@ fn unary(u: Unary) -> Spec {
         dtypes.push(Bool);
     }
     let attrs = || params.iter().fold(AttrMap::new(), |m, (n, v)| m.with(*n, *v));
+    let alt_attrs = |p: &[f64]| params.iter().zip(p).fold(AttrMap::new(), |m, ((n, _), v)| m.with(*n, *v));
     let samples = move |rng: &mut Rng| {
         let mut out = Vec::new();
         for shape in SHAPES {
@@ -125,6 +191,29 @@ fn unary(u: Unary) -> Spec {
         }
         if !specials.is_empty() {
             out.push(sample("special values", vec![data(specials.to_vec(), &[specials.len()])], attrs()).floats_only());
+        }
+        if !extra.is_empty() {
+            out.push(sample("exact halves", vec![data(extra.to_vec(), &[extra.len()])], attrs()).floats_only());
+        }
+        if int.is_some() {
+            let (b64, b32) = wide_ints(name);
+            out.push(
+                sample("int64 past 32 bits", vec![data(ints(rng, 40, -b64, b64 + 1), &[40])], attrs()).only(&[I64]),
+            );
+            out.push(sample("wide int32", vec![data(ints(rng, 40, -b32, b32 + 1), &[40])], attrs()).only(&[I32]));
+        }
+        for a in alt {
+            let (lo, hi, gap) = a.domain;
+            let label = format!("{name}{:?}", a.params);
+            let only = |s: Sample| if let Some(d) = a.only { s.only(d) } else { s };
+            for n in [7, 8] {
+                let x = data(vals(rng, n, lo, hi, gap), &[n]);
+                out.push(only(sample(format!("{label} [{n}]"), vec![x], alt_attrs(a.params))));
+            }
+            if a.grad {
+                let x = data(vals(rng, 6, lo, hi, gap.max(0.05)), &[2, 3]);
+                out.push(only(sample(format!("{label} grad"), vec![x], alt_attrs(a.params))).with_grad());
+            }
         }
         out.push(
             sample("grad", vec![data(vals(rng, 6, domain.0, domain.1, domain.2.max(0.05)), &[2, 3])], attrs())
@@ -152,7 +241,10 @@ fn unary(u: Unary) -> Spec {
             .collect();
         vec![Host { v, shape: x[0].shape.clone() }]
     };
-    let s = spec(name, dtypes, samples, reference).tol(tol);
+    let mut s = spec(name, dtypes, samples, reference).tol(tol);
+    if bool_out {
+        s = s.out(bool_dtype);
+    }
     if grad { s.grad() } else { s }
 }
 
@@ -166,6 +258,8 @@ fn u(name: &'static str, float: fn(f64, &[f64]) -> f64) -> Unary {
         bool_out: false,
         with_bool: false,
         specials: &SPECIALS,
+        extra: &[],
+        alt: &[],
         grad: true,
         tol: 1.0,
     }
@@ -214,11 +308,13 @@ fn unary_specs() -> Vec<Spec> {
         unary(Unary { domain: (-3.0, 9.0, 0.05), ..u("relu6", |x, _| if x.is_nan() { x } else { x.clamp(0.0, 6.0) }) }),
         unary(Unary {
             params: &[("negative_slope", 0.1)],
+            alt: const { &[alt(&[0.01], (-4.0, 4.0, 0.05))] },
             domain: (-4.0, 4.0, 0.05),
             ..u("leaky_relu", |x, p| if x > 0.0 { x } else { p[0] * x })
         }),
         unary(Unary {
             params: &[("alpha", 1.3)],
+            alt: const { &[alt(&[0.5], (-4.0, 4.0, 0.05))] },
             domain: (-4.0, 4.0, 0.05),
             tol: 2.0,
             ..u("elu", |x, p| if x > 0.0 { x } else { p[0] * libm::expm1(x) })
@@ -234,6 +330,7 @@ fn unary_specs() -> Vec<Spec> {
         unary(Unary { tol: 2.0, ..u("erf", |x, _| libm::erf(x)) }),
         unary(Unary {
             params: &[("beta", 1.5), ("threshold", 10.0)],
+            alt: const { &[alt(&[1.0, 20.0], (-30.0, 30.0, 0.0)), alt(&[2.0, 3.0], (-4.0, 4.0, 0.0))] },
             tol: 2.0,
             ..u("softplus", |x, p| if x * p[0] > p[1] { x } else { libm::log1p(libm::exp(p[0] * x)) / p[0] })
         }),
@@ -255,25 +352,38 @@ fn unary_specs() -> Vec<Spec> {
         }),
         unary(Unary {
             params: &[("min", -2.0), ("max", 3.0)],
+            alt: const { &[alt(&[0.0, 0.0], (-1.0, 1.0, 0.05))] },
             int: Some(|a, p| a.clamp(p[0], p[1].max(p[0]))),
             domain: (-4.0, 5.0, 0.0),
             ..u("clip", |x, p| if x.is_nan() { x } else { x.max(p[0]).min(p[1]) })
         }),
         unary(Unary {
             params: &[("scale", 3.0), ("bias", -2.0)],
+            alt: const { &[alt_floats(&[-0.5, 0.25], (-4.0, 4.0, 0.0))] },
             int: Some(|a, p| a.wrapping_mul(p[0]).wrapping_add(p[1])),
             ..u("scale", |x, p| x * p[0] + p[1])
         }),
         unary(Unary {
             params: &[("exponent", 3.0)],
+            alt: const {
+                &[
+                    alt_floats(&[2.5], (0.1, 4.0, 0.0)),
+                    alt_floats(&[-1.5], (0.1, 4.0, 0.0)),
+                    alt(&[0.0], (-4.0, 4.0, 0.0)),
+                    alt(&[-2.0], (0.5, 4.0, 0.0)),
+                    Alt { params: &[0.5], domain: (-4.0, 4.0, 0.0), only: Some(&FLOATS), grad: false },
+                    alt_ints(&[19.0], (-5.0, 6.0, 0.0)),
+                    alt_ints(&[39.0], (-5.0, 6.0, 0.0)),
+                ]
+            },
             int: Some(|a, p| refs::int_pow(a, p[0])),
             tol: 2.0,
             ..u("pow_scalar", |x, p| libm::pow(x, p[0]))
         }),
-        unary(Unary { ..u("floor", |x, _| x.floor()) }),
-        unary(Unary { ..u("ceil", |x, _| x.ceil()) }),
-        unary(Unary { domain: (-4.0, 4.0, 0.0), ..u("round", |x, _| x.round_ties_even()) }),
-        unary(Unary { ..u("trunc", |x, _| x.trunc()) }),
+        unary(Unary { extra: &HALVES, ..u("floor", |x, _| x.floor()) }),
+        unary(Unary { extra: &HALVES, ..u("ceil", |x, _| x.ceil()) }),
+        unary(Unary { extra: &HALVES, domain: (-4.0, 4.0, 0.0), ..u("round", |x, _| x.round_ties_even()) }),
+        unary(Unary { extra: &HALVES, ..u("trunc", |x, _| x.trunc()) }),
         unary(Unary { int: Some(|_, _| 0), bool_out: true, grad: false, ..u("isnan", |x, _| x.is_nan() as u8 as f64) }),
         unary(Unary {
             int: Some(|_, _| 0),
@@ -333,9 +443,41 @@ fn b(name: &'static str, float: fn(f64, f64) -> f64) -> Binary {
     }
 }
 
-/// Broadcast pairs of shapes every binary op meets.
-const PAIRS: [(&[usize], &[usize]); 6] =
-    [(&[], &[]), (&[6], &[6]), (&[3, 4], &[4]), (&[2, 1, 3], &[4, 1]), (&[0, 3], &[1, 3]), (&[2, 1, 2, 3, 1], &[3, 2])];
+/// Broadcast pairs of shapes every binary op meets: 0-d with 0-d and against a matrix on
+/// either side, a vector against a matrix, operands broadcasting into each other (both
+/// ways), empty results, rank 5, a same-shape pair of whole vec4 words, and rows of 64
+/// broadcast over a middle axis (the GPU's `rows` entry).
+const PAIRS: [(&[usize], &[usize]); 13] = [
+    (&[], &[]),
+    (&[], &[3, 4]),
+    (&[3, 4], &[]),
+    (&[6], &[6]),
+    (&[3, 4], &[4]),
+    (&[2, 1, 3], &[4, 1]),
+    (&[4, 1], &[2, 1, 3]),
+    (&[2, 1], &[1, 3]),
+    (&[0, 3], &[1, 3]),
+    (&[3], &[0, 1]),
+    (&[2, 1, 2, 3, 1], &[3, 2]),
+    (&[4, 8], &[4, 8]),
+    (&[3, 1, 64], &[2, 64]),
+];
+
+/// Dividends `k·d` for small `k` over divisors whose float32 quotients land on either side of
+/// an integer (a GPU's division need not round correctly), with dividends far smaller than the
+/// divisor (only the quotient's sign decides the floor) and Python's `1.0 // 0.1 == 9`.
+fn near_integer_quotients() -> (Vec<f64>, Vec<f64>) {
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for d in [3.0f32, 0.1, 0.3, 1.1, -0.1, -3.0] {
+        for k in -10..=10 {
+            a.push((k as f32 * d) as f64);
+            b.push(d as f64);
+        }
+    }
+    a.extend([-1e-30f32 as f64, 1e-30f32 as f64, 1e-30f32 as f64, 1.0, -27.0, 1.0]);
+    b.extend([3.0, 3.0, -3.0, 0.1f32 as f64, 3.0, -0.1f32 as f64]);
+    (a, b)
+}
 
 fn binary(bd: Binary) -> Spec {
     let Binary {
@@ -400,6 +542,42 @@ fn binary(bd: Binary) -> Spec {
                 y.iter_mut().filter(|v| **v == 0.0).for_each(|v| *v = 3.0);
             }
             out.push(sample("large integers", vec![data(ints(rng, 8, a.0, a.1), &[8]), data(y, &[8])], AttrMap::new()));
+            // Past 32 bits for int64, wrapping int32; divisors stay in their own domain.
+            if name != "pow_tensor" {
+                let quotient = matches!(name, "floor_divide" | "remainder");
+                let (b64, b32) = wide_ints(name);
+                for (dtype, bound) in [(I64, b64), (I32, b32)] {
+                    let mut x = ints(rng, 40, -bound, bound + 1);
+                    let y = if quotient {
+                        ints(rng, 40, b.0, b.1).into_iter().map(|v| if v == 0.0 { 3.0 } else { v }).collect()
+                    } else {
+                        ints(rng, 40, -bound, bound + 1)
+                    };
+                    if ties {
+                        x.iter_mut().zip(&y).step_by(3).for_each(|(p, q)| *p = *q);
+                    }
+                    out.push(
+                        sample(format!("wide {dtype}"), vec![data(x, &[40]), data(y, &[40])], AttrMap::new())
+                            .only(&[dtype]),
+                    );
+                }
+            }
+            // Integer `//` and `%` by zero give 0.
+            if matches!(name, "floor_divide" | "remainder") {
+                let x = ints(rng, 12, -1000, 1000);
+                let y = vec![0.0, 3.0, 0.0, -2.0, 1.0, 0.0, -7.0, 0.0, 5.0, -1.0, 0.0, 2.0];
+                out.push(
+                    sample("integer zero divisors", vec![data(x, &[12]), data(y, &[12])], AttrMap::new())
+                        .only(&[I32, I64]),
+                );
+            }
+        }
+        if matches!(name, "floor_divide" | "remainder") {
+            let (x, y) = near_integer_quotients();
+            let n = x.len();
+            out.push(
+                sample("near-integer quotients", vec![data(x, &[n]), data(y, &[n])], AttrMap::new()).floats_only(),
+            );
         }
         if has_floats {
             let n = specials.len();
@@ -414,6 +592,11 @@ fn binary(bd: Binary) -> Spec {
             let x = vals(rng, 6, g0.0, g0.1, g0.2.max(0.1));
             let y = vals(rng, 3, g1.0, g1.1, g1.2.max(0.1));
             out.push(sample("grad, broadcast", vec![data(x, &[2, 3]), data(y, &[3])], AttrMap::new()).with_grad());
+            let x = vals(rng, 6, g0.0, g0.1, g0.2.max(0.1));
+            let y = vals(rng, 6, g1.0, g1.1, g1.2.max(0.1));
+            out.push(
+                sample("grad, both broadcast", vec![data(x, &[2, 1, 3]), data(y, &[2, 3])], AttrMap::new()).with_grad(),
+            );
         }
         out
     };
@@ -432,7 +615,10 @@ fn binary(bd: Binary) -> Spec {
         });
         vec![h]
     };
-    let s = spec(name, dtypes, samples, reference).tol(tol);
+    let mut s = spec(name, dtypes, samples, reference).tol(tol);
+    if bool_out {
+        s = s.out(bool_dtype);
+    }
     if grad { s.grad() } else { s }
 }
 
@@ -570,7 +756,7 @@ fn cast_specs() -> Vec<Spec> {
         let to = m.field::<DType>("sweep", "dtype").unwrap();
         vec![Host { v: x[0].v.iter().map(|&v| convert(v, from, to)).collect(), shape: x[0].shape.clone() }]
     };
-    vec![spec("cast", vec![Bool, I32, I64, F16, F32, F64], samples, reference).grad()]
+    vec![spec("cast", vec![Bool, I32, I64, F16, F32, F64], samples, reference).out(attr_dtype).grad()]
 }
 
 fn where_specs() -> Vec<Spec> {
@@ -664,7 +850,7 @@ fn reduce_specs() -> Vec<Spec> {
     let all = vec![Bool, I32, I64, F16, F32, F64];
     let numeric = vec![I32, I64, F16, F32, F64];
     let mut v = vec![
-        reduction("sum", all, int_sum, 0.0),
+        reduction("sum", all, int_sum, 0.0).out(|d, _, _| if matches!(d, Bool | I32) { I64 } else { d }),
         reduction("mean", floats(), |g, _| g.iter().sum::<f64>() / g.len() as f64, 0.0),
         reduction(
             "prod",
@@ -745,7 +931,7 @@ fn reduce_specs() -> Vec<Spec> {
             };
             vec![h]
         };
-        spec(name, vec![Bool, I32, I64, F16, F32, F64], samples, reference)
+        spec(name, vec![Bool, I32, I64, F16, F32, F64], samples, reference).out(i64_dtype)
     };
     v.push(arg("argmax", true));
     v.push(arg("argmin", false));
@@ -1375,7 +1561,7 @@ fn argsort_spec() -> Spec {
         }
         vec![Host { v, shape }]
     };
-    spec("argsort", ANY.to_vec(), samples, reference)
+    spec("argsort", ANY.to_vec(), samples, reference).out(i64_dtype)
 }
 
 /// `fused_elementwise`: a chain of table ops in postfix, against the chain written out in
@@ -1624,7 +1810,7 @@ fn index_specs() -> Vec<Spec> {
         spec("gather", ANY.to_vec(), select_samples(true), select_ref).grad(),
         spec("take_along_axis", ANY.to_vec(), take_samples, take_ref).grad(),
         spec("embedding", ANY.to_vec(), embed_samples, embed_ref).grad(),
-        spec("one_hot", vec![I32, I64], one_hot_samples, one_hot_ref),
+        spec("one_hot", vec![I32, I64], one_hot_samples, one_hot_ref).out(|_, _, _| F32),
         geom_spec("index_gather"),
         geom_spec("index_scatter_add"),
     ]
@@ -2730,6 +2916,9 @@ fn norm_specs() -> Vec<Spec> {
         tol: 1.0,
         gradcheck: true,
         second_order: false,
+        out_dtype: same_dtype,
+        exact: false,
+        check_aux: false,
     };
     vec![ln, ln_grad, bn_stats, bn, bn_grad, dropout]
 }
@@ -2985,7 +3174,7 @@ fn creation_spec(name: &'static str, cases: fn() -> Vec<(String, AttrMap)>, refe
         // The reference values as the dtype holds them (integers truncate, bool is != 0).
         vec![Host::new(h.v.iter().map(|&v| refs::held_as(v, dtype)).collect(), &h.shape)]
     };
-    spec(name, vec![], samples, reference)
+    spec(name, vec![], samples, reference).out(attr_dtype)
 }
 
 fn with_dtype_place(m: AttrMap, dtype: DType) -> AttrMap {
@@ -3176,6 +3365,9 @@ fn random_spec(name: &'static str, cases: fn() -> Vec<(String, AttrMap)>) -> Spe
         tol: 10.0,
         gradcheck: false,
         second_order: false,
+        out_dtype: attr_dtype,
+        exact: false,
+        check_aux: false,
     }
 }
 
