@@ -338,3 +338,40 @@ fn empty_tensors_work_where_numpy_allows() {
         names(&err, &["max", "[0, 3]"]);
     }
 }
+
+#[test]
+fn reduction_errors() {
+    let _generator = common::generator_lock();
+    for place in places() {
+        let x = f32s(&[1.0; 6], &[2, 3], place);
+        let e = x.sum(&[2], false).unwrap_err();
+        assert!(matches!(e, Error::Axis { op: "sum", axis: 2, rank: 2, .. }), "{e}");
+        names(&e, &["sum", "[2, 3]"]);
+        let e = x.max(&[0, -2], false).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument { op: "max", .. }), "duplicate axis: {e}");
+        names(&e, &["max", "twice"]);
+        let i = Tensor::from_vec_on(vec![1i64, 2], [2], place).unwrap();
+        let e = i.logsumexp(&[], false).unwrap_err();
+        assert!(matches!(e, Error::UnsupportedDType { op: "logsumexp", dtype: DType::Int64, .. }), "{e}");
+        let e = i.var(&[], true, false).unwrap_err();
+        assert!(matches!(e, Error::UnsupportedDType { op: "var", dtype: DType::Int64, .. }), "{e}");
+        let e = i.std(&[], true, false).unwrap_err();
+        assert!(matches!(e, Error::UnsupportedDType { op: "std", dtype: DType::Int64, .. }), "{e}");
+        let e = dygraph::add_n(&[]).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument { op: "add_n", .. }), "{e}");
+        let e = dygraph::add_n(&[x.clone(), f32s(&[1.0; 3], &[3], place)]).unwrap_err();
+        assert!(matches!(e, Error::Shape { op: "add_n", .. }), "{e}");
+        names(&e, &["add_n", "[3]", "[2, 3]"]);
+        // No identity: max over a zero-length axis, argmax over an empty axis.
+        let empty = f32s(&[], &[0, 3], place);
+        let e = empty.max(&[0], false).unwrap_err();
+        assert!(matches!(e, Error::Shape { op: "max", .. }), "{e}");
+        names(&e, &["max", "[0, 3]"]);
+        let e = empty.min(&[0], false).unwrap_err();
+        assert!(matches!(e, Error::Shape { op: "min", .. }), "{e}");
+        let e = empty.argmax(Some(0), false).unwrap_err();
+        assert!(matches!(e, Error::Shape { op: "argmax", .. }), "{e}");
+        let e = empty.argmin(Some(0), false).unwrap_err();
+        assert!(matches!(e, Error::Shape { op: "argmin", .. }), "{e}");
+    }
+}

@@ -21,7 +21,6 @@ mod matmul;
 mod norm;
 mod pool;
 mod random;
-mod reduce;
 mod registry;
 mod select_ops;
 mod shaders;

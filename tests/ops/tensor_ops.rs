@@ -440,3 +440,60 @@ fn dtype_rules_and_exact_int64_edges() {
         assert_eq!(bools(&i.logical_not().unwrap()), [true, false, false], "{}", at("logical_not"));
     }
 }
+
+/// A composed op of one input.
+type Composite = Box<dyn Fn(&[Tensor]) -> paddle::Result<Tensor>>;
+
+/// `logsumexp`, `var`, `std`, `add_n`, `sums`: built from registered ops, so outside the
+/// sweep. Hand values on every place, float64 gradchecks, and the GPU against the CPU with
+/// gradients.
+#[test]
+fn composite_reductions_match_hand_values_gradcheck_and_the_gpu() {
+    let _generator = common::generator_lock();
+    for place in places() {
+        let v = |r: paddle::Result<Tensor>| values(&r.unwrap());
+        let y = t(&[1.0, 2.0, 3.0, 4.0], &[4], place);
+        assert_close("var unbiased", &v(y.var(&[], true, false)), &[5.0 / 3.0], 1e-7);
+        assert_close("var biased", &v(y.var(&[], false, false)), &[1.25], 1e-7);
+        assert_close("std unbiased", &v(y.std(&[], true, false)), &[(5.0f64 / 3.0).sqrt()], 1e-7);
+        assert_close("std biased", &v(y.std(&[0], false, true)), &[1.25f64.sqrt()], 1e-7);
+        assert_eq!(y.std(&[0], false, true).unwrap().shape(), [1]);
+        let z = t(&[1.0, 3.0, 2.0, 6.0], &[2, 2], place);
+        assert_close("var axis 1", &v(z.var(&[1], true, false)), &[2.0, 8.0], 1e-7);
+
+        let l = t(&[0.0, 0.0, 1000.0, 1000.0, f64::NEG_INFINITY, f64::NEG_INFINITY], &[3, 2], place);
+        let r = v(l.logsumexp(&[1], false));
+        assert_close(&format!("logsumexp on {place}"), &r[..2], &[2f64.ln(), 1000.0 + 2f64.ln()], 1e-7);
+        assert_eq!(r[2], f64::NEG_INFINITY, "logsumexp of a row of -inf on {place}");
+        assert_eq!(l.logsumexp(&[1], true).unwrap().shape(), [3, 1]);
+        let top = l.slice(&[0], &[0], &[2]).unwrap();
+        assert_close("logsumexp all", &v(top.logsumexp(&[], false)), &[1000.0 + 2f64.ln()], 1e-7);
+
+        let a = t(&[1.0, 2.0], &[2], place);
+        let b = t(&[10.0, 20.0], &[2], place);
+        let c = t(&[100.0, 200.0], &[2], place);
+        exact("add_n", &paddle::add_n(&[a.clone(), b.clone(), c]).unwrap(), &[2], &[111.0, 222.0]);
+        exact("sums", &paddle::sums(&[a.clone(), b]).unwrap(), &[2], &[11.0, 22.0]);
+        exact("add_n of one", &paddle::add_n(std::slice::from_ref(&a)).unwrap(), &[2], &[1.0, 2.0]);
+    }
+
+    let fs: Vec<(&str, Composite)> = vec![
+        ("logsumexp all", Box::new(|x: &[Tensor]| x[0].logsumexp(&[], false))),
+        ("logsumexp [1]", Box::new(|x: &[Tensor]| x[0].logsumexp(&[1], false))),
+        ("logsumexp [0, 2] keepdim", Box::new(|x: &[Tensor]| x[0].logsumexp(&[0, 2], true))),
+        ("var [1] unbiased", Box::new(|x: &[Tensor]| x[0].var(&[1], true, false))),
+        ("var [0, 1] biased keepdim", Box::new(|x: &[Tensor]| x[0].var(&[0, 1], false, true))),
+        ("std [0, 2]", Box::new(|x: &[Tensor]| x[0].std(&[0, 2], true, true))),
+        ("std [-1] biased", Box::new(|x: &[Tensor]| x[0].std(&[-1], false, false))),
+        ("add_n", Box::new(|x: &[Tensor]| paddle::add_n(&[x[0].clone(), x[0].square()?, x[0].scale(2.0, 1.0)?]))),
+    ];
+    let mut rng = Rng::new(700);
+    let small = [(rng.vec(24, -2.0, 2.0), vec![3usize, 4, 2])];
+    let large = [(rng.vec(4 * 5 * 6, -2.0, 2.0), vec![4usize, 5, 6])];
+    let mut failures = Vec::new();
+    for (name, f) in &fs {
+        failures.extend(gradcheck(name, f.as_ref(), &small).err());
+        failures.extend(common::catch(name, || common::gpu_matches_cpu(name, f.as_ref(), &large, true, 1e-5)));
+    }
+    common::report("composite reductions", &failures);
+}

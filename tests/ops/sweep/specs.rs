@@ -788,10 +788,40 @@ fn where_specs() -> Vec<Spec> {
     vec![spec("where", vec![Bool, I32, I64, F16, F32, F64], samples, reference).grad()]
 }
 
-/// Axis lists every reduction meets (all, one, negative, non-adjacent, adjacent pair).
-const AXES: [&[i64]; 5] = [&[], &[1], &[-1], &[0, 2], &[1, 2]];
+/// Axis lists every reduction meets: all, one (first, middle, last by a negative index),
+/// non-adjacent (either order, negative), adjacent pairs, every axis listed.
+const AXES: [&[i64]; 9] = [&[], &[0], &[1], &[-1], &[0, 2], &[2, 0], &[-1, 0], &[1, 2], &[0, 1, 2]];
 
-fn reduce_samples(rng: &mut Rng, lo: f64, hi: f64, gap: f64) -> Vec<Sample> {
+/// Which reduction a sample set is for: the large samples' values depend on it.
+#[derive(Clone, Copy, PartialEq)]
+enum Red {
+    /// sum and mean: small non-negative integers, so float sums of thousands are exact and
+    /// the places' summation orders agree.
+    Sum,
+    /// prod: ±1 with sparse 2s and halves (floats), ±1 with a few 2s (integers): exact.
+    Prod,
+    /// max and min: random values.
+    Extremum,
+}
+
+/// The GPU's reduction paths, on shapes worth them: the one-pass `planes` entry over a
+/// leading and a trailing run (inner runs shorter than, equal to and longer than a
+/// workgroup, and chunked from a start inside an inner run), planes of 256 rows or more
+/// (barrier-free passes on a software adapter), a workgroup per row and many rows, a short
+/// inner run (the axis passes), rows past 8192 (chunked, two passes).
+const LARGE: [(&[usize], &[i64]); 9] = [
+    (&[3, 4, 64], &[0, 2]),
+    (&[2, 3, 256], &[0, 2]),
+    (&[3, 4, 300], &[0, 2]),
+    (&[4, 2, 2100], &[0, 2]),
+    (&[16, 20, 40], &[0, 2]),
+    (&[70, 40], &[1]),
+    (&[300, 40], &[1]),
+    (&[33, 2, 1, 1], &[0, 2, 3]),
+    (&[2, 9000], &[1]),
+];
+
+fn reduce_samples(rng: &mut Rng, red: Red, lo: f64, hi: f64, gap: f64) -> Vec<Sample> {
     let mut out = Vec::new();
     for axes in AXES {
         for keepdim in [false, true] {
@@ -803,14 +833,42 @@ fn reduce_samples(rng: &mut Rng, lo: f64, hi: f64, gap: f64) -> Vec<Sample> {
             ));
         }
     }
-    let a = |axes: Vec<i64>| AttrMap::new().with("axis", axes).with("keepdim", false);
-    out.push(sample("0-d", vec![data(vals(rng, 1, lo, hi, gap), &[])], a(vec![])));
-    out.push(sample("rank 5", vec![data(vals(rng, 48, lo, hi, gap), &[2, 1, 3, 4, 2])], a(vec![0, 3, 4])));
-    out.push(sample("empty output", vec![data(vec![], &[0, 3])], a(vec![1])));
-    // Rows past 8192 take the GPU's chunked two-pass path.
-    out.push(sample("long rows", vec![data(vals(rng, 2 * 9000, lo, hi, gap), &[2, 9000])], a(vec![1])));
-    out.push(sample("special values", vec![data(SPECIALS.to_vec(), &[3, 3])], a(vec![1])).floats_only());
-    out.push(sample("grad", vec![data(vals(rng, 24, lo, hi, gap.max(0.2)), &[2, 3, 4])], a(vec![0, 2])).with_grad());
+    let a = |axes: &[i64]| AttrMap::new().with("axis", axes.to_vec()).with("keepdim", false);
+    out.push(sample("0-d", vec![data(vals(rng, 1, lo, hi, gap), &[])], a(&[])));
+    out.push(sample("rank 5", vec![data(vals(rng, 48, lo, hi, gap), &[2, 1, 3, 4, 2])], a(&[0, 3, 4])));
+    out.push(sample("empty output", vec![data(vec![], &[0, 3])], a(&[1])));
+    for (shape, axes) in LARGE {
+        let n = numel(shape);
+        let label = format!("{shape:?} axes {axes:?}");
+        match red {
+            Red::Sum => out.push(sample(label, vec![data(ints(rng, n, 0, 4), shape)], a(axes))),
+            Red::Extremum => out.push(sample(label, vec![data(vals(rng, n, lo, hi, gap), shape)], a(axes))),
+            Red::Prod => {
+                let sign = |rng: &mut Rng| if rng.next_u64() % 2 == 0 { 1.0 } else { -1.0 };
+                let f: Vec<f64> = (0..n)
+                    .map(|i| match i % 97 {
+                        3 => 2.0,
+                        50 => 0.5,
+                        _ => sign(rng),
+                    })
+                    .collect();
+                let i: Vec<f64> = (0..n).map(|i| if i % 997 == 3 { 2.0 } else { sign(rng) }).collect();
+                out.push(sample(format!("{label}, floats"), vec![data(f, shape)], a(axes)).floats_only());
+                out.push(sample(format!("{label}, ints"), vec![data(i, shape)], a(axes)).only(&[I32, I64]));
+            }
+        }
+    }
+    // Integers past float32's range: int32 sums are int64 without wrapping; max, min and
+    // prod stay int32 (prod wraps).
+    for (dtype, bound) in [(I32, 2_000_000_000), (I64, 100_000_000_000_000)] {
+        for axes in [&[][..], &[1], &[0, 2]] {
+            let x = data(ints(rng, 60, -bound, bound), &[3, 4, 5]);
+            out.push(sample(format!("large {dtype} axes {axes:?}"), vec![x], a(axes)).only(&[dtype]));
+        }
+    }
+    out.push(sample("special values", vec![data(SPECIALS.to_vec(), &[3, 3])], a(&[1])).floats_only());
+    out.push(sample("grad", vec![data(vals(rng, 24, lo, hi, gap.max(0.2)), &[2, 3, 4])], a(&[0, 2])).with_grad());
+    out.push(sample("grad, all axes", vec![data(vals(rng, 12, lo, hi, gap.max(0.2)), &[3, 4])], a(&[])).with_grad());
     out.push(
         sample(
             "grad, keepdim",
@@ -822,12 +880,29 @@ fn reduce_samples(rng: &mut Rng, lo: f64, hi: f64, gap: f64) -> Vec<Sample> {
     out
 }
 
-fn reduction(name: &'static str, dtypes: Vec<DType>, f: fn(&[f64], DType) -> f64, gap: f64) -> Spec {
+fn reduction(name: &'static str, dtypes: Vec<DType>, f: fn(&[f64], DType) -> f64, red: Red, gap: f64) -> Spec {
     let samples = move |rng: &mut Rng| {
-        let mut out = reduce_samples(rng, -2.0, 2.0, gap);
-        // A zero-length reduced axis gives each op's identity (NaN for mean).
-        let a = AttrMap::new().with("axis", vec![1i64]).with("keepdim", false);
-        out.push(sample("empty axis", vec![data(vec![], &[3, 0])], a));
+        let mut out = reduce_samples(rng, red, -2.0, 2.0, gap);
+        // A zero-length reduced axis gives each op's identity (NaN for mean); max and min
+        // have none (an error, in errors.rs).
+        if red != Red::Extremum {
+            let a = |axes: Vec<i64>| AttrMap::new().with("axis", axes).with("keepdim", false);
+            out.push(sample("empty axis", vec![data(vec![], &[3, 0])], a(vec![1])));
+            out.push(sample("empty batch, planes", vec![data(vec![], &[0, 3, 40])], a(vec![0, 2])));
+        }
+        // max/min over distinct values for the gradcheck (ties split the gradient evenly,
+        // in autograd.rs), and ties for the forward.
+        if red == Red::Extremum {
+            for x in out.iter_mut().filter(|x| x.grad) {
+                let n = x.inputs[0].values.len();
+                x.inputs[0].values = (0..n).map(|i| (i as f64 * 0.37).sin() * 2.0 + i as f64 * 0.01).collect();
+            }
+            out.push(sample(
+                "ties",
+                vec![data(vec![1.0, 3.0, 3.0, 2.0, 0.0, 0.0], &[2, 3])],
+                AttrMap::new().with("axis", vec![1i64]).with("keepdim", false),
+            ));
+        }
         out
     };
     let reference = move |x: &[Host], m: &AttrMap, dtype: DType| {
@@ -850,8 +925,8 @@ fn reduce_specs() -> Vec<Spec> {
     let all = vec![Bool, I32, I64, F16, F32, F64];
     let numeric = vec![I32, I64, F16, F32, F64];
     let mut v = vec![
-        reduction("sum", all, int_sum, 0.0).out(|d, _, _| if matches!(d, Bool | I32) { I64 } else { d }),
-        reduction("mean", floats(), |g, _| g.iter().sum::<f64>() / g.len() as f64, 0.0),
+        reduction("sum", all, int_sum, Red::Sum, 0.0).out(|d, _, _| if matches!(d, Bool | I32) { I64 } else { d }),
+        reduction("mean", floats(), |g, _| g.iter().sum::<f64>() / g.len() as f64, Red::Sum, 0.0),
         reduction(
             "prod",
             numeric.clone(),
@@ -862,29 +937,12 @@ fn reduce_specs() -> Vec<Spec> {
                     wrap_int(g.iter().fold(1i64, |a, &b| a.wrapping_mul(b as i64)), d)
                 }
             },
+            Red::Prod,
             0.2,
         ),
-        reduction("max", numeric.clone(), |g, _| nan_fold(g, f64::NEG_INFINITY, f64::max), 0.0),
-        reduction("min", numeric.clone(), |g, _| nan_fold(g, f64::INFINITY, f64::min), 0.0),
+        reduction("max", numeric.clone(), |g, _| nan_fold(g, f64::NEG_INFINITY, f64::max), Red::Extremum, 0.0),
+        reduction("min", numeric.clone(), |g, _| nan_fold(g, f64::INFINITY, f64::min), Red::Extremum, 0.0),
     ];
-    // max/min over distinct values for the gradcheck (ties split the gradient evenly).
-    for s in v.iter_mut().filter(|s| matches!(s.name, "max" | "min")) {
-        let name = s.name;
-        s.samples = Box::new(move |rng: &mut Rng| {
-            let mut out = reduce_samples(rng, -2.0, 2.0, 0.0);
-            for x in out.iter_mut().filter(|x| x.grad) {
-                let n = x.inputs[0].values.len();
-                x.inputs[0].values = (0..n).map(|i| (i as f64 * 0.37).sin() * 2.0 + i as f64 * 0.01).collect();
-            }
-            let _ = name;
-            out.push(sample(
-                "ties",
-                vec![data(vec![1.0, 3.0, 3.0, 2.0, 0.0, 0.0], &[2, 3])],
-                AttrMap::new().with("axis", vec![1i64]).with("keepdim", false),
-            ));
-            out
-        });
-    }
     let arg = |name: &'static str, largest: bool| {
         let samples = |rng: &mut Rng| {
             let mut out = Vec::new();
@@ -898,9 +956,19 @@ fn reduce_specs() -> Vec<Spec> {
                     a,
                 ));
             }
+            // Few distinct values, so ties (the first wins) are everywhere, along every axis
+            // of shapes past a workgroup.
+            for shape in [&[4usize, 33, 6][..], &[2, 3, 300]] {
+                for axis in [None, Some(0i64), Some(1), Some(2), Some(-1)] {
+                    let a = AttrMap::new().with("axis", axis).with("keepdim", false);
+                    let x = data(ints(rng, numel(shape), -4, 5), shape);
+                    out.push(sample(format!("ties {shape:?} axis {axis:?}"), vec![x], a));
+                }
+            }
             let a = AttrMap::new().with("axis", Some(0i64)).with("keepdim", false);
             out.push(sample("ties pick the first", vec![data(vec![2.0, 2.0, 1.0, 1.0], &[4])], a.clone()));
-            out.push(sample("NaN wins", vec![data(vec![1.0, f64::NAN, 5.0], &[3])], a.clone()).floats_only());
+            let nan = vec![1.0, f64::NAN, 3.0, f64::NAN];
+            out.push(sample("the first NaN wins", vec![data(nan, &[4])], a.clone()).floats_only());
             out.push(sample(
                 "0-d",
                 vec![data(vec![4.0], &[])],
