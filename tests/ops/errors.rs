@@ -324,6 +324,10 @@ fn empty_tensors_work_where_numpy_allows() {
         assert!(values(&e.mean(&[], false).unwrap())[0].is_nan(), "mean of empty is NaN {at}");
         let z = dygraph::matmul(&f32s(&[], &[2, 0], place), &f32s(&[], &[0, 3], place), false, false).unwrap();
         assert_eq!((z.shape(), values(&z)), (&[2usize, 3][..], vec![0.0; 6]), "matmul with K = 0 gives zeros {at}");
+        // Also into a reused pooled GPU buffer that held other values.
+        drop(f32s(&[7.0; 12], &[3, 4], place));
+        let z = dygraph::matmul(&f32s(&[], &[3, 0], place), &f32s(&[], &[0, 4], place), false, false).unwrap();
+        assert_eq!((z.shape(), values(&z)), (&[3usize, 4][..], vec![0.0; 12]), "K = 0 after junk {at}");
         let z = dygraph::matmul(&e, &f32s(&[0.0; 6], &[3, 2], place), false, false).unwrap();
         assert_eq!(z.shape(), [0, 2], "matmul with M = 0 {at}");
         let z = dygraph::matmul(&f32s(&[], &[0], place), &f32s(&[], &[0], place), false, false).unwrap();
@@ -373,5 +377,86 @@ fn reduction_errors() {
         assert!(matches!(e, Error::Shape { op: "argmax", .. }), "{e}");
         let e = empty.argmin(Some(0), false).unwrap_err();
         assert!(matches!(e, Error::Shape { op: "argmin", .. }), "{e}");
+    }
+}
+
+#[test]
+fn shape_op_errors() {
+    let _generator = common::generator_lock();
+    let iota = |n: usize| (0..n).map(|i| i as f64).collect::<Vec<f64>>();
+    for place in places() {
+        let x = f32s(&iota(6), &[2, 3], place);
+        let msg = |e: &Error| e.to_string();
+
+        let e = dygraph::reshape(&x, &[4, 2]).unwrap_err();
+        assert!(matches!(e, Error::Shape { op: "reshape", .. }), "{e}");
+        names(&e, &["reshape", "[2, 3]", "[4, 2]"]);
+        let e = dygraph::reshape(&x, &[-1, -1]).unwrap_err();
+        assert!(matches!(e, Error::Shape { op: "reshape", .. }), "{e}");
+        let e = dygraph::reshape(&x, &[-1, 4]).unwrap_err();
+        assert!(matches!(e, Error::Shape { op: "reshape", .. }) && msg(&e).contains("[2, 3]"), "{e}");
+        let e = dygraph::reshape(&x, &[-2, 3]).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument { op: "reshape", .. }), "{e}");
+        let e = x.reshape([-1i64, 3]).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument { op: "reshape", .. }), "{e}");
+
+        let y = f32s(&iota(4), &[2, 2], place);
+        let e = dygraph::concat(&[x.clone(), y.clone()], 0).unwrap_err();
+        assert!(matches!(e, Error::Shape { op: "concat", .. }), "{e}");
+        names(&e, &["concat", "[2, 2]", "[2, 3]"]);
+        let e = dygraph::concat(&[], 0).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument { op: "concat", .. }), "{e}");
+        let e = dygraph::stack(&[x.clone(), y.clone()], 0).unwrap_err();
+        assert!(matches!(e, Error::Shape { op: "stack", .. }), "{e}");
+
+        let a = f32s(&iota(12), &[3, 4], place);
+        let b = f32s(&iota(15), &[3, 5], place);
+        let e = dygraph::matmul(&a, &b, false, false).unwrap_err();
+        assert!(matches!(e, Error::Shape { op: "matmul", .. }), "{e}");
+        names(&e, &["matmul", "[3, 4]", "[3, 5]"]);
+        let e = dygraph::matmul(&f32s(&iota(3), &[3], place), &f32s(&iota(4), &[4], place), false, false).unwrap_err();
+        names(&e, &["[3]", "[4]"]);
+        let e = dygraph::matmul(&f32s(&iota(24), &[2, 3, 4], place), &f32s(&iota(60), &[3, 4, 5], place), false, false)
+            .unwrap_err();
+        assert!(matches!(e, Error::Broadcast { op: "matmul", .. }), "batch dims 2 vs 3: {e}");
+        let ai = a.cast(DType::Int64).unwrap();
+        let e = dygraph::matmul(&ai, &ai, false, true).unwrap_err();
+        assert!(matches!(e, Error::UnsupportedDType { op: "matmul", dtype: DType::Int64, .. }), "{e}");
+        let e = dygraph::matmul(&f32s(&[1.0], &[], place), &a, false, false).unwrap_err();
+        assert!(matches!(e, Error::Shape { op: "matmul", .. }), "{e}");
+
+        let t3 = f32s(&iota(24), &[2, 3, 4], place);
+        for perm in [&[0usize, 1][..], &[0, 1, 1], &[0, 1, 3], &[2, 1, 0, 3]] {
+            let e = t3.transpose(perm).unwrap_err();
+            assert!(matches!(e, Error::InvalidArgument { op: "transpose", .. }), "{perm:?}: {e}");
+            names(&e, &[&format!("{perm:?}"), "[2, 3, 4]"]);
+        }
+
+        let e = x.squeeze(&[2]).unwrap_err();
+        assert!(matches!(e, Error::Axis { op: "squeeze", .. }), "{e}");
+        let e = x.unsqueeze(&[4]).unwrap_err();
+        assert!(matches!(e, Error::Axis { op: "unsqueeze", .. }), "{e}");
+        let e = x.unsqueeze(&[0, 0]).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument { op: "unsqueeze", .. }), "{e}");
+        let e = x.flatten(1, 0).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument { op: "flatten", .. }), "{e}");
+        let e = x.split(2, 1).unwrap_err();
+        assert!(matches!(e, Error::Shape { op: "split", .. }), "{e}");
+        let e = x.split([1, 1], 1).unwrap_err();
+        assert!(matches!(e, Error::Shape { op: "split", .. }), "{e}");
+        let e = x.split([-1, -1], 1).unwrap_err();
+        assert!(matches!(e, Error::Shape { op: "split", .. }), "{e}");
+        let e = x.split(0, 1).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument { op: "split", .. }), "{e}");
+        let e = x.broadcast_to(&[1, 3]).unwrap_err();
+        assert!(matches!(e, Error::Broadcast { op: "broadcast_to", .. }), "broadcasting down is an error: {e}");
+        let e = x.expand(&[3]).unwrap_err();
+        assert!(matches!(e, Error::Shape { op: "expand", .. }), "{e}");
+        let e = dygraph::strided_slice(&x, &[0], &[0], &[1], &[0]).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument { op: "slice", .. }), "step 0: {e}");
+        let e = x.slice(&[0, 1], &[0], &[1]).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument { op: "slice", .. }), "{e}");
+        let e = dygraph::pad(&x, &[1, 1, 1], 0.0).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument { op: "pad", .. }), "{e}");
     }
 }

@@ -497,3 +497,97 @@ fn composite_reductions_match_hand_values_gradcheck_and_the_gpu() {
     }
     common::report("composite reductions", &failures);
 }
+
+/// The shape composites built from registered ops (`t`, `stack`, `split`, `chunk`,
+/// `expand`, `tile`, `linear`, `dot`, `Tensor::matmul`) against values written out, on
+/// every place, and their float64 gradchecks.
+#[test]
+fn shape_composites_match_hand_values() {
+    let _generator = common::generator_lock();
+    let iota = |n: usize| (0..n).map(|i| i as f64).collect::<Vec<f64>>();
+    for place in places() {
+        let w = |s: &str| format!("{s} on {place}");
+        exact(&w("t"), &t(&iota(6), &[2, 3], place).t().unwrap(), &[3, 2], &[0.0, 3.0, 1.0, 4.0, 2.0, 5.0]);
+
+        let p = t(&[1.0, 2.0], &[2], place);
+        let q = t(&[3.0, 4.0], &[2], place);
+        exact(&w("stack 0"), &paddle::stack(&[p.clone(), q.clone()], 0).unwrap(), &[2, 2], &[1.0, 2.0, 3.0, 4.0]);
+        exact(&w("stack 1"), &paddle::stack(&[p.clone(), q.clone()], 1).unwrap(), &[2, 2], &[1.0, 3.0, 2.0, 4.0]);
+        let s = paddle::stack(&[p.clone(), q.clone(), p.clone()], -1).unwrap();
+        exact(&w("stack -1"), &s, &[2, 3], &[1.0, 3.0, 1.0, 2.0, 4.0, 2.0]);
+        let a = t(&iota(6), &[2, 3], place);
+        let a3 = paddle::stack(&[a.clone(), a.clone()], 1).unwrap();
+        exact(&w("stack 2-D"), &a3, &[2, 2, 3], &[0.0, 1.0, 2.0, 0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 3.0, 4.0, 5.0]);
+
+        let x = t(&iota(12), &[2, 6], place);
+        let parts = x.split(3, 1).unwrap();
+        assert_eq!(parts.len(), 3);
+        exact(&w("split 3 [0]"), &parts[0], &[2, 2], &[0.0, 1.0, 6.0, 7.0]);
+        exact(&w("split 3 [2]"), &parts[2], &[2, 2], &[4.0, 5.0, 10.0, 11.0]);
+        let parts = paddle::split(&x, [1, -1, 2], -1).unwrap();
+        assert_eq!(parts.iter().map(|p| p.shape()[1]).collect::<Vec<_>>(), [1, 3, 2]);
+        exact(&w("split sizes [1]"), &parts[1], &[2, 3], &[1.0, 2.0, 3.0, 7.0, 8.0, 9.0]);
+        let parts = paddle::split(&x, paddle::Sections::Sizes(vec![6, 0]), 1).unwrap();
+        assert_eq!(parts[1].shape(), [2, 0]);
+        let parts = x.split(&[1i64, 1][..], 0).unwrap();
+        exact(&w("split axis 0"), &parts[1], &[1, 6], &iota(12)[6..]);
+        let chunks = x.chunk(2, 1).unwrap();
+        exact(&w("chunk"), &chunks[1], &[2, 3], &[3.0, 4.0, 5.0, 9.0, 10.0, 11.0]);
+
+        let r = t(&[1.0, 2.0, 3.0], &[3], place);
+        exact(&w("expand, -1 keeps"), &r.expand(&[2, -1]).unwrap(), &[2, 3], &[1.0, 2.0, 3.0, 1.0, 2.0, 3.0]);
+        let col = t(&[1.0, 2.0], &[2, 1], place);
+        exact(&w("expand col"), &col.expand(&[2, 3]).unwrap(), &[2, 3], &[1.0, 1.0, 1.0, 2.0, 2.0, 2.0]);
+        exact(&w("expand to 0"), &r.expand(&[0, 3]).unwrap(), &[0, 3], &[]);
+        exact(&w("broadcast_to the same shape"), &r.broadcast_to(&[3]).unwrap(), &[3], &[1.0, 2.0, 3.0]);
+
+        for (reps, out, expected) in [
+            (vec![2usize], vec![2usize, 6], vec![0., 1., 2., 0., 1., 2., 3., 4., 5., 3., 4., 5.]),
+            (vec![2, 1], vec![4, 3], vec![0., 1., 2., 3., 4., 5., 0., 1., 2., 3., 4., 5.]),
+            (vec![1, 1], vec![2, 3], iota(6)),
+        ] {
+            exact(&w(&format!("tile {reps:?}")), &a.tile(&reps).unwrap(), &out, &expected);
+        }
+        let tiled = a.tile(&[2, 1, 2]).unwrap();
+        assert_eq!(tiled.shape(), [2, 2, 6], "{}", w("tile to a higher rank"));
+        assert_eq!(values(&tiled)[..12], [0., 1., 2., 0., 1., 2., 3., 4., 5., 3., 4., 5.]);
+
+        let m = t(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3], place);
+        let wt = t(&[1.0, 0.0, 0.0, 1.0, 1.0, 1.0], &[3, 2], place);
+        let b = t(&[10.0, 20.0], &[2], place);
+        exact(&w("linear"), &paddle::linear(&m, &wt, Some(&b)).unwrap(), &[2, 2], &[14.0, 25.0, 20.0, 31.0]);
+        exact(&w("linear, no bias"), &paddle::linear(&m, &wt, None).unwrap(), &[2, 2], &[4.0, 5.0, 10.0, 11.0]);
+        exact(&w("dot"), &paddle::dot(&r, &r).unwrap(), &[], &[14.0]);
+        exact(&w("row-wise dot"), &paddle::dot(&m, &m).unwrap(), &[2], &[14.0, 77.0]);
+        exact(&w("x.matmul(vector)"), &m.matmul(&r).unwrap(), &[2], &[14.0, 32.0]);
+    }
+
+    let cases: Vec<(&str, Composite, Vec<Vec<usize>>)> = vec![
+        ("stack", Box::new(|x: &[Tensor]| paddle::stack(&[x[0].clone(), x[1].square()?], -1)), vec![vec![2, 3]; 2]),
+        (
+            "split",
+            Box::new(|x: &[Tensor]| {
+                let p = paddle::split(&x[0], [1, -1], 1)?;
+                p[0].square()?.add(&p[1].sum(&[1], true)?)
+            }),
+            vec![vec![2, 4]],
+        ),
+        ("chunk", Box::new(|x: &[Tensor]| x[0].chunk(2, 0).and_then(|p| p[0].mul(&p[1]))), vec![vec![4, 3]]),
+        ("expand", Box::new(|x: &[Tensor]| x[0].expand(&[3, -1, 2])?.square()), vec![vec![2, 1]]),
+        ("tile", Box::new(|x: &[Tensor]| x[0].tile(&[2, 1, 3])?.square()), vec![vec![2, 2]]),
+        (
+            "linear",
+            Box::new(|x: &[Tensor]| paddle::linear(&x[0], &x[1], Some(&x[2]))),
+            vec![vec![3, 4], vec![4, 2], vec![2]],
+        ),
+        ("dot", Box::new(|x: &[Tensor]| paddle::dot(&x[0], &x[1])), vec![vec![3, 4], vec![3, 4]]),
+    ];
+    let mut rng = Rng::new(300);
+    let mut failures = Vec::new();
+    for (name, f, shapes) in cases {
+        let inputs: Vec<(Vec<f64>, Vec<usize>)> =
+            shapes.into_iter().map(|s| (rng.vec(s.iter().product(), -2.0, 2.0), s)).collect();
+        failures.extend(gradcheck(name, f.as_ref(), &inputs).err());
+    }
+    common::report("shape composite gradchecks", &failures);
+}

@@ -64,10 +64,13 @@ pub struct Sample {
     pub only: Option<Vec<DType>>,
     /// Data inputs the gradient checks hold constant (statistics passed in as inputs).
     pub constant: Vec<usize>,
+    /// `(j, i)`: input `j` is input `i`'s tensor itself (the same buffer twice), in the
+    /// forward checks.
+    pub alias: Vec<(usize, usize)>,
 }
 
 pub fn sample(label: impl Into<String>, inputs: Vec<Input>, attrs: AttrMap) -> Sample {
-    Sample { label: label.into(), inputs, attrs, grad: false, only: None, constant: Vec::new() }
+    Sample { label: label.into(), inputs, attrs, grad: false, only: None, constant: Vec::new(), alias: Vec::new() }
 }
 
 impl Sample {
@@ -91,6 +94,13 @@ impl Sample {
     /// Whether the sample runs for `dtype`.
     pub fn runs_on(&self, dtype: DType) -> bool {
         self.only.as_ref().is_none_or(|o| o.contains(&dtype))
+    }
+
+    /// Passes input `i`'s tensor again as input `j` (their values must be equal).
+    pub fn same_tensor(mut self, j: usize, i: usize) -> Self {
+        assert_eq!(self.inputs[j].values, self.inputs[i].values, "{}: aliased inputs differ", self.label);
+        self.alias.push((j, i));
+        self
     }
 
     /// Holds data inputs `idx` constant in the gradient checks.
@@ -188,7 +198,8 @@ const ALL: [DType; 6] = DType::ALL;
 
 /// The inputs as tensors on `place` with data inputs in `dtype`.
 fn tensors(s: &Sample, dtype: DType, place: Place) -> Vec<Tensor> {
-    s.inputs
+    let mut v: Vec<Tensor> = s
+        .inputs
         .iter()
         .map(|i| {
             let d = match i.kind {
@@ -197,7 +208,11 @@ fn tensors(s: &Sample, dtype: DType, place: Place) -> Vec<Tensor> {
             };
             common::tensor(&i.values, &i.shape, d, place)
         })
-        .collect()
+        .collect();
+    for &(j, i) in &s.alias {
+        v[j] = v[i].clone();
+    }
+    v
 }
 
 /// The inputs rounded to what the tensors hold, as host arrays (the reference's inputs).
