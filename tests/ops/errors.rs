@@ -460,3 +460,20 @@ fn shape_op_errors() {
         assert!(matches!(e, Error::InvalidArgument { op: "pad", .. }), "{e}");
     }
 }
+
+#[test]
+fn softmax_axis_errors() {
+    let _generator = common::generator_lock();
+    for place in places() {
+        let x = f32s(&[1.0; 6], &[2, 3], place);
+        let e = dygraph::softmax(&x, 2).unwrap_err();
+        assert!(matches!(e, Error::Axis { axis: 2, rank: 2, .. }), "{e}");
+        names(&e, &["softmax", "[2, 3]"]);
+        let e = x.log_softmax(-3).unwrap_err();
+        assert!(matches!(e, Error::Axis { .. }), "{e}");
+        names(&e, &["log_softmax"]);
+        let e = f32s(&[1.0], &[], place).softmax(1).unwrap_err();
+        assert!(matches!(e, Error::Axis { .. }), "{e}");
+        names(&e, &["softmax"]);
+    }
+}

@@ -24,7 +24,6 @@ mod random;
 mod registry;
 mod select_ops;
 mod shaders;
-mod softmax;
 mod sweep;
 mod tensor_ops;
 mod validation;

@@ -2033,21 +2033,36 @@ fn geom_spec(name: &'static str) -> Spec {
 // ---------------------------------------------------------------------------------------
 // Softmax, convolution, pooling.
 
+/// Softmax geometries: short lines, a middle axis (by a negative index too), rank 5, 0-d,
+/// empty (along and across the empty axis), and every GPU entry: contiguous rows of 32 or
+/// more (a workgroup per row; up to 1,024 held in registers, 1,025 the looping entry; 300
+/// rows, one invocation each on a software adapter), strided lines (inner > 1), one line.
+const SOFTMAX_CASES: [(&[usize], i64); 15] = [
+    (&[3, 5], -1),
+    (&[2, 4, 3], 1),
+    (&[2, 3, 4], -2),
+    (&[4, 40], -1),
+    (&[2, 3, 2, 2, 2], 0),
+    (&[], 0),
+    (&[], -1),
+    (&[0, 3], -1),
+    (&[0, 4], 0),
+    (&[5, 33], 1),
+    (&[3, 1024], -1),
+    (&[2, 1025], -1),
+    (&[300, 40], -1),
+    (&[5, 300, 3], 1),
+    (&[37], 0),
+];
+
 fn softmax_specs() -> Vec<Spec> {
     let fwd = |log: bool| {
         let samples = |rng: &mut Rng| {
             let mut out = Vec::new();
-            for (shape, ax) in [
-                (vec![3usize, 5], -1i64),
-                (vec![2, 4, 3], 1),
-                (vec![4, 40], -1),
-                (vec![2, 3, 2, 2, 2], 0),
-                (vec![], 0),
-                (vec![0, 3], -1),
-            ] {
+            for (shape, ax) in SOFTMAX_CASES {
                 out.push(sample(
                     format!("{shape:?} axis {ax}"),
-                    vec![data(vals(rng, numel(&shape), -4.0, 4.0, 0.0), &shape)],
+                    vec![data(vals(rng, numel(shape), -4.0, 4.0, 0.0), shape)],
                     AttrMap::new().with("axis", ax),
                 ));
             }
@@ -2055,10 +2070,15 @@ fn softmax_specs() -> Vec<Spec> {
             out.push(
                 sample("special values", vec![data(sp, &[3, 3])], AttrMap::new().with("axis", -1i64)).floats_only(),
             );
-            out.push(
-                sample("grad", vec![data(vals(rng, 6, -2.0, 2.0, 0.0), &[2, 3])], AttrMap::new().with("axis", 0i64))
-                    .with_grad(),
-            );
+            // Large inputs: no overflow to inf/inf (the maximum is subtracted).
+            let big = vec![1000.0, 1001.0, -1000.0];
+            out.push(sample("large values", vec![data(big, &[1, 3])], AttrMap::new().with("axis", -1i64)));
+            for (shape, ax) in [(&[2usize, 3][..], 0i64), (&[3, 5], -1), (&[2, 3, 4], 1)] {
+                let x = data(vals(rng, numel(shape), -2.0, 2.0, 0.0), shape);
+                out.push(
+                    sample(format!("grad {shape:?} axis {ax}"), vec![x], AttrMap::new().with("axis", ax)).with_grad(),
+                );
+            }
             out
         };
         let reference = move |x: &[Host], m: &AttrMap, _: DType| {
@@ -2070,13 +2090,13 @@ fn softmax_specs() -> Vec<Spec> {
     let bwd = |log: bool| {
         let samples = move |rng: &mut Rng| {
             let mut out = Vec::new();
-            for (shape, ax) in [(vec![3usize, 5], -1i64), (vec![2, 4, 3], 1), (vec![4, 40], -1)] {
-                let x = Host::new(vals(rng, numel(&shape), -3.0, 3.0, 0.0), &shape);
+            for (shape, ax) in SOFTMAX_CASES.into_iter().filter(|(s, _)| !s.is_empty()) {
+                let x = Host::new(vals(rng, numel(shape), -3.0, 3.0, 0.0), shape);
                 let y = refs::softmax(&x, axis(ax, shape.len()), log);
-                let dy = vals(rng, numel(&shape), -1.0, 1.0, 0.0);
+                let dy = vals(rng, numel(shape), -1.0, 1.0, 0.0);
                 out.push(sample(
                     format!("{shape:?} axis {ax}"),
-                    vec![data(y.v, &shape), data(dy, &shape)],
+                    vec![data(y.v, shape), data(dy, shape)],
                     AttrMap::new().with("axis", ax),
                 ));
             }
