@@ -477,3 +477,83 @@ fn softmax_axis_errors() {
         names(&e, &["softmax"]);
     }
 }
+
+fn f64s(v: &[f64], shape: &[usize]) -> Tensor {
+    tensor(v, shape, DType::Float64, Place::Cpu)
+}
+
+#[test]
+fn layer_norm_errors() {
+    let _generator = common::generator_lock();
+    let x = f64s(&[0.0; 24], &[2, 3, 4]);
+    let named = |e: &Error, parts: &[&str]| names(e, &[&["layer_norm"][..], parts].concat());
+    for ns in [&[3usize][..], &[4, 3], &[], &[1, 2, 3, 4]] {
+        let e = dygraph::layer_norm(&x, ns, None, None, 1e-5).unwrap_err();
+        assert!(matches!(e, Error::Shape { .. }), "{e}");
+        named(&e, &[&format!("{ns:?}"), "[2, 3, 4]"]);
+    }
+    let w = f64s(&[1.0; 3], &[3]);
+    let e = dygraph::layer_norm(&x, &[4], Some(&w), None, 1e-5).unwrap_err();
+    assert!(matches!(e, Error::Shape { .. }), "{e}");
+    named(&e, &["weight", "[3]", "[4]"]);
+    let e = dygraph::layer_norm(&x, &[3, 4], None, Some(&f64s(&[0.0; 4], &[4])), 1e-5).unwrap_err();
+    named(&e, &["bias", "[4]", "[3, 4]"]);
+    let w32 = tensor(&[1.0; 4], &[4], DType::Float32, Place::Cpu);
+    let e = dygraph::layer_norm(&x, &[4], Some(&w32), None, 1e-5).unwrap_err();
+    assert!(matches!(e, Error::DTypeMismatch { .. }), "{e}");
+    named(&e, &[]);
+    let e = dygraph::layer_norm(&x, &[4], None, None, -1.0).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
+    named(&e, &["epsilon"]);
+    if let Some(g) = gpu_or_skip() {
+        let xg = tensor(&[0.0; 8], &[2, 4], DType::Float32, g);
+        let e = dygraph::layer_norm(&xg, &[4], Some(&w32), None, 1e-5).unwrap_err();
+        assert!(matches!(e, Error::PlaceMismatch { .. }), "{e}");
+        named(&e, &[]);
+    }
+}
+
+#[test]
+fn batch_norm_errors() {
+    let _generator = common::generator_lock();
+    let named = |e: &Error, parts: &[&str]| names(e, &[&["batch_norm"][..], parts].concat());
+    let x = f64s(&[0.0; 24], &[2, 3, 4]);
+    let (rm, rv) = (f64s(&[0.0; 3], &[3]), f64s(&[1.0; 3], &[3]));
+    let opts = dygraph::BatchNormOptions::default();
+    let e = dygraph::batch_norm(&f64s(&[0.0; 3], &[3]), &rm, &rv, None, None, &opts).unwrap_err();
+    assert!(matches!(e, Error::Shape { .. }), "rank below 2: {e}");
+    named(&e, &["[3]", "rank"]);
+    let four = f64s(&[1.0; 4], &[4]);
+    for (name, args) in [
+        ("running_mean", (&four, &rv, None, None)),
+        ("running_var", (&rm, &four, None, None)),
+        ("weight", (&rm, &rv, Some(&four), None)),
+        ("bias", (&rm, &rv, None, Some(&four))),
+    ] {
+        let e = dygraph::batch_norm(&x, args.0, args.1, args.2, args.3, &opts).unwrap_err();
+        assert!(matches!(e, Error::Shape { .. }), "{name}: {e}");
+        named(&e, &[name, "[4]", "[3]", "[2, 3, 4]"]);
+    }
+    let e = dygraph::batch_norm(&x, &rm, &rv, Some(&f64s(&[1.0; 3], &[1, 3])), None, &opts).unwrap_err();
+    named(&e, &["weight", "[1, 3]"]);
+    let w32 = tensor(&[1.0; 3], &[3], DType::Float32, Place::Cpu);
+    let e = dygraph::batch_norm(&x, &rm, &rv, Some(&w32), None, &opts).unwrap_err();
+    assert!(matches!(e, Error::DTypeMismatch { .. }), "{e}");
+    named(&e, &[]);
+    let bad = dygraph::BatchNormOptions { epsilon: f64::NAN, ..opts };
+    let e = dygraph::batch_norm(&x, &rm, &rv, None, None, &bad).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
+    named(&e, &["epsilon"]);
+    let bad = dygraph::BatchNormOptions { momentum: 1.5, ..opts };
+    named(&dygraph::batch_norm(&x, &rm, &rv, None, None, &bad).unwrap_err(), &["momentum"]);
+    let train = dygraph::BatchNormOptions { training: true, ..opts };
+    let e = dygraph::batch_norm(&f64s(&[], &[0, 3, 4]), &rm, &rv, None, None, &train).unwrap_err();
+    assert!(matches!(e, Error::Shape { .. }), "batch statistics of an empty batch: {e}");
+    named(&e, &["[0, 3, 4]"]);
+    if let Some(g) = gpu_or_skip() {
+        let xg = tensor(&[0.0; 24], &[2, 3, 4], DType::Float32, g);
+        let e = dygraph::batch_norm(&xg, &rm, &rv, None, None, &opts).unwrap_err();
+        assert!(matches!(e, Error::PlaceMismatch { .. }), "running statistics on another place: {e}");
+        named(&e, &[]);
+    }
+}

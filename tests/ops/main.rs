@@ -6,6 +6,7 @@
 mod common;
 
 mod autograd;
+mod batch_norm;
 mod conv;
 mod conv3d;
 mod creation;
@@ -18,7 +19,6 @@ mod indexing;
 mod inplace;
 mod losses;
 mod matmul;
-mod norm;
 mod pool;
 mod random;
 mod registry;

@@ -2822,39 +2822,62 @@ fn channel_of(i: usize, shape: &[usize]) -> usize {
 fn norm_specs() -> Vec<Spec> {
     let eps = 1e-5;
     let ln = {
-        let samples = |rng: &mut Rng| {
-            let mut out = Vec::new();
-            for (shape, ns, w, b) in [
-                (vec![2usize, 3, 4], vec![4usize], true, true),
-                (vec![3, 40], vec![40], false, true),
-                (vec![2, 2, 3], vec![2, 3], true, false),
-            ] {
-                let d = numel(&ns);
-                let mut inputs = vec![data(vals(rng, numel(&shape), -2.0, 2.0, 0.0), &shape)];
-                if w {
-                    inputs.push(data(vals(rng, d, 0.5, 1.5, 0.0), &ns));
-                }
-                if b {
-                    inputs.push(data(vals(rng, d, -1.0, 1.0, 0.0), &[d]));
-                }
-                let attrs = AttrMap::new()
-                    .with("normalized_shape", ns.clone())
-                    .with("epsilon", 1e-5)
-                    .with("has_weight", w)
-                    .with("has_bias", b);
-                out.push(sample(format!("{shape:?} over {ns:?} w={w} b={b}"), inputs, attrs));
+        let attrs = |ns: &[usize], eps: f64, w: bool, b: bool| {
+            AttrMap::new()
+                .with("normalized_shape", ns.to_vec())
+                .with("epsilon", eps)
+                .with("has_weight", w)
+                .with("has_bias", b)
+        };
+        let inputs = |rng: &mut Rng, shape: &[usize], ns: &[usize], w: bool, b: bool| {
+            let d = numel(ns);
+            let mut inputs = vec![data(vals(rng, numel(shape), -2.0, 2.0, 0.0), shape)];
+            if w {
+                inputs.push(data(vals(rng, d, 0.5, 1.5, 0.0), ns));
             }
-            let attrs = AttrMap::new()
-                .with("normalized_shape", vec![3usize])
-                .with("epsilon", 1e-5)
-                .with("has_weight", true)
-                .with("has_bias", true);
-            let inputs = vec![
-                data(vals(rng, 6, -2.0, 2.0, 0.0), &[2, 3]),
-                data(vals(rng, 3, 0.5, 1.5, 0.0), &[3]),
-                data(vals(rng, 3, -1.0, 1.0, 0.0), &[3]),
+            if b {
+                inputs.push(data(vals(rng, d, -1.0, 1.0, 0.0), &[d]));
+            }
+            inputs
+        };
+        let samples = move |rng: &mut Rng| {
+            let mut out = Vec::new();
+            // Short rows (one invocation each on the GPU), rows held in registers (up to 1,024,
+            // the last slice partial or full), looped over (1,300), 260 rows of 33 (one
+            // invocation each on a software adapter, a workgroup each on hardware).
+            type Case = (&'static [usize], &'static [usize], bool, bool, f64);
+            let cases: [Case; 9] = [
+                (&[2, 3, 4], &[4], true, true, 1e-5),
+                (&[3, 40], &[40], false, true, 1e-5),
+                (&[2, 2, 3], &[2, 3], true, false, 1e-5),
+                (&[4, 6, 10], &[6, 10], false, false, 1e-3),
+                (&[8, 300], &[300], true, true, 1e-5),
+                (&[3, 1024], &[1024], true, false, 1e-5),
+                (&[2, 1300], &[1300], true, true, 1e-5),
+                (&[260, 33], &[33], true, true, 1e-5),
+                (&[3, 2, 5], &[3, 2, 5], false, true, 0.1),
             ];
-            out.push(sample("grad", inputs, attrs).with_grad());
+            for (shape, ns, w, b, eps) in cases {
+                let label = format!("{shape:?} over {ns:?} w={w} b={b} eps {eps}");
+                out.push(sample(label, inputs(rng, shape, ns, w, b), attrs(ns, eps, w, b)));
+            }
+            // A constant row: variance 0, so epsilon alone scales it.
+            let mut x = inputs(rng, &[3, 5], &[5], true, true);
+            x[0].values[5..10].fill(1.25);
+            out.push(sample("a constant row", x, attrs(&[5], 1e-3, true, true)));
+            // A float16 input with a float32 weight.
+            let x =
+                vec![data(vals(rng, 160, -2.0, 2.0, 0.0), &[4, 40]), fixed(vals(rng, 40, 0.5, 1.5, 0.0), &[40], F32)];
+            out.push(sample("float32 weight", x, attrs(&[40], 1e-5, true, false)).only(&[F16]));
+            for (shape, ns, w, b, eps) in [
+                (&[2usize, 3][..], &[3usize][..], true, true, 1e-5),
+                (&[2, 3], &[3], true, false, 1e-5),
+                (&[3, 4], &[4], false, false, 1e-3),
+                (&[2, 2, 3], &[2, 3], true, true, 1e-5),
+            ] {
+                let label = format!("grad {shape:?} over {ns:?} w={w} b={b}");
+                out.push(sample(label, inputs(rng, shape, ns, w, b), attrs(ns, eps, w, b)).with_grad());
+            }
             out
         };
         let reference = move |x: &[Host], m: &AttrMap, _: DType| {
@@ -2862,7 +2885,7 @@ fn norm_specs() -> Vec<Spec> {
             let (hw, hb) = (attr_b(m, "has_weight"), attr_b(m, "has_bias"));
             let w = hw.then(|| &x[1]);
             let b = hb.then(|| &x[1 + hw as usize]);
-            let (mean, rstd) = row_stats(&x[0].v, d, eps);
+            let (mean, rstd) = row_stats(&x[0].v, d, attr_f(m, "epsilon"));
             let v = x[0].v.iter().enumerate().map(|(i, &v)| {
                 let (r, j) = (i / d, i % d);
                 (v - mean[r]) * rstd[r] * w.map_or(1.0, |w| w.v[j]) + b.map_or(0.0, |b| b.v[j])
@@ -2877,10 +2900,16 @@ fn norm_specs() -> Vec<Spec> {
     let ln_grad = {
         let samples = move |rng: &mut Rng| {
             let mut out = Vec::new();
+            // Short rows, many rows (chunked weight and bias gradients), rows looped over
+            // (1,300), held in registers (1,024), one invocation or a workgroup each (260 of 33).
             for (rows, d, w, need) in [
                 (4usize, 5usize, true, [true, true, true]),
                 (3, 40, false, [true, false, true]),
                 (2, 3, true, [false, true, false]),
+                (200, 40, true, [true, true, true]),
+                (2, 1300, true, [true, true, true]),
+                (3, 1024, false, [true, false, true]),
+                (260, 33, true, [true, true, true]),
             ] {
                 let x = vals(rng, rows * d, -2.0, 2.0, 0.0);
                 let (mean, rstd) = row_stats(&x, d, eps);
@@ -2925,7 +2954,7 @@ fn norm_specs() -> Vec<Spec> {
     };
     let bn_stats = {
         let samples = |rng: &mut Rng| {
-            [vec![4usize, 3], vec![2, 3, 5], vec![3, 2, 4, 4], vec![2, 2, 2, 3, 2]]
+            [vec![4usize, 3], vec![2, 3, 5], vec![3, 2, 4, 4], vec![2, 2, 2, 3, 2], vec![2, 3, 20, 20], vec![1, 2, 600]]
                 .into_iter()
                 .map(|shape| {
                     sample(
@@ -2951,6 +2980,8 @@ fn norm_specs() -> Vec<Spec> {
                 (vec![4usize, 3], true, true, true),
                 (vec![2, 3, 4, 4], true, false, false),
                 (vec![2, 2, 5], false, true, true),
+                (vec![2, 3, 20, 20], true, true, true),
+                (vec![1, 2, 600], false, false, false),
             ] {
                 let c = shape[1];
                 let mut inputs = vec![
@@ -2985,6 +3016,17 @@ fn norm_specs() -> Vec<Spec> {
                 data(vals(rng, 3, -1.0, 1.0, 0.0), &[3]),
             ];
             out.push(sample("grad, fixed statistics", inputs, attrs).with_grad().constant(&[1, 2]));
+            let attrs = AttrMap::new()
+                .with("batch_stats", false)
+                .with("epsilon", 1e-5)
+                .with("has_weight", false)
+                .with("has_bias", false);
+            let inputs = vec![
+                data(vals(rng, 12, -2.0, 2.0, 0.0), &[3, 2, 2]),
+                data(vals(rng, 2, -1.0, 1.0, 0.0), &[2]),
+                data(vals(rng, 2, 0.5, 2.0, 0.0), &[2]),
+            ];
+            out.push(sample("grad, no affine", inputs, attrs).with_grad().constant(&[1, 2]));
             out
         };
         let reference = |x: &[Host], m: &AttrMap, _: DType| {
@@ -2997,7 +3039,7 @@ fn norm_specs() -> Vec<Spec> {
             });
             vec![Host { v: v.collect(), shape: x[0].shape.clone() }]
         };
-        spec("batch_norm", floats(), samples, reference).tol(20.0).grad()
+        spec("batch_norm", floats(), samples, reference).tol(20.0).grad().second()
     };
     let bn_grad = {
         let samples = move |rng: &mut Rng| {
@@ -3006,6 +3048,8 @@ fn norm_specs() -> Vec<Spec> {
                 (vec![4usize, 3], true, true, [true, true, true]),
                 (vec![2, 3, 4, 4], false, false, [true, false, true]),
                 (vec![3, 2, 5], true, true, [false, true, false]),
+                (vec![2, 3, 20, 20], true, true, [true, true, true]),
+                (vec![1, 2, 600], false, true, [true, false, true]),
             ] {
                 let c = shape[1];
                 let x = Host::new(vals(rng, numel(&shape), -2.0, 2.0, 0.0), &shape);
