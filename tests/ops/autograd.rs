@@ -414,3 +414,22 @@ fn max_and_min_gradients_split_evenly_among_tied_elements() {
         assert_eq!(grad_of(&x), [1.0, 0.0, 0.0, 0.0, 0.5, 0.5], "min over axis 1 on {place}");
     }
 }
+
+#[test]
+fn overlapping_pool_gradients_are_the_same_on_every_run() {
+    let _generator = common::generator_lock();
+    // 3x3 windows at stride 2 overlap: their gradients add into shared inputs, in an order
+    // that must not change the result.
+    let v = common::Rng::new(14).vec(2 * 3 * 9 * 9, -1.0, 1.0);
+    for place in places() {
+        let run = || {
+            let x = common::tensor(&v, &[2, 3, 9, 9], DType::Float32, place);
+            x.set_stop_gradient(false);
+            let o = paddle::Pool2dOptions::new(3).stride(2).padding(1);
+            let y = paddle::max_pool2d(&x, &o).unwrap().add(&paddle::avg_pool2d(&x, &o).unwrap()).unwrap();
+            y.mul(&y).unwrap().sum(&[], false).unwrap().backward().unwrap();
+            grad_of(&x)
+        };
+        assert_eq!(run(), run(), "gradients differ between two runs on {place}");
+    }
+}

@@ -557,3 +557,36 @@ fn batch_norm_errors() {
         named(&e, &[]);
     }
 }
+
+#[test]
+fn pool_errors() {
+    let _generator = common::generator_lock();
+    use dygraph::{Padding, Pool2dOptions};
+    let x = f64s(&[0.0; 2 * 3 * 5 * 5], &[2, 3, 5, 5]);
+    let rank3 = f64s(&[0.0; 75], &[3, 5, 5]);
+    let p = Pool2dOptions::new;
+    let check = |r: dygraph::Result<Tensor>, op: &str, shape: bool| {
+        let e = match r {
+            Ok(t) => panic!("{op}: expected an error, got a tensor of shape {:?}", t.shape()),
+            Err(e) => e,
+        };
+        if shape {
+            assert!(matches!(e, Error::Shape { .. }), "{e}");
+        } else {
+            assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
+        }
+        names(&e, &[op]);
+    };
+    check(dygraph::max_pool2d(&rank3, &p(2)), "max_pool2d", true);
+    check(dygraph::avg_pool2d(&rank3, &p(2)), "avg_pool2d", true);
+    check(dygraph::max_pool2d(&x, &p(6)), "max_pool2d", true);
+    check(dygraph::adaptive_avg_pool2d(&f64s(&[0.0; 5], &[5]), 2), "adaptive_avg_pool2d", true);
+    check(dygraph::max_pool2d(&x, &p(0)), "max_pool2d", false);
+    check(dygraph::max_pool2d(&x, &p(2).stride(0)), "max_pool2d", false);
+    check(dygraph::avg_pool2d(&x, &p(2).padding(2)), "avg_pool2d", false);
+    check(dygraph::max_pool2d(&x, &p(2).padding(Padding::Valid).ceil_mode(true)), "max_pool2d", false);
+    check(dygraph::adaptive_max_pool2d(&x, [0, 2]), "adaptive_max_pool2d", false);
+    let nhwc = Pool2dOptions { data_format: "NHWC".into(), ..p(2) };
+    check(dygraph::max_pool2d(&x, &nhwc), "max_pool2d", false);
+    check(dygraph::max_pool2d_with_index(&rank3, &p(2)).map(|r| r.0), "max_pool2d_with_index", true);
+}

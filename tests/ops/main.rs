@@ -19,7 +19,6 @@ mod indexing;
 mod inplace;
 mod losses;
 mod matmul;
-mod pool;
 mod random;
 mod registry;
 mod select_ops;

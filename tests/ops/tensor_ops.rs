@@ -591,3 +591,26 @@ fn shape_composites_match_hand_values() {
     }
     common::report("shape composite gradchecks", &failures);
 }
+
+/// The public `*_with_index` pools give int64 indices (the registered ops' int32 argmax is
+/// in the sweep) of the output's shape, positions in each plane.
+#[test]
+fn pools_with_index_give_int64_plane_positions() {
+    let _generator = common::generator_lock();
+    let seq = |n: usize| (1..=n).map(|i| i as f64).collect::<Vec<f64>>();
+    for place in places() {
+        let x = t(&seq(32), &[1, 2, 4, 4], place);
+        let (out, idx) = paddle::max_pool2d_with_index(&x, &paddle::Pool2dOptions::new(2)).unwrap();
+        exact(
+            &format!("max_pool2d_with_index on {place}"),
+            &out,
+            &[1, 2, 2, 2],
+            &[6.0, 8.0, 14.0, 16.0, 22.0, 24.0, 30.0, 32.0],
+        );
+        assert_eq!((idx.dtype(), idx.shape()), (DType::Int64, &[1usize, 2, 2, 2][..]), "on {place}");
+        assert_eq!(idx.to_vec::<i64>().unwrap(), [5, 7, 13, 15, 5, 7, 13, 15], "on {place}");
+        let (out, idx) = paddle::adaptive_max_pool2d_with_index(&t(&seq(5), &[1, 1, 1, 5], place), [1, 3]).unwrap();
+        exact(&format!("adaptive_max_pool2d_with_index on {place}"), &out, &[1, 1, 1, 3], &[2.0, 4.0, 5.0]);
+        assert_eq!((idx.dtype(), idx.to_vec::<i64>().unwrap()), (DType::Int64, vec![1, 3, 4]), "on {place}");
+    }
+}

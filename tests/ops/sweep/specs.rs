@@ -2580,7 +2580,10 @@ fn pool_geometry(x: &[usize], m: &AttrMap) -> ([usize; 2], [usize; 4], [usize; 2
     (out, p, [k[0], k[1]], [s[0], s[1]])
 }
 
-/// Max or average pooling by the window functions of `refs`, over every plane.
+/// Max or average pooling by the window functions of `refs`, over every plane: the values
+/// and (max) each window's argmax as a position in its plane — the first maximum in the
+/// window's row-major order, a NaN beating every number and the first NaN winning (padding
+/// is never a candidate).
 #[allow(clippy::too_many_arguments)]
 fn pool_ref(
     x: &Host,
@@ -2591,20 +2594,52 @@ fn pool_ref(
     adaptive: bool,
     exclusive: bool,
     max: bool,
-) -> Host {
+) -> (Host, Host) {
     let (n, c, h, w) = (x.shape[0], x.shape[1], x.shape[2], x.shape[3]);
     let shape = vec![n, c, o[0], o[1]];
-    let v = (0..numel(&shape))
+    let (v, at): (Vec<f64>, Vec<f64>) = (0..numel(&shape))
         .map(|i| {
             let idx = unravel(i, &shape);
             let (rows, rc) = refs::pool_window(idx[2], h, o[0], k[0], s[0], p[0], p[1], adaptive, exclusive);
             let (cols, cc) = refs::pool_window(idx[3], w, o[1], k[1], s[1], p[2], p[3], adaptive, exclusive);
             let plane = &x.v[(idx[0] * c + idx[1]) * h * w..][..h * w];
-            let cells = rows.iter().flat_map(|&r| cols.iter().map(move |&q| plane[r * w + q]));
-            if max { cells.fold(f64::NEG_INFINITY, f64::max) } else { cells.sum::<f64>() / (rc * cc) as f64 }
+            let cells: Vec<usize> = rows.iter().flat_map(|&r| cols.iter().map(move |&q| r * w + q)).collect();
+            if !max {
+                return (cells.iter().map(|&j| plane[j]).sum::<f64>() / (rc * cc) as f64, 0.0);
+            }
+            let mut best = cells[0];
+            for &j in &cells[1..] {
+                let (v, b) = (plane[j], plane[best]);
+                if v > b || (v.is_nan() && !b.is_nan()) {
+                    best = j;
+                }
+            }
+            (plane[best], best as f64)
         })
-        .collect();
-    Host { v, shape }
+        .unzip();
+    (Host { v, shape: shape.clone() }, Host { v: at, shape })
+}
+
+/// Values from a small set (so windows tie often and hold several NaNs, infinities and
+/// zeros of both signs), the first plane all ones.
+fn pool_specials(rng: &mut Rng, shape: &[usize]) -> Vec<f64> {
+    let set = [-1.0, -0.0, 0.0, 1.0, 2.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY];
+    let plane = shape[2] * shape[3];
+    (0..numel(shape)).map(|i| if i < plane { 1.0 } else { set[(rng.next_u64() % 8) as usize] }).collect()
+}
+
+/// Distinct values at least 0.05 apart, shuffled: no near-ties for max pooling's gradient.
+fn distinct(rng: &mut Rng, n: usize) -> Vec<f64> {
+    let mut v: Vec<f64> = (0..n).map(|i| i as f64 * 0.05 - 1.0).collect();
+    for i in (1..n).rev() {
+        v.swap(i, (rng.next_u64() % (i as u64 + 1)) as usize);
+    }
+    v
+}
+
+/// Max pooling's outputs: the values (the dtype under test) and the argmax (int32).
+fn max_pool_dtypes(d: DType, _: &AttrMap, i: usize) -> DType {
+    if i == 1 { I32 } else { d }
 }
 
 fn pool_options(k: [usize; 2], stride: Option<[usize; 2]>, padding: AttrValue, ceil: bool, exclusive: bool) -> AttrMap {
@@ -2653,7 +2688,11 @@ fn pool_specs() -> Vec<Spec> {
     let window_cases = || {
         vec![
             ("2x2", pool_options([2, 2], None, pads([0; 4]), false, true)),
+            ("3x3 stride 2 pad 1", pool_options([3, 3], Some([2, 2]), pads([1, 1, 1, 1]), false, true)),
             ("3x3 stride 2 pad 1 ceil", pool_options([3, 3], Some([2, 2]), pads([1, 1, 1, 1]), true, true)),
+            // Height 7: ceil's last window would start in the trailing padding, so it is not one.
+            ("2x2 stride 3 pad 1 ceil", pool_options([2, 2], Some([3, 3]), pads([1, 1, 1, 1]), true, true)),
+            ("VALID", pool_options([3, 3], Some([2, 2]), AttrValue::Str("VALID".into()), false, true)),
             ("non-exclusive ceil", pool_options([3, 2], Some([2, 2]), pads([1, 0, 1, 0]), true, false)),
             ("non-exclusive asymmetric", pool_options([2, 3], Some([1, 2]), pads([0, 1, 1, 1]), false, false)),
             ("SAME", pool_options([3, 3], Some([2, 2]), AttrValue::Str("SAME".into()), false, true)),
@@ -2665,16 +2704,30 @@ fn pool_specs() -> Vec<Spec> {
                 .into_iter()
                 .map(|(label, m)| sample(label, vec![data(vals(rng, 2 * 3 * 7 * 6, -3.0, 3.0, 0.0), &[2, 3, 7, 6])], m))
                 .collect();
+            // 2x2 windows over odd planes: the last row and column left out, or with ceil_mode
+            // pooled in clipped windows.
+            for shape in [[2usize, 3, 5, 7], [2, 3, 9, 2]] {
+                for ceil in [false, true] {
+                    let m = pool_options([2, 2], None, pads([0; 4]), ceil, true);
+                    let x = data(pool_specials(rng, &shape), &shape);
+                    out.push(sample(format!("special values {shape:?} ceil {ceil}"), vec![x], m).floats_only());
+                }
+            }
+            let m = pool_options([2, 2], None, pads([0; 4]), false, true);
+            out.push(sample("empty batch", vec![data(vec![], &[0, 2, 4, 4])], m).with_grad());
             let m = pool_options([2, 2], Some([2, 1]), pads([1, 0, 0, 1]), true, false);
-            let v: Vec<f64> = (0..2 * 5 * 4).map(|i| ((i * 7) % 11) as f64 * 0.3 - 1.0 + i as f64 * 0.001).collect();
-            out.push(sample("grad", vec![data(v, &[1, 2, 5, 4])], m).with_grad());
+            out.push(sample("grad, non-exclusive ceil", vec![data(distinct(rng, 40), &[1, 2, 5, 4])], m).with_grad());
+            let m = pool_options([3, 3], Some([2, 2]), pads([1, 1, 1, 1]), false, true);
+            out.push(sample("grad, exclusive padded", vec![data(distinct(rng, 60), &[1, 2, 5, 6])], m).with_grad());
             out
         };
         let reference = move |x: &[Host], m: &AttrMap, _: DType| {
             let (o, p, k, s) = pool_geometry(&x[0].shape, m);
-            vec![pool_ref(&x[0], o, p, k, s, false, attr_b(m, "exclusive") || max, max)]
+            let (y, at) = pool_ref(&x[0], o, p, k, s, false, attr_b(m, "exclusive") || max, max);
+            if max { vec![y, at] } else { vec![y] }
         };
-        spec(name, floats(), samples, reference).tol(4.0).grad()
+        let s = spec(name, floats(), samples, reference).tol(4.0).grad().second();
+        if max { s.check_aux().out(max_pool_dtypes) } else { s }
     };
     let adaptive = |name: &'static str, max: bool| {
         let samples = |rng: &mut Rng| {
@@ -2685,25 +2738,34 @@ fn pool_specs() -> Vec<Spec> {
                     sample(format!("to {o:?}"), vec![x], AttrMap::new().with("output_size", o.to_vec()))
                 })
                 .collect();
-            let v: Vec<f64> = (0..30).map(|i| ((i * 7) % 13) as f64 * 0.2 + i as f64 * 0.001).collect();
-            out.push(
-                sample("grad", vec![data(v, &[1, 1, 5, 6])], AttrMap::new().with("output_size", vec![2usize, 4]))
-                    .with_grad(),
-            );
+            let to = |o: [usize; 2]| AttrMap::new().with("output_size", o.to_vec());
+            let x = data(pool_specials(rng, &[2, 3, 5, 7]), &[2, 3, 5, 7]);
+            out.push(sample("special values", vec![x], to([3, 4])).floats_only());
+            out.push(sample("empty batch", vec![data(vec![], &[0, 2, 4, 4])], to([2, 2])));
+            for (x, o) in [([1usize, 1, 5, 6], [2usize, 4]), ([1, 1, 3, 2], [5, 4]), ([1, 2, 3, 3], [1, 1])] {
+                let v = data(distinct(rng, numel(&x)), &x);
+                out.push(sample(format!("grad {x:?} to {o:?}"), vec![v], to(o)).with_grad());
+            }
             out
         };
         let reference = move |x: &[Host], m: &AttrMap, _: DType| {
             let o = attr_us(m, "output_size");
-            vec![pool_ref(&x[0], [o[0], o[1]], [0; 4], [0, 0], [1, 1], true, true, max)]
+            let (y, at) = pool_ref(&x[0], [o[0], o[1]], [0; 4], [0, 0], [1, 1], true, true, max);
+            if max { vec![y, at] } else { vec![y] }
         };
-        spec(name, floats(), samples, reference).tol(4.0).grad()
+        let s = spec(name, floats(), samples, reference).tol(4.0).grad().second();
+        if max { s.check_aux().out(max_pool_dtypes) } else { s }
     };
     let primitive = |name: &'static str| {
         let samples = move |rng: &mut Rng| {
-            let cases: [PoolCase; 3] = [
+            // Padded windows, overlapping non-exclusive ones, adaptive bins, windows tiling
+            // the input (the max gradient's `max_bwd_tiles` entry), upsampling adaptive bins.
+            let cases: [PoolCase; 5] = [
                 ([2, 2, 6, 5], [3, 3], [2, 2], [2, 2], [0, 1, 1, 0], false, true),
                 ([1, 2, 5, 5], [3, 2], [3, 3], [2, 2], [1, 1, 1, 1], false, false),
                 ([1, 1, 7, 4], [3, 3], [0, 0], [1, 1], [0; 4], true, true),
+                ([2, 2, 6, 4], [3, 2], [2, 2], [2, 2], [0; 4], false, true),
+                ([1, 2, 3, 2], [5, 4], [0, 0], [1, 1], [0; 4], true, true),
             ];
             cases
                 .iter()
@@ -2743,7 +2805,7 @@ fn pool_specs() -> Vec<Spec> {
             let (ad, ex) = (attr_b(m, "adaptive"), attr_b(m, "exclusive"));
             let (in_shape, out_shape) = (vec![n, c, h, w], vec![n, c, oh, ow]);
             match name {
-                "pool2d_avg" => vec![pool_ref(&x[0], [oh, ow], p, k, s, ad, ex, false)],
+                "pool2d_avg" => vec![pool_ref(&x[0], [oh, ow], p, k, s, ad, ex, false).0],
                 "pool2d_avg_grad" => {
                     let mut v = vec![0.0; numel(&in_shape)];
                     for j in 0..numel(&out_shape) {
