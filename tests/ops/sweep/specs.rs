@@ -844,7 +844,7 @@ fn reduce_samples(rng: &mut Rng, red: Red, lo: f64, hi: f64, gap: f64) -> Vec<Sa
             Red::Sum => out.push(sample(label, vec![data(ints(rng, n, 0, 4), shape)], a(axes))),
             Red::Extremum => out.push(sample(label, vec![data(vals(rng, n, lo, hi, gap), shape)], a(axes))),
             Red::Prod => {
-                let sign = |rng: &mut Rng| if rng.next_u64() % 2 == 0 { 1.0 } else { -1.0 };
+                let sign = |rng: &mut Rng| if rng.next_u64() & 1 == 0 { 1.0 } else { -1.0 };
                 let f: Vec<f64> = (0..n)
                     .map(|i| match i % 97 {
                         3 => 2.0,
