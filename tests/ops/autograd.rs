@@ -383,3 +383,53 @@ fn a_failing_post_accumulate_hook_fails_backward_and_drops_the_queued_callbacks(
     let y = w.mul_scalar(2.0).unwrap();
     assert!(y.register_post_accumulate_grad_hook(|_| Ok(())).is_err());
 }
+
+#[test]
+fn maximum_and_minimum_split_the_gradient_at_ties() {
+    let _generator = common::generator_lock();
+    for place in places() {
+        let a = leaf(&[1.0, 2.0, 3.0], &[3], place);
+        let b = leaf(&[1.0, 5.0, 0.0], &[3], place);
+        a.maximum(&b).unwrap().sum(&[], false).unwrap().backward().unwrap();
+        assert_eq!(grad_of(&a), [0.5, 0.0, 1.0], "maximum, a, on {place}");
+        assert_eq!(grad_of(&b), [0.5, 1.0, 0.0], "maximum, b, on {place}");
+        a.clear_gradient();
+        b.clear_gradient();
+        a.minimum(&b).unwrap().sum(&[], false).unwrap().backward().unwrap();
+        assert_eq!(grad_of(&a), [0.5, 1.0, 0.0], "minimum, a, on {place}");
+        assert_eq!(grad_of(&b), [0.5, 0.0, 1.0], "minimum, b, on {place}");
+    }
+}
+
+#[test]
+fn max_and_min_gradients_split_evenly_among_tied_elements() {
+    let _generator = common::generator_lock();
+    // Paddle 3.x divides the gradient by the number of tied extrema.
+    for place in places() {
+        let x = leaf(&[1.0, 3.0, 3.0, 2.0, 0.0, 0.0], &[2, 3], place);
+        x.max(&[], false).unwrap().backward().unwrap();
+        assert_eq!(grad_of(&x), [0.0, 0.5, 0.5, 0.0, 0.0, 0.0], "max over all on {place}");
+        x.clear_gradient();
+        x.min(&[1], false).unwrap().sum(&[], false).unwrap().backward().unwrap();
+        assert_eq!(grad_of(&x), [1.0, 0.0, 0.0, 0.0, 0.5, 0.5], "min over axis 1 on {place}");
+    }
+}
+
+#[test]
+fn overlapping_pool_gradients_are_the_same_on_every_run() {
+    let _generator = common::generator_lock();
+    // 3x3 windows at stride 2 overlap: their gradients add into shared inputs, in an order
+    // that must not change the result.
+    let v = common::Rng::new(14).vec(2 * 3 * 9 * 9, -1.0, 1.0);
+    for place in places() {
+        let run = || {
+            let x = common::tensor(&v, &[2, 3, 9, 9], DType::Float32, place);
+            x.set_stop_gradient(false);
+            let o = paddle::Pool2dOptions::new(3).stride(2).padding(1);
+            let y = paddle::max_pool2d(&x, &o).unwrap().add(&paddle::avg_pool2d(&x, &o).unwrap()).unwrap();
+            y.mul(&y).unwrap().sum(&[], false).unwrap().backward().unwrap();
+            grad_of(&x)
+        };
+        assert_eq!(run(), run(), "gradients differ between two runs on {place}");
+    }
+}

@@ -324,6 +324,10 @@ fn empty_tensors_work_where_numpy_allows() {
         assert!(values(&e.mean(&[], false).unwrap())[0].is_nan(), "mean of empty is NaN {at}");
         let z = dygraph::matmul(&f32s(&[], &[2, 0], place), &f32s(&[], &[0, 3], place), false, false).unwrap();
         assert_eq!((z.shape(), values(&z)), (&[2usize, 3][..], vec![0.0; 6]), "matmul with K = 0 gives zeros {at}");
+        // Also into a reused pooled GPU buffer that held other values.
+        drop(f32s(&[7.0; 12], &[3, 4], place));
+        let z = dygraph::matmul(&f32s(&[], &[3, 0], place), &f32s(&[], &[0, 4], place), false, false).unwrap();
+        assert_eq!((z.shape(), values(&z)), (&[3usize, 4][..], vec![0.0; 12]), "K = 0 after junk {at}");
         let z = dygraph::matmul(&e, &f32s(&[0.0; 6], &[3, 2], place), false, false).unwrap();
         assert_eq!(z.shape(), [0, 2], "matmul with M = 0 {at}");
         let z = dygraph::matmul(&f32s(&[], &[0], place), &f32s(&[], &[0], place), false, false).unwrap();
@@ -337,4 +341,252 @@ fn empty_tensors_work_where_numpy_allows() {
         assert!(matches!(err, Error::Shape { op: "max", .. }), "max of empty has no identity: {err}");
         names(&err, &["max", "[0, 3]"]);
     }
+}
+
+#[test]
+fn reduction_errors() {
+    let _generator = common::generator_lock();
+    for place in places() {
+        let x = f32s(&[1.0; 6], &[2, 3], place);
+        let e = x.sum(&[2], false).unwrap_err();
+        assert!(matches!(e, Error::Axis { op: "sum", axis: 2, rank: 2, .. }), "{e}");
+        names(&e, &["sum", "[2, 3]"]);
+        let e = x.max(&[0, -2], false).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument { op: "max", .. }), "duplicate axis: {e}");
+        names(&e, &["max", "twice"]);
+        let i = Tensor::from_vec_on(vec![1i64, 2], [2], place).unwrap();
+        let e = i.logsumexp(&[], false).unwrap_err();
+        assert!(matches!(e, Error::UnsupportedDType { op: "logsumexp", dtype: DType::Int64, .. }), "{e}");
+        let e = i.var(&[], true, false).unwrap_err();
+        assert!(matches!(e, Error::UnsupportedDType { op: "var", dtype: DType::Int64, .. }), "{e}");
+        let e = i.std(&[], true, false).unwrap_err();
+        assert!(matches!(e, Error::UnsupportedDType { op: "std", dtype: DType::Int64, .. }), "{e}");
+        let e = dygraph::add_n(&[]).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument { op: "add_n", .. }), "{e}");
+        let e = dygraph::add_n(&[x.clone(), f32s(&[1.0; 3], &[3], place)]).unwrap_err();
+        assert!(matches!(e, Error::Shape { op: "add_n", .. }), "{e}");
+        names(&e, &["add_n", "[3]", "[2, 3]"]);
+        // No identity: max over a zero-length axis, argmax over an empty axis.
+        let empty = f32s(&[], &[0, 3], place);
+        let e = empty.max(&[0], false).unwrap_err();
+        assert!(matches!(e, Error::Shape { op: "max", .. }), "{e}");
+        names(&e, &["max", "[0, 3]"]);
+        let e = empty.min(&[0], false).unwrap_err();
+        assert!(matches!(e, Error::Shape { op: "min", .. }), "{e}");
+        let e = empty.argmax(Some(0), false).unwrap_err();
+        assert!(matches!(e, Error::Shape { op: "argmax", .. }), "{e}");
+        let e = empty.argmin(Some(0), false).unwrap_err();
+        assert!(matches!(e, Error::Shape { op: "argmin", .. }), "{e}");
+    }
+}
+
+#[test]
+fn shape_op_errors() {
+    let _generator = common::generator_lock();
+    let iota = |n: usize| (0..n).map(|i| i as f64).collect::<Vec<f64>>();
+    for place in places() {
+        let x = f32s(&iota(6), &[2, 3], place);
+        let msg = |e: &Error| e.to_string();
+
+        let e = dygraph::reshape(&x, &[4, 2]).unwrap_err();
+        assert!(matches!(e, Error::Shape { op: "reshape", .. }), "{e}");
+        names(&e, &["reshape", "[2, 3]", "[4, 2]"]);
+        let e = dygraph::reshape(&x, &[-1, -1]).unwrap_err();
+        assert!(matches!(e, Error::Shape { op: "reshape", .. }), "{e}");
+        let e = dygraph::reshape(&x, &[-1, 4]).unwrap_err();
+        assert!(matches!(e, Error::Shape { op: "reshape", .. }) && msg(&e).contains("[2, 3]"), "{e}");
+        let e = dygraph::reshape(&x, &[-2, 3]).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument { op: "reshape", .. }), "{e}");
+        let e = x.reshape([-1i64, 3]).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument { op: "reshape", .. }), "{e}");
+
+        let y = f32s(&iota(4), &[2, 2], place);
+        let e = dygraph::concat(&[x.clone(), y.clone()], 0).unwrap_err();
+        assert!(matches!(e, Error::Shape { op: "concat", .. }), "{e}");
+        names(&e, &["concat", "[2, 2]", "[2, 3]"]);
+        let e = dygraph::concat(&[], 0).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument { op: "concat", .. }), "{e}");
+        let e = dygraph::stack(&[x.clone(), y.clone()], 0).unwrap_err();
+        assert!(matches!(e, Error::Shape { op: "stack", .. }), "{e}");
+
+        let a = f32s(&iota(12), &[3, 4], place);
+        let b = f32s(&iota(15), &[3, 5], place);
+        let e = dygraph::matmul(&a, &b, false, false).unwrap_err();
+        assert!(matches!(e, Error::Shape { op: "matmul", .. }), "{e}");
+        names(&e, &["matmul", "[3, 4]", "[3, 5]"]);
+        let e = dygraph::matmul(&f32s(&iota(3), &[3], place), &f32s(&iota(4), &[4], place), false, false).unwrap_err();
+        names(&e, &["[3]", "[4]"]);
+        let e = dygraph::matmul(&f32s(&iota(24), &[2, 3, 4], place), &f32s(&iota(60), &[3, 4, 5], place), false, false)
+            .unwrap_err();
+        assert!(matches!(e, Error::Broadcast { op: "matmul", .. }), "batch dims 2 vs 3: {e}");
+        let ai = a.cast(DType::Int64).unwrap();
+        let e = dygraph::matmul(&ai, &ai, false, true).unwrap_err();
+        assert!(matches!(e, Error::UnsupportedDType { op: "matmul", dtype: DType::Int64, .. }), "{e}");
+        let e = dygraph::matmul(&f32s(&[1.0], &[], place), &a, false, false).unwrap_err();
+        assert!(matches!(e, Error::Shape { op: "matmul", .. }), "{e}");
+
+        let t3 = f32s(&iota(24), &[2, 3, 4], place);
+        for perm in [&[0usize, 1][..], &[0, 1, 1], &[0, 1, 3], &[2, 1, 0, 3]] {
+            let e = t3.transpose(perm).unwrap_err();
+            assert!(matches!(e, Error::InvalidArgument { op: "transpose", .. }), "{perm:?}: {e}");
+            names(&e, &[&format!("{perm:?}"), "[2, 3, 4]"]);
+        }
+
+        let e = x.squeeze(&[2]).unwrap_err();
+        assert!(matches!(e, Error::Axis { op: "squeeze", .. }), "{e}");
+        let e = x.unsqueeze(&[4]).unwrap_err();
+        assert!(matches!(e, Error::Axis { op: "unsqueeze", .. }), "{e}");
+        let e = x.unsqueeze(&[0, 0]).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument { op: "unsqueeze", .. }), "{e}");
+        let e = x.flatten(1, 0).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument { op: "flatten", .. }), "{e}");
+        let e = x.split(2, 1).unwrap_err();
+        assert!(matches!(e, Error::Shape { op: "split", .. }), "{e}");
+        let e = x.split([1, 1], 1).unwrap_err();
+        assert!(matches!(e, Error::Shape { op: "split", .. }), "{e}");
+        let e = x.split([-1, -1], 1).unwrap_err();
+        assert!(matches!(e, Error::Shape { op: "split", .. }), "{e}");
+        let e = x.split(0, 1).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument { op: "split", .. }), "{e}");
+        let e = x.broadcast_to(&[1, 3]).unwrap_err();
+        assert!(matches!(e, Error::Broadcast { op: "broadcast_to", .. }), "broadcasting down is an error: {e}");
+        let e = x.expand(&[3]).unwrap_err();
+        assert!(matches!(e, Error::Shape { op: "expand", .. }), "{e}");
+        let e = dygraph::strided_slice(&x, &[0], &[0], &[1], &[0]).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument { op: "slice", .. }), "step 0: {e}");
+        let e = x.slice(&[0, 1], &[0], &[1]).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument { op: "slice", .. }), "{e}");
+        let e = dygraph::pad(&x, &[1, 1, 1], 0.0).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument { op: "pad", .. }), "{e}");
+    }
+}
+
+#[test]
+fn softmax_axis_errors() {
+    let _generator = common::generator_lock();
+    for place in places() {
+        let x = f32s(&[1.0; 6], &[2, 3], place);
+        let e = dygraph::softmax(&x, 2).unwrap_err();
+        assert!(matches!(e, Error::Axis { axis: 2, rank: 2, .. }), "{e}");
+        names(&e, &["softmax", "[2, 3]"]);
+        let e = x.log_softmax(-3).unwrap_err();
+        assert!(matches!(e, Error::Axis { .. }), "{e}");
+        names(&e, &["log_softmax"]);
+        let e = f32s(&[1.0], &[], place).softmax(1).unwrap_err();
+        assert!(matches!(e, Error::Axis { .. }), "{e}");
+        names(&e, &["softmax"]);
+    }
+}
+
+fn f64s(v: &[f64], shape: &[usize]) -> Tensor {
+    tensor(v, shape, DType::Float64, Place::Cpu)
+}
+
+#[test]
+fn layer_norm_errors() {
+    let _generator = common::generator_lock();
+    let x = f64s(&[0.0; 24], &[2, 3, 4]);
+    let named = |e: &Error, parts: &[&str]| names(e, &[&["layer_norm"][..], parts].concat());
+    for ns in [&[3usize][..], &[4, 3], &[], &[1, 2, 3, 4]] {
+        let e = dygraph::layer_norm(&x, ns, None, None, 1e-5).unwrap_err();
+        assert!(matches!(e, Error::Shape { .. }), "{e}");
+        named(&e, &[&format!("{ns:?}"), "[2, 3, 4]"]);
+    }
+    let w = f64s(&[1.0; 3], &[3]);
+    let e = dygraph::layer_norm(&x, &[4], Some(&w), None, 1e-5).unwrap_err();
+    assert!(matches!(e, Error::Shape { .. }), "{e}");
+    named(&e, &["weight", "[3]", "[4]"]);
+    let e = dygraph::layer_norm(&x, &[3, 4], None, Some(&f64s(&[0.0; 4], &[4])), 1e-5).unwrap_err();
+    named(&e, &["bias", "[4]", "[3, 4]"]);
+    let w32 = tensor(&[1.0; 4], &[4], DType::Float32, Place::Cpu);
+    let e = dygraph::layer_norm(&x, &[4], Some(&w32), None, 1e-5).unwrap_err();
+    assert!(matches!(e, Error::DTypeMismatch { .. }), "{e}");
+    named(&e, &[]);
+    let e = dygraph::layer_norm(&x, &[4], None, None, -1.0).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
+    named(&e, &["epsilon"]);
+    if let Some(g) = gpu_or_skip() {
+        let xg = tensor(&[0.0; 8], &[2, 4], DType::Float32, g);
+        let e = dygraph::layer_norm(&xg, &[4], Some(&w32), None, 1e-5).unwrap_err();
+        assert!(matches!(e, Error::PlaceMismatch { .. }), "{e}");
+        named(&e, &[]);
+    }
+}
+
+#[test]
+fn batch_norm_errors() {
+    let _generator = common::generator_lock();
+    let named = |e: &Error, parts: &[&str]| names(e, &[&["batch_norm"][..], parts].concat());
+    let x = f64s(&[0.0; 24], &[2, 3, 4]);
+    let (rm, rv) = (f64s(&[0.0; 3], &[3]), f64s(&[1.0; 3], &[3]));
+    let opts = dygraph::BatchNormOptions::default();
+    let e = dygraph::batch_norm(&f64s(&[0.0; 3], &[3]), &rm, &rv, None, None, &opts).unwrap_err();
+    assert!(matches!(e, Error::Shape { .. }), "rank below 2: {e}");
+    named(&e, &["[3]", "rank"]);
+    let four = f64s(&[1.0; 4], &[4]);
+    for (name, args) in [
+        ("running_mean", (&four, &rv, None, None)),
+        ("running_var", (&rm, &four, None, None)),
+        ("weight", (&rm, &rv, Some(&four), None)),
+        ("bias", (&rm, &rv, None, Some(&four))),
+    ] {
+        let e = dygraph::batch_norm(&x, args.0, args.1, args.2, args.3, &opts).unwrap_err();
+        assert!(matches!(e, Error::Shape { .. }), "{name}: {e}");
+        named(&e, &[name, "[4]", "[3]", "[2, 3, 4]"]);
+    }
+    let e = dygraph::batch_norm(&x, &rm, &rv, Some(&f64s(&[1.0; 3], &[1, 3])), None, &opts).unwrap_err();
+    named(&e, &["weight", "[1, 3]"]);
+    let w32 = tensor(&[1.0; 3], &[3], DType::Float32, Place::Cpu);
+    let e = dygraph::batch_norm(&x, &rm, &rv, Some(&w32), None, &opts).unwrap_err();
+    assert!(matches!(e, Error::DTypeMismatch { .. }), "{e}");
+    named(&e, &[]);
+    let bad = dygraph::BatchNormOptions { epsilon: f64::NAN, ..opts };
+    let e = dygraph::batch_norm(&x, &rm, &rv, None, None, &bad).unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
+    named(&e, &["epsilon"]);
+    let bad = dygraph::BatchNormOptions { momentum: 1.5, ..opts };
+    named(&dygraph::batch_norm(&x, &rm, &rv, None, None, &bad).unwrap_err(), &["momentum"]);
+    let train = dygraph::BatchNormOptions { training: true, ..opts };
+    let e = dygraph::batch_norm(&f64s(&[], &[0, 3, 4]), &rm, &rv, None, None, &train).unwrap_err();
+    assert!(matches!(e, Error::Shape { .. }), "batch statistics of an empty batch: {e}");
+    named(&e, &["[0, 3, 4]"]);
+    if let Some(g) = gpu_or_skip() {
+        let xg = tensor(&[0.0; 24], &[2, 3, 4], DType::Float32, g);
+        let e = dygraph::batch_norm(&xg, &rm, &rv, None, None, &opts).unwrap_err();
+        assert!(matches!(e, Error::PlaceMismatch { .. }), "running statistics on another place: {e}");
+        named(&e, &[]);
+    }
+}
+
+#[test]
+fn pool_errors() {
+    let _generator = common::generator_lock();
+    use dygraph::{Padding, Pool2dOptions};
+    let x = f64s(&[0.0; 2 * 3 * 5 * 5], &[2, 3, 5, 5]);
+    let rank3 = f64s(&[0.0; 75], &[3, 5, 5]);
+    let p = Pool2dOptions::new;
+    let check = |r: dygraph::Result<Tensor>, op: &str, shape: bool| {
+        let e = match r {
+            Ok(t) => panic!("{op}: expected an error, got a tensor of shape {:?}", t.shape()),
+            Err(e) => e,
+        };
+        if shape {
+            assert!(matches!(e, Error::Shape { .. }), "{e}");
+        } else {
+            assert!(matches!(e, Error::InvalidArgument { .. }), "{e}");
+        }
+        names(&e, &[op]);
+    };
+    check(dygraph::max_pool2d(&rank3, &p(2)), "max_pool2d", true);
+    check(dygraph::avg_pool2d(&rank3, &p(2)), "avg_pool2d", true);
+    check(dygraph::max_pool2d(&x, &p(6)), "max_pool2d", true);
+    check(dygraph::adaptive_avg_pool2d(&f64s(&[0.0; 5], &[5]), 2), "adaptive_avg_pool2d", true);
+    check(dygraph::max_pool2d(&x, &p(0)), "max_pool2d", false);
+    check(dygraph::max_pool2d(&x, &p(2).stride(0)), "max_pool2d", false);
+    check(dygraph::avg_pool2d(&x, &p(2).padding(2)), "avg_pool2d", false);
+    check(dygraph::max_pool2d(&x, &p(2).padding(Padding::Valid).ceil_mode(true)), "max_pool2d", false);
+    check(dygraph::adaptive_max_pool2d(&x, [0, 2]), "adaptive_max_pool2d", false);
+    let nhwc = Pool2dOptions { data_format: "NHWC".into(), ..p(2) };
+    check(dygraph::max_pool2d(&x, &nhwc), "max_pool2d", false);
+    check(dygraph::max_pool2d_with_index(&rank3, &p(2)).map(|r| r.0), "max_pool2d_with_index", true);
 }

@@ -118,3 +118,13 @@ fn gpu_matches_float64_reference_with_each_kernel_forced() {
         &["main", "wide", "wide4", "direct", "direct4"],
     );
 }
+
+/// Gradients of a product spanning several 64×64 tiles with a ragged depth, GPU against CPU.
+#[test]
+fn gradients_of_a_multi_tile_product_match_between_gpu_and_cpu() {
+    let _generator = common::generator_lock();
+    let mut rng = common::Rng::new(499);
+    let inputs = vec![(rng.vec(130 * 37, -1.0, 1.0), vec![130, 37]), (rng.vec(37 * 70, -1.0, 1.0), vec![37, 70])];
+    let f = |x: &[Tensor]| paddle::matmul(&x[0], &x[1], false, false);
+    common::gpu_matches_cpu("matmul 130x37x70", &f, &inputs, true, 1e-4);
+}

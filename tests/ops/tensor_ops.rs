@@ -310,3 +310,307 @@ fn scatters_gradcheck_and_reject_bad_indices() {
         assert!(matches!(e, Err(Error::InvalidArgument { op: "scatter_axis", .. })), "{e:?}");
     });
 }
+
+fn f32s(v: &[f64], place: Place) -> Tensor {
+    common::tensor(v, &[v.len()], DType::Float32, place)
+}
+
+fn bools(t: &Tensor) -> Vec<bool> {
+    assert_eq!(t.dtype(), DType::Bool);
+    t.to_vec::<bool>().unwrap()
+}
+
+#[test]
+fn rust_operators() {
+    let _generator = common::generator_lock();
+    for place in places() {
+        let a = f32s(&[1.0, 2.0, 4.0], place);
+        let b = f32s(&[2.0, 8.0, 3.0], place);
+        let v = |t: Tensor| values(&t);
+        assert_eq!(v(&a + &b), [3.0, 10.0, 7.0], "a + b on {place}");
+        assert_eq!(v(&a - &b), [-1.0, -6.0, 1.0]);
+        assert_eq!(v(&a * &b), [2.0, 16.0, 12.0]);
+        assert_eq!(v(&a / &b), [0.5, 0.25, (4.0f32 / 3.0) as f64]);
+        assert_eq!(v(&b % &a), [0.0, 0.0, 3.0]);
+        assert_eq!(v(a.clone() + b.clone()), [3.0, 10.0, 7.0]);
+        assert_eq!(v(a.clone() * &b), [2.0, 16.0, 12.0]);
+        assert_eq!(v(&a * 2.0), [2.0, 4.0, 8.0]);
+        assert_eq!(v(2.0 * &a), [2.0, 4.0, 8.0]);
+        assert_eq!(v(2.0 - &a), [1.0, 0.0, -2.0]);
+        assert_eq!(v(&a - 2.0), [-1.0, 0.0, 2.0]);
+        assert_eq!(v(&a + 0.5), [1.5, 2.5, 4.5]);
+        assert_eq!(v(&a / 2.0), [0.5, 1.0, 2.0]);
+        assert_eq!(v(8.0 / &a), [8.0, 4.0, 2.0]);
+        assert_eq!(v(-&a), [-1.0, -2.0, -4.0]);
+        assert_eq!(v(-(a.clone())), [-1.0, -2.0, -4.0]);
+        assert_eq!((&a * 2.0).place(), place);
+
+        let i = paddle::to_tensor_on([1i64, -7, 9], place).unwrap();
+        let r = &i + 1;
+        assert_eq!(r.dtype(), DType::Int64, "int + int literal stays int64");
+        assert_eq!(r.to_vec::<i64>().unwrap(), [2, -6, 10]);
+        assert_eq!((&i * 3).to_vec::<i64>().unwrap(), [3, -21, 27]);
+        assert_eq!((&i - 1).to_vec::<i64>().unwrap(), [0, -8, 8]);
+        assert_eq!((10 - &i).to_vec::<i64>().unwrap(), [9, 17, 1]);
+        assert_eq!(values(&(&i / 2)), [0.5, -3.5, 4.5], "int64 / 2 divides truly into float32 (Paddle 3.x)");
+        assert_eq!((&i / 2).dtype(), DType::Float32);
+        assert_eq!(
+            paddle::floor_divide(&i, &paddle::full_like(&i, 2).unwrap()).unwrap().to_vec::<i64>().unwrap(),
+            [0, -4, 4]
+        );
+        assert_eq!((&i % 4).to_vec::<i64>().unwrap(), [1, 1, 1], "int64 % 4 has the divisor's sign");
+        assert_eq!((-&i).to_vec::<i64>().unwrap(), [-1, 7, -9]);
+        let f = &i + 0.5;
+        assert_eq!(f.dtype(), DType::Float32, "int + fractional float promotes to float32");
+        assert_eq!(values(&f), [1.5, -6.5, 9.5]);
+        let i32t = paddle::to_tensor_on([5i32, -5], place).unwrap();
+        assert_eq!((&i32t + 1).to_vec::<i32>().unwrap(), [6, -4]);
+        assert_eq!((&i32t * 2).dtype(), DType::Int32);
+        assert_eq!(values(&(&i32t / 2)), [2.5, -2.5]);
+
+        // Operators panic with the fallible method's message.
+        let c = f32s(&[1.0, 2.0], place);
+        let msg = common::catch("a + c", || drop(&a + &c)).expect("adding [3] and [2] must panic");
+        assert!(msg.contains("add") && msg.contains("[3]") && msg.contains("[2]"), "{msg}");
+    }
+}
+
+/// The public functions' dtype rules (the registry sweep runs each entry on one dtype) and
+/// integer results only exact int64 arithmetic gives, read back as integers.
+#[test]
+fn dtype_rules_and_exact_int64_edges() {
+    let _generator = common::generator_lock();
+    for place in places() {
+        let at = |s: &str| format!("{s} on {place}");
+        // Integer operands divide truly into float32 (Paddle 3.x), x / 0 included.
+        for dt in [DType::Int32, DType::Int64] {
+            let a = common::tensor(&[7.0, -7.0, 5.0, 0.0], &[4], dt, place);
+            let b = common::tensor(&[2.0, 2.0, 0.0, 3.0], &[4], dt, place);
+            let q = a.divide(&b).unwrap();
+            assert_eq!(q.dtype(), DType::Float32, "{}", at(&format!("{dt} divide")));
+            assert_eq!(values(&q), [3.5, -3.5, f64::INFINITY, 0.0], "{}", at(&format!("{dt} divide")));
+        }
+        // Integer powers stay integer and exact; a fractional exponent promotes.
+        let a = paddle::to_tensor_on([1i64, 2, 3], place).unwrap();
+        assert_eq!(a.pow(9).unwrap().to_vec::<i64>().unwrap(), [1, 512, 19683], "{}", at("int64 pow 9"));
+        assert_eq!(a.pow(9).unwrap().dtype(), DType::Int64);
+        let big = paddle::to_tensor_on([3i64, -2, 10], place).unwrap().pow(39).unwrap();
+        let wrapped = [3i64.wrapping_pow(39), (-2i64).wrapping_pow(39), 10i64.wrapping_pow(39)];
+        assert_eq!(wrapped[0], 4052555153018976267);
+        assert_eq!(big.to_vec::<i64>().unwrap(), wrapped, "{}", at("int64 pow 39 (3^39 exact, wrapping past 2^63)"));
+        let i32p = paddle::to_tensor_on([3i32, -3], place).unwrap().pow(19).unwrap();
+        assert_eq!(i32p.to_vec::<i32>().unwrap(), [1162261467, -1162261467], "{}", at("int32 pow 19"));
+        let fp = paddle::to_tensor_on([4.0f32, -8.0], place).unwrap();
+        assert_eq!(fp.pow(2.5f64).unwrap().dtype(), DType::Float32);
+        let h = a.pow(0.5f64).unwrap();
+        assert_eq!(h.dtype(), DType::Float32, "int tensor ^ float exponent promotes");
+        assert_close(&at("int64 ^ 0.5"), &values(&h), &[1.0, 2f64.sqrt(), 3f64.sqrt()], 1e-6);
+
+        // int64 beyond 32 bits stays exact, to the last bit.
+        let l = paddle::to_tensor_on([(1i64 << 40) + 1, -3_000_000_000, i64::MAX], place).unwrap();
+        let m = paddle::to_tensor_on([1i64 << 40, 3, 0], place).unwrap();
+        assert_eq!(l.add(&m).unwrap().to_vec::<i64>().unwrap(), [(1 << 41) + 1, -2_999_999_997, i64::MAX]);
+        assert_eq!(
+            l.multiply(&m).unwrap().to_vec::<i64>().unwrap(),
+            [(1i64 << 40).wrapping_mul((1 << 40) + 1), -9_000_000_000, 0],
+            "{}",
+            at("int64 multiply")
+        );
+        assert_eq!(bools(&l.greater_than(&m).unwrap()), [true, false, true], "{}", at("int64 >"));
+        assert_eq!(l.maximum(&m).unwrap().to_vec::<i64>().unwrap(), [(1 << 40) + 1, 3, i64::MAX]);
+        let edge = paddle::to_tensor_on([i64::MAX, i64::MIN, i64::MAX - 1], place).unwrap();
+        let one = paddle::to_tensor_on([1i64, -1, 1], place).unwrap();
+        assert_eq!(
+            edge.add(&one).unwrap().to_vec::<i64>().unwrap(),
+            [i64::MIN, i64::MAX, i64::MAX],
+            "{}",
+            at("int64 add wraps at the edges")
+        );
+        assert_eq!(
+            bools(&edge.equal(&paddle::to_tensor_on([i64::MAX, i64::MIN, i64::MAX], place).unwrap()).unwrap()),
+            [true, true, false]
+        );
+
+        // Logical ops take integers (non-zero is true) and give bool.
+        let i = common::tensor(&[0.0, 1.0, 2.0], &[3], DType::Int32, place);
+        let j = common::tensor(&[1.0, 1.0, 0.0], &[3], DType::Int32, place);
+        assert_eq!(bools(&i.logical_and(&j).unwrap()), [false, true, false], "{}", at("logical_and"));
+        assert_eq!(bools(&i.logical_or(&j).unwrap()), [true, true, true], "{}", at("logical_or"));
+        assert_eq!(bools(&i.logical_xor(&j).unwrap()), [true, false, true], "{}", at("logical_xor"));
+        assert_eq!(bools(&i.logical_not().unwrap()), [true, false, false], "{}", at("logical_not"));
+    }
+}
+
+/// A composed op of one input.
+type Composite = Box<dyn Fn(&[Tensor]) -> paddle::Result<Tensor>>;
+
+/// `logsumexp`, `var`, `std`, `add_n`, `sums`: built from registered ops, so outside the
+/// sweep. Hand values on every place, float64 gradchecks, and the GPU against the CPU with
+/// gradients.
+#[test]
+fn composite_reductions_match_hand_values_gradcheck_and_the_gpu() {
+    let _generator = common::generator_lock();
+    for place in places() {
+        let v = |r: paddle::Result<Tensor>| values(&r.unwrap());
+        let y = t(&[1.0, 2.0, 3.0, 4.0], &[4], place);
+        assert_close("var unbiased", &v(y.var(&[], true, false)), &[5.0 / 3.0], 1e-7);
+        assert_close("var biased", &v(y.var(&[], false, false)), &[1.25], 1e-7);
+        assert_close("std unbiased", &v(y.std(&[], true, false)), &[(5.0f64 / 3.0).sqrt()], 1e-7);
+        assert_close("std biased", &v(y.std(&[0], false, true)), &[1.25f64.sqrt()], 1e-7);
+        assert_eq!(y.std(&[0], false, true).unwrap().shape(), [1]);
+        let z = t(&[1.0, 3.0, 2.0, 6.0], &[2, 2], place);
+        assert_close("var axis 1", &v(z.var(&[1], true, false)), &[2.0, 8.0], 1e-7);
+
+        let l = t(&[0.0, 0.0, 1000.0, 1000.0, f64::NEG_INFINITY, f64::NEG_INFINITY], &[3, 2], place);
+        let r = v(l.logsumexp(&[1], false));
+        assert_close(&format!("logsumexp on {place}"), &r[..2], &[2f64.ln(), 1000.0 + 2f64.ln()], 1e-7);
+        assert_eq!(r[2], f64::NEG_INFINITY, "logsumexp of a row of -inf on {place}");
+        assert_eq!(l.logsumexp(&[1], true).unwrap().shape(), [3, 1]);
+        let top = l.slice(&[0], &[0], &[2]).unwrap();
+        assert_close("logsumexp all", &v(top.logsumexp(&[], false)), &[1000.0 + 2f64.ln()], 1e-7);
+
+        let a = t(&[1.0, 2.0], &[2], place);
+        let b = t(&[10.0, 20.0], &[2], place);
+        let c = t(&[100.0, 200.0], &[2], place);
+        exact("add_n", &paddle::add_n(&[a.clone(), b.clone(), c]).unwrap(), &[2], &[111.0, 222.0]);
+        exact("sums", &paddle::sums(&[a.clone(), b]).unwrap(), &[2], &[11.0, 22.0]);
+        exact("add_n of one", &paddle::add_n(std::slice::from_ref(&a)).unwrap(), &[2], &[1.0, 2.0]);
+    }
+
+    let fs: Vec<(&str, Composite)> = vec![
+        ("logsumexp all", Box::new(|x: &[Tensor]| x[0].logsumexp(&[], false))),
+        ("logsumexp [1]", Box::new(|x: &[Tensor]| x[0].logsumexp(&[1], false))),
+        ("logsumexp [0, 2] keepdim", Box::new(|x: &[Tensor]| x[0].logsumexp(&[0, 2], true))),
+        ("var [1] unbiased", Box::new(|x: &[Tensor]| x[0].var(&[1], true, false))),
+        ("var [0, 1] biased keepdim", Box::new(|x: &[Tensor]| x[0].var(&[0, 1], false, true))),
+        ("std [0, 2]", Box::new(|x: &[Tensor]| x[0].std(&[0, 2], true, true))),
+        ("std [-1] biased", Box::new(|x: &[Tensor]| x[0].std(&[-1], false, false))),
+        ("add_n", Box::new(|x: &[Tensor]| paddle::add_n(&[x[0].clone(), x[0].square()?, x[0].scale(2.0, 1.0)?]))),
+    ];
+    let mut rng = Rng::new(700);
+    let small = [(rng.vec(24, -2.0, 2.0), vec![3usize, 4, 2])];
+    let large = [(rng.vec(4 * 5 * 6, -2.0, 2.0), vec![4usize, 5, 6])];
+    let mut failures = Vec::new();
+    for (name, f) in &fs {
+        failures.extend(gradcheck(name, f.as_ref(), &small).err());
+        failures.extend(common::catch(name, || common::gpu_matches_cpu(name, f.as_ref(), &large, true, 1e-5)));
+    }
+    common::report("composite reductions", &failures);
+}
+
+/// The shape composites built from registered ops (`t`, `stack`, `split`, `chunk`,
+/// `expand`, `tile`, `linear`, `dot`, `Tensor::matmul`) against values written out, on
+/// every place, and their float64 gradchecks.
+#[test]
+fn shape_composites_match_hand_values() {
+    let _generator = common::generator_lock();
+    let iota = |n: usize| (0..n).map(|i| i as f64).collect::<Vec<f64>>();
+    for place in places() {
+        let w = |s: &str| format!("{s} on {place}");
+        exact(&w("t"), &t(&iota(6), &[2, 3], place).t().unwrap(), &[3, 2], &[0.0, 3.0, 1.0, 4.0, 2.0, 5.0]);
+
+        let p = t(&[1.0, 2.0], &[2], place);
+        let q = t(&[3.0, 4.0], &[2], place);
+        exact(&w("stack 0"), &paddle::stack(&[p.clone(), q.clone()], 0).unwrap(), &[2, 2], &[1.0, 2.0, 3.0, 4.0]);
+        exact(&w("stack 1"), &paddle::stack(&[p.clone(), q.clone()], 1).unwrap(), &[2, 2], &[1.0, 3.0, 2.0, 4.0]);
+        let s = paddle::stack(&[p.clone(), q.clone(), p.clone()], -1).unwrap();
+        exact(&w("stack -1"), &s, &[2, 3], &[1.0, 3.0, 1.0, 2.0, 4.0, 2.0]);
+        let a = t(&iota(6), &[2, 3], place);
+        let a3 = paddle::stack(&[a.clone(), a.clone()], 1).unwrap();
+        exact(&w("stack 2-D"), &a3, &[2, 2, 3], &[0.0, 1.0, 2.0, 0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 3.0, 4.0, 5.0]);
+
+        let x = t(&iota(12), &[2, 6], place);
+        let parts = x.split(3, 1).unwrap();
+        assert_eq!(parts.len(), 3);
+        exact(&w("split 3 [0]"), &parts[0], &[2, 2], &[0.0, 1.0, 6.0, 7.0]);
+        exact(&w("split 3 [2]"), &parts[2], &[2, 2], &[4.0, 5.0, 10.0, 11.0]);
+        let parts = paddle::split(&x, [1, -1, 2], -1).unwrap();
+        assert_eq!(parts.iter().map(|p| p.shape()[1]).collect::<Vec<_>>(), [1, 3, 2]);
+        exact(&w("split sizes [1]"), &parts[1], &[2, 3], &[1.0, 2.0, 3.0, 7.0, 8.0, 9.0]);
+        let parts = paddle::split(&x, paddle::Sections::Sizes(vec![6, 0]), 1).unwrap();
+        assert_eq!(parts[1].shape(), [2, 0]);
+        let parts = x.split(&[1i64, 1][..], 0).unwrap();
+        exact(&w("split axis 0"), &parts[1], &[1, 6], &iota(12)[6..]);
+        let chunks = x.chunk(2, 1).unwrap();
+        exact(&w("chunk"), &chunks[1], &[2, 3], &[3.0, 4.0, 5.0, 9.0, 10.0, 11.0]);
+
+        let r = t(&[1.0, 2.0, 3.0], &[3], place);
+        exact(&w("expand, -1 keeps"), &r.expand(&[2, -1]).unwrap(), &[2, 3], &[1.0, 2.0, 3.0, 1.0, 2.0, 3.0]);
+        let col = t(&[1.0, 2.0], &[2, 1], place);
+        exact(&w("expand col"), &col.expand(&[2, 3]).unwrap(), &[2, 3], &[1.0, 1.0, 1.0, 2.0, 2.0, 2.0]);
+        exact(&w("expand to 0"), &r.expand(&[0, 3]).unwrap(), &[0, 3], &[]);
+        exact(&w("broadcast_to the same shape"), &r.broadcast_to(&[3]).unwrap(), &[3], &[1.0, 2.0, 3.0]);
+
+        for (reps, out, expected) in [
+            (vec![2usize], vec![2usize, 6], vec![0., 1., 2., 0., 1., 2., 3., 4., 5., 3., 4., 5.]),
+            (vec![2, 1], vec![4, 3], vec![0., 1., 2., 3., 4., 5., 0., 1., 2., 3., 4., 5.]),
+            (vec![1, 1], vec![2, 3], iota(6)),
+        ] {
+            exact(&w(&format!("tile {reps:?}")), &a.tile(&reps).unwrap(), &out, &expected);
+        }
+        let tiled = a.tile(&[2, 1, 2]).unwrap();
+        assert_eq!(tiled.shape(), [2, 2, 6], "{}", w("tile to a higher rank"));
+        assert_eq!(values(&tiled)[..12], [0., 1., 2., 0., 1., 2., 3., 4., 5., 3., 4., 5.]);
+
+        let m = t(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3], place);
+        let wt = t(&[1.0, 0.0, 0.0, 1.0, 1.0, 1.0], &[3, 2], place);
+        let b = t(&[10.0, 20.0], &[2], place);
+        exact(&w("linear"), &paddle::linear(&m, &wt, Some(&b)).unwrap(), &[2, 2], &[14.0, 25.0, 20.0, 31.0]);
+        exact(&w("linear, no bias"), &paddle::linear(&m, &wt, None).unwrap(), &[2, 2], &[4.0, 5.0, 10.0, 11.0]);
+        exact(&w("dot"), &paddle::dot(&r, &r).unwrap(), &[], &[14.0]);
+        exact(&w("row-wise dot"), &paddle::dot(&m, &m).unwrap(), &[2], &[14.0, 77.0]);
+        exact(&w("x.matmul(vector)"), &m.matmul(&r).unwrap(), &[2], &[14.0, 32.0]);
+    }
+
+    let cases: Vec<(&str, Composite, Vec<Vec<usize>>)> = vec![
+        ("stack", Box::new(|x: &[Tensor]| paddle::stack(&[x[0].clone(), x[1].square()?], -1)), vec![vec![2, 3]; 2]),
+        (
+            "split",
+            Box::new(|x: &[Tensor]| {
+                let p = paddle::split(&x[0], [1, -1], 1)?;
+                p[0].square()?.add(&p[1].sum(&[1], true)?)
+            }),
+            vec![vec![2, 4]],
+        ),
+        ("chunk", Box::new(|x: &[Tensor]| x[0].chunk(2, 0).and_then(|p| p[0].mul(&p[1]))), vec![vec![4, 3]]),
+        ("expand", Box::new(|x: &[Tensor]| x[0].expand(&[3, -1, 2])?.square()), vec![vec![2, 1]]),
+        ("tile", Box::new(|x: &[Tensor]| x[0].tile(&[2, 1, 3])?.square()), vec![vec![2, 2]]),
+        (
+            "linear",
+            Box::new(|x: &[Tensor]| paddle::linear(&x[0], &x[1], Some(&x[2]))),
+            vec![vec![3, 4], vec![4, 2], vec![2]],
+        ),
+        ("dot", Box::new(|x: &[Tensor]| paddle::dot(&x[0], &x[1])), vec![vec![3, 4], vec![3, 4]]),
+    ];
+    let mut rng = Rng::new(300);
+    let mut failures = Vec::new();
+    for (name, f, shapes) in cases {
+        let inputs: Vec<(Vec<f64>, Vec<usize>)> =
+            shapes.into_iter().map(|s| (rng.vec(s.iter().product(), -2.0, 2.0), s)).collect();
+        failures.extend(gradcheck(name, f.as_ref(), &inputs).err());
+    }
+    common::report("shape composite gradchecks", &failures);
+}
+
+/// The public `*_with_index` pools give int64 indices (the registered ops' int32 argmax is
+/// in the sweep) of the output's shape, positions in each plane.
+#[test]
+fn pools_with_index_give_int64_plane_positions() {
+    let _generator = common::generator_lock();
+    let seq = |n: usize| (1..=n).map(|i| i as f64).collect::<Vec<f64>>();
+    for place in places() {
+        let x = t(&seq(32), &[1, 2, 4, 4], place);
+        let (out, idx) = paddle::max_pool2d_with_index(&x, &paddle::Pool2dOptions::new(2)).unwrap();
+        exact(
+            &format!("max_pool2d_with_index on {place}"),
+            &out,
+            &[1, 2, 2, 2],
+            &[6.0, 8.0, 14.0, 16.0, 22.0, 24.0, 30.0, 32.0],
+        );
+        assert_eq!((idx.dtype(), idx.shape()), (DType::Int64, &[1usize, 2, 2, 2][..]), "on {place}");
+        assert_eq!(idx.to_vec::<i64>().unwrap(), [5, 7, 13, 15, 5, 7, 13, 15], "on {place}");
+        let (out, idx) = paddle::adaptive_max_pool2d_with_index(&t(&seq(5), &[1, 1, 1, 5], place), [1, 3]).unwrap();
+        exact(&format!("adaptive_max_pool2d_with_index on {place}"), &out, &[1, 1, 1, 3], &[2.0, 4.0, 5.0]);
+        assert_eq!((idx.dtype(), idx.to_vec::<i64>().unwrap()), (DType::Int64, vec![1, 3, 4]), "on {place}");
+    }
+}

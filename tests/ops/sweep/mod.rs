@@ -59,14 +59,18 @@ pub struct Sample {
     pub inputs: Vec<Input>,
     pub attrs: AttrMap,
     pub grad: bool,
-    /// Runs for float dtypes only (special values: NaN and ±∞ have no integer meaning).
-    pub floats_only: bool,
+    /// Runs for these dtypes only (special values: NaN and ±∞ have no integer meaning;
+    /// integers past float16's or float32's range); every dtype when `None`.
+    pub only: Option<Vec<DType>>,
     /// Data inputs the gradient checks hold constant (statistics passed in as inputs).
     pub constant: Vec<usize>,
+    /// `(j, i)`: input `j` is input `i`'s tensor itself (the same buffer twice), in the
+    /// forward checks.
+    pub alias: Vec<(usize, usize)>,
 }
 
 pub fn sample(label: impl Into<String>, inputs: Vec<Input>, attrs: AttrMap) -> Sample {
-    Sample { label: label.into(), inputs, attrs, grad: false, floats_only: false, constant: Vec::new() }
+    Sample { label: label.into(), inputs, attrs, grad: false, only: None, constant: Vec::new(), alias: Vec::new() }
 }
 
 impl Sample {
@@ -76,9 +80,26 @@ impl Sample {
         self
     }
 
+    /// Runs the sample for `dtypes` only.
+    pub fn only(mut self, dtypes: &[DType]) -> Self {
+        self.only = Some(dtypes.to_vec());
+        self
+    }
+
     /// Marks the sample as float-only.
-    pub fn floats_only(mut self) -> Self {
-        self.floats_only = true;
+    pub fn floats_only(self) -> Self {
+        self.only(&[DType::Float16, DType::Float32, DType::Float64])
+    }
+
+    /// Whether the sample runs for `dtype`.
+    pub fn runs_on(&self, dtype: DType) -> bool {
+        self.only.as_ref().is_none_or(|o| o.contains(&dtype))
+    }
+
+    /// Passes input `i`'s tensor again as input `j` (their values must be equal).
+    pub fn same_tensor(mut self, j: usize, i: usize) -> Self {
+        assert_eq!(self.inputs[j].values, self.inputs[i].values, "{}: aliased inputs differ", self.label);
+        self.alias.push((j, i));
         self
     }
 
@@ -133,6 +154,20 @@ pub struct Spec {
     pub gradcheck: bool,
     /// Also checks second-order gradients.
     pub second_order: bool,
+    /// The dtype of compared output `i` for the dtype under test and the attributes.
+    pub out_dtype: OutDType,
+    /// The GPU must match the CPU bit for bit (data movement: nothing is computed).
+    pub exact: bool,
+    /// Also compares the auxiliary outputs (the reference returns them too).
+    pub check_aux: bool,
+}
+
+/// A spec's output dtype: from the dtype under test, the attributes and the output's index.
+pub type OutDType = fn(DType, &AttrMap, usize) -> DType;
+
+/// The output follows the dtype under test (the default).
+pub fn same_dtype(d: DType, _: &AttrMap, _: usize) -> DType {
+    d
 }
 
 /// Registered ops the sweep does not run, each with its reason (none today: every
@@ -163,7 +198,8 @@ const ALL: [DType; 6] = DType::ALL;
 
 /// The inputs as tensors on `place` with data inputs in `dtype`.
 fn tensors(s: &Sample, dtype: DType, place: Place) -> Vec<Tensor> {
-    s.inputs
+    let mut v: Vec<Tensor> = s
+        .inputs
         .iter()
         .map(|i| {
             let d = match i.kind {
@@ -172,7 +208,11 @@ fn tensors(s: &Sample, dtype: DType, place: Place) -> Vec<Tensor> {
             };
             common::tensor(&i.values, &i.shape, d, place)
         })
-        .collect()
+        .collect();
+    for &(j, i) in &s.alias {
+        v[j] = v[i].clone();
+    }
+    v
 }
 
 /// The inputs rounded to what the tensors hold, as host arrays (the reference's inputs).
@@ -188,10 +228,52 @@ fn run(op: &'static dyn RegisteredOp, inputs: &[Tensor], attrs: &AttrMap) -> dyg
     if inplace.is_empty() { Ok(outs) } else { Ok(inplace.into_iter().map(|i| inputs[i].clone()).collect()) }
 }
 
-/// The outputs compared by the sweep: all but the auxiliary ones.
-fn compared(op: &'static dyn RegisteredOp, inputs: usize, outs: Vec<Tensor>) -> Vec<Tensor> {
-    let keep = if op.inplace(inputs).is_empty() { outs.len() - op.aux_outputs().min(outs.len()) } else { outs.len() };
+/// The outputs compared by the sweep: all but the auxiliary ones, unless `aux`.
+fn compared(op: &'static dyn RegisteredOp, inputs: usize, outs: Vec<Tensor>, aux: bool) -> Vec<Tensor> {
+    let keep =
+        if op.inplace(inputs).is_empty() && !aux { outs.len() - op.aux_outputs().min(outs.len()) } else { outs.len() };
     outs.into_iter().take(keep).collect()
+}
+
+/// `Err` unless `actual` holds `expected` bit for bit (NaN equal to NaN, −0 apart from +0).
+fn check_bits(what: &str, actual: &Tensor, expected: &Host) -> Result<(), String> {
+    if actual.shape() != expected.shape.as_slice() {
+        return Err(format!("{what}: shape {:?}, expected {:?}", actual.shape(), expected.shape));
+    }
+    let got = values(actual);
+    match got.iter().zip(&expected.v).position(|(a, e)| !(a.to_bits() == e.to_bits() || a.is_nan() && e.is_nan())) {
+        None => Ok(()),
+        Some(i) => Err(format!(
+            "{what}: element {i} is {} but expected exactly {} (seed {})",
+            got[i],
+            expected.v[i],
+            run_seed()
+        )),
+    }
+}
+
+/// The second-order function of `f`: `Σ_x w_x·∂L/∂x` for `L = Σ y·y·v`, kept
+/// differentiable (a loss nonlinear in `y`, so piecewise-linear ops have a second
+/// derivative), with fixed, varied weights `v` and `w_x` built on the inputs' place.
+fn second_order<'a>(
+    f: &'a dyn Fn(&[Tensor]) -> dygraph::Result<Tensor>,
+) -> impl Fn(&[Tensor]) -> dygraph::Result<Tensor> + 'a {
+    let weights = |n: usize, like: &Tensor, k: usize| -> Tensor {
+        let v: Vec<f64> = (0..n).map(|i| 0.4 + 0.15 * ((i * 5 + k * 3) % 7) as f64).collect();
+        common::tensor(&v, like.shape(), like.dtype(), like.place())
+    };
+    move |xs: &[Tensor]| {
+        let y = f(xs)?;
+        let v = weights(y.numel(), &y, 0);
+        let gs = dygraph::grad(&[y.mul(&y)?.mul(&v)?.sum(&[], false)?], xs, None, true, true, true)?;
+        let mut total = xs[0].zeros_like()?.sum(&[], false)?;
+        for (k, (gx, x)) in gs.iter().zip(xs).enumerate() {
+            if let Some(gx) = gx {
+                total = total.add(&gx.mul(&weights(x.numel(), x, k + 1))?.sum(&[], false)?)?;
+            }
+        }
+        Ok(total)
+    }
 }
 
 /// Element-wise comparison of `actual` against `expected` for an output of `dtype`.
@@ -283,20 +365,32 @@ fn forward_against_the_float64_reference() {
         let samples = (spec.samples)(&mut rng);
         let dtypes: Vec<DType> = if spec.dtypes.is_empty() { vec![DType::Float32] } else { ALL.to_vec() };
         for dtype in dtypes {
-            for s in samples.iter().filter(|s| !s.floats_only || dtype.is_float()) {
+            for s in samples.iter().filter(|s| s.runs_on(dtype)) {
                 let what = format!("{} [{}] {dtype} on CPU", spec.name, s.label);
                 let r = catch(&what, || {
                     let inputs = tensors(s, dtype, Place::Cpu);
                     let result = run(op, &inputs, &s.attrs);
                     if !spec.dtypes.is_empty() && !spec.dtypes.contains(&dtype) {
                         match result {
-                            Err(Error::UnsupportedDType { .. } | Error::DTypeMismatch { .. }) => {}
+                            Err(e @ (Error::UnsupportedDType { .. } | Error::DTypeMismatch { .. })) => {
+                                // The op, or the public op it derives from (`softmax` for
+                                // `softmax_grad`, `conv2d` for `conv2d_epilogue`).
+                                let m = e.to_string();
+                                let named = m.split(':').next().unwrap_or_default();
+                                let ok = named == spec.name || spec.name.starts_with(&format!("{named}_"));
+                                assert!(ok, "{what}: the error does not name the op: {e}")
+                            }
                             Err(e) => panic!("{what}: an unsupported dtype gave {e:?}, not UnsupportedDType"),
                             Ok(_) => panic!("{what}: the dtype is not in the spec's list but the op accepted it"),
                         }
                         return;
                     }
-                    let outs = compared(op, inputs.len(), result.unwrap_or_else(|e| panic!("{what}: {e}")));
+                    let outs =
+                        compared(op, inputs.len(), result.unwrap_or_else(|e| panic!("{what}: {e}")), spec.check_aux);
+                    for (i, o) in outs.iter().enumerate() {
+                        let want = (spec.out_dtype)(dtype, &s.attrs, i);
+                        assert_eq!(o.dtype(), want, "{what}: output {i} is {}, expected {want}", o.dtype());
+                    }
                     match &spec.reference {
                         Reference::Of(f) => {
                             let expected = f(&rounded(s, dtype), &s.attrs, dtype);
@@ -335,7 +429,7 @@ fn gpu_against_cpu() {
         let samples = (spec.samples)(&mut rng);
         let dtypes: Vec<DType> = if spec.dtypes.is_empty() { vec![DType::Float32] } else { spec.dtypes.clone() };
         for &dtype in dtypes.iter().filter(|&&d| d != DType::Float64) {
-            for s in samples.iter().filter(|s| !on_cpu_only(s) && (!s.floats_only || dtype.is_float())) {
+            for s in samples.iter().filter(|s| !on_cpu_only(s) && s.runs_on(dtype)) {
                 let what = format!("{} [{}] {dtype}", spec.name, s.label);
                 failures.extend(catch(&what, || {
                     let seed = 7 + k as u64;
@@ -346,12 +440,14 @@ fn gpu_against_cpu() {
                         let inputs = tensors(s, dtype, place);
                         let attrs = with_place(&s.attrs, place);
                         let o = run(op, &inputs, &attrs).unwrap_or_else(|e| panic!("{what} on {place}: {e}"));
-                        outs.push(compared(op, inputs.len(), o));
+                        outs.push(compared(op, inputs.len(), o, spec.check_aux));
                     }
                     let (cpu, gpu) = (&outs[0], &outs[1]);
                     assert_eq!(cpu.len(), gpu.len());
                     for (i, (c, d)) in cpu.iter().zip(gpu).enumerate() {
                         let what = format!("{what} output {i}: GPU vs CPU");
+                        assert_eq!(d.dtype(), c.dtype(), "{what}: dtype");
+                        assert_eq!(d.place(), g, "{what}: the GPU's output is on {}", d.place());
                         let expected = Host::new(values(c), c.shape());
                         // Random ops draw the same bits on every place under one seed: integer
                         // outputs are identical. Float ones map a draw u to `u·scale + shift`,
@@ -361,7 +457,9 @@ fn gpu_against_cpu() {
                         // that of the other.
                         // (gaussian's Box–Muller transform runs through each place's own log
                         // and cos, so only its uniform draws are shared).
-                        let result = if matches!(spec.reference, Reference::Random) && spec.name != "gaussian" {
+                        let result = if spec.exact {
+                            check_bits(&what, d, &expected)
+                        } else if matches!(spec.reference, Reference::Random) && spec.name != "gaussian" {
                             if c.dtype().is_float() {
                                 let eps = base_eps(c.dtype());
                                 let largest = expected.v.iter().fold(0.0f64, |m, v| m.max(v.abs()));
@@ -403,6 +501,40 @@ fn as_function(op: &'static dyn RegisteredOp, s: &Sample, data: &[usize], xs: &[
     Ok(op.run(&refs, &s.attrs)?.swap_remove(0))
 }
 
+/// The gradient of `Σ f(x)·v` built for differentiation (create_graph: the ops' backward
+/// rules as tensor ops) against the fused backward kernels, in float64 on the CPU.
+fn create_graph_matches_fused(
+    name: &str,
+    f: &dyn Fn(&[Tensor]) -> dygraph::Result<Tensor>,
+    inputs: &[(Vec<f64>, Vec<usize>)],
+) -> Result<(), String> {
+    let xs: Vec<Tensor> = inputs
+        .iter()
+        .map(|(v, s)| {
+            let t = Tensor::from_vec_on(v.clone(), s, Place::Cpu).unwrap();
+            t.set_stop_gradient(false);
+            t
+        })
+        .collect();
+    let run = |create_graph: bool| -> dygraph::Result<Vec<Option<Tensor>>> {
+        let y = f(&xs)?;
+        let v: Vec<f64> = (0..y.numel()).map(|i| 0.3 + 0.2 * ((i * 3) % 5) as f64).collect();
+        let loss = y.mul(&common::tensor(&v, y.shape(), y.dtype(), Place::Cpu))?.sum(&[], false)?;
+        dygraph::grad(&[loss], &xs, None, true, create_graph, true)
+    };
+    let (fused, composite) = (run(false).map_err(|e| e.to_string())?, run(true).map_err(|e| e.to_string())?);
+    for (i, (a, b)) in fused.iter().zip(&composite).enumerate() {
+        match (a, b) {
+            (Some(a), Some(b)) => {
+                common::check_allclose(&format!("{name}: input {i}"), &values(b), &values(a), 1e-12, 1e-12)?
+            }
+            (None, None) => {}
+            _ => return Err(format!("{name}: input {i} has a gradient one way only")),
+        }
+    }
+    Ok(())
+}
+
 #[test]
 fn gradcheck_in_float64() {
     let _generator = common::generator_lock();
@@ -420,18 +552,13 @@ fn gradcheck_in_float64() {
                 }
             }));
             if spec.second_order {
-                let g = |xs: &[Tensor]| -> dygraph::Result<Tensor> {
-                    let y = f(xs)?;
-                    let v = dygraph::ones_like(&y)?.scale(0.5, 0.25)?;
-                    let gs = dygraph::grad(&[y.mul(&v)?.sum(&[], false)?], xs, None, true, true, true)?;
-                    let mut total = xs[0].zeros_like()?.sum(&[], false)?;
-                    for (gx, x) in gs.iter().zip(xs) {
-                        if let Some(gx) = gx {
-                            total = total.add(&gx.mul(&dygraph::ones_like(x)?.scale(0.3, 0.7)?)?.sum(&[], false)?)?;
-                        }
+                let name3 = format!("{name} create_graph");
+                failures.extend(catch(&name3, || {
+                    if let Err(m) = create_graph_matches_fused(&name3, &f, &inputs) {
+                        panic!("{m}");
                     }
-                    Ok(total)
-                };
+                }));
+                let g = second_order(&f);
                 let name2 = format!("{name} second order");
                 failures.extend(catch(&name2, || {
                     if let Err(m) = common::gradcheck(&name2, &g, &inputs) {
@@ -465,6 +592,11 @@ fn gpu_gradients_against_cpu() {
             };
             let tol = 1e-4 * spec.tol;
             failures.extend(catch(&name, || common::gpu_matches_cpu(&name, &f, &inputs, true, tol)));
+            if spec.second_order {
+                let name2 = format!("{name} second order");
+                let g = second_order(&f);
+                failures.extend(catch(&name2, || common::gpu_matches_cpu(&name2, &g, &inputs, true, tol)));
+            }
         }
     }
     report("GPU gradient sweep", &failures);

@@ -5,7 +5,7 @@ use dygraph::ops::{AttrMap, AttrValue};
 use dygraph::{DType, Tensor};
 
 use super::refs::{self, Conv, at_broadcast, axis, numel, ravel, reduce, unravel, wrap_int, zip_n};
-use super::{Host, Reference, Sample, Spec, data, fixed, sample};
+use super::{Host, OutDType, Reference, Sample, Spec, data, fixed, same_dtype, sample};
 use crate::common::Rng;
 
 use DType::{Bool, Float16 as F16, Float32 as F32, Float64 as F64, Int32 as I32, Int64 as I64};
@@ -30,10 +30,25 @@ fn spec(
         tol: 1.0,
         gradcheck: false,
         second_order: false,
+        out_dtype: same_dtype,
+        exact: false,
+        check_aux: false,
     }
 }
 
 impl Spec {
+    fn out(mut self, f: OutDType) -> Self {
+        self.out_dtype = f;
+        self
+    }
+    fn exact(mut self) -> Self {
+        self.exact = true;
+        self
+    }
+    fn check_aux(mut self) -> Self {
+        self.check_aux = true;
+        self
+    }
     fn tol(mut self, t: f64) -> Self {
         self.tol = t;
         self
@@ -62,6 +77,19 @@ fn attr_b(m: &AttrMap, name: &str) -> bool {
 
 fn attr_is(m: &AttrMap, name: &str) -> Vec<i64> {
     m.field::<Vec<i64>>("sweep", name).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The output dtype is the `dtype` attribute (cast, creation and random ops).
+fn attr_dtype(_: DType, m: &AttrMap, _: usize) -> DType {
+    m.field::<DType>("sweep", "dtype").unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn bool_dtype(_: DType, _: &AttrMap, _: usize) -> DType {
+    Bool
+}
+
+fn i64_dtype(_: DType, _: &AttrMap, _: usize) -> DType {
+    I64
 }
 
 fn attr_us(m: &AttrMap, name: &str) -> Vec<usize> {
@@ -99,12 +127,49 @@ struct Unary {
     with_bool: bool,
     /// The special values the op defines (none for some).
     specials: &'static [f64],
+    /// More float values whose results are part of the contract (rounding's halves).
+    extra: &'static [f64],
+    /// Other parameters, each on its own domain.
+    alt: &'static [Alt],
     grad: bool,
     tol: f64,
 }
 
+/// Another set of parameters of a unary op: their values, the float domain, the dtypes it
+/// runs for (all of the op's when `None`) and whether it has a gradient sample.
+struct Alt {
+    params: &'static [f64],
+    domain: (f64, f64, f64),
+    only: Option<&'static [DType]>,
+    grad: bool,
+}
+
+const fn alt(params: &'static [f64], domain: (f64, f64, f64)) -> Alt {
+    Alt { params, domain, only: None, grad: true }
+}
+
+const fn alt_floats(params: &'static [f64], domain: (f64, f64, f64)) -> Alt {
+    Alt { params, domain, only: Some(&FLOATS), grad: true }
+}
+
+const fn alt_ints(params: &'static [f64], domain: (f64, f64, f64)) -> Alt {
+    Alt { params, domain, only: Some(&[I32, I64]), grad: false }
+}
+
+/// Integer operands past 32 bits (the GPU's two-word int64) and wide int32 ones (wrapping):
+/// `(int64 bound, int32 bound)` of an op's integer samples.
+fn wide_ints(name: &str) -> (i64, i64) {
+    match name {
+        "square" | "multiply" => (3_000_000_000, 1_500_000_000),
+        _ => (3_000_000_000_000, 1_500_000_000),
+    }
+}
+
+/// Halves and values next to them: round's ties go to even; floor, ceil and trunc.
+const HALVES: [f64; 9] = [0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 0.49999997, 3.7, -3.7];
+
 fn unary(u: Unary) -> Spec {
-    let Unary { name, params, domain, float, int, bool_out, with_bool, specials, grad, tol } = u;
+    let Unary { name, params, domain, float, int, bool_out, with_bool, specials, extra, alt, grad, tol } = u;
     let mut dtypes = floats();
     if int.is_some() {
         dtypes.extend([I32, I64]);
@@ -113,6 +178,7 @@ fn unary(u: Unary) -> Spec {
         dtypes.push(Bool);
     }
     let attrs = || params.iter().fold(AttrMap::new(), |m, (n, v)| m.with(*n, *v));
+    let alt_attrs = |p: &[f64]| params.iter().zip(p).fold(AttrMap::new(), |m, ((n, _), v)| m.with(*n, *v));
     let samples = move |rng: &mut Rng| {
         let mut out = Vec::new();
         for shape in SHAPES {
@@ -125,6 +191,29 @@ fn unary(u: Unary) -> Spec {
         }
         if !specials.is_empty() {
             out.push(sample("special values", vec![data(specials.to_vec(), &[specials.len()])], attrs()).floats_only());
+        }
+        if !extra.is_empty() {
+            out.push(sample("exact halves", vec![data(extra.to_vec(), &[extra.len()])], attrs()).floats_only());
+        }
+        if int.is_some() {
+            let (b64, b32) = wide_ints(name);
+            out.push(
+                sample("int64 past 32 bits", vec![data(ints(rng, 40, -b64, b64 + 1), &[40])], attrs()).only(&[I64]),
+            );
+            out.push(sample("wide int32", vec![data(ints(rng, 40, -b32, b32 + 1), &[40])], attrs()).only(&[I32]));
+        }
+        for a in alt {
+            let (lo, hi, gap) = a.domain;
+            let label = format!("{name}{:?}", a.params);
+            let only = |s: Sample| if let Some(d) = a.only { s.only(d) } else { s };
+            for n in [7, 8] {
+                let x = data(vals(rng, n, lo, hi, gap), &[n]);
+                out.push(only(sample(format!("{label} [{n}]"), vec![x], alt_attrs(a.params))));
+            }
+            if a.grad {
+                let x = data(vals(rng, 6, lo, hi, gap.max(0.05)), &[2, 3]);
+                out.push(only(sample(format!("{label} grad"), vec![x], alt_attrs(a.params))).with_grad());
+            }
         }
         out.push(
             sample("grad", vec![data(vals(rng, 6, domain.0, domain.1, domain.2.max(0.05)), &[2, 3])], attrs())
@@ -152,7 +241,10 @@ fn unary(u: Unary) -> Spec {
             .collect();
         vec![Host { v, shape: x[0].shape.clone() }]
     };
-    let s = spec(name, dtypes, samples, reference).tol(tol);
+    let mut s = spec(name, dtypes, samples, reference).tol(tol);
+    if bool_out {
+        s = s.out(bool_dtype);
+    }
     if grad { s.grad() } else { s }
 }
 
@@ -166,6 +258,8 @@ fn u(name: &'static str, float: fn(f64, &[f64]) -> f64) -> Unary {
         bool_out: false,
         with_bool: false,
         specials: &SPECIALS,
+        extra: &[],
+        alt: &[],
         grad: true,
         tol: 1.0,
     }
@@ -214,11 +308,13 @@ fn unary_specs() -> Vec<Spec> {
         unary(Unary { domain: (-3.0, 9.0, 0.05), ..u("relu6", |x, _| if x.is_nan() { x } else { x.clamp(0.0, 6.0) }) }),
         unary(Unary {
             params: &[("negative_slope", 0.1)],
+            alt: const { &[alt(&[0.01], (-4.0, 4.0, 0.05))] },
             domain: (-4.0, 4.0, 0.05),
             ..u("leaky_relu", |x, p| if x > 0.0 { x } else { p[0] * x })
         }),
         unary(Unary {
             params: &[("alpha", 1.3)],
+            alt: const { &[alt(&[0.5], (-4.0, 4.0, 0.05))] },
             domain: (-4.0, 4.0, 0.05),
             tol: 2.0,
             ..u("elu", |x, p| if x > 0.0 { x } else { p[0] * libm::expm1(x) })
@@ -234,6 +330,7 @@ fn unary_specs() -> Vec<Spec> {
         unary(Unary { tol: 2.0, ..u("erf", |x, _| libm::erf(x)) }),
         unary(Unary {
             params: &[("beta", 1.5), ("threshold", 10.0)],
+            alt: const { &[alt(&[1.0, 20.0], (-30.0, 30.0, 0.0)), alt(&[2.0, 3.0], (-4.0, 4.0, 0.0))] },
             tol: 2.0,
             ..u("softplus", |x, p| if x * p[0] > p[1] { x } else { libm::log1p(libm::exp(p[0] * x)) / p[0] })
         }),
@@ -255,25 +352,38 @@ fn unary_specs() -> Vec<Spec> {
         }),
         unary(Unary {
             params: &[("min", -2.0), ("max", 3.0)],
+            alt: const { &[alt(&[0.0, 0.0], (-1.0, 1.0, 0.05))] },
             int: Some(|a, p| a.clamp(p[0], p[1].max(p[0]))),
             domain: (-4.0, 5.0, 0.0),
             ..u("clip", |x, p| if x.is_nan() { x } else { x.max(p[0]).min(p[1]) })
         }),
         unary(Unary {
             params: &[("scale", 3.0), ("bias", -2.0)],
+            alt: const { &[alt_floats(&[-0.5, 0.25], (-4.0, 4.0, 0.0))] },
             int: Some(|a, p| a.wrapping_mul(p[0]).wrapping_add(p[1])),
             ..u("scale", |x, p| x * p[0] + p[1])
         }),
         unary(Unary {
             params: &[("exponent", 3.0)],
+            alt: const {
+                &[
+                    alt_floats(&[2.5], (0.1, 4.0, 0.0)),
+                    alt_floats(&[-1.5], (0.1, 4.0, 0.0)),
+                    alt(&[0.0], (-4.0, 4.0, 0.0)),
+                    alt(&[-2.0], (0.5, 4.0, 0.0)),
+                    Alt { params: &[0.5], domain: (-4.0, 4.0, 0.0), only: Some(&FLOATS), grad: false },
+                    alt_ints(&[19.0], (-5.0, 6.0, 0.0)),
+                    alt_ints(&[39.0], (-5.0, 6.0, 0.0)),
+                ]
+            },
             int: Some(|a, p| refs::int_pow(a, p[0])),
             tol: 2.0,
             ..u("pow_scalar", |x, p| libm::pow(x, p[0]))
         }),
-        unary(Unary { ..u("floor", |x, _| x.floor()) }),
-        unary(Unary { ..u("ceil", |x, _| x.ceil()) }),
-        unary(Unary { domain: (-4.0, 4.0, 0.0), ..u("round", |x, _| x.round_ties_even()) }),
-        unary(Unary { ..u("trunc", |x, _| x.trunc()) }),
+        unary(Unary { extra: &HALVES, ..u("floor", |x, _| x.floor()) }),
+        unary(Unary { extra: &HALVES, ..u("ceil", |x, _| x.ceil()) }),
+        unary(Unary { extra: &HALVES, domain: (-4.0, 4.0, 0.0), ..u("round", |x, _| x.round_ties_even()) }),
+        unary(Unary { extra: &HALVES, ..u("trunc", |x, _| x.trunc()) }),
         unary(Unary { int: Some(|_, _| 0), bool_out: true, grad: false, ..u("isnan", |x, _| x.is_nan() as u8 as f64) }),
         unary(Unary {
             int: Some(|_, _| 0),
@@ -333,9 +443,41 @@ fn b(name: &'static str, float: fn(f64, f64) -> f64) -> Binary {
     }
 }
 
-/// Broadcast pairs of shapes every binary op meets.
-const PAIRS: [(&[usize], &[usize]); 6] =
-    [(&[], &[]), (&[6], &[6]), (&[3, 4], &[4]), (&[2, 1, 3], &[4, 1]), (&[0, 3], &[1, 3]), (&[2, 1, 2, 3, 1], &[3, 2])];
+/// Broadcast pairs of shapes every binary op meets: 0-d with 0-d and against a matrix on
+/// either side, a vector against a matrix, operands broadcasting into each other (both
+/// ways), empty results, rank 5, a same-shape pair of whole vec4 words, and rows of 64
+/// broadcast over a middle axis (the GPU's `rows` entry).
+const PAIRS: [(&[usize], &[usize]); 13] = [
+    (&[], &[]),
+    (&[], &[3, 4]),
+    (&[3, 4], &[]),
+    (&[6], &[6]),
+    (&[3, 4], &[4]),
+    (&[2, 1, 3], &[4, 1]),
+    (&[4, 1], &[2, 1, 3]),
+    (&[2, 1], &[1, 3]),
+    (&[0, 3], &[1, 3]),
+    (&[3], &[0, 1]),
+    (&[2, 1, 2, 3, 1], &[3, 2]),
+    (&[4, 8], &[4, 8]),
+    (&[3, 1, 64], &[2, 64]),
+];
+
+/// Dividends `k·d` for small `k` over divisors whose float32 quotients land on either side of
+/// an integer (a GPU's division need not round correctly), with dividends far smaller than the
+/// divisor (only the quotient's sign decides the floor) and Python's `1.0 // 0.1 == 9`.
+fn near_integer_quotients() -> (Vec<f64>, Vec<f64>) {
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for d in [3.0f32, 0.1, 0.3, 1.1, -0.1, -3.0] {
+        for k in -10..=10 {
+            a.push((k as f32 * d) as f64);
+            b.push(d as f64);
+        }
+    }
+    a.extend([-1e-30f32 as f64, 1e-30f32 as f64, 1e-30f32 as f64, 1.0, -27.0, 1.0]);
+    b.extend([3.0, 3.0, -3.0, 0.1f32 as f64, 3.0, -0.1f32 as f64]);
+    (a, b)
+}
 
 fn binary(bd: Binary) -> Spec {
     let Binary {
@@ -400,6 +542,42 @@ fn binary(bd: Binary) -> Spec {
                 y.iter_mut().filter(|v| **v == 0.0).for_each(|v| *v = 3.0);
             }
             out.push(sample("large integers", vec![data(ints(rng, 8, a.0, a.1), &[8]), data(y, &[8])], AttrMap::new()));
+            // Past 32 bits for int64, wrapping int32; divisors stay in their own domain.
+            if name != "pow_tensor" {
+                let quotient = matches!(name, "floor_divide" | "remainder");
+                let (b64, b32) = wide_ints(name);
+                for (dtype, bound) in [(I64, b64), (I32, b32)] {
+                    let mut x = ints(rng, 40, -bound, bound + 1);
+                    let y = if quotient {
+                        ints(rng, 40, b.0, b.1).into_iter().map(|v| if v == 0.0 { 3.0 } else { v }).collect()
+                    } else {
+                        ints(rng, 40, -bound, bound + 1)
+                    };
+                    if ties {
+                        x.iter_mut().zip(&y).step_by(3).for_each(|(p, q)| *p = *q);
+                    }
+                    out.push(
+                        sample(format!("wide {dtype}"), vec![data(x, &[40]), data(y, &[40])], AttrMap::new())
+                            .only(&[dtype]),
+                    );
+                }
+            }
+            // Integer `//` and `%` by zero give 0.
+            if matches!(name, "floor_divide" | "remainder") {
+                let x = ints(rng, 12, -1000, 1000);
+                let y = vec![0.0, 3.0, 0.0, -2.0, 1.0, 0.0, -7.0, 0.0, 5.0, -1.0, 0.0, 2.0];
+                out.push(
+                    sample("integer zero divisors", vec![data(x, &[12]), data(y, &[12])], AttrMap::new())
+                        .only(&[I32, I64]),
+                );
+            }
+        }
+        if matches!(name, "floor_divide" | "remainder") {
+            let (x, y) = near_integer_quotients();
+            let n = x.len();
+            out.push(
+                sample("near-integer quotients", vec![data(x, &[n]), data(y, &[n])], AttrMap::new()).floats_only(),
+            );
         }
         if has_floats {
             let n = specials.len();
@@ -414,6 +592,11 @@ fn binary(bd: Binary) -> Spec {
             let x = vals(rng, 6, g0.0, g0.1, g0.2.max(0.1));
             let y = vals(rng, 3, g1.0, g1.1, g1.2.max(0.1));
             out.push(sample("grad, broadcast", vec![data(x, &[2, 3]), data(y, &[3])], AttrMap::new()).with_grad());
+            let x = vals(rng, 6, g0.0, g0.1, g0.2.max(0.1));
+            let y = vals(rng, 6, g1.0, g1.1, g1.2.max(0.1));
+            out.push(
+                sample("grad, both broadcast", vec![data(x, &[2, 1, 3]), data(y, &[2, 3])], AttrMap::new()).with_grad(),
+            );
         }
         out
     };
@@ -432,7 +615,10 @@ fn binary(bd: Binary) -> Spec {
         });
         vec![h]
     };
-    let s = spec(name, dtypes, samples, reference).tol(tol);
+    let mut s = spec(name, dtypes, samples, reference).tol(tol);
+    if bool_out {
+        s = s.out(bool_dtype);
+    }
     if grad { s.grad() } else { s }
 }
 
@@ -570,7 +756,7 @@ fn cast_specs() -> Vec<Spec> {
         let to = m.field::<DType>("sweep", "dtype").unwrap();
         vec![Host { v: x[0].v.iter().map(|&v| convert(v, from, to)).collect(), shape: x[0].shape.clone() }]
     };
-    vec![spec("cast", vec![Bool, I32, I64, F16, F32, F64], samples, reference).grad()]
+    vec![spec("cast", vec![Bool, I32, I64, F16, F32, F64], samples, reference).out(attr_dtype).grad()]
 }
 
 fn where_specs() -> Vec<Spec> {
@@ -599,13 +785,43 @@ fn where_specs() -> Vec<Spec> {
     let reference = |x: &[Host], _: &AttrMap, _: DType| {
         vec![zip_n(&[&x[0], &x[1], &x[2]], |v| if v[0] != 0.0 { v[1] } else { v[2] })]
     };
-    vec![spec("where", vec![Bool, I32, I64, F16, F32, F64], samples, reference).grad()]
+    vec![spec("where", vec![Bool, I32, I64, F16, F32, F64], samples, reference).grad().exact()]
 }
 
-/// Axis lists every reduction meets (all, one, negative, non-adjacent, adjacent pair).
-const AXES: [&[i64]; 5] = [&[], &[1], &[-1], &[0, 2], &[1, 2]];
+/// Axis lists every reduction meets: all, one (first, middle, last by a negative index),
+/// non-adjacent (either order, negative), adjacent pairs, every axis listed.
+const AXES: [&[i64]; 9] = [&[], &[0], &[1], &[-1], &[0, 2], &[2, 0], &[-1, 0], &[1, 2], &[0, 1, 2]];
 
-fn reduce_samples(rng: &mut Rng, lo: f64, hi: f64, gap: f64) -> Vec<Sample> {
+/// Which reduction a sample set is for: the large samples' values depend on it.
+#[derive(Clone, Copy, PartialEq)]
+enum Red {
+    /// sum and mean: small non-negative integers, so float sums of thousands are exact and
+    /// the places' summation orders agree.
+    Sum,
+    /// prod: ±1 with sparse 2s and halves (floats), ±1 with a few 2s (integers): exact.
+    Prod,
+    /// max and min: random values.
+    Extremum,
+}
+
+/// The GPU's reduction paths, on shapes worth them: the one-pass `planes` entry over a
+/// leading and a trailing run (inner runs shorter than, equal to and longer than a
+/// workgroup, and chunked from a start inside an inner run), planes of 256 rows or more
+/// (barrier-free passes on a software adapter), a workgroup per row and many rows, a short
+/// inner run (the axis passes), rows past 8192 (chunked, two passes).
+const LARGE: [(&[usize], &[i64]); 9] = [
+    (&[3, 4, 64], &[0, 2]),
+    (&[2, 3, 256], &[0, 2]),
+    (&[3, 4, 300], &[0, 2]),
+    (&[4, 2, 2100], &[0, 2]),
+    (&[16, 20, 40], &[0, 2]),
+    (&[70, 40], &[1]),
+    (&[300, 40], &[1]),
+    (&[33, 2, 1, 1], &[0, 2, 3]),
+    (&[2, 9000], &[1]),
+];
+
+fn reduce_samples(rng: &mut Rng, red: Red, lo: f64, hi: f64, gap: f64) -> Vec<Sample> {
     let mut out = Vec::new();
     for axes in AXES {
         for keepdim in [false, true] {
@@ -617,14 +833,42 @@ fn reduce_samples(rng: &mut Rng, lo: f64, hi: f64, gap: f64) -> Vec<Sample> {
             ));
         }
     }
-    let a = |axes: Vec<i64>| AttrMap::new().with("axis", axes).with("keepdim", false);
-    out.push(sample("0-d", vec![data(vals(rng, 1, lo, hi, gap), &[])], a(vec![])));
-    out.push(sample("rank 5", vec![data(vals(rng, 48, lo, hi, gap), &[2, 1, 3, 4, 2])], a(vec![0, 3, 4])));
-    out.push(sample("empty output", vec![data(vec![], &[0, 3])], a(vec![1])));
-    // Rows past 8192 take the GPU's chunked two-pass path.
-    out.push(sample("long rows", vec![data(vals(rng, 2 * 9000, lo, hi, gap), &[2, 9000])], a(vec![1])));
-    out.push(sample("special values", vec![data(SPECIALS.to_vec(), &[3, 3])], a(vec![1])).floats_only());
-    out.push(sample("grad", vec![data(vals(rng, 24, lo, hi, gap.max(0.2)), &[2, 3, 4])], a(vec![0, 2])).with_grad());
+    let a = |axes: &[i64]| AttrMap::new().with("axis", axes.to_vec()).with("keepdim", false);
+    out.push(sample("0-d", vec![data(vals(rng, 1, lo, hi, gap), &[])], a(&[])));
+    out.push(sample("rank 5", vec![data(vals(rng, 48, lo, hi, gap), &[2, 1, 3, 4, 2])], a(&[0, 3, 4])));
+    out.push(sample("empty output", vec![data(vec![], &[0, 3])], a(&[1])));
+    for (shape, axes) in LARGE {
+        let n = numel(shape);
+        let label = format!("{shape:?} axes {axes:?}");
+        match red {
+            Red::Sum => out.push(sample(label, vec![data(ints(rng, n, 0, 4), shape)], a(axes))),
+            Red::Extremum => out.push(sample(label, vec![data(vals(rng, n, lo, hi, gap), shape)], a(axes))),
+            Red::Prod => {
+                let sign = |rng: &mut Rng| if rng.next_u64() & 1 == 0 { 1.0 } else { -1.0 };
+                let f: Vec<f64> = (0..n)
+                    .map(|i| match i % 97 {
+                        3 => 2.0,
+                        50 => 0.5,
+                        _ => sign(rng),
+                    })
+                    .collect();
+                let i: Vec<f64> = (0..n).map(|i| if i % 997 == 3 { 2.0 } else { sign(rng) }).collect();
+                out.push(sample(format!("{label}, floats"), vec![data(f, shape)], a(axes)).floats_only());
+                out.push(sample(format!("{label}, ints"), vec![data(i, shape)], a(axes)).only(&[I32, I64]));
+            }
+        }
+    }
+    // Integers past float32's range: int32 sums are int64 without wrapping; max, min and
+    // prod stay int32 (prod wraps).
+    for (dtype, bound) in [(I32, 2_000_000_000), (I64, 100_000_000_000_000)] {
+        for axes in [&[][..], &[1], &[0, 2]] {
+            let x = data(ints(rng, 60, -bound, bound), &[3, 4, 5]);
+            out.push(sample(format!("large {dtype} axes {axes:?}"), vec![x], a(axes)).only(&[dtype]));
+        }
+    }
+    out.push(sample("special values", vec![data(SPECIALS.to_vec(), &[3, 3])], a(&[1])).floats_only());
+    out.push(sample("grad", vec![data(vals(rng, 24, lo, hi, gap.max(0.2)), &[2, 3, 4])], a(&[0, 2])).with_grad());
+    out.push(sample("grad, all axes", vec![data(vals(rng, 12, lo, hi, gap.max(0.2)), &[3, 4])], a(&[])).with_grad());
     out.push(
         sample(
             "grad, keepdim",
@@ -636,12 +880,29 @@ fn reduce_samples(rng: &mut Rng, lo: f64, hi: f64, gap: f64) -> Vec<Sample> {
     out
 }
 
-fn reduction(name: &'static str, dtypes: Vec<DType>, f: fn(&[f64], DType) -> f64, gap: f64) -> Spec {
+fn reduction(name: &'static str, dtypes: Vec<DType>, f: fn(&[f64], DType) -> f64, red: Red, gap: f64) -> Spec {
     let samples = move |rng: &mut Rng| {
-        let mut out = reduce_samples(rng, -2.0, 2.0, gap);
-        // A zero-length reduced axis gives each op's identity (NaN for mean).
-        let a = AttrMap::new().with("axis", vec![1i64]).with("keepdim", false);
-        out.push(sample("empty axis", vec![data(vec![], &[3, 0])], a));
+        let mut out = reduce_samples(rng, red, -2.0, 2.0, gap);
+        // A zero-length reduced axis gives each op's identity (NaN for mean); max and min
+        // have none (an error, in errors.rs).
+        if red != Red::Extremum {
+            let a = |axes: Vec<i64>| AttrMap::new().with("axis", axes).with("keepdim", false);
+            out.push(sample("empty axis", vec![data(vec![], &[3, 0])], a(vec![1])));
+            out.push(sample("empty batch, planes", vec![data(vec![], &[0, 3, 40])], a(vec![0, 2])));
+        }
+        // max/min over distinct values for the gradcheck (ties split the gradient evenly,
+        // in autograd.rs), and ties for the forward.
+        if red == Red::Extremum {
+            for x in out.iter_mut().filter(|x| x.grad) {
+                let n = x.inputs[0].values.len();
+                x.inputs[0].values = (0..n).map(|i| (i as f64 * 0.37).sin() * 2.0 + i as f64 * 0.01).collect();
+            }
+            out.push(sample(
+                "ties",
+                vec![data(vec![1.0, 3.0, 3.0, 2.0, 0.0, 0.0], &[2, 3])],
+                AttrMap::new().with("axis", vec![1i64]).with("keepdim", false),
+            ));
+        }
         out
     };
     let reference = move |x: &[Host], m: &AttrMap, dtype: DType| {
@@ -664,8 +925,8 @@ fn reduce_specs() -> Vec<Spec> {
     let all = vec![Bool, I32, I64, F16, F32, F64];
     let numeric = vec![I32, I64, F16, F32, F64];
     let mut v = vec![
-        reduction("sum", all, int_sum, 0.0),
-        reduction("mean", floats(), |g, _| g.iter().sum::<f64>() / g.len() as f64, 0.0),
+        reduction("sum", all, int_sum, Red::Sum, 0.0).out(|d, _, _| if matches!(d, Bool | I32) { I64 } else { d }),
+        reduction("mean", floats(), |g, _| g.iter().sum::<f64>() / g.len() as f64, Red::Sum, 0.0),
         reduction(
             "prod",
             numeric.clone(),
@@ -676,29 +937,12 @@ fn reduce_specs() -> Vec<Spec> {
                     wrap_int(g.iter().fold(1i64, |a, &b| a.wrapping_mul(b as i64)), d)
                 }
             },
+            Red::Prod,
             0.2,
         ),
-        reduction("max", numeric.clone(), |g, _| nan_fold(g, f64::NEG_INFINITY, f64::max), 0.0),
-        reduction("min", numeric.clone(), |g, _| nan_fold(g, f64::INFINITY, f64::min), 0.0),
+        reduction("max", numeric.clone(), |g, _| nan_fold(g, f64::NEG_INFINITY, f64::max), Red::Extremum, 0.0),
+        reduction("min", numeric.clone(), |g, _| nan_fold(g, f64::INFINITY, f64::min), Red::Extremum, 0.0),
     ];
-    // max/min over distinct values for the gradcheck (ties split the gradient evenly).
-    for s in v.iter_mut().filter(|s| matches!(s.name, "max" | "min")) {
-        let name = s.name;
-        s.samples = Box::new(move |rng: &mut Rng| {
-            let mut out = reduce_samples(rng, -2.0, 2.0, 0.0);
-            for x in out.iter_mut().filter(|x| x.grad) {
-                let n = x.inputs[0].values.len();
-                x.inputs[0].values = (0..n).map(|i| (i as f64 * 0.37).sin() * 2.0 + i as f64 * 0.01).collect();
-            }
-            let _ = name;
-            out.push(sample(
-                "ties",
-                vec![data(vec![1.0, 3.0, 3.0, 2.0, 0.0, 0.0], &[2, 3])],
-                AttrMap::new().with("axis", vec![1i64]).with("keepdim", false),
-            ));
-            out
-        });
-    }
     let arg = |name: &'static str, largest: bool| {
         let samples = |rng: &mut Rng| {
             let mut out = Vec::new();
@@ -712,9 +956,19 @@ fn reduce_specs() -> Vec<Spec> {
                     a,
                 ));
             }
+            // Few distinct values, so ties (the first wins) are everywhere, along every axis
+            // of shapes past a workgroup.
+            for shape in [&[4usize, 33, 6][..], &[2, 3, 300]] {
+                for axis in [None, Some(0i64), Some(1), Some(2), Some(-1)] {
+                    let a = AttrMap::new().with("axis", axis).with("keepdim", false);
+                    let x = data(ints(rng, numel(shape), -4, 5), shape);
+                    out.push(sample(format!("ties {shape:?} axis {axis:?}"), vec![x], a));
+                }
+            }
             let a = AttrMap::new().with("axis", Some(0i64)).with("keepdim", false);
             out.push(sample("ties pick the first", vec![data(vec![2.0, 2.0, 1.0, 1.0], &[4])], a.clone()));
-            out.push(sample("NaN wins", vec![data(vec![1.0, f64::NAN, 5.0], &[3])], a.clone()).floats_only());
+            let nan = vec![1.0, f64::NAN, 3.0, f64::NAN];
+            out.push(sample("the first NaN wins", vec![data(nan, &[4])], a.clone()).floats_only());
             out.push(sample(
                 "0-d",
                 vec![data(vec![4.0], &[])],
@@ -745,7 +999,7 @@ fn reduce_specs() -> Vec<Spec> {
             };
             vec![h]
         };
-        spec(name, vec![Bool, I32, I64, F16, F32, F64], samples, reference)
+        spec(name, vec![Bool, I32, I64, F16, F32, F64], samples, reference).out(i64_dtype)
     };
     v.push(arg("argmax", true));
     v.push(arg("argmin", false));
@@ -860,7 +1114,15 @@ fn matmul_ref(x: &[Host], m: &AttrMap) -> Host {
 
 fn matmul_specs() -> Vec<Spec> {
     let samples = |rng: &mut Rng| {
-        let cases: [(&[usize], &[usize], bool, bool); 9] = [
+        let cases: [(&[usize], &[usize], bool, bool); 17] = [
+            (&[3, 5], &[5], false, false),
+            (&[5], &[2, 5, 4], false, false),
+            (&[3, 5], &[2, 5, 4], false, false),
+            (&[2, 1, 5, 3], &[4, 2, 5], true, true),
+            (&[5], &[5], true, true),
+            (&[1, 5], &[5, 1], false, false),
+            (&[70, 33], &[33, 65], false, false),
+            (&[3, 0], &[0, 4], false, false),
             (&[3, 4], &[4, 5], false, false),
             (&[4, 3], &[4, 5], true, false),
             (&[3, 4], &[5, 4], false, true),
@@ -899,6 +1161,18 @@ fn matmul_specs() -> Vec<Spec> {
             )
             .with_grad(),
         );
+        let grads: [(&[usize], &[usize], bool, bool); 4] = [
+            (&[2, 1, 3, 4], &[3, 4, 2], false, false),
+            (&[2, 4, 3], &[2, 4], true, true),
+            (&[4], &[4], false, false),
+            (&[3, 4], &[4], false, false),
+        ];
+        for (a, b, tx, ty) in grads {
+            let attrs = AttrMap::new().with("transpose_x", tx).with("transpose_y", ty);
+            let inputs =
+                vec![data(vals(rng, numel(a), -1.0, 1.0, 0.0), a), data(vals(rng, numel(b), -1.0, 1.0, 0.0), b)];
+            out.push(sample(format!("grad {a:?}·{b:?} tx={tx} ty={ty}"), inputs, attrs).with_grad());
+        }
         out
     };
     let reference = |x: &[Host], m: &AttrMap, _: DType| vec![matmul_ref(x, m)];
@@ -952,11 +1226,23 @@ const ANY: [DType; 6] = [Bool, I32, I64, F16, F32, F64];
 /// One shape-op case: a label, the input shape and the attributes.
 type ShapeCase = (&'static str, Vec<usize>, AttrMap);
 
-/// A spec whose samples are built from `(label, shape, attrs)` cases on random values.
+/// int64 values past 32 bits (and past float64's 53-bit mantissa, none): the GPU's two
+/// words must both move.
+fn wide(rng: &mut Rng, n: usize) -> Vec<f64> {
+    ints(rng, n, -(1 << 50), 1 << 50)
+}
+
+/// The shape of the "wide values" samples: several workgroups of a mid-size tensor.
+const WIDE: [usize; 3] = [5, 7, 11];
+
+/// A spec whose samples are built from `(label, shape, attrs)` cases on random values, the
+/// `wide` case on int64 values past 32 bits, and gradient cases; the GPU must match the CPU
+/// bit for bit.
 fn shape_spec(
     name: &'static str,
     cases: fn() -> Vec<ShapeCase>,
-    grad: (Vec<usize>, AttrMap),
+    grads: Vec<(Vec<usize>, AttrMap)>,
+    wide_case: (Vec<usize>, AttrMap),
     reference: impl Fn(&[Host], &AttrMap, DType) -> Vec<Host> + 'static,
 ) -> Spec {
     let samples = move |rng: &mut Rng| {
@@ -964,11 +1250,16 @@ fn shape_spec(
             .into_iter()
             .map(|(label, shape, attrs)| sample(label, vec![data(ints(rng, numel(&shape), -9, 10), &shape)], attrs))
             .collect();
-        let n = numel(&grad.0);
-        out.push(sample("grad", vec![data(vals(rng, n, -2.0, 2.0, 0.0), &grad.0)], grad.1.clone()).with_grad());
+        let (shape, attrs) = &wide_case;
+        let x = data(wide(rng, numel(shape)), shape);
+        out.push(sample(format!("wide values {shape:?} {attrs}"), vec![x], attrs.clone()).only(&[I64]));
+        for (shape, attrs) in &grads {
+            let x = data(vals(rng, numel(shape), -2.0, 2.0, 0.0), shape);
+            out.push(sample(format!("grad {shape:?} {attrs}"), vec![x], attrs.clone()).with_grad());
+        }
         out
     };
-    spec(name, ANY.to_vec(), samples, reference).grad()
+    spec(name, ANY.to_vec(), samples, reference).grad().exact()
 }
 
 /// `x` with a new shape (the values keep their order).
@@ -1038,9 +1329,12 @@ fn shape_specs() -> Vec<Spec> {
                     ("to 0-d", vec![1, 1], AttrMap::new().with("shape", Vec::<i64>::new())),
                     ("empty", vec![0, 4], AttrMap::new().with("shape", vec![2i64, 0, -1])),
                     ("rank 5", vec![24], AttrMap::new().with("shape", vec![1i64, 2, 3, 2, 2])),
+                    ("0 copies the middle dim", vec![2, 3, 4], AttrMap::new().with("shape", vec![4i64, 0, 2])),
+                    ("0 and -1", vec![2, 3, 4], AttrMap::new().with("shape", vec![0i64, -1])),
                 ]
             },
-            (vec![2, 3], a().with("shape", vec![3i64, 2])),
+            vec![(vec![2, 3], a().with("shape", vec![3i64, 2]))],
+            (WIDE.to_vec(), a().with("shape", vec![5i64, 77])),
             |x, m, _| {
                 let spec = attr_is(m, "shape");
                 let known: usize = spec
@@ -1081,7 +1375,8 @@ fn shape_specs() -> Vec<Spec> {
                     ("0-d", vec![], AttrMap::new().with("start_axis", 0i64).with("stop_axis", -1i64)),
                 ]
             },
-            (vec![2, 3], a().with("start_axis", 0i64).with("stop_axis", 1i64)),
+            vec![(vec![2, 3], a().with("start_axis", 0i64).with("stop_axis", 1i64))],
+            (WIDE.to_vec(), a().with("start_axis", 1i64).with("stop_axis", 2i64)),
             |x, m, _| {
                 let s = &x[0].shape;
                 if s.is_empty() {
@@ -1101,9 +1396,11 @@ fn shape_specs() -> Vec<Spec> {
                     ("all", vec![1, 3, 1, 2], AttrMap::new().with("axes", Vec::<i64>::new())),
                     ("listed", vec![1, 3, 1, 2], AttrMap::new().with("axes", vec![-2i64])),
                     ("non-1 listed axis stays", vec![1, 3], AttrMap::new().with("axes", vec![1i64])),
+                    ("two listed, negative first", vec![1, 3, 1, 2], AttrMap::new().with("axes", vec![-2i64, 0])),
                 ]
             },
-            (vec![2, 1, 3], a().with("axes", vec![1i64])),
+            vec![(vec![2, 1, 3], a().with("axes", vec![1i64]))],
+            (vec![5, 1, 77], a().with("axes", vec![1i64])),
             |x, m, _| {
                 let s = &x[0].shape;
                 let axes: Vec<usize> = attr_is(m, "axes").iter().map(|&v| axis(v, s.len())).collect();
@@ -1122,9 +1419,12 @@ fn shape_specs() -> Vec<Spec> {
                 vec![
                     ("front and back", vec![2, 3], AttrMap::new().with("axes", vec![0i64, -1])),
                     ("0-d", vec![], AttrMap::new().with("axes", vec![0i64])),
+                    ("two inside", vec![2, 3], AttrMap::new().with("axes", vec![0i64, 2])),
+                    ("inside and last", vec![2, 3], AttrMap::new().with("axes", vec![1i64, -1])),
                 ]
             },
-            (vec![2, 3], a().with("axes", vec![1i64])),
+            vec![(vec![2, 3], a().with("axes", vec![1i64]))],
+            (WIDE.to_vec(), a().with("axes", vec![1i64])),
             |x, m, _| {
                 let s = &x[0].shape;
                 let rank = s.len() + attr_is(m, "axes").len();
@@ -1144,7 +1444,8 @@ fn shape_specs() -> Vec<Spec> {
                     ("empty", vec![0, 3], AttrMap::new().with("perm", vec![1usize, 0])),
                 ]
             },
-            (vec![2, 3, 2], a().with("perm", vec![2usize, 0, 1])),
+            vec![(vec![2, 3, 2], a().with("perm", vec![2usize, 0, 1]))],
+            (WIDE.to_vec(), a().with("perm", vec![2usize, 0, 1])),
             |x, m, _| {
                 let perm = attr_us(m, "perm");
                 let s = &x[0].shape;
@@ -1172,7 +1473,8 @@ fn shape_specs() -> Vec<Spec> {
                     ("to empty", vec![1, 3], AttrMap::new().with("shape", vec![0usize, 3])),
                 ]
             },
-            (vec![3, 1], a().with("shape", vec![2usize, 3, 2])),
+            vec![(vec![3, 1], a().with("shape", vec![2usize, 3, 2]))],
+            (vec![5, 1, 11], a().with("shape", vec![2usize, 3, 5, 7, 11])),
             |x, m, _| {
                 let shape = attr_us(m, "shape");
                 let v = (0..numel(&shape)).map(|o| at_broadcast(&x[0], &unravel(o, &shape))).collect();
@@ -1188,9 +1490,19 @@ fn shape_specs() -> Vec<Spec> {
                     ("negative step from the end", vec![7], slice_attrs(vec![0], vec![-2], vec![1], vec![-3])),
                     ("empty range", vec![4, 3], slice_attrs(vec![0], vec![3], vec![1], vec![1])),
                     ("rank 5", vec![2, 3, 2, 3, 2], slice_attrs(vec![1, 3], vec![1, 0], vec![3, 3], vec![1, 2])),
+                    ("negative axis", vec![2, 3, 4], slice_attrs(vec![-2], vec![1], vec![3], vec![1])),
+                    ("start clamps", vec![2, 3, 4], slice_attrs(vec![2], vec![-100], vec![2], vec![1])),
+                    ("step -2 clamps both ends", vec![10], slice_attrs(vec![0], vec![100], vec![-100], vec![-2])),
+                    ("step -1, empty", vec![10], slice_attrs(vec![0], vec![2], vec![5], vec![-1])),
+                    (
+                        "two axes, steps -2",
+                        vec![2, 3, 4],
+                        slice_attrs(vec![1, 2], vec![-1, 3], vec![-100, 0], vec![-2, -2]),
+                    ),
                 ]
             },
-            (vec![4, 3], slice_attrs(vec![0, 1], vec![1, 2], vec![4, -100], vec![2, -1])),
+            vec![(vec![4, 3], slice_attrs(vec![0, 1], vec![1, 2], vec![4, -100], vec![2, -1]))],
+            (WIDE.to_vec(), slice_attrs(vec![2, 0], vec![-2, 2], vec![0, -100], vec![-3, -1])),
             |x, m, _| {
                 let (shape, src) = select(&x[0].shape, &slice_lists(&x[0].shape, m));
                 vec![Host { v: src.iter().map(|&i| x[0].v[i]).collect(), shape }]
@@ -1205,7 +1517,8 @@ fn shape_specs() -> Vec<Spec> {
                     ("empty", vec![0, 2], AttrMap::new().with("axes", vec![0i64])),
                 ]
             },
-            (vec![2, 3], a().with("axes", vec![-1i64])),
+            vec![(vec![2, 3], a().with("axes", vec![-1i64]))],
+            (WIDE.to_vec(), a().with("axes", vec![0i64, 2])),
             |x, m, _| {
                 let s = &x[0].shape;
                 let axes: Vec<usize> = attr_is(m, "axes").iter().map(|&v| axis(v, s.len())).collect();
@@ -1227,7 +1540,11 @@ fn shape_specs() -> Vec<Spec> {
                     ("empty input", vec![0, 2], AttrMap::new().with("pad", vec![1usize, 1]).with("value", 0.0)),
                 ]
             },
-            (vec![2, 3], a().with("pad", vec![1usize, 1]).with("value", 0.5)),
+            vec![
+                (vec![2, 3], a().with("pad", vec![1usize, 1]).with("value", 0.5)),
+                (vec![2, 3], a().with("pad", vec![1usize, 0, 2, 1]).with("value", 0.5)),
+            ],
+            (WIDE.to_vec(), a().with("pad", vec![1usize, 2, 0, 3, 4, 0]).with("value", 5.0)),
             |x, m, dtype| {
                 let (s, pad) = (&x[0].shape, attr_us(m, "pad"));
                 let n = s.len();
@@ -1278,6 +1595,10 @@ fn slice_grad_spec() -> Spec {
                 sample(format!("{shape:?} {m}"), vec![data(ints(rng, numel(&g_shape), -9, 10), &g_shape)], attrs)
             })
             .collect();
+        let m = slice_attrs(vec![2, 0], vec![-2, 2], vec![0, -100], vec![-3, -1]);
+        let (g_shape, _) = select(&WIDE, &slice_lists(&WIDE, &m));
+        let x = data(wide(rng, numel(&g_shape)), &g_shape);
+        out.push(sample("wide values", vec![x], m.with("shape", WIDE.to_vec())).only(&[I64]));
         let attrs = slice_attrs(vec![1], vec![0], vec![3], vec![2]).with("shape", vec![2usize, 3]);
         out.push(sample("grad", vec![data(vals(rng, 4, -2.0, 2.0, 0.0), &[2, 2])], attrs).with_grad());
         out
@@ -1291,7 +1612,7 @@ fn slice_grad_spec() -> Spec {
         }
         vec![Host { v, shape }]
     };
-    spec("slice_grad", vec![Bool, I32, I64, F16, F32, F64], samples, reference).grad()
+    spec("slice_grad", vec![Bool, I32, I64, F16, F32, F64], samples, reference).grad().exact()
 }
 
 /// `expand_as(x, like)`: only `like`'s shape matters (its values are fixed zeros).
@@ -1306,6 +1627,8 @@ fn expand_as_spec() -> Spec {
                 sample(format!("{s:?} as {t:?}"), inputs, AttrMap::new())
             })
             .collect();
+        let inputs = vec![data(wide(rng, 55), &[5, 1, 11]), fixed(vec![0.0; 2310], &[2, 3, 5, 7, 11], F32)];
+        out.push(sample("wide values", inputs, AttrMap::new()).only(&[I64]));
         let inputs = vec![data(vals(rng, 3, -2.0, 2.0, 0.0), &[3, 1]), fixed(vec![0.0; 12], &[2, 3, 2], F32)];
         out.push(sample("grad", inputs, AttrMap::new()).with_grad());
         out
@@ -1315,7 +1638,7 @@ fn expand_as_spec() -> Spec {
         let v = (0..numel(&shape)).map(|o| at_broadcast(&x[0], &unravel(o, &shape))).collect();
         vec![Host { v, shape }]
     };
-    spec("expand_as", ANY.to_vec(), samples, reference).grad()
+    spec("expand_as", ANY.to_vec(), samples, reference).grad().exact()
 }
 
 /// `argsort`: a stable sort of the indices in float64 (ties keep their order; NaN is the
@@ -1375,7 +1698,7 @@ fn argsort_spec() -> Spec {
         }
         vec![Host { v, shape }]
     };
-    spec("argsort", ANY.to_vec(), samples, reference)
+    spec("argsort", ANY.to_vec(), samples, reference).out(i64_dtype)
 }
 
 /// `fused_elementwise`: a chain of table ops in postfix, against the chain written out in
@@ -1426,7 +1749,7 @@ fn full_like_spec() -> Spec {
     let reference = |x: &[Host], m: &AttrMap, d: DType| {
         vec![Host { v: vec![convert(attr_f(m, "value"), F64, d); numel(&x[0].shape)], shape: x[0].shape.clone() }]
     };
-    spec("full_like", ANY.to_vec(), samples, reference)
+    spec("full_like", ANY.to_vec(), samples, reference).exact()
 }
 
 fn concat_spec() -> Spec {
@@ -1444,6 +1767,15 @@ fn concat_spec() -> Spec {
                 sample(format!("{shapes:?} axis {ax}"), inputs, AttrMap::new().with("axis", *ax))
             })
             .collect();
+        // One tensor twice, around another.
+        let (b, a) = (ints(rng, 2, -9, 10), ints(rng, 6, -9, 10));
+        let inputs = vec![data(b.clone(), &[2, 1]), data(a, &[2, 3]), data(b, &[2, 1])];
+        out.push(
+            sample("the same tensor twice, axis -1", inputs, AttrMap::new().with("axis", -1i64)).same_tensor(2, 0),
+        );
+        let x = data(wide(rng, 385), &WIDE);
+        let y = data(wide(rng, 5 * 3 * 11), &[5, 3, 11]);
+        out.push(sample("wide values", vec![x.clone(), y, x], AttrMap::new().with("axis", 1i64)).only(&[I64]));
         out.push(
             sample(
                 "grad",
@@ -1471,7 +1803,7 @@ fn concat_spec() -> Spec {
             .collect();
         vec![Host { v, shape }]
     };
-    spec("concat", ANY.to_vec(), samples, reference).grad()
+    spec("concat", ANY.to_vec(), samples, reference).grad().exact()
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1620,11 +1952,11 @@ fn index_specs() -> Vec<Spec> {
         vec![Host { v, shape }]
     };
     vec![
-        spec("index_select", ANY.to_vec(), select_samples(false), select_ref).grad(),
-        spec("gather", ANY.to_vec(), select_samples(true), select_ref).grad(),
-        spec("take_along_axis", ANY.to_vec(), take_samples, take_ref).grad(),
-        spec("embedding", ANY.to_vec(), embed_samples, embed_ref).grad(),
-        spec("one_hot", vec![I32, I64], one_hot_samples, one_hot_ref),
+        spec("index_select", ANY.to_vec(), select_samples(false), select_ref).grad().exact(),
+        spec("gather", ANY.to_vec(), select_samples(true), select_ref).grad().exact(),
+        spec("take_along_axis", ANY.to_vec(), take_samples, take_ref).grad().exact(),
+        spec("embedding", ANY.to_vec(), embed_samples, embed_ref).grad().exact(),
+        spec("one_hot", vec![I32, I64], one_hot_samples, one_hot_ref).out(|_, _, _| F32).exact(),
         geom_spec("index_gather"),
         geom_spec("index_scatter_add"),
     ]
@@ -1694,27 +2026,43 @@ fn geom_spec(name: &'static str) -> Spec {
         vec![Host { v, shape }]
     };
     let dtypes = if scatter { floats() } else { ANY.to_vec() };
-    spec(name, dtypes, samples, reference).grad()
+    let s = spec(name, dtypes, samples, reference).grad();
+    if scatter { s } else { s.exact() }
 }
 
 // ---------------------------------------------------------------------------------------
 // Softmax, convolution, pooling.
 
+/// Softmax geometries: short lines, a middle axis (by a negative index too), rank 5, 0-d,
+/// empty (along and across the empty axis), and every GPU entry: contiguous rows of 32 or
+/// more (a workgroup per row; up to 1,024 held in registers, 1,025 the looping entry; 300
+/// rows, one invocation each on a software adapter), strided lines (inner > 1), one line.
+const SOFTMAX_CASES: [(&[usize], i64); 15] = [
+    (&[3, 5], -1),
+    (&[2, 4, 3], 1),
+    (&[2, 3, 4], -2),
+    (&[4, 40], -1),
+    (&[2, 3, 2, 2, 2], 0),
+    (&[], 0),
+    (&[], -1),
+    (&[0, 3], -1),
+    (&[0, 4], 0),
+    (&[5, 33], 1),
+    (&[3, 1024], -1),
+    (&[2, 1025], -1),
+    (&[300, 40], -1),
+    (&[5, 300, 3], 1),
+    (&[37], 0),
+];
+
 fn softmax_specs() -> Vec<Spec> {
     let fwd = |log: bool| {
         let samples = |rng: &mut Rng| {
             let mut out = Vec::new();
-            for (shape, ax) in [
-                (vec![3usize, 5], -1i64),
-                (vec![2, 4, 3], 1),
-                (vec![4, 40], -1),
-                (vec![2, 3, 2, 2, 2], 0),
-                (vec![], 0),
-                (vec![0, 3], -1),
-            ] {
+            for (shape, ax) in SOFTMAX_CASES {
                 out.push(sample(
                     format!("{shape:?} axis {ax}"),
-                    vec![data(vals(rng, numel(&shape), -4.0, 4.0, 0.0), &shape)],
+                    vec![data(vals(rng, numel(shape), -4.0, 4.0, 0.0), shape)],
                     AttrMap::new().with("axis", ax),
                 ));
             }
@@ -1722,10 +2070,15 @@ fn softmax_specs() -> Vec<Spec> {
             out.push(
                 sample("special values", vec![data(sp, &[3, 3])], AttrMap::new().with("axis", -1i64)).floats_only(),
             );
-            out.push(
-                sample("grad", vec![data(vals(rng, 6, -2.0, 2.0, 0.0), &[2, 3])], AttrMap::new().with("axis", 0i64))
-                    .with_grad(),
-            );
+            // Large inputs: no overflow to inf/inf (the maximum is subtracted).
+            let big = vec![1000.0, 1001.0, -1000.0];
+            out.push(sample("large values", vec![data(big, &[1, 3])], AttrMap::new().with("axis", -1i64)));
+            for (shape, ax) in [(&[2usize, 3][..], 0i64), (&[3, 5], -1), (&[2, 3, 4], 1)] {
+                let x = data(vals(rng, numel(shape), -2.0, 2.0, 0.0), shape);
+                out.push(
+                    sample(format!("grad {shape:?} axis {ax}"), vec![x], AttrMap::new().with("axis", ax)).with_grad(),
+                );
+            }
             out
         };
         let reference = move |x: &[Host], m: &AttrMap, _: DType| {
@@ -1737,13 +2090,13 @@ fn softmax_specs() -> Vec<Spec> {
     let bwd = |log: bool| {
         let samples = move |rng: &mut Rng| {
             let mut out = Vec::new();
-            for (shape, ax) in [(vec![3usize, 5], -1i64), (vec![2, 4, 3], 1), (vec![4, 40], -1)] {
-                let x = Host::new(vals(rng, numel(&shape), -3.0, 3.0, 0.0), &shape);
+            for (shape, ax) in SOFTMAX_CASES.into_iter().filter(|(s, _)| !s.is_empty()) {
+                let x = Host::new(vals(rng, numel(shape), -3.0, 3.0, 0.0), shape);
                 let y = refs::softmax(&x, axis(ax, shape.len()), log);
-                let dy = vals(rng, numel(&shape), -1.0, 1.0, 0.0);
+                let dy = vals(rng, numel(shape), -1.0, 1.0, 0.0);
                 out.push(sample(
                     format!("{shape:?} axis {ax}"),
-                    vec![data(y.v, &shape), data(dy, &shape)],
+                    vec![data(y.v, shape), data(dy, shape)],
                     AttrMap::new().with("axis", ax),
                 ));
             }
@@ -2227,7 +2580,10 @@ fn pool_geometry(x: &[usize], m: &AttrMap) -> ([usize; 2], [usize; 4], [usize; 2
     (out, p, [k[0], k[1]], [s[0], s[1]])
 }
 
-/// Max or average pooling by the window functions of `refs`, over every plane.
+/// Max or average pooling by the window functions of `refs`, over every plane: the values
+/// and (max) each window's argmax as a position in its plane — the first maximum in the
+/// window's row-major order, a NaN beating every number and the first NaN winning (padding
+/// is never a candidate).
 #[allow(clippy::too_many_arguments)]
 fn pool_ref(
     x: &Host,
@@ -2238,20 +2594,52 @@ fn pool_ref(
     adaptive: bool,
     exclusive: bool,
     max: bool,
-) -> Host {
+) -> (Host, Host) {
     let (n, c, h, w) = (x.shape[0], x.shape[1], x.shape[2], x.shape[3]);
     let shape = vec![n, c, o[0], o[1]];
-    let v = (0..numel(&shape))
+    let (v, at): (Vec<f64>, Vec<f64>) = (0..numel(&shape))
         .map(|i| {
             let idx = unravel(i, &shape);
             let (rows, rc) = refs::pool_window(idx[2], h, o[0], k[0], s[0], p[0], p[1], adaptive, exclusive);
             let (cols, cc) = refs::pool_window(idx[3], w, o[1], k[1], s[1], p[2], p[3], adaptive, exclusive);
             let plane = &x.v[(idx[0] * c + idx[1]) * h * w..][..h * w];
-            let cells = rows.iter().flat_map(|&r| cols.iter().map(move |&q| plane[r * w + q]));
-            if max { cells.fold(f64::NEG_INFINITY, f64::max) } else { cells.sum::<f64>() / (rc * cc) as f64 }
+            let cells: Vec<usize> = rows.iter().flat_map(|&r| cols.iter().map(move |&q| r * w + q)).collect();
+            if !max {
+                return (cells.iter().map(|&j| plane[j]).sum::<f64>() / (rc * cc) as f64, 0.0);
+            }
+            let mut best = cells[0];
+            for &j in &cells[1..] {
+                let (v, b) = (plane[j], plane[best]);
+                if v > b || (v.is_nan() && !b.is_nan()) {
+                    best = j;
+                }
+            }
+            (plane[best], best as f64)
         })
-        .collect();
-    Host { v, shape }
+        .unzip();
+    (Host { v, shape: shape.clone() }, Host { v: at, shape })
+}
+
+/// Values from a small set (so windows tie often and hold several NaNs, infinities and
+/// zeros of both signs), the first plane all ones.
+fn pool_specials(rng: &mut Rng, shape: &[usize]) -> Vec<f64> {
+    let set = [-1.0, -0.0, 0.0, 1.0, 2.0, f64::NAN, f64::INFINITY, f64::NEG_INFINITY];
+    let plane = shape[2] * shape[3];
+    (0..numel(shape)).map(|i| if i < plane { 1.0 } else { set[(rng.next_u64() % 8) as usize] }).collect()
+}
+
+/// Distinct values at least 0.05 apart, shuffled: no near-ties for max pooling's gradient.
+fn distinct(rng: &mut Rng, n: usize) -> Vec<f64> {
+    let mut v: Vec<f64> = (0..n).map(|i| i as f64 * 0.05 - 1.0).collect();
+    for i in (1..n).rev() {
+        v.swap(i, (rng.next_u64() % (i as u64 + 1)) as usize);
+    }
+    v
+}
+
+/// Max pooling's outputs: the values (the dtype under test) and the argmax (int32).
+fn max_pool_dtypes(d: DType, _: &AttrMap, i: usize) -> DType {
+    if i == 1 { I32 } else { d }
 }
 
 fn pool_options(k: [usize; 2], stride: Option<[usize; 2]>, padding: AttrValue, ceil: bool, exclusive: bool) -> AttrMap {
@@ -2300,7 +2688,11 @@ fn pool_specs() -> Vec<Spec> {
     let window_cases = || {
         vec![
             ("2x2", pool_options([2, 2], None, pads([0; 4]), false, true)),
+            ("3x3 stride 2 pad 1", pool_options([3, 3], Some([2, 2]), pads([1, 1, 1, 1]), false, true)),
             ("3x3 stride 2 pad 1 ceil", pool_options([3, 3], Some([2, 2]), pads([1, 1, 1, 1]), true, true)),
+            // Height 7: ceil's last window would start in the trailing padding, so it is not one.
+            ("2x2 stride 3 pad 1 ceil", pool_options([2, 2], Some([3, 3]), pads([1, 1, 1, 1]), true, true)),
+            ("VALID", pool_options([3, 3], Some([2, 2]), AttrValue::Str("VALID".into()), false, true)),
             ("non-exclusive ceil", pool_options([3, 2], Some([2, 2]), pads([1, 0, 1, 0]), true, false)),
             ("non-exclusive asymmetric", pool_options([2, 3], Some([1, 2]), pads([0, 1, 1, 1]), false, false)),
             ("SAME", pool_options([3, 3], Some([2, 2]), AttrValue::Str("SAME".into()), false, true)),
@@ -2312,16 +2704,30 @@ fn pool_specs() -> Vec<Spec> {
                 .into_iter()
                 .map(|(label, m)| sample(label, vec![data(vals(rng, 2 * 3 * 7 * 6, -3.0, 3.0, 0.0), &[2, 3, 7, 6])], m))
                 .collect();
+            // 2x2 windows over odd planes: the last row and column left out, or with ceil_mode
+            // pooled in clipped windows.
+            for shape in [[2usize, 3, 5, 7], [2, 3, 9, 2]] {
+                for ceil in [false, true] {
+                    let m = pool_options([2, 2], None, pads([0; 4]), ceil, true);
+                    let x = data(pool_specials(rng, &shape), &shape);
+                    out.push(sample(format!("special values {shape:?} ceil {ceil}"), vec![x], m).floats_only());
+                }
+            }
+            let m = pool_options([2, 2], None, pads([0; 4]), false, true);
+            out.push(sample("empty batch", vec![data(vec![], &[0, 2, 4, 4])], m).with_grad());
             let m = pool_options([2, 2], Some([2, 1]), pads([1, 0, 0, 1]), true, false);
-            let v: Vec<f64> = (0..2 * 5 * 4).map(|i| ((i * 7) % 11) as f64 * 0.3 - 1.0 + i as f64 * 0.001).collect();
-            out.push(sample("grad", vec![data(v, &[1, 2, 5, 4])], m).with_grad());
+            out.push(sample("grad, non-exclusive ceil", vec![data(distinct(rng, 40), &[1, 2, 5, 4])], m).with_grad());
+            let m = pool_options([3, 3], Some([2, 2]), pads([1, 1, 1, 1]), false, true);
+            out.push(sample("grad, exclusive padded", vec![data(distinct(rng, 60), &[1, 2, 5, 6])], m).with_grad());
             out
         };
         let reference = move |x: &[Host], m: &AttrMap, _: DType| {
             let (o, p, k, s) = pool_geometry(&x[0].shape, m);
-            vec![pool_ref(&x[0], o, p, k, s, false, attr_b(m, "exclusive") || max, max)]
+            let (y, at) = pool_ref(&x[0], o, p, k, s, false, attr_b(m, "exclusive") || max, max);
+            if max { vec![y, at] } else { vec![y] }
         };
-        spec(name, floats(), samples, reference).tol(4.0).grad()
+        let s = spec(name, floats(), samples, reference).tol(4.0).grad().second();
+        if max { s.check_aux().out(max_pool_dtypes) } else { s }
     };
     let adaptive = |name: &'static str, max: bool| {
         let samples = |rng: &mut Rng| {
@@ -2332,25 +2738,34 @@ fn pool_specs() -> Vec<Spec> {
                     sample(format!("to {o:?}"), vec![x], AttrMap::new().with("output_size", o.to_vec()))
                 })
                 .collect();
-            let v: Vec<f64> = (0..30).map(|i| ((i * 7) % 13) as f64 * 0.2 + i as f64 * 0.001).collect();
-            out.push(
-                sample("grad", vec![data(v, &[1, 1, 5, 6])], AttrMap::new().with("output_size", vec![2usize, 4]))
-                    .with_grad(),
-            );
+            let to = |o: [usize; 2]| AttrMap::new().with("output_size", o.to_vec());
+            let x = data(pool_specials(rng, &[2, 3, 5, 7]), &[2, 3, 5, 7]);
+            out.push(sample("special values", vec![x], to([3, 4])).floats_only());
+            out.push(sample("empty batch", vec![data(vec![], &[0, 2, 4, 4])], to([2, 2])));
+            for (x, o) in [([1usize, 1, 5, 6], [2usize, 4]), ([1, 1, 3, 2], [5, 4]), ([1, 2, 3, 3], [1, 1])] {
+                let v = data(distinct(rng, numel(&x)), &x);
+                out.push(sample(format!("grad {x:?} to {o:?}"), vec![v], to(o)).with_grad());
+            }
             out
         };
         let reference = move |x: &[Host], m: &AttrMap, _: DType| {
             let o = attr_us(m, "output_size");
-            vec![pool_ref(&x[0], [o[0], o[1]], [0; 4], [0, 0], [1, 1], true, true, max)]
+            let (y, at) = pool_ref(&x[0], [o[0], o[1]], [0; 4], [0, 0], [1, 1], true, true, max);
+            if max { vec![y, at] } else { vec![y] }
         };
-        spec(name, floats(), samples, reference).tol(4.0).grad()
+        let s = spec(name, floats(), samples, reference).tol(4.0).grad().second();
+        if max { s.check_aux().out(max_pool_dtypes) } else { s }
     };
     let primitive = |name: &'static str| {
         let samples = move |rng: &mut Rng| {
-            let cases: [PoolCase; 3] = [
+            // Padded windows, overlapping non-exclusive ones, adaptive bins, windows tiling
+            // the input (the max gradient's `max_bwd_tiles` entry), upsampling adaptive bins.
+            let cases: [PoolCase; 5] = [
                 ([2, 2, 6, 5], [3, 3], [2, 2], [2, 2], [0, 1, 1, 0], false, true),
                 ([1, 2, 5, 5], [3, 2], [3, 3], [2, 2], [1, 1, 1, 1], false, false),
                 ([1, 1, 7, 4], [3, 3], [0, 0], [1, 1], [0; 4], true, true),
+                ([2, 2, 6, 4], [3, 2], [2, 2], [2, 2], [0; 4], false, true),
+                ([1, 2, 3, 2], [5, 4], [0, 0], [1, 1], [0; 4], true, true),
             ];
             cases
                 .iter()
@@ -2390,7 +2805,7 @@ fn pool_specs() -> Vec<Spec> {
             let (ad, ex) = (attr_b(m, "adaptive"), attr_b(m, "exclusive"));
             let (in_shape, out_shape) = (vec![n, c, h, w], vec![n, c, oh, ow]);
             match name {
-                "pool2d_avg" => vec![pool_ref(&x[0], [oh, ow], p, k, s, ad, ex, false)],
+                "pool2d_avg" => vec![pool_ref(&x[0], [oh, ow], p, k, s, ad, ex, false).0],
                 "pool2d_avg_grad" => {
                     let mut v = vec![0.0; numel(&in_shape)];
                     for j in 0..numel(&out_shape) {
@@ -2469,39 +2884,62 @@ fn channel_of(i: usize, shape: &[usize]) -> usize {
 fn norm_specs() -> Vec<Spec> {
     let eps = 1e-5;
     let ln = {
-        let samples = |rng: &mut Rng| {
-            let mut out = Vec::new();
-            for (shape, ns, w, b) in [
-                (vec![2usize, 3, 4], vec![4usize], true, true),
-                (vec![3, 40], vec![40], false, true),
-                (vec![2, 2, 3], vec![2, 3], true, false),
-            ] {
-                let d = numel(&ns);
-                let mut inputs = vec![data(vals(rng, numel(&shape), -2.0, 2.0, 0.0), &shape)];
-                if w {
-                    inputs.push(data(vals(rng, d, 0.5, 1.5, 0.0), &ns));
-                }
-                if b {
-                    inputs.push(data(vals(rng, d, -1.0, 1.0, 0.0), &[d]));
-                }
-                let attrs = AttrMap::new()
-                    .with("normalized_shape", ns.clone())
-                    .with("epsilon", 1e-5)
-                    .with("has_weight", w)
-                    .with("has_bias", b);
-                out.push(sample(format!("{shape:?} over {ns:?} w={w} b={b}"), inputs, attrs));
+        let attrs = |ns: &[usize], eps: f64, w: bool, b: bool| {
+            AttrMap::new()
+                .with("normalized_shape", ns.to_vec())
+                .with("epsilon", eps)
+                .with("has_weight", w)
+                .with("has_bias", b)
+        };
+        let inputs = |rng: &mut Rng, shape: &[usize], ns: &[usize], w: bool, b: bool| {
+            let d = numel(ns);
+            let mut inputs = vec![data(vals(rng, numel(shape), -2.0, 2.0, 0.0), shape)];
+            if w {
+                inputs.push(data(vals(rng, d, 0.5, 1.5, 0.0), ns));
             }
-            let attrs = AttrMap::new()
-                .with("normalized_shape", vec![3usize])
-                .with("epsilon", 1e-5)
-                .with("has_weight", true)
-                .with("has_bias", true);
-            let inputs = vec![
-                data(vals(rng, 6, -2.0, 2.0, 0.0), &[2, 3]),
-                data(vals(rng, 3, 0.5, 1.5, 0.0), &[3]),
-                data(vals(rng, 3, -1.0, 1.0, 0.0), &[3]),
+            if b {
+                inputs.push(data(vals(rng, d, -1.0, 1.0, 0.0), &[d]));
+            }
+            inputs
+        };
+        let samples = move |rng: &mut Rng| {
+            let mut out = Vec::new();
+            // Short rows (one invocation each on the GPU), rows held in registers (up to 1,024,
+            // the last slice partial or full), looped over (1,300), 260 rows of 33 (one
+            // invocation each on a software adapter, a workgroup each on hardware).
+            type Case = (&'static [usize], &'static [usize], bool, bool, f64);
+            let cases: [Case; 9] = [
+                (&[2, 3, 4], &[4], true, true, 1e-5),
+                (&[3, 40], &[40], false, true, 1e-5),
+                (&[2, 2, 3], &[2, 3], true, false, 1e-5),
+                (&[4, 6, 10], &[6, 10], false, false, 1e-3),
+                (&[8, 300], &[300], true, true, 1e-5),
+                (&[3, 1024], &[1024], true, false, 1e-5),
+                (&[2, 1300], &[1300], true, true, 1e-5),
+                (&[260, 33], &[33], true, true, 1e-5),
+                (&[3, 2, 5], &[3, 2, 5], false, true, 0.1),
             ];
-            out.push(sample("grad", inputs, attrs).with_grad());
+            for (shape, ns, w, b, eps) in cases {
+                let label = format!("{shape:?} over {ns:?} w={w} b={b} eps {eps}");
+                out.push(sample(label, inputs(rng, shape, ns, w, b), attrs(ns, eps, w, b)));
+            }
+            // A constant row: variance 0, so epsilon alone scales it.
+            let mut x = inputs(rng, &[3, 5], &[5], true, true);
+            x[0].values[5..10].fill(1.25);
+            out.push(sample("a constant row", x, attrs(&[5], 1e-3, true, true)));
+            // A float16 input with a float32 weight.
+            let x =
+                vec![data(vals(rng, 160, -2.0, 2.0, 0.0), &[4, 40]), fixed(vals(rng, 40, 0.5, 1.5, 0.0), &[40], F32)];
+            out.push(sample("float32 weight", x, attrs(&[40], 1e-5, true, false)).only(&[F16]));
+            for (shape, ns, w, b, eps) in [
+                (&[2usize, 3][..], &[3usize][..], true, true, 1e-5),
+                (&[2, 3], &[3], true, false, 1e-5),
+                (&[3, 4], &[4], false, false, 1e-3),
+                (&[2, 2, 3], &[2, 3], true, true, 1e-5),
+            ] {
+                let label = format!("grad {shape:?} over {ns:?} w={w} b={b}");
+                out.push(sample(label, inputs(rng, shape, ns, w, b), attrs(ns, eps, w, b)).with_grad());
+            }
             out
         };
         let reference = move |x: &[Host], m: &AttrMap, _: DType| {
@@ -2509,7 +2947,7 @@ fn norm_specs() -> Vec<Spec> {
             let (hw, hb) = (attr_b(m, "has_weight"), attr_b(m, "has_bias"));
             let w = hw.then(|| &x[1]);
             let b = hb.then(|| &x[1 + hw as usize]);
-            let (mean, rstd) = row_stats(&x[0].v, d, eps);
+            let (mean, rstd) = row_stats(&x[0].v, d, attr_f(m, "epsilon"));
             let v = x[0].v.iter().enumerate().map(|(i, &v)| {
                 let (r, j) = (i / d, i % d);
                 (v - mean[r]) * rstd[r] * w.map_or(1.0, |w| w.v[j]) + b.map_or(0.0, |b| b.v[j])
@@ -2524,10 +2962,16 @@ fn norm_specs() -> Vec<Spec> {
     let ln_grad = {
         let samples = move |rng: &mut Rng| {
             let mut out = Vec::new();
+            // Short rows, many rows (chunked weight and bias gradients), rows looped over
+            // (1,300), held in registers (1,024), one invocation or a workgroup each (260 of 33).
             for (rows, d, w, need) in [
                 (4usize, 5usize, true, [true, true, true]),
                 (3, 40, false, [true, false, true]),
                 (2, 3, true, [false, true, false]),
+                (200, 40, true, [true, true, true]),
+                (2, 1300, true, [true, true, true]),
+                (3, 1024, false, [true, false, true]),
+                (260, 33, true, [true, true, true]),
             ] {
                 let x = vals(rng, rows * d, -2.0, 2.0, 0.0);
                 let (mean, rstd) = row_stats(&x, d, eps);
@@ -2572,7 +3016,7 @@ fn norm_specs() -> Vec<Spec> {
     };
     let bn_stats = {
         let samples = |rng: &mut Rng| {
-            [vec![4usize, 3], vec![2, 3, 5], vec![3, 2, 4, 4], vec![2, 2, 2, 3, 2]]
+            [vec![4usize, 3], vec![2, 3, 5], vec![3, 2, 4, 4], vec![2, 2, 2, 3, 2], vec![2, 3, 20, 20], vec![1, 2, 600]]
                 .into_iter()
                 .map(|shape| {
                     sample(
@@ -2598,6 +3042,8 @@ fn norm_specs() -> Vec<Spec> {
                 (vec![4usize, 3], true, true, true),
                 (vec![2, 3, 4, 4], true, false, false),
                 (vec![2, 2, 5], false, true, true),
+                (vec![2, 3, 20, 20], true, true, true),
+                (vec![1, 2, 600], false, false, false),
             ] {
                 let c = shape[1];
                 let mut inputs = vec![
@@ -2632,6 +3078,17 @@ fn norm_specs() -> Vec<Spec> {
                 data(vals(rng, 3, -1.0, 1.0, 0.0), &[3]),
             ];
             out.push(sample("grad, fixed statistics", inputs, attrs).with_grad().constant(&[1, 2]));
+            let attrs = AttrMap::new()
+                .with("batch_stats", false)
+                .with("epsilon", 1e-5)
+                .with("has_weight", false)
+                .with("has_bias", false);
+            let inputs = vec![
+                data(vals(rng, 12, -2.0, 2.0, 0.0), &[3, 2, 2]),
+                data(vals(rng, 2, -1.0, 1.0, 0.0), &[2]),
+                data(vals(rng, 2, 0.5, 2.0, 0.0), &[2]),
+            ];
+            out.push(sample("grad, no affine", inputs, attrs).with_grad().constant(&[1, 2]));
             out
         };
         let reference = |x: &[Host], m: &AttrMap, _: DType| {
@@ -2644,7 +3101,7 @@ fn norm_specs() -> Vec<Spec> {
             });
             vec![Host { v: v.collect(), shape: x[0].shape.clone() }]
         };
-        spec("batch_norm", floats(), samples, reference).tol(20.0).grad()
+        spec("batch_norm", floats(), samples, reference).tol(20.0).grad().second()
     };
     let bn_grad = {
         let samples = move |rng: &mut Rng| {
@@ -2653,6 +3110,8 @@ fn norm_specs() -> Vec<Spec> {
                 (vec![4usize, 3], true, true, [true, true, true]),
                 (vec![2, 3, 4, 4], false, false, [true, false, true]),
                 (vec![3, 2, 5], true, true, [false, true, false]),
+                (vec![2, 3, 20, 20], true, true, [true, true, true]),
+                (vec![1, 2, 600], false, true, [true, false, true]),
             ] {
                 let c = shape[1];
                 let x = Host::new(vals(rng, numel(&shape), -2.0, 2.0, 0.0), &shape);
@@ -2730,6 +3189,9 @@ fn norm_specs() -> Vec<Spec> {
         tol: 1.0,
         gradcheck: true,
         second_order: false,
+        out_dtype: same_dtype,
+        exact: false,
+        check_aux: false,
     };
     vec![ln, ln_grad, bn_stats, bn, bn_grad, dropout]
 }
@@ -2985,7 +3447,7 @@ fn creation_spec(name: &'static str, cases: fn() -> Vec<(String, AttrMap)>, refe
         // The reference values as the dtype holds them (integers truncate, bool is != 0).
         vec![Host::new(h.v.iter().map(|&v| refs::held_as(v, dtype)).collect(), &h.shape)]
     };
-    spec(name, vec![], samples, reference)
+    spec(name, vec![], samples, reference).out(attr_dtype)
 }
 
 fn with_dtype_place(m: AttrMap, dtype: DType) -> AttrMap {
@@ -3176,6 +3638,9 @@ fn random_spec(name: &'static str, cases: fn() -> Vec<(String, AttrMap)>) -> Spe
         tol: 10.0,
         gradcheck: false,
         second_order: false,
+        out_dtype: attr_dtype,
+        exact: false,
+        check_aux: false,
     }
 }
 
@@ -3193,7 +3658,7 @@ fn copy_specs() -> Vec<Spec> {
             }
             out
         };
-        let s = spec(name, ANY.to_vec(), samples, |x, _, _| vec![x[0].clone()]);
+        let s = spec(name, ANY.to_vec(), samples, |x, _, _| vec![x[0].clone()]).exact();
         if grad { s.grad() } else { s }
     };
     let assign_inplace = {
@@ -3207,7 +3672,7 @@ fn copy_specs() -> Vec<Spec> {
                 sample("0-d", vec![data(vec![1.0], &[]), data(vec![-4.0], &[])], AttrMap::new()),
             ]
         };
-        spec("assign_", ANY.to_vec(), samples, |x, _, _| vec![x[1].clone()])
+        spec("assign_", ANY.to_vec(), samples, |x, _, _| vec![x[1].clone()]).exact()
     };
     vec![
         one("to", || AttrMap::new().with("place", dygraph::Place::Cpu), true),
