@@ -37,6 +37,7 @@
 //! Registry entries: `uniform`, `gaussian`, `randint`, `randperm` and `dropout`. Each call
 //! (eager, or each run of a program) reserves fresh counter blocks.
 
+use crate::ops::registry::Facts;
 use std::sync::Mutex;
 
 use crate::backend::cpu::{CpuData, par_chunks_mut};
@@ -361,6 +362,10 @@ impl Op for FloatRandomOp {
     fn half(&self) -> Half {
         Half::Native
     }
+
+    fn facts(&self) -> Facts {
+        Facts { random: true, ..Facts::NONE }
+    }
 }
 
 /// `n` float32 draws of `dist` (32-bit layout).
@@ -549,6 +554,10 @@ impl Op for RandintOp {
         let extra = [low as u32, (low >> 32) as u32, range as u32, (range >> 32) as u32];
         stream.dispatch(k.ctx, entry, n, a.dtype, &extra, k.y(0))
     }
+
+    fn facts(&self) -> Facts {
+        Facts { random: true, ..Facts::NONE }
+    }
 }
 
 /// A random permutation of `0..n` (`paddle.randperm`), of `dtype` (int32, int64, float16/32/64).
@@ -603,6 +612,10 @@ impl Op for RandpermOp {
 
     fn half(&self) -> Half {
         Half::Native
+    }
+
+    fn facts(&self) -> Facts {
+        Facts { random: true, ..Facts::NONE }
     }
 }
 

@@ -5,6 +5,7 @@
 use crate::backend::cpu::CpuData;
 use crate::backend::cpu::float_kernel;
 use crate::backend::cpu::matmul::{MatView, batched_matmul};
+use crate::ops::registry::{EpilogueHost, Facts};
 use std::sync::{Arc, OnceLock};
 
 use crate::backend::gpu::{Bind, GpuBuffer, GpuContext, Kernel, grid};
@@ -115,6 +116,15 @@ impl Op for MatmulOp {
 
     fn differentiable(&self) -> bool {
         true
+    }
+
+    fn facts(&self) -> Facts {
+        let host = EpilogueHost {
+            fused: &super::matmul_epilogue::MATMUL_EPILOGUE,
+            inputs: (2, 2),
+            fits: super::matmul_epilogue::fits,
+        };
+        Facts { epilogue: Some(host), ..Facts::NONE }
     }
 
     fn backward(&self, g: &GradCall<'_>, _: &MatmulAttrs, p: &MatmulPlan) -> Result<Vec<Option<Tensor>>> {

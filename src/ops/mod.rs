@@ -39,8 +39,8 @@ pub use matmul_epilogue::matmul_epilogue_source;
 pub use nn::conv_epilogue::conv2d_epilogue_source;
 pub use reduce_prologue::reduce_prologue_source;
 pub use registry::{
-    AttrField, AttrMap, AttrValue, Attrs, OpInfo, RegisteredOp, apply_elementwise, elementwise_ops, find_op, registry,
-    run_op,
+    AttrField, AttrMap, AttrValue, Attrs, Commute, EpilogueHost, EvalRewrite, Facts, Fusion, OpInfo, PrologueHost,
+    RegisteredOp, Update, apply_elementwise, elementwise_ops, find_op, registry, run_op,
 };
 pub(crate) mod shape;
 pub(crate) mod sort;

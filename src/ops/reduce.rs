@@ -9,6 +9,7 @@ use crate::ops::epilogue::{Epilogue, EpilogueTable};
 use crate::ops::registry::apply::apply1;
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
 use crate::ops::registry::op_header;
+use crate::ops::registry::{Facts, PrologueHost};
 use crate::ops::wgsl;
 use crate::tensor::TensorMeta;
 use crate::{DType, Error, Result, Scalar, Tensor};
@@ -208,6 +209,11 @@ impl Op for ReduceOp {
 
     fn differentiable(&self) -> bool {
         true
+    }
+
+    fn facts(&self) -> Facts {
+        let host = PrologueHost { fused: &super::reduce_prologue::REDUCE_PROLOGUE, fits: super::reduce_prologue::fits };
+        Facts { prologue: Some(host), ..Facts::NONE }
     }
 
     fn backward(&self, g: &GradCall<'_>, _: &ReduceAttrs, p: &ReducePlan) -> Result<Vec<Option<Tensor>>> {

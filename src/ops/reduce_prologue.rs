@@ -27,6 +27,11 @@ pub(crate) struct ReducePrologueAttrs {
     pub program: String,
 }
 
+/// True when a chain of `nodes` nodes reading `inputs` tensors fits a prologue.
+pub(crate) fn fits(nodes: usize, inputs: usize) -> bool {
+    nodes <= crate::ops::epilogue::EPILOGUE_NODES && inputs <= crate::ops::epilogue::EPILOGUE_EXTRAS + 1
+}
+
 registry_entry!(
     /// A reduction of an elementwise chain over its inputs, as one kernel where the inputs
     /// share a shape (made by the Executor's fusion pass).

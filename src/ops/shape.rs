@@ -8,6 +8,7 @@ use crate::backend::cpu::CpuData;
 use crate::ops::registry::apply::apply1;
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
 use crate::ops::registry::registry_entry;
+use crate::ops::registry::{Facts, Fusion};
 use crate::shape::{IntoShape, View, broadcast_shapes, checked_numel, contiguous_strides, normalize_axis};
 use crate::tensor::TensorMeta;
 use crate::{Error, Result, Scalar, Tensor};
@@ -19,7 +20,8 @@ fn reshape_back(g: &GradCall<'_>) -> Result<Vec<Option<Tensor>>> {
 
 /// Declares a reshape-like op: no kernel, the output shares the input's memory.
 macro_rules! view_op {
-    ($(#[$doc:meta])* $stat:ident: $ty:ident = $name:literal, $attrs:ty, |$x:ident, $a:ident| $infer:expr) => {
+    ($(#[$doc:meta])* $stat:ident: $ty:ident = $name:literal, $attrs:ty, |$x:ident, $a:ident| $infer:expr
+     $(, fusion: $fusion:expr)?) => {
         registry_entry!($(#[$doc])* $stat: $ty = $name, $attrs, ());
 
         impl Op for $ty {
@@ -40,6 +42,10 @@ macro_rules! view_op {
             fn view(&self) -> bool {
                 true
             }
+
+            $(fn facts(&self) -> Facts {
+                Facts { fusion: Some($fusion), ..Facts::NONE }
+            })?
 
             fn differentiable(&self) -> bool {
                 true
@@ -95,7 +101,7 @@ fn reshape_dims(x: &TensorMeta, shape: &[i64]) -> Result<Vec<usize>> {
 
 view_op!(
     /// `paddle.reshape`.
-    RESHAPE: ReshapeOp = "reshape", ReshapeAttrs, |x, a| reshape_dims(x, &a.shape)
+    RESHAPE: ReshapeOp = "reshape", ReshapeAttrs, |x, a| reshape_dims(x, &a.shape), fusion: Fusion::View
 );
 
 /// `flatten`'s attributes.
@@ -147,7 +153,7 @@ fn squeeze_dims(x: &TensorMeta, a: &AxesAttrs) -> Result<Vec<usize>> {
 
 view_op!(
     /// `paddle.squeeze`: removes size-1 axes (those listed, or all).
-    SQUEEZE: SqueezeOp = "squeeze", AxesAttrs, |x, a| squeeze_dims(x, a)
+    SQUEEZE: SqueezeOp = "squeeze", AxesAttrs, |x, a| squeeze_dims(x, a), fusion: Fusion::Squeeze { axes: "axes" }
 );
 
 fn unsqueeze_dims(x: &TensorMeta, a: &AxesAttrs) -> Result<Vec<usize>> {
@@ -166,7 +172,7 @@ fn unsqueeze_dims(x: &TensorMeta, a: &AxesAttrs) -> Result<Vec<usize>> {
 
 view_op!(
     /// `paddle.unsqueeze`: inserts size-1 axes at `axes` (positions in the result).
-    UNSQUEEZE: UnsqueezeOp = "unsqueeze", AxesAttrs, |x, a| unsqueeze_dims(x, a)
+    UNSQUEEZE: UnsqueezeOp = "unsqueeze", AxesAttrs, |x, a| unsqueeze_dims(x, a), fusion: Fusion::View
 );
 
 /// Declares an op whose output is a strided view of its one input, gathered into new memory.
@@ -292,6 +298,10 @@ impl Op for ExpandAsOp {
 
     fn backward(&self, g: &GradCall<'_>, _: &(), _: &View) -> Result<Vec<Option<Tensor>>> {
         Ok(vec![g.grad_if(0, || super::reduce::sum_to_shape(g.g(), g.x(0).shape()))?, None])
+    }
+
+    fn facts(&self) -> Facts {
+        Facts { fusion: Some(Fusion::Expand), ..Facts::NONE }
     }
 
     /// The second operand gives the shape only.

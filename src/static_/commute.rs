@@ -33,6 +33,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::program::{OpDesc, VarDesc, VarId};
 use crate::DType;
+use crate::ops::Commute;
 
 /// A program's global block after the rewrite.
 pub(super) struct Commuted {
@@ -42,9 +43,6 @@ pub(super) struct Commuted {
     /// `(v, like)`: variable `v` now has the shape of `like`.
     pub reshaped: Vec<(VarId, VarId)>,
 }
-
-/// The pooling ops whose gradient is `pool2d_max_grad` at their argmax output.
-const MAX_POOLS: [&str; 2] = ["max_pool2d", "adaptive_max_pool2d"];
 
 /// Rewrites every `max_pool(relu(x))` of `ops` (block 0) with its gradient; None when there
 /// is none.
@@ -103,13 +101,15 @@ impl Match {
         producer: &HashMap<VarId, usize>,
         reads: &impl Fn(VarId) -> &'a [(usize, usize)],
     ) -> Option<Match> {
-        if !MAX_POOLS.contains(&pool.op_type.as_str()) || pool.inputs.len() != 1 || pool.outputs.len() != 2 {
+        let Some(Commute::MaxWindow { grad: pool_grad }) = pool.facts().commute else { return None };
+        if pool.inputs.len() != 1 || pool.outputs.len() != 2 {
             return None;
         }
         let (r, p, idx) = (pool.inputs[0], pool.outputs[0], pool.outputs[1]);
         let i1 = *producer.get(&r)?;
         let relu = &ops[i1];
-        if relu.op_type != "relu" || relu.inputs.len() != 1 || relu.outputs != [r] || i1 > i2 {
+        let Some(Commute::ZeroFloor { grad: relu_grad_op }) = relu.facts().commute else { return None };
+        if relu.inputs.len() != 1 || relu.outputs != [r] || i1 > i2 {
             return None;
         }
         let x = relu.inputs[0];
@@ -119,13 +119,13 @@ impl Match {
         // The index is read by the pooling's gradient only (a user reading it sees `i`).
         let &[(j1, 1)] = reads(idx) else { return None };
         let grad = &ops[j1];
-        if grad.op_type != "pool2d_max_grad" || grad.inputs.len() != 2 || grad.outputs.len() != 1 {
+        if grad.op_type != pool_grad || grad.inputs.len() != 2 || grad.outputs.len() != 1 {
             return None;
         }
         let gr = grad.outputs[0];
         let &[(j2, 1)] = reads(gr) else { return None };
         let relu_grad = &ops[j2];
-        if relu_grad.op_type != "relu_grad"
+        if relu_grad.op_type != relu_grad_op
             || relu_grad.inputs.len() != 2
             || relu_grad.inputs[0] != r
             || relu_grad.outputs.len() != 1

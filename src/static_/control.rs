@@ -51,8 +51,34 @@ impl Outputs for (Tensor, Tensor) {
     }
 }
 
-pub(super) fn is_control_flow(op: &str) -> bool {
-    matches!(op, "cond" | "while" | "while_grad")
+/// The control-flow ops a program holds beside registry ops: the Executor runs their
+/// sub-blocks itself. The one place their names are spelt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Control {
+    /// `cond(pred)`: runs sub-block 0 or 1.
+    Cond,
+    /// `while`: runs the condition block, then the body, while the condition holds.
+    While,
+    /// A `while` loop's gradient, from the iterations' values the loop kept.
+    WhileGrad,
+}
+
+impl Control {
+    const ALL: [Control; 3] = [Control::Cond, Control::While, Control::WhileGrad];
+
+    /// The op type of a program's op.
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Control::Cond => "cond",
+            Control::While => "while",
+            Control::WhileGrad => "while_grad",
+        }
+    }
+
+    /// The control-flow op of type `op_type`, if it is one.
+    pub(super) fn of(op_type: &str) -> Option<Control> {
+        Control::ALL.into_iter().find(|c| c.name() == op_type)
+    }
 }
 
 thread_local! {
@@ -224,7 +250,7 @@ pub fn cond<T: Outputs>(
     let base = program.unique_name(OP);
     let outs = output_vars(&program, &base, &t_res, !records)?;
     program.append_op(OpDesc {
-        op_type: OP.into(),
+        op_type: Control::Cond.name().into(),
         inputs: ids(&inputs),
         outputs: ids(&outs),
         attrs: Default::default(),
@@ -367,7 +393,7 @@ pub fn while_loop(
     let records = crate::is_grad_enabled() && inputs.iter().any(|t| t.requires_grad());
     let outs = output_vars(&program, &base, loop_vars, !records)?;
     program.append_op(OpDesc {
-        op_type: "while".into(),
+        op_type: Control::While.name().into(),
         inputs: ids(&inputs),
         outputs: ids(&outs),
         attrs: Default::default(),
@@ -439,7 +465,7 @@ impl LoopGrad {
         out_like.extend(caps.iter().map(|&j| self.captured[j].clone()));
         let outs = output_vars(p, &format!("{}.grad", self.base), &out_like, true)?;
         p.append_op(OpDesc {
-            op_type: "while_grad".into(),
+            op_type: Control::WhileGrad.name().into(),
             inputs: ids(&inputs),
             outputs: ids(&outs),
             attrs: crate::ops::AttrMap::new().with("forward", p.var_name(self.key)).with("slots", slots.len() as i64),
@@ -464,8 +490,8 @@ impl LoopGrad {
 fn check_shape_of(r: &Run<'_>, op: &OpDesc) -> Result<()> {
     let bad = |what: &str| Err(Error::invalid("Executor.run", format!("malformed {} op: {what}", op.op_type)));
     let [first, second] = op.sub_blocks[..] else { return bad("it needs two blocks") };
-    match op.op_type.as_str() {
-        "cond" => {
+    match Control::of(&op.op_type) {
+        Some(Control::Cond) => {
             if op.inputs.is_empty() {
                 return bad("no condition");
             }
@@ -474,7 +500,7 @@ fn check_shape_of(r: &Run<'_>, op: &OpDesc) -> Result<()> {
                 return bad("its branches and outputs differ in count");
             }
         }
-        "while" => {
+        Some(Control::While) => {
             let carried = r.params(first).len();
             if carried == 0
                 || op.inputs.len() < carried
@@ -528,8 +554,8 @@ fn check_carried(before: &[Tensor], after: &[Tensor]) -> Result<()> {
 /// Runs a control-flow op in an executor run.
 pub(super) fn run(r: &Run<'_>, op: &OpDesc, env: &mut Vec<Option<Tensor>>) -> Result<()> {
     check_shape_of(r, op)?;
-    match op.op_type.as_str() {
-        "cond" => {
+    match Control::of(&op.op_type) {
+        Some(Control::Cond) => {
             let pred = r.value(op.inputs[0], env)?;
             let taken = if pred.item::<bool>()? { op.sub_blocks[0] } else { op.sub_blocks[1] };
             r.block(taken, env)?;
@@ -539,7 +565,7 @@ pub(super) fn run(r: &Run<'_>, op: &OpDesc, env: &mut Vec<Option<Tensor>>) -> Re
             }
             Ok(())
         }
-        "while" => {
+        Some(Control::While) => {
             let (cb, bb) = (op.sub_blocks[0], op.sub_blocks[1]);
             let carried = r.params(cb);
             for (i, &c) in carried.iter().enumerate() {
@@ -572,7 +598,7 @@ pub(super) fn run(r: &Run<'_>, op: &OpDesc, env: &mut Vec<Option<Tensor>>) -> Re
             }
             Ok(())
         }
-        "while_grad" => {
+        Some(Control::WhileGrad) => {
             let int = |name: &str| match op.attrs.get(name) {
                 Some(crate::ops::AttrValue::Int(v)) => Ok(*v as usize),
                 _ => Err(Error::invalid("Executor.run", format!("while_grad without its {name} attribute"))),
@@ -621,6 +647,6 @@ pub(super) fn run(r: &Run<'_>, op: &OpDesc, env: &mut Vec<Option<Tensor>>) -> Re
             }
             Ok(())
         }
-        other => Err(Error::invalid("Executor.run", format!("unknown control-flow op {other:?}"))),
+        None => Err(Error::invalid("Executor.run", format!("unknown control-flow op {:?}", op.op_type))),
     }
 }

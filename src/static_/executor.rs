@@ -507,8 +507,11 @@ fn compile_ops(d: &ProgramData, block0: &[OpDesc], place: Place) -> Result<Compi
             if bi == 0 { block0 } else { &b.ops[..] }
                 .iter()
                 .map(|o| {
-                    let op =
-                        if super::control::is_control_flow(&o.op_type) { None } else { Some(find_op(&o.op_type)?) };
+                    let op = if super::control::Control::of(&o.op_type).is_some() {
+                        None
+                    } else {
+                        Some(find_op(&o.op_type)?)
+                    };
                     let mut attrs = o.attrs.clone();
                     if attrs.get("place").is_some() {
                         attrs.set("place", place_attr.clone());

@@ -26,8 +26,8 @@ use std::collections::{HashMap, HashSet};
 
 use super::program::{OpDesc, VarDesc, VarId};
 use crate::DType;
-use crate::ops::fused::{MAX_INPUTS, MAX_NODES, fusable_binary, fusable_unary};
-use crate::ops::{AttrField, AttrMap, AttrValue};
+use crate::ops::fused::{MAX_INPUTS, MAX_NODES};
+use crate::ops::{AttrField, AttrMap, AttrValue, EpilogueHost, Fusion, RegisteredOp};
 
 /// One fused op replacing a chain.
 pub(super) struct Fused {
@@ -47,38 +47,34 @@ fn token(op: &OpDesc, vars: &[VarDesc]) -> Option<String> {
     if op.inputs.iter().any(|&v| vars[v].dtype != vars[out].dtype) {
         return None;
     }
-    // A scalar constant (the `ones` seeding a backward pass) is a leaf: a chain reading it
-    // makes no fill kernel. Its rank 0 leaves the chain's broadcast shape unchanged.
-    if matches!(op.op_type.as_str(), "full" | "ones" | "zeros") && op.inputs.is_empty() && vars[out].shape.is_empty() {
-        let v = op.attrs.get("value").and_then(f64::from_attr)?;
-        return v.is_finite().then(|| format!("c.{v:?}"));
-    }
-    if let Some(d) = fusable_unary(&op.op_type)
-        && op.inputs.len() == 1
-    {
-        let mut p = [0.0f64; 2];
-        for (slot, name) in p.iter_mut().zip(d.params) {
-            *slot = op.attrs.get(name).and_then(f64::from_attr)?;
-        }
-        // Parameters travel as float32 bits on the GPU: keep exact values only.
-        if p.iter().any(|v| !v.is_finite()) {
-            return None;
-        }
-        return Some(format!("u.{}:{:?}:{:?}", d.name, p[0], p[1]));
-    }
-    if let Some(d) = fusable_binary(&op.op_type)
-        && op.inputs.len() == 2
-    {
-        return Some(format!("b.{}", d.name));
-    }
     let shape = |v: VarId| vars[v].shape.as_slice();
-    match (op.op_type.as_str(), op.inputs.as_slice()) {
-        ("reshape" | "unsqueeze", &[x]) if same_but_leading_ones(shape(x), shape(out)) => Some("s.view".into()),
+    match (op.facts().fusion?, op.inputs.as_slice()) {
+        // A scalar constant (the `ones` seeding a backward pass) is a leaf: a chain reading
+        // it makes no fill kernel. Its rank 0 leaves the chain's broadcast shape unchanged.
+        (Fusion::Constant { value }, []) if vars[out].shape.is_empty() => {
+            let v = op.attrs.get(value).and_then(f64::from_attr)?;
+            v.is_finite().then(|| format!("c.{v:?}"))
+        }
+        (Fusion::Unary { params }, [_]) => {
+            let mut p = [0.0f64; 2];
+            for (slot, name) in p.iter_mut().zip(params) {
+                *slot = op.attrs.get(name).and_then(f64::from_attr)?;
+            }
+            // Parameters travel as float32 bits on the GPU: keep exact values only.
+            if p.iter().any(|v| !v.is_finite()) {
+                return None;
+            }
+            Some(format!("u.{}:{:?}:{:?}", op.op_type, p[0], p[1]))
+        }
+        (Fusion::Binary, [_, _]) => Some(format!("b.{}", op.op_type)),
+        (Fusion::View, &[x]) if same_but_leading_ones(shape(x), shape(out)) => Some("s.view".into()),
         // `squeeze` drops the dimensions that are 1 when it runs: a batch of 1 would go too.
-        ("squeeze", &[x]) if same_but_leading_ones(shape(x), shape(out)) && squeezes_known(op, shape(x)) => {
+        (Fusion::Squeeze { axes }, &[x])
+            if same_but_leading_ones(shape(x), shape(out)) && squeezes_known(op, axes, shape(x)) =>
+        {
             Some("s.view".into())
         }
-        ("expand_as", &[x, like]) if expands_into(shape(x), shape(like)) && shape(like) == shape(out) => {
+        (Fusion::Expand, &[x, like]) if expands_into(shape(x), shape(like)) && shape(like) == shape(out) => {
             Some("s.expand".into())
         }
         _ => None,
@@ -94,9 +90,10 @@ fn same_but_leading_ones(a: &[i64], b: &[i64]) -> bool {
     strip(a) == strip(b) && strip(a).iter().filter(|&&d| d < 0).count() <= 1
 }
 
-/// True when every dimension `squeeze` may drop from `x` (those listed, or all) is known.
-fn squeezes_known(op: &OpDesc, x: &[i64]) -> bool {
-    let Some(axes) = op.attrs.get("axes").and_then(Vec::<i64>::from_attr) else { return false };
+/// True when every dimension `squeeze` may drop from `x` (those its attribute `axes` lists,
+/// or all) is known.
+fn squeezes_known(op: &OpDesc, axes: &str, x: &[i64]) -> bool {
+    let Some(axes) = op.attrs.get(axes).and_then(Vec::<i64>::from_attr) else { return false };
     let rank = x.len() as i64;
     if axes.is_empty() {
         return x.iter().all(|&d| d >= 0);
@@ -272,27 +269,28 @@ pub(super) fn fuse(ops: &[OpDesc], vars: &[VarDesc], kinds: Kinds) -> Vec<Fused>
         let root = *g.last().expect("groups are not empty");
         let member_outputs: HashSet<VarId> = g.iter().flat_map(|&m| ops[m].outputs.clone()).collect();
         let epilogue = kinds.epilogues.then(|| epilogue_product(&g, ops, vars, &readers, &producer, &member_outputs));
-        if let Some((j, product)) = epilogue.flatten() {
+        if let Some((j, product, host)) = epilogue.flatten() {
             let mut inputs = vec![product];
             let program = postfix(root, ops, &tokens, &member_outputs, &producer, &mut inputs);
             let mut attrs = ops[j].attrs.clone();
             attrs.set("program", AttrValue::Str(program));
             let mut desc_inputs = ops[j].inputs.clone();
             desc_inputs.extend(&inputs[1..]);
-            let desc = replacing(&ops[root], format!("{}_epilogue", ops[j].op_type), desc_inputs, attrs);
+            let desc = replacing(&ops[root], host.fused.name().to_string(), desc_inputs, attrs);
             let mut members = vec![j];
             members.extend(&g[..g.len() - 1]);
             fused.push(Fused { root, desc, members });
             continue;
         }
-        if let Some(r) = kinds.prologues.then(|| prologue_reduction(&g, ops, vars, &reader, &member_outputs)).flatten()
+        if let Some((r, prologue)) =
+            kinds.prologues.then(|| prologue_reduction(&g, ops, vars, &reader, &member_outputs)).flatten()
         {
             let mut inputs: Vec<VarId> = Vec::new();
             let program = postfix(root, ops, &tokens, &member_outputs, &producer, &mut inputs);
             let mut attrs = ops[r].attrs.clone();
             attrs.set("reduce", AttrValue::Str(ops[r].op_type.clone()));
             attrs.set("program", AttrValue::Str(program));
-            let desc = replacing(&ops[r], "reduce_prologue".into(), inputs, attrs);
+            let desc = replacing(&ops[r], prologue.name().to_string(), inputs, attrs);
             fused.push(Fused { root: r, desc, members: g.clone() });
             continue;
         }
@@ -336,47 +334,43 @@ fn replacing(last: &OpDesc, op_type: String, inputs: Vec<VarId>, attrs: AttrMap)
     OpDesc { op_type, inputs, outputs: last.outputs.clone(), attrs, sub_blocks: Vec::new(), role: last.role }
 }
 
-/// The reduction (its index) that can take chain `g` as its prologue: it is the only reader
-/// of the chain's result (not persistable), every input of the chain has the result's
-/// shape, the chain fits a prologue, and nothing between the chain and the reduction writes
-/// what the chain reads.
+/// The reduction (its index and fused form) that can take chain `g` as its prologue: it is
+/// the only reader of the chain's result (not persistable), every input of the chain has
+/// the result's shape, the chain fits a prologue, and nothing between the chain and the
+/// reduction writes what the chain reads.
 fn prologue_reduction(
     g: &[usize],
     ops: &[OpDesc],
     vars: &[VarDesc],
     reader: &HashMap<VarId, usize>,
     member_outputs: &HashSet<VarId>,
-) -> Option<usize> {
+) -> Option<(usize, &'static dyn RegisteredOp)> {
     let root = *g.last()?;
     let v = *ops[root].outputs.first()?;
     let r = *reader.get(&v)?;
     let op = &ops[r];
-    if !matches!(op.op_type.as_str(), "sum" | "mean" | "prod" | "max" | "min")
-        || op.inputs != [v]
-        || op.outputs.len() != 1
-        || vars[v].persistable
-    {
+    let host = op.facts().prologue?;
+    if op.inputs != [v] || op.outputs.len() != 1 || vars[v].persistable {
         return None;
     }
     let (ext, leaves) = external_inputs(g, ops, member_outputs);
     // A chain of constants alone has no operand to give the reduction its shape.
     if ext.is_empty()
         || ext.iter().any(|&u| vars[u].shape != vars[v].shape)
-        || g.len() + leaves > crate::ops::epilogue::EPILOGUE_NODES
-        || ext.len() > crate::ops::epilogue::EPILOGUE_EXTRAS + 1
+        || !(host.fits)(g.len() + leaves, ext.len())
     {
         return None;
     }
     let mut members = g.to_vec();
     members.push(r);
-    (!overwritten_between(&members, ops)).then_some(r)
+    (!overwritten_between(&members, ops)).then_some((r, host.fused))
 }
 
-/// The `matmul` or `conv2d` (its index and output) a chain `g` can take as its epilogue's
-/// producer: the output is read by the chain only, once, is not persistable, and every
-/// other input of the chain broadcasts into it whatever the batch size (each dimension 1 or
-/// a known size equal to the output's); the chain fits an epilogue and nothing between the
-/// producer and the chain's root writes what they read.
+/// The product (its index, output and host facts: a `matmul` or `conv2d`) a chain `g` can
+/// take as its epilogue's producer: the output is read by the chain only, once, is not
+/// persistable, and every other input of the chain broadcasts into it whatever the batch
+/// size (each dimension 1 or a known size equal to the output's); the chain fits an
+/// epilogue and nothing between the producer and the chain's root writes what they read.
 fn epilogue_product(
     g: &[usize],
     ops: &[OpDesc],
@@ -384,36 +378,30 @@ fn epilogue_product(
     readers: &[usize],
     producer: &HashMap<VarId, usize>,
     member_outputs: &HashSet<VarId>,
-) -> Option<(usize, VarId)> {
+) -> Option<(usize, VarId, EpilogueHost)> {
     let (ext, leaves) = external_inputs(g, ops, member_outputs);
-    let (j, product) = ext.iter().find_map(|&v| {
+    let (j, product, host) = ext.iter().find_map(|&v| {
         let j = *producer.get(&v)?;
         let op = &ops[j];
-        let product = match op.op_type.as_str() {
-            "matmul" => op.inputs.len() == 2,
-            "conv2d" => (2..=3).contains(&op.inputs.len()),
-            _ => false,
-        };
-        (product
+        let host = op.facts().epilogue?;
+        ((host.inputs.0..=host.inputs.1).contains(&op.inputs.len())
             && op.outputs == [v]
             && readers[v] == 1
             && !vars[v].persistable
             && vars[v].dtype == vars[op.inputs[0]].dtype)
-            .then_some((j, v))
+            .then_some((j, v, host))
     })?;
     let out = &vars[product].shape;
     let fits_into = |s: &[i64]| {
         s.len() <= out.len() && s.iter().rev().zip(out.iter().rev()).all(|(&d, &o)| d == 1 || (d == o && o >= 0))
     };
     let others = ext.iter().filter(|&&v| v != product);
-    if !others.clone().all(|&v| fits_into(&vars[v].shape))
-        || !crate::ops::matmul_epilogue::fits(g.len() + leaves, ext.len() - 1, out.len())
-    {
+    if !others.clone().all(|&v| fits_into(&vars[v].shape)) || !(host.fits)(g.len() + leaves, ext.len() - 1, out.len()) {
         return None;
     }
     let mut members = vec![j];
     members.extend(g);
-    (!overwritten_between(&members, ops)).then_some((j, product))
+    (!overwritten_between(&members, ops)).then_some((j, product, host))
 }
 
 /// True when an op between a chain's first op and its root writes a value the chain reads
@@ -425,7 +413,7 @@ fn overwritten_between(members: &[usize], ops: &[OpDesc]) -> bool {
         members.iter().flat_map(|&m| ops[m].inputs.clone()).filter(|v| !outs.contains(v)).collect();
     let (first, root) = (members[0], members[members.len() - 1]);
     (first..root).filter(|k| !members.contains(k)).any(|k| {
-        let inplace = crate::ops::find_op(&ops[k].op_type).map(|o| o.inplace(ops[k].inputs.len())).unwrap_or_default();
+        let inplace = ops[k].registered().map(|o| o.inplace(ops[k].inputs.len())).unwrap_or_default();
         ops[k].outputs.iter().any(|v| ext.contains(v))
             || inplace.iter().filter_map(|&j| ops[k].inputs.get(j)).any(|v| ext.contains(v))
     })

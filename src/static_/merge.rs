@@ -14,7 +14,6 @@ use std::collections::HashSet;
 use super::fusion::Fused;
 use super::program::{OpDesc, VarDesc, VarId};
 use crate::DType;
-use crate::ops::update::{merged_form, merged_members};
 
 /// The merged ops replacing runs of adjacent single updates of block 0's `ops`.
 pub(super) fn merge_updates(ops: &[OpDesc], vars: &[VarDesc]) -> Vec<Fused> {
@@ -54,10 +53,11 @@ pub(super) fn merge_updates(ops: &[OpDesc], vars: &[VarDesc]) -> Vec<Fused> {
     out
 }
 
-/// The merged op and tensors per parameter of `op`, when it is a single float32 update whose
-/// own tensors are distinct variables.
+/// The merged op and tensors per parameter of `op`, when it is a single float32 update with a
+/// merged form whose own tensors are distinct variables.
 fn single_update(op: &OpDesc, vars: &[VarDesc]) -> Option<(&'static str, usize)> {
-    let (name, per) = merged_form(&op.op_type)?;
+    let update = op.facts().update?;
+    let (name, per) = (update.merged?.name(), update.per_param);
     let own = op.inputs.get(..per)?;
     let distinct = own.iter().collect::<HashSet<_>>().len() == per;
     let float32 = op.inputs.iter().all(|&v| vars[v].dtype == DType::Float32);
@@ -78,7 +78,7 @@ fn joins(first: &OpDesc, op: &OpDesc, vars: &[VarDesc]) -> bool {
 
 /// The single updates `op` stands for beyond the first (0 for any other op).
 pub(super) fn merged_away(op: &OpDesc) -> usize {
-    merged_members(&op.op_type, op.inputs.len()).map_or(0, |n| n.saturating_sub(1))
+    op.facts().merged_update.map_or(0, |per| (op.inputs.len() / per).saturating_sub(1))
 }
 
 #[cfg(test)]

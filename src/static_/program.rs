@@ -8,6 +8,7 @@
 //! an op or a tensor handle; names are unique in a program and are what the Scope, feeds,
 //! fetches and files use.
 
+use crate::ops::{EvalRewrite, Facts};
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -64,6 +65,18 @@ pub struct OpDesc {
     pub sub_blocks: Vec<usize>,
     /// What the op is for (Paddle's `op_role`).
     pub role: OpRole,
+}
+
+impl OpDesc {
+    /// The registered op this runs, if it is one (control flow is not).
+    pub(crate) fn registered(&self) -> Option<&'static dyn crate::ops::RegisteredOp> {
+        crate::ops::find_op(&self.op_type).ok()
+    }
+
+    /// What the op declares for passes (nothing for control flow).
+    pub(crate) fn facts(&self) -> Facts {
+        self.registered().map_or(Facts::NONE, |o| o.facts())
+    }
 }
 
 /// What an op is for: the forward pass, the generated backward pass, or parameter updates.
@@ -430,11 +443,11 @@ pub(crate) fn sub_block_reads(blocks: &[Block], op: &OpDesc) -> Vec<VarId> {
 /// or a scale by `1 − p` (`downscale_in_infer`), without its mask output.
 fn set_test_mode(op: &mut OpDesc) {
     use crate::ops::AttrValue;
-    if op.op_type == "while" {
+    if super::control::Control::of(&op.op_type) == Some(super::control::Control::While) {
         // No gradient runs in an evaluation copy: keep no tape.
         op.attrs = AttrMap::new();
     }
-    if op.op_type != "dropout" {
+    if op.facts().eval != Some(EvalRewrite::Dropout) {
         return;
     }
     let p = match op.attrs.get("p") {
@@ -456,7 +469,7 @@ fn batch_norm_to_eval(d: &mut ProgramData, b: usize) {
     use crate::ops::AttrValue;
     loop {
         let ops = &d.blocks[b].ops;
-        let Some(i) = ops.iter().position(|o| o.op_type == "batch_norm_stats") else { return };
+        let Some(i) = ops.iter().position(|o| o.facts().eval == Some(EvalRewrite::BatchStatistics)) else { return };
         let stats = &ops[i];
         let (mean_o, var_o, rstd_o) = match stats.outputs.as_slice() {
             [m, v, r] => (*m, *v, *r),
@@ -487,7 +500,7 @@ fn batch_norm_to_eval(d: &mut ProgramData, b: usize) {
         };
         let (mut running_mean, mut running_var, mut dead) = (None, None, Vec::new());
         for (j, op) in ops.iter().enumerate() {
-            if op.op_type != "assign_" || op.inputs.len() != 2 {
+            if !op.facts().assigns || op.inputs.len() != 2 {
                 continue;
             }
             for (stat, slot) in [(mean_o, &mut running_mean), (var_o, &mut running_var)] {
@@ -537,7 +550,7 @@ pub(crate) fn training_only_op(d: &ProgramData) -> Option<&OpDesc> {
     if !d.for_test {
         return None;
     }
-    d.blocks.iter().flat_map(|b| &b.ops).find(|o| o.op_type == "batch_norm_stats")
+    d.blocks.iter().flat_map(|b| &b.ops).find(|o| o.facts().eval == Some(EvalRewrite::BatchStatistics))
 }
 
 impl fmt::Display for Program {

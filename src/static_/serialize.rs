@@ -357,7 +357,7 @@ fn validate(blocks: &[Block]) -> Result<()> {
                     op.op_type, b.idx
                 )));
             }
-            if super::control::is_control_flow(&op.op_type) {
+            if super::control::Control::of(&op.op_type).is_some() {
                 if op.sub_blocks.len() != 2 || op.sub_blocks.iter().any(|&s| s == 0 || s >= blocks.len()) {
                     return Err(bad(format!("{} op with bad sub-blocks {:?}", op.op_type, op.sub_blocks)));
                 }

@@ -11,7 +11,7 @@ use crate::backend::cpu::{CpuData, gpu_bytes};
 use crate::backend::gpu::{self, Bind, GpuBuffer, GpuContext, Kernel};
 use crate::ops::registry::apply::{apply, apply1};
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Half, Op, inputs};
-use crate::ops::registry::{Attrs, op_header, registry_entry};
+use crate::ops::registry::{Attrs, Facts, Fusion, op_header, registry_entry};
 use crate::ops::wgsl;
 use crate::shape::{IntoShape, checked_numel};
 use crate::tensor::{NdArray, TensorMeta};
@@ -88,6 +88,10 @@ impl Op for FullOp {
 
     fn half(&self) -> Half {
         Half::Native
+    }
+
+    fn facts(&self) -> Facts {
+        Facts { fusion: Some(Fusion::Constant { value: "value" }), ..Facts::NONE }
     }
 }
 
@@ -441,6 +445,10 @@ impl Op for AssignInplaceOp {
 
     fn half(&self) -> Half {
         Half::Native
+    }
+
+    fn facts(&self) -> Facts {
+        Facts { assigns: true, ..Facts::NONE }
     }
 }
 

@@ -9,7 +9,7 @@ use crate::backend::cpu::elementwise::{RunFn, zip_run, zip_strided, zip_strided_
 use crate::backend::gpu::{Bind, Kernel, Variant, WORKGROUP};
 use crate::ops::registry::apply::apply1;
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
-use crate::ops::registry::op_header;
+use crate::ops::registry::{Facts, Fusion, op_header};
 use crate::ops::wgsl;
 use crate::shape::{broadcast_shapes, broadcast_strides, strided_params};
 use crate::tensor::TensorMeta;
@@ -198,6 +198,11 @@ impl Op for BinaryDef {
 
     fn differentiable(&self) -> bool {
         self.has_backward()
+    }
+
+    fn facts(&self) -> Facts {
+        let fuses = self.float.is_some() && !self.out_bool;
+        Facts { fusion: fuses.then_some(Fusion::Binary), ..Facts::NONE }
     }
 
     fn backward(&self, g: &GradCall<'_>, _: &(), _: &BroadcastPlan) -> Result<Vec<Option<Tensor>>> {

@@ -10,7 +10,7 @@ use crate::backend::gpu::{Bind, Kernel, Variant};
 use crate::ops::registry::apply::apply1;
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
 use crate::ops::registry::op_header;
-use crate::ops::registry::{AttrMap, AttrValue};
+use crate::ops::registry::{AttrMap, AttrValue, Commute, Facts, Fusion};
 use crate::ops::wgsl;
 use crate::tensor::TensorMeta;
 use crate::{DType, Error, Result, Tensor};
@@ -41,6 +41,8 @@ pub(crate) struct UnaryDef {
     pub gpu: GpuExprs,
     /// `dx = backward(x, y, dy, params)`.
     pub backward: Option<UnaryBackward>,
+    /// How the op takes part in the max-pooling rewrite (relu).
+    pub commute: Option<Commute>,
 }
 
 impl TableRow for UnaryDef {
@@ -153,6 +155,11 @@ impl Op for UnaryDef {
         self.backward.is_some()
     }
 
+    fn facts(&self) -> Facts {
+        let fuses = self.float.is_some() && !self.out_bool;
+        Facts { fusion: fuses.then_some(Fusion::Unary { params: self.params }), commute: self.commute, ..Facts::NONE }
+    }
+
     fn backward(&self, g: &GradCall<'_>, p: &[f64; 2], _: &()) -> Result<Vec<Option<Tensor>>> {
         let bw = self.backward.ok_or_else(|| Error::Autograd(format!("{} has no backward rule", self.name)))?;
         Ok(vec![g.grad_if(0, || bw(g.x(0), &g.y(0)?, g.g(), *p))?])
@@ -225,6 +232,7 @@ macro_rules! unary_ops {
             $( wgsl_bool: $wb:expr, )?
             $( out_bool: $ob:expr, )?
             backward: $(|$bx:ident, $by:ident, $bg:ident| $bbody:expr)?,
+            $( commute: $commute:expr, )?
         }
     )*) => {
         $( unary_fn! { $(#[$doc])* $name $params } )*
@@ -271,6 +279,7 @@ macro_rules! unary_ops {
                         bind_params!($params, ps[0], ps[1]);
                         $bbody
                     })?),
+                    commute: $crate::ops::opt!($($commute)?),
                 };
                 }
             )*
@@ -442,6 +451,8 @@ unary_ops! {
         // From the output, as PyTorch's threshold_backward: `y > 0` exactly where `x > 0`,
         // and the input is then read by nothing else, so a program fuses it into its producer.
         backward: |x, y, g| crate::ops::elementwise::binary::relu_grad(y, g),
+        // relu_grad is the select `g where y > 0, else 0` the rewrite's argument needs.
+        commute: Commute::ZeroFloor { grad: "relu_grad" },
     }
     /// `min(max(x, 0), 6)`.
     relu6() {

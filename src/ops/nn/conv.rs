@@ -13,6 +13,7 @@
 //! `entry`). The weight gradient splits its long reduction (n·oh·ow) over workgroups, each
 //! writing a partial slice that is then summed in a fixed order: deterministic, no atomics.
 
+use crate::ops::registry::{EpilogueHost, Facts};
 use std::sync::OnceLock;
 
 use crate::backend::cpu::CpuData;
@@ -171,6 +172,15 @@ impl Op for Conv2dOp {
 
     fn differentiable(&self) -> bool {
         true
+    }
+
+    fn facts(&self) -> Facts {
+        let host = EpilogueHost {
+            fused: &super::conv_epilogue::CONV2D_EPILOGUE,
+            inputs: (2, 3),
+            fits: crate::ops::matmul_epilogue::fits,
+        };
+        Facts { epilogue: Some(host), ..Facts::NONE }
     }
 
     fn backward(&self, c: &GradCall<'_>, _: &Conv2dOptions, g: &ConvGeom) -> Result<Vec<Option<Tensor>>> {

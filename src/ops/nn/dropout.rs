@@ -9,6 +9,7 @@
 //! The registry entry `dropout` is the training-mode op: outputs `[out, mask]`; evaluation
 //! and `p = 0` need no op.
 
+use crate::ops::registry::{EvalRewrite, Facts};
 use std::str::FromStr;
 
 use crate::backend::cpu::CpuData;
@@ -104,6 +105,10 @@ impl Op for DropoutOp {
 
     fn aux_outputs(&self) -> usize {
         1
+    }
+
+    fn facts(&self) -> Facts {
+        Facts { eval: Some(EvalRewrite::Dropout), random: true, ..Facts::NONE }
     }
 
     fn differentiable(&self) -> bool {

@@ -23,6 +23,7 @@ use crate::backend::gpu::{Bind, Kernel};
 use crate::ops::registry::apply::{apply, apply1};
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
 use crate::ops::registry::op_header;
+use crate::ops::registry::{Commute, Facts};
 use crate::tensor::TensorMeta;
 use crate::{DType, Error, Result, Tensor};
 
@@ -228,6 +229,11 @@ impl<A: PoolAttrs> Op for PoolOp<A> {
 
     fn aux_outputs(&self) -> usize {
         matches!(self.kind, Kind::Max | Kind::AdaptiveMax) as usize
+    }
+
+    fn facts(&self) -> Facts {
+        let max = matches!(self.kind, Kind::Max | Kind::AdaptiveMax);
+        Facts { commute: max.then_some(Commute::MaxWindow { grad: POOL2D_MAX_GRAD.name }), ..Facts::NONE }
     }
 
     fn differentiable(&self) -> bool {

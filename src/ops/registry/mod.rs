@@ -10,12 +10,14 @@
 pub(crate) mod apply;
 pub mod attrs;
 pub(crate) mod dispatch;
+pub mod facts;
 pub(crate) mod modes;
 pub(crate) mod op;
 
 use std::sync::OnceLock;
 
 pub use attrs::{AttrField, AttrMap, AttrValue, Attrs};
+pub use facts::{Commute, EpilogueHost, EvalRewrite, Facts, Fusion, PrologueHost, Update};
 
 use crate::ops::elementwise::{BINARY_OPS, TableRow, UNARY_OPS, binary::binary, unary::unary};
 use crate::tensor::TensorMeta;
@@ -94,6 +96,8 @@ pub trait RegisteredOp: Send + Sync {
     fn view(&self) -> bool;
     /// True when inputs may live on different places (moving between places).
     fn mixed_places(&self) -> bool;
+    /// What passes need to know about the op.
+    fn facts(&self) -> Facts;
     /// Runs the op (eagerly, or on meta tensors) with attributes parsed from `attrs`.
     fn run(&'static self, inputs: &[&Tensor], attrs: &AttrMap) -> Result<Vec<Tensor>>;
     /// The outputs' shapes, dtypes and places, without running anything.
@@ -120,6 +124,9 @@ impl<T: op::Op> RegisteredOp for T {
     }
     fn mixed_places(&self) -> bool {
         op::Op::mixed_places(self)
+    }
+    fn facts(&self) -> Facts {
+        op::Op::facts(self)
     }
     fn run(&'static self, inputs: &[&Tensor], attrs: &AttrMap) -> Result<Vec<Tensor>> {
         apply::apply(self, inputs, self.parse_attrs(attrs)?)
@@ -154,10 +161,11 @@ pub(crate) fn is_registered(addr: usize, name: &str) -> bool {
 
 /// The registered op called `name`.
 pub fn find_op(name: &str) -> Result<&'static dyn RegisteredOp> {
-    registry()
-        .iter()
+    static BY_NAME: OnceLock<std::collections::HashMap<&'static str, &'static dyn RegisteredOp>> = OnceLock::new();
+    BY_NAME
+        .get_or_init(|| registry().iter().rev().map(|o| (o.name(), *o)).collect())
+        .get(name)
         .copied()
-        .find(|o| o.name() == name)
         .ok_or_else(|| Error::invalid("find_op", format!("no registered op named {name:?}")))
 }
 

@@ -5,6 +5,7 @@
 use std::sync::{Arc, RwLockReadGuard, RwLockWriteGuard};
 
 use super::attrs::{AttrMap, Attrs};
+use super::facts::Facts;
 use crate::backend::cpu::CpuData;
 use crate::backend::gpu::{GpuBuffer, GpuContext};
 use crate::tensor::{TensorMeta, WeakTensor};
@@ -56,6 +57,11 @@ pub(crate) trait Op: OpHeader + Send + Sync + 'static {
     fn backward(&self, g: &GradCall<'_>, a: &Self::Attrs, p: &Self::Plan) -> Result<Vec<Option<Tensor>>> {
         let _ = (g, a, p);
         Err(Error::Autograd(format!("{} has no backward rule", self.name())))
+    }
+
+    /// What passes need to know about the op (fusion, evaluation rewrites, merging...).
+    fn facts(&self) -> Facts {
+        Facts::NONE
     }
 
     /// The float16 policy.

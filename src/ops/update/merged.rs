@@ -19,6 +19,7 @@ use super::single::{UpdateOp, check_member};
 use super::{UpdateAttrs, UpdateRule, cpu};
 use crate::backend::cpu::CpuData;
 use crate::backend::gpu::{Bind, GpuContext, Variant, WORKGROUP};
+use crate::ops::registry::Facts;
 use crate::ops::registry::op::{CpuCall, GpuCall, Op, OpHeader};
 use crate::tensor::TensorMeta;
 use crate::{Error, Result};
@@ -140,6 +141,10 @@ impl<R: UpdateRule> Op for MergedUpdateOp<R> {
             group.push(m);
         }
         self.dispatch(k, a, &group, &member)
+    }
+
+    fn facts(&self) -> Facts {
+        Facts { merged_update: Some(Self::per()), ..Facts::NONE }
     }
 
     fn inplace(&self, inputs: usize) -> Vec<usize> {

@@ -134,22 +134,3 @@ pub(crate) fn apply_merged<R: UpdateRule>(
     apply(op, &inputs, UpdateAttrs { rule: rule.clone(), lr, wd })?;
     Ok(())
 }
-
-/// The merged op of single update op `op` (`adam` → `merged_adam`) and the tensors each of
-/// its parameters takes, if it has one.
-pub(crate) fn merged_form(op: &str) -> Option<(&'static str, usize)> {
-    fn form<R: UpdateRule>() -> Option<(&'static str, &'static str, usize)> {
-        let merged = R::ops().merged?;
-        Some((R::NAME, crate::ops::registry::op::OpHeader::name(merged), 2 + R::STATES.len()))
-    }
-    [form::<SgdKind>(), form::<MomentumKind>(), form::<AdamKind>()]
-        .into_iter()
-        .flatten()
-        .find(|f| f.0 == op)
-        .map(|f| (f.1, f.2))
-}
-
-/// Parameters merged update op `op` with `inputs` inputs updates, if it is one.
-pub(crate) fn merged_members(op: &str, inputs: usize) -> Option<usize> {
-    ["sgd", "momentum", "adam"].into_iter().filter_map(merged_form).find(|f| f.0 == op).map(|f| inputs / f.1)
-}

@@ -5,6 +5,7 @@ use super::{UpdateAttrs, UpdateRule, cpu};
 use crate::backend::cpu::CpuData;
 use crate::backend::gpu::{Bind, Kernel};
 use crate::ops::registry::op::{CpuCall, GpuCall, Op, OpHeader};
+use crate::ops::registry::{Facts, RegisteredOp, Update};
 use crate::tensor::TensorMeta;
 use crate::{DType, Error, Result};
 
@@ -71,6 +72,11 @@ impl<R: UpdateRule> Op for UpdateOp<R> {
 
     fn inplace(&self, _: usize) -> Vec<usize> {
         std::iter::once(0).chain(2..2 + R::STATES.len()).collect()
+    }
+
+    fn facts(&self) -> Facts {
+        let merged = R::ops().merged.map(|m| m as &'static dyn RegisteredOp);
+        Facts { update: Some(Update { per_param: 2 + R::STATES.len(), merged }), ..Facts::NONE }
     }
 }
 

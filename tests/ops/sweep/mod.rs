@@ -342,6 +342,10 @@ fn every_registered_op_has_a_spec_or_an_exemption() {
         if find_op(s.name).is_ok_and(|o| o.differentiable()) != s.gradcheck {
             failures.push(format!("{}: gradcheck flag differs from the registry's differentiable flag", s.name));
         }
+        // The op's declared facts agree with its spec: random draws are checked as draws.
+        if find_op(s.name).is_ok_and(|o| o.facts().random) != matches!(s.reference, Reference::Random) {
+            failures.push(format!("{}: the op's `random` fact differs from its spec's reference", s.name));
+        }
     }
     // With the checks above, the specs and exemptions name the registered ops one to one: an
     // op that stops being registered (or a misspelt declaration build.rs misses) fails here.

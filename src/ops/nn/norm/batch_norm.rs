@@ -23,6 +23,7 @@ use crate::backend::gpu::{Bind, Kernel, grid};
 use crate::ops::registry::apply::{apply, apply1};
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
 use crate::ops::registry::registry_entry;
+use crate::ops::registry::{EvalRewrite, Facts};
 use crate::tensor::TensorMeta;
 use crate::{DType, Element, Error, Result, Tensor};
 
@@ -106,6 +107,10 @@ impl Op for BatchNormStatsOp {
         let params = [n as u32, c as u32, s as u32, f32_param(a.epsilon)];
         let binds = [Bind::read(k.x(0)), Bind::write(k.y(0)), Bind::write(k.y(1)), Bind::write(k.y(2))];
         k.ctx.dispatch(&BATCH_NORM, 0, "stats", &binds, &params, grid(k.ctx, c as u64)?)
+    }
+
+    fn facts(&self) -> Facts {
+        Facts { eval: Some(EvalRewrite::BatchStatistics), ..Facts::NONE }
     }
 }
 

@@ -1,0 +1,139 @@
+//! What passes need to know about an op, declared with it ([`Facts`]): how it joins an
+//! elementwise chain, whether a chain can run in its store (epilogue host) or its loads
+//! (prologue host), whether it is an optimizer update and how it merges, what it becomes in
+//! an evaluation copy of a program, how it commutes with max pooling, whether it draws
+//! random numbers, whether it copies one input into another. Fusion, the relu/max-pool
+//! rewrite, update merging, `clone_program(for_test)` and the sweep read these facts; no
+//! pass compares an op's name, so an op that should fuse or be rewritten says so where it
+//! is declared.
+
+use super::RegisteredOp;
+
+/// An op's facts (everything absent by default: [`Facts::NONE`]).
+#[derive(Clone, Copy)]
+pub struct Facts {
+    /// How the op joins an elementwise chain of a program's fusion pass.
+    pub fusion: Option<Fusion>,
+    /// A product whose store can run the chain after it.
+    pub epilogue: Option<EpilogueHost>,
+    /// A reduction whose loads can run the chain before it.
+    pub prologue: Option<PrologueHost>,
+    /// An optimizer update: tensors per parameter and its merged form.
+    pub update: Option<Update>,
+    /// A merged update of several parameters: tensors per parameter.
+    pub merged_update: Option<usize>,
+    /// What the op becomes in an evaluation copy of a program.
+    pub eval: Option<EvalRewrite>,
+    /// How the op takes part in the `max_pool(relu(x))` rewrite.
+    pub commute: Option<Commute>,
+    /// The op draws from the random generator.
+    pub random: bool,
+    /// The op copies input 1 into input 0 in place (`assign_`): how a program's running
+    /// statistics are written.
+    pub assigns: bool,
+}
+
+impl Facts {
+    /// No facts.
+    pub const NONE: Facts = Facts {
+        fusion: None,
+        epilogue: None,
+        prologue: None,
+        update: None,
+        merged_update: None,
+        eval: None,
+        commute: None,
+        random: false,
+        assigns: false,
+    };
+}
+
+/// How an op joins an elementwise chain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fusion {
+    /// A unary table row computing floats, with its scalar attributes `params`: the fused
+    /// kernel evaluates the row's expression.
+    Unary {
+        /// The attributes holding the row's parameters, in its order.
+        params: &'static [&'static str],
+    },
+    /// A binary table row computing floats.
+    Binary,
+    /// A scalar constant (rank 0, no inputs) filled with the float attribute `value`: a
+    /// chain's leaf, no fill kernel.
+    Constant {
+        /// The attribute holding the value.
+        value: &'static str,
+    },
+    /// A view that may add or drop leading 1s (reshape, unsqueeze): broadcasting aligns
+    /// shapes from the right, so it changes no element's value.
+    View,
+    /// A view dropping the size-1 dims its `axes` attribute names (all of them when empty).
+    Squeeze {
+        /// The attribute listing the axes.
+        axes: &'static str,
+    },
+    /// Input 0 broadcast into input 1's shape.
+    Expand,
+}
+
+/// A product whose store can run an elementwise chain.
+#[derive(Clone, Copy)]
+pub struct EpilogueHost {
+    /// The op running the product with the chain in its store (its attributes are the
+    /// product's with `program` the chain; its inputs the product's, then the chain's).
+    pub fused: &'static dyn RegisteredOp,
+    /// The input counts the product takes that have a fused form (a bias makes three).
+    pub inputs: (usize, usize),
+    /// Whether a chain of `nodes` nodes reading `extras` other tensors fits the fused
+    /// kernel, for an output of rank `rank`.
+    pub fits: fn(nodes: usize, extras: usize, rank: usize) -> bool,
+}
+
+/// A reduction whose loads can run an elementwise chain.
+#[derive(Clone, Copy)]
+pub struct PrologueHost {
+    /// The op running the reduction of the chain (its attributes are the reduction's, with
+    /// `reduce` naming it and `program` the chain; its inputs the chain's).
+    pub fused: &'static dyn RegisteredOp,
+    /// Whether a chain of `nodes` nodes reading `inputs` tensors fits the fused kernel.
+    pub fits: fn(nodes: usize, inputs: usize) -> bool,
+}
+
+/// An optimizer update's facts.
+#[derive(Clone, Copy)]
+pub struct Update {
+    /// Tensors each parameter takes (the parameter, its gradient and its states), before
+    /// the optional schedule.
+    pub per_param: usize,
+    /// The merged form updating several parameters of one rule in one op, if there is one.
+    pub merged: Option<&'static dyn RegisteredOp>,
+}
+
+/// What an op becomes in an evaluation copy of a program.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EvalRewrite {
+    /// Dropout: the identity (`upscale_in_train`) or a scale by `1 − p`
+    /// (`downscale_in_infer`), from its attributes `p` and `mode`; its mask output goes.
+    Dropout,
+    /// Batch statistics (outputs mean, variance, rstd; attribute `epsilon`): the running
+    /// statistics the program's `assign_` updates take their place, and those updates go.
+    BatchStatistics,
+}
+
+/// How an op takes part in the `max_pool(relu(x))` → `relu(max_pool(x))` rewrite.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Commute {
+    /// Non-decreasing, keeps NaN, maps everything at or below zero to `0.0` (relu); its
+    /// gradient is the select `grad`.
+    ZeroFloor {
+        /// The gradient op (`b` where `a > 0`, else `0.0`).
+        grad: &'static str,
+    },
+    /// Takes each window's first maximum, its argmax as output 1; its gradient scatters at
+    /// the argmax through `grad`.
+    MaxWindow {
+        /// The gradient op.
+        grad: &'static str,
+    },
+}
