@@ -5,7 +5,7 @@ use std::str::FromStr;
 
 use half::f16;
 
-use crate::backend::cpu::CpuData;
+use crate::host::CpuData;
 use crate::{Error, Result};
 
 /// The element type of a tensor. Names follow Paddle (`"float32"`, `"int64"`, ...).

@@ -25,12 +25,14 @@ mod builder;
 
 pub mod autograd;
 mod backend;
+mod device;
 #[cfg(all(feature = "mpi", not(target_arch = "wasm32")))]
 pub mod distributed;
 mod dtype;
 mod error;
 mod flags;
 pub mod hapi;
+mod host;
 pub mod io;
 pub mod jit;
 pub mod metric;
@@ -42,18 +44,20 @@ pub mod profiler;
 mod random;
 /// CPU shadow mode: every GPU op rerun on the CPU and compared (`FLAGS_shadow`).
 pub mod shadow {
-    pub use crate::ops::registry::modes::shadow::{Replay, checked_ops, replay};
+    pub use crate::ops::registry::dispatch::shadow::{Replay, checked_ops, replay};
 }
 mod shape;
 pub mod static_;
 mod tensor;
+pub mod testing;
 pub mod vision;
 
 pub use autograd::{GradOptions, enable_grad, grad, is_grad_enabled, no_grad, no_grad_guard};
 pub use backend::gpu::{
-    GpuInfo, MemoryStats, all_shader_variants, dispatch_count, empty_cache, gpu_count, gpu_info, init_gpu,
-    kernel_files, memory_stats, reset_peak_memory, set_memory_limit, shader_files, submit_count, sync,
+    GpuInfo, MemoryStats, dispatch_count, empty_cache, gpu_count, gpu_info, init_gpu, memory_stats, reset_peak_memory,
+    set_memory_limit, submit_count, sync,
 };
+pub use device::{current_place, get_device, guard, set_device, set_place};
 pub use dtype::{DType, Element, Scalar};
 pub use error::{Error, Result};
 pub use flags::{get_flags, set_flags};
@@ -78,8 +82,7 @@ pub use ops::scatter::{index_add, put_along_axis, scatter, scatter_nd, scatter_n
 pub use ops::shape::*;
 pub use ops::sort::{argsort, sort, topk};
 pub use ops::tri::{tril, triu};
-pub use ops::update::merged_kernel_files;
-pub use place::{Place, current_place, get_device, guard, set_device, set_place};
+pub use place::Place;
 pub use random::*;
 pub use shape::{IntoShape, Shape, broadcast_shapes};
 pub use tensor::TensorMeta;

@@ -60,7 +60,7 @@ impl Profiler {
                 if cfg!(target_arch = "wasm32") {
                     return Err(Error::invalid("profiler", "the browser has no clock for timing CPU kernels"));
                 }
-                crate::ops::registry::modes::profile::start_cpu()?;
+                crate::ops::registry::dispatch::profile::start_cpu()?;
                 Target::Cpu
             }
         };
@@ -81,7 +81,7 @@ impl Profiler {
                     device_time: Duration::from_secs_f64(t.nanos.max(0.0) * 1e-9),
                 })
                 .collect(),
-            Target::Cpu => crate::ops::registry::modes::profile::stop_cpu()
+            Target::Cpu => crate::ops::registry::dispatch::profile::stop_cpu()
                 .into_iter()
                 .map(|(op, (calls, time))| KernelTime {
                     shader: "cpu",

@@ -671,3 +671,6 @@ pub(crate) fn cpu_mask_data(n: usize, p: f64, scale: f64, dtype: DType) -> CpuDa
         CpuData::F32(cpu_mask(n, p, scale as f32))
     }
 }
+
+/// This family's entries in the op registry.
+pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] = &[&UNIFORM, &GAUSSIAN, &RANDINT, &RANDPERM];

@@ -10,9 +10,9 @@ use mpi::datatype::Equivalence;
 use mpi::raw::AsRaw;
 
 use super::env::State;
-use crate::backend::Storage;
 use crate::backend::cpu::CpuData;
 use crate::backend::gpu::{GpuContext, PendingRead};
+use crate::tensor::Storage;
 use crate::{DType, Place, Result, Tensor};
 
 /// An MPI request handle. Requests are started, tested and waited under the process

@@ -258,7 +258,7 @@ pub fn init_parallel_env() -> Result<ParallelEnv> {
             return Err(s.error("init_parallel_env", "MPI was already finalised; it cannot be restarted".into()));
         }
         *lock(&s.guards) += 1;
-        crate::place::set_place(s.place)?;
+        crate::device::set_place(s.place)?;
         return Ok(ParallelEnv { _guard: Arc::new(EnvGuard) });
     }
     let timeout = timeout_from_env()?;
@@ -295,7 +295,7 @@ pub fn init_parallel_env() -> Result<ParallelEnv> {
     if STATE.set(state).is_err() {
         return Err(Error::Distributed { op: "init_parallel_env", rank, msg: "initialised twice at once".into() });
     }
-    crate::place::set_place(place)?;
+    crate::device::set_place(place)?;
     start_watchdog();
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {

@@ -452,3 +452,6 @@ impl Chain {
 pub fn fused_kernel_source(program: &str) -> Result<String> {
     FUSED_KERNEL.source(kernel_key(&Chain::parse(OP, program)?))
 }
+
+/// This family's entries in the op registry.
+pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] = &[&FUSED];

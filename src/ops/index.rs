@@ -611,3 +611,7 @@ impl Tensor {
         take_along_axis(self, indices, axis)
     }
 }
+
+/// This family's entries in the op registry.
+pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] =
+    &[&INDEX_SELECT, &GATHER_OP, &TAKE_ALONG_AXIS, &EMBEDDING, &INDEX_GATHER, &INDEX_SCATTER_ADD, &ONE_HOT_OP];

@@ -327,3 +327,6 @@ impl Tensor {
         matmul(self, y, false, false)
     }
 }
+
+/// This family's entries in the op registry.
+pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] = &[&MATMUL_OP];

@@ -627,9 +627,9 @@ pub fn argmin(x: &Tensor, axis: Option<isize>, keepdim: bool) -> Result<Tensor> 
 pub fn logsumexp(x: &Tensor, axis: &[isize], keepdim: bool) -> Result<Tensor> {
     x.expect_float("logsumexp")?;
     x.shape_ref().axes("logsumexp", axis)?;
-    let m = crate::autograd::no_grad(|| max(x, axis, true))?;
+    let m = crate::tensor::grad_mode::no_grad(|| max(x, axis, true))?;
     // A row of -inf would give NaN; shift by 0 there instead.
-    let m = crate::autograd::no_grad(|| {
+    let m = crate::tensor::grad_mode::no_grad(|| {
         let finite = m.isfinite()?;
         crate::where_(&finite, &m, &m.zeros_like()?)
     })?;
@@ -749,3 +749,6 @@ impl Tensor {
         std(self, axis, unbiased, keepdim)
     }
 }
+
+/// This family's entries in the op registry.
+pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] = &[&SUM, &MEAN, &PROD, &MAX, &MIN, &ARGMAX, &ARGMIN];

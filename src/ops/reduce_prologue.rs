@@ -100,3 +100,6 @@ pub fn reduce_prologue_source(program: &str) -> Result<String> {
     let number = PROLOGUES.intern(&Chain::parse(OP, program)?);
     super::reduce::REDUCE.source(DType::Float32.code() + 64 * number)
 }
+
+/// This family's entries in the op registry.
+pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] = &[&REDUCE_PROLOGUE];

@@ -251,3 +251,6 @@ impl Tensor {
         cumprod(self, dim)
     }
 }
+
+/// This family's entries in the op registry.
+pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] = &[&CUMSUM, &CUMPROD, &CUMPROD_GRAD];

@@ -337,3 +337,6 @@ impl Tensor {
         put_along_axis(self, indices, values, axis, reduce)
     }
 }
+
+/// This family's entries in the op registry.
+pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] = &[&SCATTER_AXIS];

@@ -904,3 +904,19 @@ impl Tensor {
         tile(self, repeat_times)
     }
 }
+
+/// This family's entries in the op registry.
+pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] = &[
+    &RESHAPE,
+    &FLATTEN,
+    &SQUEEZE,
+    &UNSQUEEZE,
+    &TRANSPOSE,
+    &BROADCAST_TO,
+    &EXPAND_AS,
+    &SLICE,
+    &SLICE_GRAD,
+    &FLIP,
+    &CONCAT,
+    &PAD,
+];

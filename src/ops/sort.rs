@@ -148,3 +148,6 @@ impl Tensor {
         argsort(self, axis, descending)
     }
 }
+
+/// This family's entries in the op registry.
+pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] = &[&ARGSORT];

@@ -115,3 +115,6 @@ impl Tensor {
         triu(self, diagonal)
     }
 }
+
+/// This family's entries in the op registry.
+pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] = &[&TRIL, &TRIU];

@@ -4,8 +4,8 @@
 //! `jit::to_static` trace builds (its eager inputs captured as the program's variables).
 //! Both are installed into their slots when a program or a trace first exists.
 
+use crate::ops::registry::dispatch::record::records;
 use crate::ops::registry::dispatch::{self, Call, Mode, Next, Slot};
-use crate::ops::registry::modes::record::records;
 use crate::{Result, Tensor};
 
 struct Build;

@@ -52,8 +52,8 @@ pub use plan::PlanInfo;
 pub use program::{Block, OpDesc, OpRole, Program, RunHook, VarDesc, VarId, VarKind};
 pub use serialize::FORMAT_VERSION;
 
-use crate::backend::Storage;
 use crate::ops::{AttrMap, AttrValue};
+use crate::tensor::Storage;
 use crate::tensor::TensorMeta;
 use crate::{DType, Error, Place, Result, Tensor};
 
@@ -66,6 +66,15 @@ pub const UNKNOWN_DIM: usize = 9973;
 pub(crate) struct VarRef {
     pub program: Program,
     pub id: VarId,
+}
+
+impl crate::tensor::Deferred for VarRef {
+    fn place(&self) -> Place {
+        BUILD_PLACE
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
 }
 
 thread_local! {
@@ -207,7 +216,7 @@ pub(crate) fn append(
     let mut program: Option<Program> = None;
     let mut ids = Vec::with_capacity(inputs.len());
     for (i, t) in inputs.iter().enumerate() {
-        let Storage::Var(v) = t.storage() else {
+        let Some(v) = t.var_ref() else {
             if let Some(id) = trace::capture(t)? {
                 ids.push(id);
                 continue;
@@ -293,7 +302,7 @@ impl Tensor {
     /// A static variable's shape with `-1` for unknown dims; `None` for other tensors.
     pub fn var_shape(&self) -> Option<Vec<i64>> {
         match self.storage() {
-            Storage::Var(v) => v.program.data().vars.get(v.id).map(|d| d.shape.clone()),
+            Storage::Var(_) => self.var_ref().and_then(|v| v.program.data().vars.get(v.id).map(|d| d.shape.clone())),
             _ => None,
         }
     }
@@ -301,7 +310,7 @@ impl Tensor {
     /// The program and id of a static variable.
     pub(crate) fn var_ref(&self) -> Option<&VarRef> {
         match self.storage() {
-            Storage::Var(v) => Some(v),
+            Storage::Var(v) => v.as_any().downcast_ref(),
             _ => None,
         }
     }

@@ -20,8 +20,8 @@ use std::sync::{Arc, Mutex};
 
 use super::executor::{Compiled, Run};
 use super::program::VarId;
-use crate::backend::Storage;
 use crate::backend::gpu::{GpuContext, PrivatePool, Tape};
+use crate::tensor::Storage;
 use crate::{DType, Error, Result, Tensor};
 
 /// Dispatches binding a feed or fetched value, at most, for a run to bind the caller's

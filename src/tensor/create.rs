@@ -712,3 +712,7 @@ impl Tensor {
         self.assign_(&src.to(self.place())?)
     }
 }
+
+/// This family's entries in the op registry.
+pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] =
+    &[&FULL, &ZEROS, &ONES, &FULL_LIKE, &ARANGE, &LINSPACE, &EYE, &TO, &ASSIGN, &ASSIGN_INPLACE];

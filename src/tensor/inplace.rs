@@ -12,7 +12,7 @@
 
 use std::ops::{AddAssign, DivAssign, MulAssign, SubAssign};
 
-use crate::autograd::is_grad_enabled;
+use crate::tensor::grad_mode::is_grad_enabled;
 use crate::{Error, Result, Scalar, Tensor};
 
 impl Tensor {

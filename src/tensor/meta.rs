@@ -2,7 +2,7 @@
 //! them and returns meta outputs from its meta inference alone, without running a kernel
 //! (`summary`, shape checks, and the shapes of a static program's variables).
 
-use crate::backend::Storage;
+use crate::tensor::Storage;
 use crate::{DType, Error, Place, Result, Shape, Tensor};
 
 /// What meta inference works on: the shape, dtype and place of a tensor.

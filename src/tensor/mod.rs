@@ -3,6 +3,8 @@
 
 pub(crate) mod create;
 mod display;
+pub(crate) mod grad_mode;
+pub(crate) mod graph;
 pub mod indexing;
 mod inplace;
 mod meta;
@@ -10,6 +12,8 @@ pub use meta::TensorMeta;
 pub(crate) mod overload;
 mod readback;
 pub use readback::NdArray;
+mod storage;
+pub(crate) use storage::{Deferred, Storage};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -17,11 +21,10 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 pub use create::*;
 pub use display::{PrintOptions, set_printoptions};
 
-use crate::autograd::GradMeta;
-use crate::backend::Storage;
 use crate::backend::cpu::CpuData;
 use crate::backend::gpu::GpuBuffer;
 use crate::{DType, Error, Place, Result, Shape};
+use graph::GradMeta;
 
 /// An n-dimensional array on a place (CPU or GPU), with Paddle's eager semantics.
 #[derive(Clone)]

@@ -3,8 +3,8 @@
 
 use std::fmt;
 
-use crate::backend::Storage;
 use crate::backend::cpu::CpuData;
+use crate::tensor::Storage;
 use crate::{Element, Error, Result, Tensor};
 
 /// A host array with its shape: what `numpy()` returns.

@@ -323,7 +323,7 @@ fn bad_inputs_are_errors() {
 #[test]
 fn index_shaders_validate() {
     let _generator = common::generator_lock();
-    let sources = paddle::all_shader_variants().unwrap();
+    let sources = paddle::testing::all_shader_variants().unwrap();
     let mut count = 0;
     for (key, src) in &sources {
         if !["gather.wgsl", "scatter_add.wgsl", "one_hot.wgsl"].iter().any(|f| key.starts_with(f)) {

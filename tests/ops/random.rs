@@ -308,7 +308,7 @@ fn bad_arguments_are_errors() {
 #[test]
 fn random_shader_validates() {
     let _generator = common::generator_lock();
-    let sources = paddle::all_shader_variants().unwrap();
+    let sources = paddle::testing::all_shader_variants().unwrap();
     let mine: Vec<_> = sources.iter().filter(|(k, _)| k.starts_with("random.wgsl")).collect();
     assert_eq!(mine.len(), 1);
     for (key, src) in mine {

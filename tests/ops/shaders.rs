@@ -106,11 +106,11 @@ fn globals_used(
 
 #[test]
 fn every_shader_variant_validates_at_webgpu_capabilities() {
-    let variants = dygraph::all_shader_variants().expect("every variant expands (no unfilled placeholder)");
+    let variants = dygraph::testing::all_shader_variants().expect("every variant expands (no unfilled placeholder)");
     assert!(!variants.is_empty(), "no shader variants registered");
     let mut failures = Vec::new();
     let mut kernels = std::collections::BTreeSet::new();
-    let merged = dygraph::merged_kernel_files();
+    let merged = dygraph::testing::merged_kernel_files();
     let mut merged_variants = 0;
     for (key, source) in &variants {
         let file = key.split('#').next().unwrap_or(key);
@@ -175,8 +175,8 @@ fn the_validator_rejects_what_browsers_reject() {
 
 #[test]
 fn every_shader_file_belongs_to_a_kernel() {
-    let files = dygraph::shader_files();
-    let kernels = dygraph::kernel_files();
+    let files = dygraph::testing::shader_files();
+    let kernels = dygraph::testing::kernel_files();
     assert!(!files.is_empty() && !kernels.is_empty());
     for f in &files {
         if !f.starts_with("lib/") {

@@ -32,7 +32,7 @@ fn fused_programs(exe: &Executor, p: &Program) -> Vec<String> {
 }
 
 fn validate(program: &str) {
-    validate_source(program, &dygraph::ops::fused_kernel_source(program).unwrap());
+    validate_source(program, &dygraph::testing::fused_kernel_source(program).unwrap());
 }
 
 fn validate_source(program: &str, src: &str) {
@@ -194,7 +194,7 @@ fn matmul_epilogues_match_unfused_forward_and_backward() {
         assert!(epilogues.iter().any(|p| p.contains("u.relu")), "{epilogues:?}");
         assert!(epilogues.iter().any(|p| p.contains("u.scale") && p.contains("u.tanh")), "{epilogues:?}");
         for p in &epilogues {
-            validate_source(p, &dygraph::ops::matmul_epilogue_source(p).unwrap());
+            validate_source(p, &dygraph::testing::matmul_epilogue_source(p).unwrap());
         }
         assert_close(&format!("losses and parameters on {place} (seed {seed})"), &fused, &plain, 1e-5);
         // Fetching a product's chain value runs unfused, with the same losses.
@@ -256,7 +256,7 @@ fn conv_epilogues_match_unfused_in_training() {
         assert_eq!(epilogues.len(), 2, "{epilogues:?}");
         assert!(epilogues.iter().any(|p| p.contains("u.relu")) && epilogues.iter().any(|p| p.contains("u.sigmoid")));
         for p in &epilogues {
-            validate_source(p, &dygraph::ops::conv2d_epilogue_source(p).unwrap());
+            validate_source(p, &dygraph::testing::conv2d_epilogue_source(p).unwrap());
         }
         assert_close(&format!("losses and parameters on {place} (seed {seed})"), &fused, &plain, 1e-5);
     }
@@ -292,7 +292,7 @@ fn reduction_prologues_match_unfused() {
         }
         assert_eq!(programs.len(), 4, "{programs:?}");
         for p in &programs {
-            validate_source(p, &dygraph::ops::reduce_prologue_source(p).unwrap());
+            validate_source(p, &dygraph::testing::reduce_prologue_source(p).unwrap());
         }
         // Equal batches take the prologue kernels; a batch of 1 against 3 broadcasts, which
         // the op computes through a temporary; 5000 rows reduce in several chunks.

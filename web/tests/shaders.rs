@@ -14,7 +14,7 @@ async fn every_shader_variant_compiles_in_the_browser() {
         .request_device(&wgpu::DeviceDescriptor { required_limits: adapter.limits(), ..Default::default() })
         .await
         .expect("a WebGPU device");
-    let variants = dygraph::all_shader_variants().expect("every variant expands");
+    let variants = dygraph::testing::all_shader_variants().expect("every variant expands");
     assert!(variants.len() > 100, "only {} variants", variants.len());
     let mut failures = Vec::new();
     for (key, source) in &variants {

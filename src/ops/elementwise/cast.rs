@@ -164,3 +164,6 @@ impl Tensor {
         cast(self, dtype)
     }
 }
+
+/// This family's entries in the op registry.
+pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] = &[&CAST_OP];

@@ -89,3 +89,6 @@ impl Op for WhereOp {
 pub fn where_(cond: &Tensor, x: &Tensor, y: &Tensor) -> Result<Tensor> {
     apply1(&WHERE_OP, &[cond, x, y], ())
 }
+
+/// This family's entries in the op registry.
+pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] = &[&WHERE_OP];

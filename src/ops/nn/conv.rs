@@ -668,3 +668,7 @@ fn split_count(ctx: &GpuContext, product: Product, workgroups: usize, k: usize, 
     let floor = if product == Product::BwdFilter { (k / 256).clamp(1, 64) } else { 1 };
     split_k::slices(ctx, workgroups, k, numel, floor)
 }
+
+/// This family's entries in the op registry.
+pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] =
+    &[&CONV2D_OP, &CONV2D_PRODUCT, &CONV2D_GRAD_INPUT, &CONV2D_GRAD_WEIGHT];

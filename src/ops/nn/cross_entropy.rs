@@ -14,7 +14,6 @@
 //! is not `ignore_index`: what a mean divides by).
 
 use super::softmax::{self, SOFTMAX};
-use crate::autograd::is_grad_enabled;
 use crate::backend::cpu::{CpuData, float_kernel, par_chunks_new};
 use crate::backend::gpu::{Bind, Kernel};
 use crate::ops::index::{index_keys, index_variant};
@@ -22,6 +21,7 @@ use crate::ops::registry::apply::{apply, apply1};
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
 use crate::ops::registry::registry_entry;
 use crate::tensor::TensorMeta;
+use crate::tensor::grad_mode::is_grad_enabled;
 use crate::{DType, Element, Error, Result, Tensor};
 
 pub(crate) static CROSS_ENTROPY: Kernel =
@@ -281,3 +281,7 @@ fn empty_like(d: &CpuData) -> CpuData {
         _ => CpuData::F32(Vec::new()),
     }
 }
+
+/// This family's entries in the op registry.
+pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] =
+    &[&CROSS_ENTROPY_WITH_SOFTMAX_OP, &CROSS_ENTROPY_WITH_SOFTMAX_GRAD_OP];

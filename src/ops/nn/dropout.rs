@@ -142,3 +142,6 @@ pub fn dropout(x: &Tensor, options: DropoutOptions) -> Result<Tensor> {
     }
     apply1(&DROPOUT, &[x], options)
 }
+
+/// This family's entries in the op registry.
+pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] = &[&DROPOUT];

@@ -497,3 +497,15 @@ fn adaptive_geometry(op: &'static str, x: &TensorMeta, out: Pair) -> Result<Pool
         exclusive: true,
     })
 }
+
+/// This family's entries in the op registry.
+pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] = &[
+    &MAX_POOL2D,
+    &AVG_POOL2D,
+    &ADAPTIVE_MAX_POOL2D,
+    &ADAPTIVE_AVG_POOL2D,
+    &POOL2D_AVG,
+    &POOL2D_AVG_GRAD,
+    &POOL2D_MAX_GRAD,
+    &POOL2D_GATHER,
+];

@@ -7,7 +7,6 @@
 //! elements held in registers, read once); otherwise, and for many rows on a software
 //! adapter, each (outer, inner) line gets one invocation that loops over R.
 
-use crate::autograd::is_grad_enabled;
 use crate::backend::cpu::float_kernel;
 use crate::backend::cpu::{CpuData, par_blocks_new};
 use crate::backend::gpu::{Bind, GpuContext, Kernel, ROW_CACHE_MAX_LEN, Variant, grid};
@@ -15,6 +14,7 @@ use crate::ops::registry::apply::apply1;
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
 use crate::ops::registry::op_header;
 use crate::tensor::TensorMeta;
+use crate::tensor::grad_mode::is_grad_enabled;
 use crate::{Element, Error, Result, Tensor};
 
 pub(crate) static SOFTMAX: Kernel = Kernel { file: "softmax.wgsl", keys: || vec![0, 1], variant: |k| variant(k == 1) };
@@ -223,3 +223,7 @@ impl Tensor {
         log_softmax(self, axis)
     }
 }
+
+/// This family's entries in the op registry.
+pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] =
+    &[&SOFTMAX_OP, &LOG_SOFTMAX_OP, &SOFTMAX_GRAD_OP, &LOG_SOFTMAX_GRAD_OP];

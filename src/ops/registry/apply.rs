@@ -12,11 +12,11 @@ use std::sync::Arc;
 use super::dispatch::{self, BackwardRule, Call};
 use super::op::{CpuArg, CpuCall, GpuCall, GradCall, Half, Op, Saved};
 use super::{AttrMap, RegisteredOp};
-use crate::autograd::no_grad;
-use crate::backend::Storage;
 use crate::backend::cpu::{CpuData, gpu_bytes};
 use crate::backend::gpu::{self, GpuBuffer, GpuContext};
+use crate::tensor::Storage;
 use crate::tensor::TensorMeta;
+use crate::tensor::grad_mode::no_grad;
 use crate::{DType, Error, Place, Result, Tensor};
 
 /// Runs `op` on `inputs` with `attrs`: every output.
@@ -96,7 +96,7 @@ impl<O: Op> Call for TypedCall<'_, O> {
         self.check_places()?;
         self.infer()?;
         let (op, inputs) = (self.op, self.inputs);
-        crate::autograd::check_saved_versions(op.name(), inputs, |i| op.reads_data(i))?;
+        crate::tensor::graph::check_saved_versions(op.name(), inputs, |i| op.reads_data(i))?;
         let metas = self.metas().to_vec();
         let Some((outs, Some(plan))) = &self.inferred else {
             return Err(Error::invalid(op.name(), "meta inference gave no plan"));
@@ -125,7 +125,8 @@ impl<O: Op> Call for TypedCall<'_, O> {
         let (op, attrs) = (self.op, self.attrs.clone());
         let n_diff = outputs.len().saturating_sub(op.aux_outputs());
         let saved_inputs: Vec<Tensor> = self.inputs.iter().map(|t| (*t).clone()).collect();
-        let versions = crate::autograd::versions_of(&self.inputs.iter().copied().chain(outputs).collect::<Vec<_>>());
+        let versions =
+            crate::tensor::graph::versions_of(&self.inputs.iter().copied().chain(outputs).collect::<Vec<_>>());
         let saved_outputs: Vec<Saved> = outputs
             .iter()
             .enumerate()
@@ -133,7 +134,7 @@ impl<O: Op> Call for TypedCall<'_, O> {
             .collect();
         Some(Box::new(move |grads: &[Tensor], needs: &[bool]| {
             let call = GradCall { inputs: &saved_inputs, outputs: &saved_outputs, grads, needs };
-            crate::autograd::with_saved_versions(op.name(), versions.clone(), || op.backward(&call, &attrs, &plan))
+            crate::tensor::graph::with_saved_versions(op.name(), versions.clone(), || op.backward(&call, &attrs, &plan))
         }))
     }
 
@@ -179,8 +180,8 @@ fn through_f32<O: Op>(
     outs: &[TensorMeta],
 ) -> Result<Vec<Tensor>> {
     no_grad(|| {
-        super::modes::profile::suspended(|| {
-            super::modes::check::without_checks(|| {
+        super::dispatch::profile::suspended(|| {
+            super::dispatch::check::without_checks(|| {
                 let up: Vec<Tensor> = inputs
                     .iter()
                     .map(|t| if t.dtype() == DType::Float16 { t.cast(DType::Float32) } else { Ok((*t).clone()) })

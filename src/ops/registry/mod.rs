@@ -2,16 +2,15 @@
 //! typed attributes, meta inference, CPU and GPU kernels and a backward rule, and every
 //! call goes through the one generic entry point [`apply`](apply::apply).
 //!
-//! Entries are found by build.rs: every `registry_entry!(NAME: SomeOp = ...)` (or an op
-//! family's macro of that form), every `pub(crate) static NAME: SomeOp = ...` (a type whose
-//! name ends in `Op`) and every op table `pub(crate) static NAME_OPS: &[&SomeDef] = ...`
-//! under `src/` is registered, so an op cannot be declared and left out.
+//! Each family lists its entries beside its ops (`static OPS`) and [`catalog`] names each
+//! family once; `apply` refuses an op that is not listed, so one declared and left out fails
+//! on its first call.
 
 pub(crate) mod apply;
 pub mod attrs;
+mod catalog;
 pub(crate) mod dispatch;
 pub mod facts;
-pub(crate) mod modes;
 pub(crate) mod op;
 
 use std::sync::OnceLock;
@@ -22,8 +21,6 @@ pub use facts::{Commute, EpilogueHost, EvalRewrite, Facts, Fusion, PrologueHost,
 use crate::ops::elementwise::{BINARY_OPS, TableRow, UNARY_OPS, binary::binary, unary::unary};
 use crate::tensor::TensorMeta;
 use crate::{DType, Error, Result, Tensor};
-
-include!(concat!(env!("OUT_DIR"), "/op_registry.rs"));
 
 /// Declares a registry entry:
 /// ```ignore
@@ -144,7 +141,7 @@ impl<T: op::Op> RegisteredOp for T {
 /// Every registered op, in a fixed order.
 pub fn registry() -> &'static [&'static dyn RegisteredOp] {
     static ALL: OnceLock<Vec<&'static dyn RegisteredOp>> = OnceLock::new();
-    ALL.get_or_init(registered_ops)
+    ALL.get_or_init(catalog::registered_ops)
 }
 
 /// True when the op at `addr` named `name` is a registry entry (`apply` refuses others, so

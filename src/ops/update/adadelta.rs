@@ -49,3 +49,6 @@ impl UpdateRule for AdadeltaKind {
         p + lr * update
     }
 }
+
+/// This family's entries in the op registry.
+pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] = &[&ADADELTA];

@@ -44,3 +44,6 @@ impl UpdateRule for AdagradKind {
         p - lr * g / (s[0].sqrt() + eps)
     }
 }
+
+/// This family's entries in the op registry.
+pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] = &[&ADAGRAD];

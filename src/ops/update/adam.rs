@@ -129,3 +129,6 @@ impl UpdateRule for AdamKind {
         p - c.step * (m / (v.sqrt() + c.eps_hat))
     }
 }
+
+/// This family's entries in the op registry.
+pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] = &[&ADAM, &MERGED_ADAM];

@@ -69,3 +69,6 @@ impl UpdateRule for AdamaxKind {
         p - lr / (1.0 - r.beta1_pow) * s[0] / s[1]
     }
 }
+
+/// This family's entries in the op registry.
+pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] = &[&ADAMAX];

@@ -94,3 +94,6 @@ impl UpdateRule for LambKind {
         param.assign_(&param.subtract(&r.mul(&trust.mul(&lr()?)?)?)?)
     }
 }
+
+/// This family's entries in the op registry.
+pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] = &[&LAMB];

@@ -57,3 +57,6 @@ impl UpdateRule for MomentumKind {
         if c.nesterov { p - c.lr * (g + c.mu * v) } else { p - c.lr * v }
     }
 }
+
+/// This family's entries in the op registry.
+pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] = &[&MOMENTUM, &MERGED_MOMENTUM];

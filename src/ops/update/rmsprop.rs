@@ -76,3 +76,6 @@ impl UpdateRule for RmsPropKind {
         p - mom
     }
 }
+
+/// This family's entries in the op registry.
+pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] = &[&RMSPROP];

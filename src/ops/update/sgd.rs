@@ -42,3 +42,6 @@ impl UpdateRule for SgdKind {
         p - lr * (g + wd * p)
     }
 }
+
+/// This family's entries in the op registry.
+pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] = &[&SGD, &MERGED_SGD];

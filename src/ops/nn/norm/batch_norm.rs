@@ -17,7 +17,6 @@ use super::{
     Grads3, Needs, cast_opt, check_epsilon, check_param, f32_param, f64s, grad_metas, grads_vec, grads3, slice,
     with_affine,
 };
-use crate::autograd::{is_grad_enabled, no_grad};
 use crate::backend::cpu::{CpuData, par_blocks_new};
 use crate::backend::gpu::{Bind, Kernel, grid};
 use crate::ops::registry::apply::{apply, apply1};
@@ -25,6 +24,7 @@ use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
 use crate::ops::registry::registry_entry;
 use crate::ops::registry::{EvalRewrite, Facts};
 use crate::tensor::TensorMeta;
+use crate::tensor::grad_mode::{is_grad_enabled, no_grad};
 use crate::{DType, Element, Error, Result, Tensor};
 
 pub(crate) static BATCH_NORM: Kernel = Kernel::single("batch_norm.wgsl");
@@ -507,3 +507,7 @@ fn bn_backward_ops(
     let db = if need_b { Some(g.sum(&axes, false)?) } else { None };
     Ok((dx, dw, db))
 }
+
+/// This family's entries in the op registry.
+pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] =
+    &[&BATCH_NORM_STATS, &BATCH_NORM_OP, &BATCH_NORM_GRAD_OP];

@@ -10,13 +10,13 @@
 use super::{
     Grads3, Needs, check_epsilon, check_param, f32_param, f64s, grad_metas, grads_vec, grads3, slice, with_affine,
 };
-use crate::autograd::is_grad_enabled;
 use crate::backend::cpu::{CpuData, par_blocks_new};
 use crate::backend::gpu::{Bind, Kernel, ROW_CACHE_MAX_LEN, grid};
 use crate::ops::registry::apply::{apply, apply1};
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op};
 use crate::ops::registry::registry_entry;
 use crate::tensor::TensorMeta;
+use crate::tensor::grad_mode::is_grad_enabled;
 use crate::{DType, Element, Error, Result, Tensor};
 
 pub(crate) static LAYER_NORM: Kernel = Kernel::single("layer_norm.wgsl");
@@ -367,3 +367,6 @@ fn ln_backward_ops(
     let db = if need_b { Some(sum_lead(g.clone())?) } else { None };
     Ok((dx, dw, db))
 }
+
+/// This family's entries in the op registry.
+pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] = &[&LAYER_NORM_OP, &LAYER_NORM_GRAD_OP];

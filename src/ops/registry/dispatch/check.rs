@@ -7,7 +7,7 @@
 
 use std::cell::Cell;
 
-use super::super::dispatch::{Call, Mode, Next};
+use super::{Call, Mode, Next};
 use crate::flags::{nan_inf_checking, nan_inf_level};
 use crate::{DType, Error, Result, Tensor};
 
@@ -88,7 +88,7 @@ fn check_outputs(op: &'static str, inputs: &[&Tensor], inplace: &[usize], output
 
 fn check_each(op: &'static str, inputs: &[&Tensor], outputs: &[(String, &Tensor)]) -> Result<()> {
     let _no_grad = crate::no_grad_guard();
-    let name = || match crate::autograd::current_backward_node() {
+    let name = || match crate::tensor::graph::current_backward_node() {
         Some(node) => format!("backward of {node}: {op}"),
         None => op.to_string(),
     };
@@ -97,7 +97,7 @@ fn check_each(op: &'static str, inputs: &[&Tensor], outputs: &[(String, &Tensor)
         if !is_float(out.dtype()) || out.numel() == 0 {
             continue;
         }
-        if deferred && let crate::backend::Storage::Gpu(buffer) = out.storage() {
+        if deferred && let crate::tensor::Storage::Gpu(buffer) = out.storage() {
             buffer.ctx.check_finite(name(), what, buffer, out.shape(), out.dtype())?;
             continue;
         }

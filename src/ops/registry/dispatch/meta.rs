@@ -2,7 +2,7 @@
 //! outputs from meta inference alone, with no kernel and no autograd node (`nn::summary`
 //! runs a model's forward this way).
 
-use super::super::dispatch::{Call, Mode, Next};
+use super::{Call, Mode, Next};
 use crate::{Result, Tensor};
 
 pub(crate) struct Meta;

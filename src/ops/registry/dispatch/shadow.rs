@@ -23,7 +23,7 @@ use std::cell::Cell;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::super::dispatch::{Call, Mode, Next};
+use super::{Call, Mode, Next};
 use crate::flags::shadow_enabled;
 use crate::nn::StateDict;
 use crate::ops::AttrMap;
@@ -117,7 +117,7 @@ impl Shadow {
     fn check(self, call: &dyn Call, outputs: &[Tensor]) -> Result<()> {
         let op = call.op();
         let inputs = call.inputs();
-        let name = match crate::autograd::current_backward_node() {
+        let name = match crate::tensor::graph::current_backward_node() {
             Some(node) => format!("backward of {node}: {}", op.name()),
             None => op.name().to_string(),
         };

@@ -4,8 +4,9 @@
 //! rules over its variables). Meta outputs record nothing, nor do outputs that are not all
 //! float (a bool comparison): no gradient flows through integers.
 
-use super::super::dispatch::{Call, Mode, Next};
-use crate::autograd::{is_grad_enabled, record};
+use super::{Call, Mode, Next};
+use crate::tensor::grad_mode::is_grad_enabled;
+use crate::tensor::graph::record;
 use crate::{Result, Tensor};
 
 pub(crate) struct Record;

@@ -16,15 +16,21 @@
 //!
 //! Each mode is entered by its guard or flag and keeps its state where it is per thread
 //! (`program_guard`, `to_static`) or per process (`set_flags`, `Profiler::start`); outside
-//! it, a mode passes the call on. The modes of this floor are built in; the modes of upper
-//! floors (static building and tracing) are installed into their slot when their state is
-//! first entered, so this module names none of them and `apply` names no mode at all.
+//! it, a mode passes the call on. The modes of this floor are built in (the files of this
+//! folder); the modes of upper floors (static building and tracing) are installed into
+//! their slot when their state is first entered, so the dispatcher names none of them and
+//! `apply` names no mode at all.
+
+pub(crate) mod check;
+pub(crate) mod meta;
+pub(crate) mod profile;
+pub(crate) mod record;
+pub(crate) mod shadow;
 
 use std::sync::OnceLock;
 
 use super::RegisteredOp;
 use super::attrs::AttrMap;
-use super::modes;
 use crate::tensor::TensorMeta;
 use crate::{Result, Tensor};
 
@@ -98,11 +104,11 @@ static INSTALLED: [OnceLock<&'static dyn Mode>; 8] = [const { OnceLock::new() };
 /// The built-in mode of `slot`, if it has one.
 fn built_in(slot: Slot) -> Option<&'static dyn Mode> {
     match slot {
-        Slot::Record => Some(&modes::record::RECORD),
-        Slot::Meta => Some(&modes::meta::META),
-        Slot::Check => Some(&modes::check::CHECK),
-        Slot::Shadow => Some(&modes::shadow::SHADOW),
-        Slot::Profile => Some(&modes::profile::PROFILE),
+        Slot::Record => Some(&record::RECORD),
+        Slot::Meta => Some(&meta::META),
+        Slot::Check => Some(&check::CHECK),
+        Slot::Shadow => Some(&shadow::SHADOW),
+        Slot::Profile => Some(&profile::PROFILE),
         Slot::Build | Slot::Capture | Slot::Autocast => None,
     }
 }

@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use super::super::dispatch::{Call, Mode, Next};
+use super::{Call, Mode, Next};
 use crate::{Error, Place, Result, Tensor};
 
 pub(crate) struct Profile;

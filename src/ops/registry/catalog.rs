@@ -1,0 +1,54 @@
+//! The op registry's list of families. Each family declares its entries beside its ops (a
+//! `static OPS` in its module, or its table of rows), and this list names each family
+//! once, so the compiler sees every registered op. An op left out of its family's list
+//! fails on its first call (`apply` refuses an op it does not find here).
+
+use super::RegisteredOp;
+
+/// Every family's entries, in a fixed order.
+static FAMILIES: &[&[&dyn RegisteredOp]] = &[
+    crate::ops::elementwise::cast::OPS,
+    crate::ops::elementwise::ternary::OPS,
+    crate::ops::fused::OPS,
+    crate::ops::index::OPS,
+    crate::ops::matmul::OPS,
+    crate::ops::matmul_epilogue::OPS,
+    crate::ops::nn::conv::OPS,
+    crate::ops::nn::conv_epilogue::OPS,
+    crate::ops::nn::cross_entropy::OPS,
+    crate::ops::nn::dropout::OPS,
+    crate::ops::nn::norm::batch_norm::OPS,
+    crate::ops::nn::norm::layer_norm::OPS,
+    crate::ops::nn::pool::OPS,
+    crate::ops::nn::softmax::OPS,
+    crate::ops::reduce::OPS,
+    crate::ops::reduce_prologue::OPS,
+    crate::ops::scan::OPS,
+    crate::ops::scatter::OPS,
+    crate::ops::shape::OPS,
+    crate::ops::sort::OPS,
+    crate::ops::tri::OPS,
+    crate::ops::update::adadelta::OPS,
+    crate::ops::update::adagrad::OPS,
+    crate::ops::update::adam::OPS,
+    crate::ops::update::adamax::OPS,
+    crate::ops::update::lamb::OPS,
+    crate::ops::update::momentum::OPS,
+    crate::ops::update::rmsprop::OPS,
+    crate::ops::update::sgd::OPS,
+    crate::random::OPS,
+    crate::tensor::create::OPS,
+];
+
+/// Every registered op: the table rows of the elementwise families, then the families.
+pub(super) fn registered_ops() -> Vec<&'static dyn RegisteredOp> {
+    let mut ops: Vec<&'static dyn RegisteredOp> = Vec::new();
+    ops.extend(crate::ops::elementwise::binary::BINARY_OPS.iter().map(|o| *o as &'static dyn RegisteredOp));
+    ops.extend(crate::ops::elementwise::unary::UNARY_OPS.iter().map(|o| *o as &'static dyn RegisteredOp));
+    for family in FAMILIES {
+        ops.extend_from_slice(family);
+    }
+    #[cfg(test)]
+    ops.extend_from_slice(crate::ops::toy::OPS);
+    ops
+}
