@@ -1,5 +1,5 @@
 //! Global debugging flags (Paddle's `paddle.set_flags` / `get_flags`): the settings only;
-//! the checks they switch on are modes of the dispatcher (`ops/registry/modes/check.rs`,
+//! the checks they switch on are modes of the dispatcher (`ops/registry/dispatch/check.rs`,
 //! `shadow.rs`). `FLAGS_check_nan_inf` (also `DYGRAPH_CHECK_NAN_INF`, read at first use) checks every
 //! float output of every op, backward rules' ops included, and returns [`Error::NonFinite`]
 //! at the first NaN or infinity, naming the op (`backward of <node>: <op>` inside a backward

@@ -52,7 +52,7 @@ mod tensor;
 pub mod testing;
 pub mod vision;
 
-pub use autograd::{GradOptions, enable_grad, grad, is_grad_enabled, no_grad, no_grad_guard};
+pub use autograd::{GradOptions, grad};
 pub use backend::gpu::{
     GpuInfo, MemoryStats, dispatch_count, empty_cache, gpu_count, gpu_info, init_gpu, memory_stats, reset_peak_memory,
     set_memory_limit, submit_count, sync,
@@ -67,15 +67,21 @@ pub use ops::combine::{
     TensorOrScalar, diff, lerp, masked_fill, meshgrid, repeat_interleave, repeat_interleave_by, roll, unbind,
 };
 pub use ops::count::{Unique, bincount, histogram, masked_select, nonzero, unique};
+pub use ops::creation::{
+    TensorData, arange, arange_on, eye, full, full_like, full_on, linspace, ones, ones_like, ones_on, to_tensor,
+    to_tensor_on, zeros, zeros_like, zeros_on,
+};
 pub use ops::einsum::einsum;
 pub use ops::elementwise::*;
 pub use ops::index::*;
+pub use ops::indexing::Idx;
 pub use ops::linalg::{NormKind, kron, norm, outer};
 pub use ops::logic::{all, allclose, any, isclose};
 pub use ops::matmul::*;
 pub use ops::nn::*;
+pub use ops::overload::{PowArg, pow};
+pub use ops::random::*;
 pub use ops::reduce::*;
-pub use ops::registry::{OpInfo, apply_elementwise, elementwise_ops};
 pub use ops::sample::{bernoulli, multinomial};
 pub use ops::scan::{cumprod, cumprod_with, cumsum, cumsum_with};
 pub use ops::scatter::{index_add, put_along_axis, scatter, scatter_nd, scatter_nd_add};
@@ -86,10 +92,6 @@ pub use place::Place;
 pub use random::*;
 pub use shape::{IntoShape, Shape, broadcast_shapes};
 pub use tensor::TensorMeta;
-pub use tensor::indexing::Idx;
+pub use tensor::grad_mode::{enable_grad, is_grad_enabled, no_grad, no_grad_guard};
 pub use tensor::live_tensors;
-pub use tensor::overload::{PowArg, pow};
-pub use tensor::{
-    NdArray, PrintOptions, Tensor, TensorData, arange, arange_on, eye, full, full_like, full_on, linspace, ones,
-    ones_like, ones_on, set_printoptions, to_tensor, to_tensor_on, zeros, zeros_like, zeros_on,
-};
+pub use tensor::{NdArray, PrintOptions, Tensor, set_printoptions};

@@ -294,6 +294,33 @@ pub(crate) fn collapse(shape: &[usize], strides: &[Vec<isize>]) -> (Vec<usize>, 
     (out_shape, out_strides)
 }
 
+/// The size that stands for an unknown (`-1`) dimension while a program is built: meta
+/// inference runs on it, and any output dim that is a multiple of it is recorded as `-1`.
+/// `x.shape()` of a static variable shows it; `Tensor::var_shape` gives the `-1` form.
+pub const UNKNOWN_DIM: usize = 9973;
+
+/// True for a size that stands for an unknown dim (or a multiple of one).
+pub(crate) fn is_unknown(d: usize) -> bool {
+    d != 0 && d.is_multiple_of(UNKNOWN_DIM)
+}
+
+/// `dims` as a reshape target: the one unknown dim (if exactly one) becomes `-1`, so the
+/// reshape fits whatever size the program is fed.
+pub(crate) fn reshape_target(dims: &[usize]) -> Vec<i64> {
+    let unknown = dims.iter().filter(|&&d| is_unknown(d)).count();
+    dims.iter().map(|&d| if unknown == 1 && is_unknown(d) { -1 } else { d as i64 }).collect()
+}
+
+/// `shape` with every `-1` replaced by [`UNKNOWN_DIM`].
+pub(crate) fn stand_in_dims(shape: &[i64]) -> Vec<usize> {
+    shape.iter().map(|&d| if d < 0 { UNKNOWN_DIM } else { d as usize }).collect()
+}
+
+/// `dims` with every multiple of [`UNKNOWN_DIM`] recorded as `-1`.
+pub(crate) fn var_dims(dims: &[usize]) -> Vec<i64> {
+    dims.iter().map(|&d| if is_unknown(d) { -1 } else { d as i64 }).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,7 +1,6 @@
 //! Input and output (`paddle.io`, `paddle.save` / `paddle.load`): datasets, data loaders and
 //! checkpoints, and weights saved by Paddle and PyTorch.
 
-pub(crate) mod checkpoint;
 mod dataloader;
 mod dataset;
 mod datasets;
@@ -9,8 +8,7 @@ pub(crate) mod peer_weights;
 pub(crate) mod pickle;
 mod sampler;
 
-pub(crate) use checkpoint::write_atomic;
-pub use checkpoint::{load, load_from_bytes, save, save_to_bytes};
+pub use crate::tensor::checkpoint::{load, load_from_bytes, save, save_to_bytes};
 pub use dataloader::{Batches, DataLoader};
 pub use dataset::{Collate, Dataset};
 pub use datasets::{ComposeDataset, Subset, TensorDataset, random_split};

@@ -251,7 +251,13 @@ impl ParamNames {
 pub fn create_parameter(shape: &[usize], dtype: DType, attr: &ParamAttr, default: &Initializer) -> Result<Tensor> {
     let init = attr.initializer.as_ref().unwrap_or(default);
     if crate::static_::in_static_mode() {
-        return crate::static_::create_parameter(shape, dtype, attr, init);
+        let spec = crate::static_::ParamSpec {
+            name: attr.name.clone().unwrap_or_else(|| format!("{}.w_0", unique_name("create_parameter"))),
+            trainable: attr.trainable,
+            learning_rate: attr.learning_rate,
+            init: &|place| init.init(shape, dtype, place),
+        };
+        return crate::static_::create_parameter(shape, dtype, spec);
     }
     let place = crate::current_place()?;
     let t = init.init(shape, dtype, place)?;

@@ -13,10 +13,11 @@ mod summary;
 pub use crate::ops::nn::{
     Conv1dOptions, Conv2dOptions, Conv3dOptions, ConvTranspose2dOptions, InterpolateMode, Padding, Pair, Pool2dOptions,
 };
+pub use crate::tensor::StateDict;
 pub use ctc_loss::CTCLoss;
 pub use dygraph_derive::Layer;
 pub use init::{BiasAttr, Initializer, ParamAttr, create_parameter, unique_name};
-pub use layer::{Forward, Layer, StateDict};
+pub use layer::{Forward, Layer};
 pub use layers::*;
 pub use loss::{
     BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, CrossEntropyOptions, L1Loss, MSELoss, NLLLoss, Reduction,

@@ -86,7 +86,7 @@ pub(crate) fn gpu_assemble(
     pieces: &[(&GpuBuffer, &View)],
 ) -> Result<()> {
     if let Some(v) = fill {
-        crate::tensor::create::gpu_fill(ctx, dst, dtype, v, n)?;
+        crate::ops::creation::gpu_fill(ctx, dst, dtype, v, n)?;
     }
     for (src, view) in pieces {
         gpu_copy(ctx, dtype, src, &View::contiguous(&view.shape), dst, view)?;

@@ -128,7 +128,7 @@ impl Op for MatmulOp {
     }
 
     fn backward(&self, g: &GradCall<'_>, _: &MatmulAttrs, p: &MatmulPlan) -> Result<Vec<Option<Tensor>>> {
-        let dims = |v: &[usize]| crate::static_::reshape_target(v);
+        let dims = |v: &[usize]| crate::shape::reshape_target(v);
         let (x, y) = (crate::reshape(g.x(0), &dims(&p.x2))?, crate::reshape(g.x(1), &dims(&p.y2))?);
         let dy = crate::reshape(g.g(), &dims(&p.out2))?;
         let back = |t: Tensor, promoted: &[usize], orig: &Tensor| -> Result<Tensor> {

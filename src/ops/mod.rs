@@ -20,13 +20,18 @@ pub(crate) use opt;
 pub(crate) mod combine;
 pub(crate) mod copy;
 pub(crate) mod count;
+pub(crate) mod creation;
 pub(crate) mod einsum;
 pub(crate) mod index;
+pub(crate) mod indexing;
+mod inplace;
 pub(crate) mod linalg;
 pub(crate) mod logic;
 pub(crate) mod matmul;
 pub(crate) mod matmul_epilogue;
 pub(crate) mod nn;
+pub(crate) mod overload;
+pub(crate) mod random;
 pub(crate) mod reduce;
 pub(crate) mod reduce_prologue;
 pub mod registry;
@@ -35,8 +40,8 @@ pub(crate) mod scan;
 pub(crate) mod scatter;
 
 pub use registry::{
-    AttrField, AttrMap, AttrValue, Attrs, Commute, EpilogueHost, EvalRewrite, Facts, Fusion, OpInfo, PrologueHost,
-    RegisteredOp, Update, apply_elementwise, elementwise_ops, find_op, registry, run_op,
+    AttrField, AttrMap, AttrValue, Attrs, Commute, EpilogueHost, EvalRewrite, Facts, Fusion, PrologueHost,
+    RegisteredOp, Update, find_op, registry, run_op,
 };
 pub(crate) mod shape;
 pub(crate) mod sort;

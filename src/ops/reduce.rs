@@ -229,7 +229,7 @@ impl Op for ReduceOp {
                 Reduce::Sum => gk()?,
                 Reduce::Mean => {
                     let len: usize = p.axes.iter().map(|&a| x.shape()[a]).product();
-                    if crate::static_::is_unknown(len) {
+                    if crate::shape::is_unknown(len) {
                         // The count is known only when the program runs.
                         let count = crate::ones_like(x)?.sum(&axes, true)?;
                         gk()?.div(&count)?
@@ -401,7 +401,7 @@ fn gpu_reduce(
             Reduce::Mean => Scalar::Float(f64::NAN),
             _ => Scalar::Int(0),
         };
-        return crate::tensor::create::gpu_fill(ctx, dst, dtype, fill, outer * inner);
+        return crate::ops::creation::gpu_fill(ctx, dst, dtype, fill, outer * inner);
     }
     // On software adapters, many short rows take one invocation each, summed in order.
     if inner == 1 && len >= 32 && !ctx.rows_without_barriers(outer, len, 28) {
@@ -695,7 +695,7 @@ pub(crate) fn sum_to_shape(g: &Tensor, shape: &[usize]) -> Result<Tensor> {
         .map(|i| i as isize)
         .collect();
     let s = if axes.is_empty() { g.clone() } else { sum(g, &axes, true)? };
-    crate::reshape(&s, &crate::static_::reshape_target(shape))
+    crate::reshape(&s, &crate::shape::reshape_target(shape))
 }
 
 impl Tensor {

@@ -15,7 +15,7 @@ use crate::{Error, Result, Scalar, Tensor};
 
 /// The gradient of a view op: the output gradient reshaped to the input's shape.
 fn reshape_back(g: &GradCall<'_>) -> Result<Vec<Option<Tensor>>> {
-    Ok(vec![g.grad_if(0, || reshape(g.g(), &crate::static_::reshape_target(g.x(0).shape())))?])
+    Ok(vec![g.grad_if(0, || reshape(g.g(), &crate::shape::reshape_target(g.x(0).shape())))?])
 }
 
 /// Declares a reshape-like op: no kernel, the output shares the input's memory.

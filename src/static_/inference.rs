@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use super::executor::{Executor, FetchTarget};
 use super::program::{Program, VarKind};
 use super::serialize::{read_program, write_program};
-use crate::nn::StateDict;
+use crate::tensor::StateDict;
 use crate::{Error, Result, Tensor};
 
 /// A loaded inference model: its program and the names to feed and fetch.
@@ -75,8 +75,8 @@ pub fn save_inference_model(
         }
     }
     let (model, params) = files(path_prefix.as_ref());
-    crate::io::save(&state, &params)?;
-    crate::io::write_atomic(&model, write_program(&pruned, &feeds, &fetches).as_bytes())
+    crate::tensor::checkpoint::save(&state, &params)?;
+    crate::tensor::checkpoint::write_atomic(&model, write_program(&pruned, &feeds, &fetches).as_bytes())
 }
 
 /// Loads a model saved by [`save_inference_model`], putting its parameters into `exe`'s
@@ -95,7 +95,7 @@ pub fn load_inference_model_from_bytes(model: &[u8], params: &[u8], exe: &Execut
     const OP: &str = "load_inference_model";
     let text = std::str::from_utf8(model).map_err(|_| Error::invalid(OP, "the program file is not UTF-8 text"))?;
     let (program, feed_names, fetch_names) = read_program(text)?;
-    let state = crate::io::load_from_bytes(params, crate::Place::Cpu)?;
+    let state = crate::tensor::checkpoint::load_from_bytes(params, crate::Place::Cpu)?;
     let params = "the parameter file";
     let mut expected = HashSet::new();
     for v in program.vars().into_iter().filter(|v| v.persistable) {

@@ -47,7 +47,7 @@ pub use backward::{append_backward, gradients};
 pub use control::{Branch, Outputs, case, cond, switch_case, while_loop};
 pub use executor::{Executor, FetchTarget, Scope, global_scope};
 pub use inference::{InferenceModel, load_inference_model, load_inference_model_from_bytes, save_inference_model};
-pub(crate) use param::{create_parameter, create_persistable};
+pub(crate) use param::{ParamSpec, create_parameter, create_persistable};
 pub use plan::PlanInfo;
 pub use program::{Block, OpDesc, OpRole, Program, RunHook, VarDesc, VarId, VarKind};
 pub use serialize::FORMAT_VERSION;
@@ -57,10 +57,8 @@ use crate::tensor::Storage;
 use crate::tensor::TensorMeta;
 use crate::{DType, Error, Place, Result, Tensor};
 
-/// The size that stands for an unknown (`-1`) dimension while a program is built: meta
-/// inference runs on it, and any output dim that is a multiple of it is recorded as `-1`.
-/// `x.shape()` of a static variable shows it; [`Tensor::var_shape`] gives the `-1` form.
-pub const UNKNOWN_DIM: usize = 9973;
+pub use crate::shape::UNKNOWN_DIM;
+pub(crate) use crate::shape::{stand_in_dims, var_dims};
 
 /// A static variable: a tensor whose storage is variable `id` of `program`.
 pub(crate) struct VarRef {
@@ -173,28 +171,6 @@ pub fn data(name: &str, shape: &[i64], dtype: DType) -> Result<Tensor> {
         block,
     })?;
     Ok(var_tensor(&main, id, &stand_in_dims(shape), dtype))
-}
-
-/// True for a size that stands for an unknown dim (or a multiple of one).
-pub(crate) fn is_unknown(d: usize) -> bool {
-    d != 0 && d.is_multiple_of(UNKNOWN_DIM)
-}
-
-/// `dims` as a reshape target: the one unknown dim (if exactly one) becomes `-1`, so the
-/// reshape fits whatever size the program is fed.
-pub(crate) fn reshape_target(dims: &[usize]) -> Vec<i64> {
-    let unknown = dims.iter().filter(|&&d| is_unknown(d)).count();
-    dims.iter().map(|&d| if unknown == 1 && is_unknown(d) { -1 } else { d as i64 }).collect()
-}
-
-/// `shape` with every `-1` replaced by [`UNKNOWN_DIM`].
-pub(crate) fn stand_in_dims(shape: &[i64]) -> Vec<usize> {
-    shape.iter().map(|&d| if d < 0 { UNKNOWN_DIM } else { d as usize }).collect()
-}
-
-/// `dims` with every multiple of [`UNKNOWN_DIM`] recorded as `-1`.
-pub(crate) fn var_dims(dims: &[usize]) -> Vec<i64> {
-    dims.iter().map(|&d| if is_unknown(d) { -1 } else { d as i64 }).collect()
 }
 
 /// The tensor handle of variable `id`.

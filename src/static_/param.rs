@@ -3,16 +3,25 @@
 
 use super::program::{VarDesc, VarKind};
 use super::{BUILD_PLACE, current_programs, program_guard, var_tensor};
-use crate::nn::{Initializer, ParamAttr};
 use crate::{DType, Error, Result, Tensor};
 
 const OP: &str = "create_parameter";
 
+/// How a parameter of a program is made: its name, whether it trains, its learning-rate
+/// multiplier (a `ParamAttr`'s settings) and its initialiser, which builds the startup ops
+/// on the place it is given.
+pub(crate) struct ParamSpec<'a> {
+    pub name: String,
+    pub trainable: bool,
+    pub learning_rate: f64,
+    pub init: &'a dyn Fn(crate::Place) -> Result<Tensor>,
+}
+
 /// A parameter of the current main program initialised in the current startup program
 /// (see `nn::create_parameter`). A name already used by a parameter of the same shape and
 /// dtype returns that parameter (Paddle's sharing by `ParamAttr(name=...)`).
-pub(crate) fn create_parameter(shape: &[usize], dtype: DType, attr: &ParamAttr, init: &Initializer) -> Result<Tensor> {
-    let name = attr.name.clone().unwrap_or_else(|| format!("{}.w_0", crate::nn::unique_name(OP)));
+pub(crate) fn create_parameter(shape: &[usize], dtype: DType, spec: ParamSpec<'_>) -> Result<Tensor> {
+    let ParamSpec { name, trainable, learning_rate, init } = spec;
     let (main, _) = current_programs();
     if let Some(existing) = main.var(&name) {
         let same = existing.kind == VarKind::Parameter
@@ -28,13 +37,13 @@ pub(crate) fn create_parameter(shape: &[usize], dtype: DType, attr: &ParamAttr, 
             format!("the program already has a variable named {name:?} ({} {:?})", existing.dtype, existing.shape),
         ));
     }
-    let t = create_persistable(&name, shape, dtype, VarKind::Parameter, || init.init(shape, dtype, BUILD_PLACE))?;
-    t.set_stop_gradient(!attr.trainable);
-    t.set_learning_rate_multiplier(attr.learning_rate);
+    let t = create_persistable(&name, shape, dtype, VarKind::Parameter, || init(BUILD_PLACE))?;
+    t.set_stop_gradient(!trainable);
+    t.set_learning_rate_multiplier(learning_rate);
     {
         let mut d = main.data();
         if let Some(&id) = d.names.get(&name) {
-            d.vars[id].stop_gradient = !attr.trainable;
+            d.vars[id].stop_gradient = !trainable;
         }
     }
     main.register_param(&t);

@@ -2,6 +2,7 @@
 //! them and returns meta outputs from its meta inference alone, without running a kernel
 //! (`summary`, shape checks, and the shapes of a static program's variables).
 
+use crate::shape::checked_numel;
 use crate::tensor::Storage;
 use crate::{DType, Error, Place, Result, Shape, Tensor};
 
@@ -85,4 +86,11 @@ impl Tensor {
     pub fn to_meta(&self) -> TensorMeta {
         TensorMeta { shape: self.shape_ref().clone(), dtype: self.dtype(), place: self.place() }
     }
+}
+
+/// Errors unless a tensor of `dims` and `dtype` fits in host memory's address space.
+pub(crate) fn check_size(op: &'static str, dims: &[usize], dtype: DType) -> Result<usize> {
+    checked_numel(dims).filter(|n| n.checked_mul(dtype.size_of()).is_some_and(|b| b <= isize::MAX as usize)).ok_or_else(
+        || Error::invalid(op, format!("a {dtype} tensor of shape {dims:?} is larger than the address space")),
+    )
 }

@@ -1,24 +1,23 @@
 //! The `Tensor` handle: a cheap clone (`Arc` inside) over CPU or GPU storage, with its
 //! shape, dtype and autograd state.
 
-pub(crate) mod create;
+pub(crate) mod checkpoint;
 mod display;
 pub(crate) mod grad_mode;
 pub(crate) mod graph;
-pub mod indexing;
-mod inplace;
 mod meta;
 pub use meta::TensorMeta;
-pub(crate) mod overload;
+pub(crate) use meta::check_size;
 mod readback;
 pub use readback::NdArray;
+mod state_dict;
+pub use state_dict::StateDict;
 mod storage;
 pub(crate) use storage::{Deferred, Storage};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
-pub use create::*;
 pub use display::{PrintOptions, set_printoptions};
 
 use crate::backend::cpu::CpuData;

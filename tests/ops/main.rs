@@ -14,6 +14,7 @@ mod display;
 mod dropout;
 mod einsum;
 mod errors;
+mod floors;
 mod index;
 mod indexing;
 mod inplace;

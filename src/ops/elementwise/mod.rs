@@ -4,11 +4,13 @@
 
 pub(crate) mod binary;
 pub(crate) mod cast;
+mod info;
 pub(crate) mod ternary;
 pub(crate) mod unary;
 
 pub use binary::*;
 pub use cast::cast;
+pub use info::{OpInfo, apply_elementwise, elementwise_ops};
 pub use ternary::where_;
 pub use unary::*;
 

@@ -175,7 +175,7 @@ fn normalize(
     let centered = grouped.subtract(&mean)?;
     let var = centered.square()?.mean(axes, true)?;
     let normed = centered.multiply(&var.add_scalar(eps)?.rsqrt()?)?;
-    let normed = crate::reshape(&normed, &crate::static_::reshape_target(x.shape()))?;
+    let normed = crate::reshape(&normed, &crate::shape::reshape_target(x.shape()))?;
     let per_channel = |t: &Tensor| -> Result<Tensor> {
         let mut shape = vec![1usize; x.ndim()];
         shape[1] = x.shape()[1];

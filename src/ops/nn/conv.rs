@@ -545,7 +545,7 @@ fn gpu_conv(
     }
     let numel: usize = g.input_shape().iter().product();
     if numel == 0 || column_bytes == 0 {
-        return crate::tensor::create::gpu_fill(ctx, out, DType::Float32, Scalar::Int(0), numel);
+        return crate::ops::creation::gpu_fill(ctx, out, DType::Float32, Scalar::Int(0), numel);
     }
     let cols = ctx.alloc(OP, column_bytes as u64)?;
     let key = gpu_product(Product::BwdCols, ctx, Operands { a, b, bias: None, out: &cols }, g, Epilogue::default())?;
@@ -625,7 +625,7 @@ fn gpu_product(
     let key =
         conv_key(product, rm as u32, cols as u32) + if strided { STRIDED } else { 0 } + EPILOGUE_STEP * epi.number;
     if k == 0 || numel == 0 {
-        crate::tensor::create::gpu_fill(ctx, out, DType::Float32, Scalar::Int(0), numel)?;
+        crate::ops::creation::gpu_fill(ctx, out, DType::Float32, Scalar::Int(0), numel)?;
         return Ok(key);
     }
     let direct = entry != Entry::Tiled;

@@ -9,6 +9,7 @@
 //! The registry entry `dropout` is the training-mode op: outputs `[out, mask]`; evaluation
 //! and `p = 0` need no op.
 
+use crate::ops::registry::{AttrField, AttrValue};
 use crate::ops::registry::{EvalRewrite, Facts};
 use std::str::FromStr;
 
@@ -145,3 +146,21 @@ pub fn dropout(x: &Tensor, options: DropoutOptions) -> Result<Tensor> {
 
 /// This family's entries in the op registry.
 pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] = &[&DROPOUT];
+
+impl AttrField for DropoutMode {
+    fn to_attr(&self) -> AttrValue {
+        AttrValue::Str(
+            match self {
+                DropoutMode::UpscaleInTrain => "upscale_in_train",
+                DropoutMode::DownscaleInInfer => "downscale_in_infer",
+            }
+            .into(),
+        )
+    }
+    fn from_attr(v: &AttrValue) -> Option<Self> {
+        match v {
+            AttrValue::Str(s) => s.parse().ok(),
+            _ => None,
+        }
+    }
+}

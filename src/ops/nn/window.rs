@@ -2,6 +2,7 @@
 //! Paddle's padding forms (an int, `[ph, pw]`, `[top, bottom, left, right]`, `"SAME"`,
 //! `"VALID"`) and their resolution into explicit per-side padding.
 
+use crate::ops::registry::{AttrField, AttrValue};
 use crate::{Error, Result};
 
 /// A (height, width) pair; an int means the same value on both axes (Paddle's
@@ -138,4 +139,39 @@ pub(crate) fn check_nchw(op: &'static str, data_format: &str) -> Result<()> {
         return Err(Error::invalid(op, format!("data_format {data_format:?} is not supported; only \"NCHW\" is")));
     }
     Ok(())
+}
+
+impl AttrField for Pair {
+    fn to_attr(&self) -> AttrValue {
+        AttrValue::Ints(self.0.iter().map(|&v| v as i64).collect())
+    }
+    fn from_attr(v: &AttrValue) -> Option<Self> {
+        match *<Vec<usize>>::from_attr(v)?.as_slice() {
+            [h, w] => Some(Pair([h, w])),
+            [s] => Some(Pair([s, s])),
+            _ => None,
+        }
+    }
+}
+
+impl AttrField for Padding {
+    /// `"SAME"`, `"VALID"` or `[top, bottom, left, right]`.
+    fn to_attr(&self) -> AttrValue {
+        match self {
+            Padding::Same => AttrValue::Str("SAME".into()),
+            Padding::Valid => AttrValue::Str("VALID".into()),
+            Padding::Explicit(p) => AttrValue::Ints(p.iter().map(|&v| v as i64).collect()),
+        }
+    }
+    fn from_attr(v: &AttrValue) -> Option<Self> {
+        match v {
+            AttrValue::Str(s) => Padding::parse(s).ok(),
+            v => match *<Vec<usize>>::from_attr(v)?.as_slice() {
+                [p] => Some(Padding::from(p)),
+                [h, w] => Some(Padding::from([h, w])),
+                [t, b, l, r] => Some(Padding::Explicit([t, b, l, r])),
+                _ => None,
+            },
+        }
+    }
 }

@@ -2,7 +2,7 @@
 //! dispatcher's walk:
 //!
 //! ```text
-//! apply(op, inputs, attrs): registered? → the modes (dispatch.rs) → the kernel:
+//! apply(op, inputs, attrs): registered? → the modes (dispatch/) → the kernel:
 //!     places checked → meta inference (every validation) → in-place versions checked →
 //!     view | custom | float16 through float32 | the kernel of the place
 //! ```
@@ -25,7 +25,7 @@ pub(crate) fn apply<O: Op>(op: &'static O, inputs: &[&Tensor], attrs: O::Attrs) 
     if !super::is_registered(op as *const O as usize, op.name()) {
         return Err(Error::invalid(
             op.name(),
-            "this op is not in the registry (declare it with `registry_entry!` or as `pub(crate) static NAME: SomeOp = ...` so build.rs lists it)",
+            "this op is not in the registry (list it in its family's `static OPS`, and the family in ops/registry/catalog.rs)",
         ));
     }
     dispatch::run(&mut TypedCall { op, inputs, attrs, metas: None, inferred: None })
@@ -153,7 +153,7 @@ impl<O: Op> Call for TypedCall<'_, O> {
 pub(super) fn infer<O: Op>(op: &O, inputs: &[&TensorMeta], attrs: &O::Attrs) -> Result<(Vec<TensorMeta>, O::Plan)> {
     let (outs, plan) = op.infer(inputs, attrs)?;
     for o in &outs {
-        crate::tensor::create::check_size(op.name(), o.dims(), o.dtype)?;
+        crate::tensor::check_size(op.name(), o.dims(), o.dtype)?;
         if o.place.is_gpu() {
             crate::ops::wgsl::check_gpu_dtype(op.name(), o.dtype, o.place)?;
         }

@@ -5,7 +5,6 @@
 
 use std::fmt;
 
-use crate::ops::nn::{DropoutMode, Padding, Pair};
 use crate::{DType, Error, Place, Result, Scalar};
 
 /// One attribute value.
@@ -234,59 +233,6 @@ impl<T: AttrField> AttrField for Option<T> {
         match v {
             AttrValue::None => Some(None),
             v => T::from_attr(v).map(Some),
-        }
-    }
-}
-
-impl AttrField for Pair {
-    fn to_attr(&self) -> AttrValue {
-        AttrValue::Ints(self.0.iter().map(|&v| v as i64).collect())
-    }
-    fn from_attr(v: &AttrValue) -> Option<Self> {
-        match *<Vec<usize>>::from_attr(v)?.as_slice() {
-            [h, w] => Some(Pair([h, w])),
-            [s] => Some(Pair([s, s])),
-            _ => None,
-        }
-    }
-}
-
-impl AttrField for Padding {
-    /// `"SAME"`, `"VALID"` or `[top, bottom, left, right]`.
-    fn to_attr(&self) -> AttrValue {
-        match self {
-            Padding::Same => AttrValue::Str("SAME".into()),
-            Padding::Valid => AttrValue::Str("VALID".into()),
-            Padding::Explicit(p) => AttrValue::Ints(p.iter().map(|&v| v as i64).collect()),
-        }
-    }
-    fn from_attr(v: &AttrValue) -> Option<Self> {
-        match v {
-            AttrValue::Str(s) => Padding::parse(s).ok(),
-            v => match *<Vec<usize>>::from_attr(v)?.as_slice() {
-                [p] => Some(Padding::from(p)),
-                [h, w] => Some(Padding::from([h, w])),
-                [t, b, l, r] => Some(Padding::Explicit([t, b, l, r])),
-                _ => None,
-            },
-        }
-    }
-}
-
-impl AttrField for DropoutMode {
-    fn to_attr(&self) -> AttrValue {
-        AttrValue::Str(
-            match self {
-                DropoutMode::UpscaleInTrain => "upscale_in_train",
-                DropoutMode::DownscaleInInfer => "downscale_in_infer",
-            }
-            .into(),
-        )
-    }
-    fn from_attr(v: &AttrValue) -> Option<Self> {
-        match v {
-            AttrValue::Str(s) => s.parse().ok(),
-            _ => None,
         }
     }
 }

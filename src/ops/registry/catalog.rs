@@ -36,8 +36,8 @@ static FAMILIES: &[&[&dyn RegisteredOp]] = &[
     crate::ops::update::momentum::OPS,
     crate::ops::update::rmsprop::OPS,
     crate::ops::update::sgd::OPS,
-    crate::random::OPS,
-    crate::tensor::create::OPS,
+    crate::ops::random::OPS,
+    crate::ops::creation::OPS,
 ];
 
 /// Every registered op: the table rows of the elementwise families, then the families.

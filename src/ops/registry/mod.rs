@@ -7,6 +7,7 @@
 //! on its first call.
 
 pub(crate) mod apply;
+pub(crate) mod attr_text;
 pub mod attrs;
 mod catalog;
 pub(crate) mod dispatch;
@@ -18,9 +19,8 @@ use std::sync::OnceLock;
 pub use attrs::{AttrField, AttrMap, AttrValue, Attrs};
 pub use facts::{Commute, EpilogueHost, EvalRewrite, Facts, Fusion, PrologueHost, Update};
 
-use crate::ops::elementwise::{BINARY_OPS, TableRow, UNARY_OPS, binary::binary, unary::unary};
 use crate::tensor::TensorMeta;
-use crate::{DType, Error, Result, Tensor};
+use crate::{Error, Result, Tensor};
 
 /// Declares a registry entry:
 /// ```ignore
@@ -29,7 +29,7 @@ use crate::{DType, Error, Result, Tensor};
 ///     STATIC: TypeOp = "name", Attrs, Plan
 /// );
 /// ```
-/// defines the unit struct `TypeOp`, its static (which build.rs lists in the registry) and
+/// defines the unit struct `TypeOp`, its static (which its family lists in its `OPS`) and
 /// its [`op::OpHeader`]; the [`op::Op`] implementation follows.
 macro_rules! registry_entry {
     ($(#[$doc:meta])* $stat:ident: $ty:ident = $name:expr, $attrs:ty, $plan:ty) => {
@@ -169,58 +169,4 @@ pub fn find_op(name: &str) -> Result<&'static dyn RegisteredOp> {
 /// Runs the registered op `name` on `inputs` with `attrs` (the interpreter's entry point).
 pub fn run_op(name: &str, inputs: &[&Tensor], attrs: &AttrMap) -> Result<Vec<Tensor>> {
     find_op(name)?.run(inputs, attrs)
-}
-
-/// What the tables declare about one elementwise op.
-#[derive(Clone, Debug)]
-pub struct OpInfo {
-    /// The op's name (also its function name).
-    pub name: &'static str,
-    /// 1 or 2 tensor operands.
-    pub arity: usize,
-    /// Dtypes the op accepts.
-    pub dtypes: Vec<DType>,
-    /// True when the op has a backward rule.
-    pub differentiable: bool,
-    /// True when the result is bool.
-    pub returns_bool: bool,
-}
-
-/// Every table-declared elementwise op.
-pub fn elementwise_ops() -> Vec<OpInfo> {
-    let mut v: Vec<OpInfo> = UNARY_OPS
-        .iter()
-        .map(|d| OpInfo {
-            name: d.name,
-            arity: 1,
-            dtypes: d.dtypes(),
-            differentiable: d.backward.is_some(),
-            returns_bool: d.out_bool,
-        })
-        .collect();
-    v.extend(BINARY_OPS.iter().map(|d| OpInfo {
-        name: d.name,
-        arity: 2,
-        dtypes: d.dtypes(),
-        differentiable: d.has_backward(),
-        returns_bool: d.out_bool,
-    }));
-    v
-}
-
-/// Runs the table op `name` on `inputs` (one or two) with scalar parameters `params`.
-pub fn apply_elementwise(name: &str, inputs: &[&Tensor], params: [f64; 2]) -> Result<Tensor> {
-    if let Some(d) = UNARY_OPS.iter().find(|d| d.name == name) {
-        let [x] = inputs else {
-            return Err(Error::invalid("apply_elementwise", format!("{name} takes one tensor")));
-        };
-        return unary(d, x, params);
-    }
-    if let Some(d) = BINARY_OPS.iter().find(|d| d.name == name) {
-        let [a, b] = inputs else {
-            return Err(Error::invalid("apply_elementwise", format!("{name} takes two tensors")));
-        };
-        return binary(d, a, b);
-    }
-    Err(Error::invalid("apply_elementwise", format!("no elementwise op named {name:?}")))
 }

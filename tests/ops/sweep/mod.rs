@@ -319,7 +319,7 @@ fn every_registered_op_has_a_spec_or_an_exemption() {
         let has = specs.iter().any(|s| s.name == op.name());
         let exempt = EXEMPT.iter().any(|(n, _)| *n == op.name());
         if !has && !exempt {
-            failures.push(format!("{}: no sweep spec (add one to tests/sweep/specs.rs)", op.name()));
+            failures.push(format!("{}: no sweep spec (add one to tests/ops/sweep/specs.rs)", op.name()));
         }
         if has && exempt {
             failures.push(format!("{}: both a spec and an exemption", op.name()));
@@ -348,7 +348,7 @@ fn every_registered_op_has_a_spec_or_an_exemption() {
         }
     }
     // With the checks above, the specs and exemptions name the registered ops one to one: an
-    // op that stops being registered (or a misspelt declaration build.rs misses) fails here.
+    // op that stops being registered (or one left out of its family's `OPS`) fails here.
     for (name, _) in EXEMPT {
         if find_op(name).is_err() {
             failures.push(format!("{name}: an exemption for an op that is not registered"));

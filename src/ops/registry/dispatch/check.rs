@@ -87,7 +87,7 @@ fn check_outputs(op: &'static str, inputs: &[&Tensor], inplace: &[usize], output
 }
 
 fn check_each(op: &'static str, inputs: &[&Tensor], outputs: &[(String, &Tensor)]) -> Result<()> {
-    let _no_grad = crate::no_grad_guard();
+    let _no_grad = crate::tensor::grad_mode::no_grad_guard();
     let name = || match crate::tensor::graph::current_backward_node() {
         Some(node) => format!("backward of {node}: {op}"),
         None => op.to_string(),

@@ -25,8 +25,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::{Call, Mode, Next};
 use crate::flags::shadow_enabled;
-use crate::nn::StateDict;
 use crate::ops::AttrMap;
+use crate::tensor::StateDict;
 use crate::{DType, Error, Place, Result, Tensor};
 
 /// Files written so far by this process (numbers the next one).
@@ -59,7 +59,7 @@ fn inside<R>(f: impl FnOnce() -> R) -> R {
         }
     }
     let _reset = Reset(IN_SHADOW.with(|c| c.replace(true)));
-    let _no_grad = crate::no_grad_guard();
+    let _no_grad = crate::tensor::grad_mode::no_grad_guard();
     super::check::without_checks(f)
 }
 
@@ -243,11 +243,11 @@ fn save_case(
     for (i, t) in inputs.iter().enumerate() {
         state.insert(format!("input.{i}"), t.clone());
     }
-    let bytes = crate::io::checkpoint::save_to_bytes_with(
+    let bytes = crate::tensor::checkpoint::save_to_bytes_with(
         &state,
         &[
             (META_OP, op.to_string()),
-            (META_ATTRS, crate::static_::serialize::write_attrs(attrs)),
+            (META_ATTRS, crate::ops::registry::attr_text::write_attrs(attrs)),
             (META_GENERATOR, format!("{} {}", generator.0, generator.1)),
             (META_INPUTS, inputs.len().to_string()),
             (META_MESSAGE, format!("{name}: {difference}")),
@@ -259,7 +259,7 @@ fn save_case(
     let n = FILES.fetch_add(1, Ordering::Relaxed);
     let safe: String = op.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
     let path = dir.join(format!("{safe}-{}-{n:04}.safetensors", std::process::id()));
-    crate::io::checkpoint::write_atomic(&path, &bytes)?;
+    crate::tensor::checkpoint::write_atomic(&path, &bytes)?;
     Ok(path)
 }
 
@@ -288,21 +288,21 @@ pub fn replay(path: impl AsRef<Path>, gpu: Place) -> Result<Replay> {
     }
     let bytes = std::fs::read(path)
         .map_err(|e| Error::Io(std::io::Error::new(e.kind(), format!("{OP}: read {}: {e}", path.display()))))?;
-    let meta = crate::io::checkpoint::metadata(OP, &bytes)?;
+    let meta = crate::tensor::checkpoint::metadata(OP, &bytes)?;
     let get = |k: &str| {
         meta.get(k)
             .cloned()
             .ok_or_else(|| Error::invalid(OP, format!("{} is not a shadow file: no {k}", path.display())))
     };
     let op = crate::ops::registry::find_op(&get(META_OP)?)?;
-    let attrs = crate::static_::serialize::read_attrs(&get(META_ATTRS)?)
+    let attrs = crate::ops::registry::attr_text::read_attrs(&get(META_ATTRS)?)
         .map_err(|e| Error::invalid(OP, format!("{}: bad attributes: {e}", path.display())))?;
     let generator: Vec<u64> = get(META_GENERATOR)?.split_whitespace().filter_map(|w| w.parse().ok()).collect();
     let [seed, offset] = generator[..] else {
         return Err(Error::invalid(OP, format!("{}: bad generator state", path.display())));
     };
     let count: usize = get(META_INPUTS)?.parse().map_err(|_| Error::invalid(OP, "bad input count"))?;
-    let state = crate::io::checkpoint::load_from_bytes(&bytes, Place::Cpu)?;
+    let state = crate::tensor::checkpoint::load_from_bytes(&bytes, Place::Cpu)?;
     let inputs: Vec<Tensor> = (0..count)
         .map(|i| {
             state.get(&format!("input.{i}")).cloned().ok_or_else(|| Error::invalid(OP, format!("input.{i} is missing")))

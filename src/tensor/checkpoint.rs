@@ -11,7 +11,7 @@ use std::path::Path;
 use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 
 use crate::backend::cpu::CpuData;
-use crate::nn::StateDict;
+use crate::tensor::StateDict;
 use crate::{DType, Error, Place, Result, Tensor};
 
 /// The keys in order, each escaped (`\\` and `\n`) and ended by a newline, so that any key

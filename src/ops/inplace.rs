@@ -40,7 +40,7 @@ impl Tensor {
                 ),
             ));
         }
-        crate::no_grad(|| self.assign_(&value))?;
+        crate::tensor::grad_mode::no_grad(|| self.assign_(&value))?;
         if value.requires_grad() {
             let mut m = self.grad_meta();
             m.grad_fn = value.grad_fn();

@@ -13,7 +13,7 @@ use crate::ops::registry::apply::{apply, apply1};
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Half, Op, inputs};
 use crate::ops::registry::{Attrs, Facts, Fusion, op_header, registry_entry};
 use crate::ops::wgsl;
-use crate::shape::{IntoShape, checked_numel};
+use crate::shape::IntoShape;
 use crate::tensor::{NdArray, TensorMeta};
 use crate::{DType, Element, Error, Place, Result, Scalar, Tensor, current_place};
 
@@ -33,13 +33,6 @@ pub(crate) fn gpu_fill(ctx: &GpuContext, buf: &GpuBuffer, dtype: DType, value: S
     params.extend(&pattern);
     params.resize(4, 0);
     ctx.dispatch(&FILL, 0, "main", &[Bind::write(buf)], &params, words)
-}
-
-/// Errors unless a tensor of `dims` and `dtype` fits in host memory's address space.
-pub(crate) fn check_size(op: &'static str, dims: &[usize], dtype: DType) -> Result<usize> {
-    checked_numel(dims).filter(|n| n.checked_mul(dtype.size_of()).is_some_and(|b| b <= isize::MAX as usize)).ok_or_else(
-        || Error::invalid(op, format!("a {dtype} tensor of shape {dims:?} is larger than the address space")),
-    )
 }
 
 /// Host-computed data written into a creation op's output (small: ranges, identities).
