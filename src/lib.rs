@@ -17,6 +17,13 @@
 //! # Ok(()) }
 //! ```
 
+/// The README's Rust blocks, compiled and run as doctests (with the `mpi` feature, which
+/// its data-parallel block needs; test.sh enables it), so the first code a newcomer copies
+/// cannot rot.
+#[cfg(all(doctest, feature = "mpi", not(target_arch = "wasm32")))]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 // Lets `#[derive(Layer)]` name `::dygraph` inside this crate too.
 extern crate self as dygraph;
 
