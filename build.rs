@@ -1,10 +1,7 @@
-//! Generates two tables so that adding a kernel never means registering it by hand:
-//! - every `shaders/**/*.wgsl` file, embedded with `include_str!`;
-//! - every `static NAME: Kernel` declared under `src/`, so the shader-validation test can
-//!   instantiate every variant of every kernel.
-//!
-//! Ops are not found here: each family lists its entries (`static OPS`) and
-//! `ops/registry/catalog.rs` names the families, where the compiler sees them.
+//! Embeds every `shaders/**/*.wgsl` file with `include_str!`, so adding a shader never means
+//! listing it by hand. Ops and kernels are not found here: each family lists its entries
+//! (`static OPS`) and kernels (`static KERNELS`) and `ops/registry/catalog.rs` names the
+//! families, where the compiler sees them.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -28,7 +25,6 @@ fn main() {
     let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").unwrap());
     println!("cargo:rerun-if-changed=shaders");
-    println!("cargo:rerun-if-changed=src");
 
     let shader_dir = root.join("shaders");
     let mut wgsl = Vec::new();
@@ -40,39 +36,4 @@ fn main() {
     }
     table += "];\n";
     fs::write(out_dir.join("shader_files.rs"), table).unwrap();
-
-    let src_dir = root.join("src");
-    let mut rust = Vec::new();
-    walk(&src_dir, "rs", &mut rust);
-    let mut kernels = String::from("pub(crate) static KERNELS: &[&crate::backend::gpu::Kernel] = &[\n");
-    for p in &rust {
-        let text = fs::read_to_string(p).unwrap();
-        let rel = p.strip_prefix(&src_dir).unwrap().with_extension("");
-        let mut module: Vec<String> = rel.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
-        if module.last().is_some_and(|m| m == "mod" || m == "lib") {
-            module.pop();
-        }
-        for line in text.lines() {
-            let Some(rest) = line.trim_start().strip_prefix("pub(crate) static ") else {
-                continue;
-            };
-            let Some((name, ty)) = rest.split_once(':') else {
-                continue;
-            };
-            let path = std::iter::once("crate".to_string())
-                .chain(module.iter().cloned())
-                .chain(std::iter::once(name.trim().to_string()))
-                .collect::<Vec<_>>()
-                .join("::");
-            let ty = ty.trim_start();
-            let Some((ty, _)) = ty.split_once(" =") else {
-                continue;
-            };
-            if ty == "Kernel" {
-                kernels += &format!("    &{path},\n");
-            }
-        }
-    }
-    kernels += "];\n";
-    fs::write(out_dir.join("kernel_registry.rs"), kernels).unwrap();
 }

@@ -3,7 +3,20 @@
 //! is written against; hidden from the documentation.
 #![doc(hidden)]
 
-pub use crate::backend::gpu::{all_shader_variants, kernel_files, shader_files};
+pub use crate::backend::gpu::shader_files;
+
+/// Every (kernel file, variant, expanded source) the library can dispatch, with the
+/// in-place forms execution plans may use.
+pub fn all_shader_variants() -> crate::Result<Vec<(String, String)>> {
+    crate::ops::registry();
+    crate::backend::gpu::all_shader_variants()
+}
+
+/// The kernels' files, so a test can check that every file is used by some kernel.
+pub fn kernel_files() -> Vec<&'static str> {
+    crate::ops::registry();
+    crate::backend::gpu::kernel_files()
+}
 pub use crate::ops::fused::fused_kernel_source;
 pub use crate::ops::matmul_epilogue::matmul_epilogue_source;
 pub use crate::ops::nn::conv_epilogue::conv2d_epilogue_source;

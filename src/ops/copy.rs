@@ -93,3 +93,6 @@ pub(crate) fn gpu_assemble(
     }
     Ok(())
 }
+
+/// This family's GPU kernels (the shader tests instantiate every variant of each).
+pub(crate) static KERNELS: &[&crate::backend::gpu::Kernel] = &[&COPY];

@@ -709,3 +709,6 @@ impl Tensor {
 /// This family's entries in the op registry.
 pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] =
     &[&FULL, &ZEROS, &ONES, &FULL_LIKE, &ARANGE, &LINSPACE, &EYE, &TO, &ASSIGN, &ASSIGN_INPLACE];
+
+/// This family's GPU kernels (the shader tests instantiate every variant of each).
+pub(crate) static KERNELS: &[&crate::backend::gpu::Kernel] = &[&FILL];

@@ -455,3 +455,6 @@ pub fn fused_kernel_source(program: &str) -> Result<String> {
 
 /// This family's entries in the op registry.
 pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] = &[&FUSED];
+
+/// This family's GPU kernels (the shader tests instantiate every variant of each).
+pub(crate) static KERNELS: &[&crate::backend::gpu::Kernel] = &[&FUSED_KERNEL];

@@ -254,3 +254,6 @@ impl Tensor {
 
 /// This family's entries in the op registry.
 pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] = &[&CUMSUM, &CUMPROD, &CUMPROD_GRAD];
+
+/// This family's GPU kernels (the shader tests instantiate every variant of each).
+pub(crate) static KERNELS: &[&crate::backend::gpu::Kernel] = &[&SCAN_KERNEL, &CUMPROD_GRAD_KERNEL];

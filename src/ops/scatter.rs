@@ -340,3 +340,6 @@ impl Tensor {
 
 /// This family's entries in the op registry.
 pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] = &[&SCATTER_AXIS];
+
+/// This family's GPU kernels (the shader tests instantiate every variant of each).
+pub(crate) static KERNELS: &[&crate::backend::gpu::Kernel] = &[&SCATTER_KERNEL];

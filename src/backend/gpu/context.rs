@@ -543,7 +543,7 @@ impl GpuContext {
             return Err(Error::Gpu {
                 op: "pipeline",
                 msg: format!(
-                    "kernel {} is not registered (declare it as `pub(crate) static NAME: Kernel`)",
+                    "kernel {} is not registered (list it in its family's `static KERNELS`, and the family in ops/registry/catalog.rs)",
                     kernel.file
                 ),
             });

@@ -23,7 +23,7 @@ pub use pool::MemoryStats;
 #[cfg(all(feature = "mpi", not(target_arch = "wasm32")))]
 pub(crate) use recorder::PendingRead;
 pub(crate) use recorder::{Bind, PARAMS_WORDS, grid};
-pub(crate) use shader::{Kernel, Variant};
+pub(crate) use shader::{Kernel, Variant, register_kernels};
 pub use shader::{all_shader_variants, kernel_files, shader_files};
 
 /// Threads per workgroup of the 1-D kernels.

@@ -1,20 +1,39 @@
 //! WGSL sources: the embedded `shaders/` files, the `#include` / `{{KEY}}` template
-//! expansion, and the registry of every kernel (for validation and tooling).
+//! expansion, and the list of every kernel (for validation and tooling): the runtime's own
+//! and those the op families register ([`register_kernels`], from the op registry's catalog).
+
+use std::sync::OnceLock;
 
 use crate::{Error, Result};
 
 include!(concat!(env!("OUT_DIR"), "/shader_files.rs"));
-include!(concat!(env!("OUT_DIR"), "/kernel_registry.rs"));
+
+/// The runtime's own kernels.
+static RUNTIME_KERNELS: &[&Kernel] = &[&super::index_check::NAN_CHECK, &super::recorder::COPY_WORDS];
+
+/// Every kernel: the runtime's, then the families' once registered.
+static KERNELS: OnceLock<Vec<&'static Kernel>> = OnceLock::new();
+
+/// Registers the op families' kernels (once; the op registry does it when it is first
+/// built, before any op runs).
+pub(crate) fn register_kernels(families: &[&'static [&'static Kernel]]) {
+    KERNELS.get_or_init(|| {
+        RUNTIME_KERNELS.iter().copied().chain(families.iter().flat_map(|f| f.iter().copied())).collect()
+    });
+}
+
+fn kernels() -> &'static [&'static Kernel] {
+    KERNELS.get().map_or(RUNTIME_KERNELS, |k| k.as_slice())
+}
 
 /// One substitution set for a template: `(KEY, value)` pairs replacing `{{KEY}}`.
 pub(crate) type Variant = Vec<(&'static str, String)>;
 
 /// A WGSL template file plus every substitution set an op may instantiate it with, each
 /// named by a small integer key the op computes from its parameters (so a dispatch looks its
-/// pipeline up by `(kernel, key, entry)` without building any string). Declaring one as
-/// `pub(crate) static NAME: Kernel = ...` anywhere under `src/` registers it (build.rs
-/// collects them), so the validation test covers it; a dispatch of an unregistered kernel is
-/// an error.
+/// pipeline up by `(kernel, key, entry)` without building any string). A family lists its
+/// kernels beside its ops (`static KERNELS`), so the validation test covers each; a dispatch
+/// of a kernel no family lists is an error.
 pub(crate) struct Kernel {
     /// Path below `shaders/`.
     pub file: &'static str,
@@ -35,9 +54,9 @@ impl Kernel {
         expand(self.file, &(self.variant)(key))
     }
 
-    /// True when build.rs registered this kernel.
+    /// True when this kernel is the runtime's or a registered family's.
     pub fn is_registered(&self) -> bool {
-        KERNELS.iter().any(|k| std::ptr::eq(*k, self))
+        kernels().iter().any(|k| std::ptr::eq(*k, self))
     }
 }
 
@@ -92,7 +111,7 @@ fn include_into(name: &str, out: &mut String, included: &mut Vec<String>) -> Res
 /// leave their output's binding out). Used by the shader-validation tests.
 pub fn all_shader_variants() -> Result<Vec<(String, String)>> {
     let mut out = Vec::new();
-    for k in KERNELS {
+    for k in kernels() {
         for key in (k.keys)() {
             let source = k.source(key)?;
             for i in super::in_place::input_bindings(&source) {
@@ -113,5 +132,5 @@ pub fn shader_files() -> Vec<&'static str> {
 
 /// The kernels' files, so a test can check that every file is used by some kernel.
 pub fn kernel_files() -> Vec<&'static str> {
-    KERNELS.iter().map(|k| k.file).collect()
+    kernels().iter().map(|k| k.file).collect()
 }

@@ -675,3 +675,6 @@ impl Tensor {
         minimum_scalar => minimum;
     }
 }
+
+/// This family's GPU kernels (the shader tests instantiate every variant of each).
+pub(crate) static KERNELS: &[&crate::backend::gpu::Kernel] = &[&BINARY, &BINARY_VEC4];

@@ -167,3 +167,6 @@ impl Tensor {
 
 /// This family's entries in the op registry.
 pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] = &[&CAST_OP];
+
+/// This family's GPU kernels (the shader tests instantiate every variant of each).
+pub(crate) static KERNELS: &[&crate::backend::gpu::Kernel] = &[&CAST];

@@ -701,3 +701,6 @@ impl Tensor {
         crate::zeros_like(self)
     }
 }
+
+/// This family's GPU kernels (the shader tests instantiate every variant of each).
+pub(crate) static KERNELS: &[&crate::backend::gpu::Kernel] = &[&UNARY, &UNARY_VEC4];

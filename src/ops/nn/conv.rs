@@ -672,3 +672,6 @@ fn split_count(ctx: &GpuContext, product: Product, workgroups: usize, k: usize, 
 /// This family's entries in the op registry.
 pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] =
     &[&CONV2D_OP, &CONV2D_PRODUCT, &CONV2D_GRAD_INPUT, &CONV2D_GRAD_WEIGHT];
+
+/// This family's GPU kernels (the shader tests instantiate every variant of each).
+pub(crate) static KERNELS: &[&crate::backend::gpu::Kernel] = &[&CONV2D];

@@ -285,3 +285,6 @@ fn empty_like(d: &CpuData) -> CpuData {
 /// This family's entries in the op registry.
 pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] =
     &[&CROSS_ENTROPY_WITH_SOFTMAX_OP, &CROSS_ENTROPY_WITH_SOFTMAX_GRAD_OP];
+
+/// This family's GPU kernels (the shader tests instantiate every variant of each).
+pub(crate) static KERNELS: &[&crate::backend::gpu::Kernel] = &[&CROSS_ENTROPY];

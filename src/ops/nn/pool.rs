@@ -509,3 +509,6 @@ pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] = &[
     &POOL2D_MAX_GRAD,
     &POOL2D_GATHER,
 ];
+
+/// This family's GPU kernels (the shader tests instantiate every variant of each).
+pub(crate) static KERNELS: &[&crate::backend::gpu::Kernel] = &[&POOL2D];

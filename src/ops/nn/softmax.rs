@@ -227,3 +227,6 @@ impl Tensor {
 /// This family's entries in the op registry.
 pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] =
     &[&SOFTMAX_OP, &LOG_SOFTMAX_OP, &SOFTMAX_GRAD_OP, &LOG_SOFTMAX_GRAD_OP];
+
+/// This family's GPU kernels (the shader tests instantiate every variant of each).
+pub(crate) static KERNELS: &[&crate::backend::gpu::Kernel] = &[&SOFTMAX, &SOFTMAX_GRAD];

@@ -97,3 +97,6 @@ impl UpdateRule for LambKind {
 
 /// This family's entries in the op registry.
 pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] = &[&LAMB];
+
+/// This family's GPU kernels (the shader tests instantiate every variant of each).
+pub(crate) static KERNELS: &[&crate::backend::gpu::Kernel] = &[&LAMB_KERNEL];

@@ -60,3 +60,6 @@ impl UpdateRule for MomentumKind {
 
 /// This family's entries in the op registry.
 pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] = &[&MOMENTUM, &MERGED_MOMENTUM];
+
+/// This family's GPU kernels (the shader tests instantiate every variant of each).
+pub(crate) static KERNELS: &[&crate::backend::gpu::Kernel] = &[&MOMENTUM_KERNEL];

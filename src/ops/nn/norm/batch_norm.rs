@@ -511,3 +511,7 @@ fn bn_backward_ops(
 /// This family's entries in the op registry.
 pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] =
     &[&BATCH_NORM_STATS, &BATCH_NORM_OP, &BATCH_NORM_GRAD_OP];
+
+/// This family's GPU kernels (the shader tests instantiate every variant of each).
+pub(crate) static KERNELS: &[&crate::backend::gpu::Kernel] =
+    &[&BATCH_NORM, &BATCH_NORM_APPLY, &BATCH_NORM_GRAD, &BATCH_NORM_DX];
