@@ -18,7 +18,7 @@ pub fn kernel_files() -> Vec<&'static str> {
     crate::backend::gpu::kernel_files()
 }
 pub use crate::ops::fused::fused_kernel_source;
-pub use crate::ops::matmul_epilogue::matmul_epilogue_source;
-pub use crate::ops::nn::conv_epilogue::conv2d_epilogue_source;
+pub use crate::ops::matmul::epilogue::matmul_epilogue_source;
+pub use crate::ops::nn::conv::epilogue::conv2d_epilogue_source;
 pub use crate::ops::reduce_prologue::reduce_prologue_source;
 pub use crate::ops::update::merged_kernel_files;

@@ -28,7 +28,6 @@ mod inplace;
 pub(crate) mod linalg;
 pub(crate) mod logic;
 pub(crate) mod matmul;
-pub(crate) mod matmul_epilogue;
 pub(crate) mod nn;
 pub(crate) mod overload;
 pub(crate) mod random;

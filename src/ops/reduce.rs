@@ -684,20 +684,6 @@ pub fn sums(xs: &[Tensor]) -> Result<Tensor> {
     add_n(xs)
 }
 
-/// Sums a broadcast gradient back to `shape` (the inverse of broadcasting).
-pub(crate) fn sum_to_shape(g: &Tensor, shape: &[usize]) -> Result<Tensor> {
-    if g.shape() == shape {
-        return Ok(g.clone());
-    }
-    let lead = g.ndim() - shape.len();
-    let axes: Vec<isize> = (0..g.ndim())
-        .filter(|&i| i < lead || (shape[i - lead] == 1 && g.shape()[i] != 1))
-        .map(|i| i as isize)
-        .collect();
-    let s = if axes.is_empty() { g.clone() } else { sum(g, &axes, true)? };
-    crate::reshape(&s, &crate::shape::reshape_target(shape))
-}
-
 impl Tensor {
     /// `sum` as a method (`&[]` for all axes).
     pub fn sum(&self, axis: &[isize], keepdim: bool) -> Result<Tensor> {

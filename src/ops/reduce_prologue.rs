@@ -6,10 +6,10 @@
 //! at its own index). When a run's inputs broadcast after all (a batch of 1 against one of
 //! n), the op computes the chain into a temporary first; the CPU always does.
 
-use super::epilogue::{EPILOGUE_EXTRAS, EPILOGUE_NODES, Epilogue};
-use super::fused::Chain;
 use super::reduce::{PROLOGUES, ReduceAttrs, ReduceOp, ReducePlan, reduce_entry};
 use crate::backend::cpu::CpuData;
+use crate::ops::epilogue::{EPILOGUE_EXTRAS, EPILOGUE_NODES, Epilogue};
+use crate::ops::fused::Chain;
 use crate::ops::registry::op::{CpuCall, GpuCall, Op};
 use crate::ops::registry::registry_entry;
 use crate::tensor::TensorMeta;

@@ -2,7 +2,7 @@
 //! exclusive, forwards or reversed, and `cumprod`'s gradient, which needs no division (so
 //! zeros in the input give exact gradients).
 
-use crate::backend::cpu::conv::WinFloat;
+use crate::backend::cpu::WinFloat;
 use crate::backend::cpu::{CpuData, float_kernel};
 use crate::backend::gpu::{Bind, Kernel, Variant};
 use crate::ops::registry::apply::apply1;

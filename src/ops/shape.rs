@@ -268,7 +268,7 @@ gather_op!(
     /// `paddle.broadcast_to` (numpy rules), copying.
     BROADCAST_TO: BroadcastToOp = "broadcast_to", BroadcastAttrs,
     infer: |x, a| broadcast_view(x, &a.shape),
-    backward: |g, a| super::reduce::sum_to_shape(g.g(), g.x(0).shape())
+    backward: |g, a| sum_to_shape(g.g(), g.x(0).shape())
 );
 
 registry_entry!(
@@ -297,7 +297,7 @@ impl Op for ExpandAsOp {
     }
 
     fn backward(&self, g: &GradCall<'_>, _: &(), _: &View) -> Result<Vec<Option<Tensor>>> {
-        Ok(vec![g.grad_if(0, || super::reduce::sum_to_shape(g.g(), g.x(0).shape()))?, None])
+        Ok(vec![g.grad_if(0, || sum_to_shape(g.g(), g.x(0).shape()))?, None])
     }
 
     fn facts(&self) -> Facts {
@@ -920,3 +920,17 @@ pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] = &[
     &CONCAT,
     &PAD,
 ];
+
+/// Sums a broadcast gradient back to `shape` (the inverse of broadcasting).
+pub(crate) fn sum_to_shape(g: &Tensor, shape: &[usize]) -> Result<Tensor> {
+    if g.shape() == shape {
+        return Ok(g.clone());
+    }
+    let lead = g.ndim() - shape.len();
+    let axes: Vec<isize> = (0..g.ndim())
+        .filter(|&i| i < lead || (shape[i - lead] == 1 && g.shape()[i] != 1))
+        .map(|i| i as isize)
+        .collect();
+    let s = if axes.is_empty() { g.clone() } else { crate::ops::reduce::sum(g, &axes, true)? };
+    reshape(&s, &crate::shape::reshape_target(shape))
+}

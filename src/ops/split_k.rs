@@ -25,7 +25,7 @@ const MAX_PARTIAL_FLOATS: usize = 1 << 24;
 /// Workgroups a split product aims for: `DYGRAPH_SPLIT_K=<workgroups>` (read once, `0` for
 /// no split), else `SPLIT_TARGET` on a hardware GPU and none on a software adapter, whose
 /// few CPU cores gain nothing from more workgroups. (The software adapters' own matmul
-/// entries split by their own rule, to give each core a workgroup: `ops/matmul.rs`.)
+/// entries split by their own rule, to give each core a workgroup: `ops/matmul/mod.rs`.)
 pub(crate) fn target(ctx: &GpuContext) -> usize {
     static FORCED: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
     let forced = FORCED.get_or_init(|| std::env::var("DYGRAPH_SPLIT_K").ok().and_then(|v| v.trim().parse().ok()));

@@ -1,13 +1,15 @@
-//! The CPU backend: typed host vectors and the reference kernels. Every GPU kernel is
-//! tested against these.
+//! The CPU backend's shared primitives: typed host vectors, the strided elementwise
+//! walkers, GEMM wrappers, the worker pool and the scratch heap. Each op family's CPU
+//! kernel (the reference every GPU kernel is tested against) lives in the family's folder.
 
-pub(crate) mod conv;
 pub(crate) mod elementwise;
+mod float;
 pub(crate) mod heap;
 pub(crate) mod matmul;
-pub(crate) mod pool;
 pub(crate) mod reduce;
 pub(crate) mod workers;
+
+pub(crate) use float::WinFloat;
 
 pub(crate) use workers::{par_blocks_new, par_chunks_new};
 

@@ -256,7 +256,7 @@ mod tests {
     /// whose filter chunks are partly empty (20 images), and padding with stride 2.
     #[test]
     fn conv_results_ignore_stale_scratch() {
-        use super::super::conv::{ConvGeom, conv2d_backward_data, conv2d_backward_filter, conv2d_forward};
+        use crate::ops::nn::conv::cpu::{ConvGeom, conv2d_backward_data, conv2d_backward_filter, conv2d_forward};
         let poison = |v: f32| {
             let fill = move || f32::cache().with(|c| *c.borrow_mut() = vec![v; 1 << 20]);
             rayon::broadcast(|_| fill());

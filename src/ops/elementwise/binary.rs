@@ -209,7 +209,7 @@ impl Op for BinaryDef {
         let (a, b, y, dy) = (g.x(0), g.x(1), g.y(0)?, g.g());
         let one = |i: usize, f: Option<GradFn>, like: &Tensor| -> Result<Option<Tensor>> {
             match f {
-                Some(f) if g.needs(i) => Ok(Some(crate::ops::reduce::sum_to_shape(&f(a, b, &y, dy)?, like.shape())?)),
+                Some(f) if g.needs(i) => Ok(Some(crate::ops::shape::sum_to_shape(&f(a, b, &y, dy)?, like.shape())?)),
                 _ => Ok(None),
             }
         };

@@ -75,7 +75,7 @@ impl Op for WhereOp {
     fn backward(&self, g: &GradCall<'_>, _: &(), _: &WherePlan) -> Result<Vec<Option<Tensor>>> {
         let (c, dy) = (g.x(0), g.g());
         let zero = || dy.zeros_like();
-        let sum_to = |t: Tensor, like: &Tensor| crate::ops::reduce::sum_to_shape(&t, like.shape());
+        let sum_to = |t: Tensor, like: &Tensor| crate::ops::shape::sum_to_shape(&t, like.shape());
         Ok(vec![
             None,
             g.grad_if(1, || sum_to(where_(c, dy, &zero()?)?, g.x(1)))?,

@@ -299,7 +299,7 @@ pub fn conv2d_transpose(
             .ok_or_else(|| Error::shape(OP, format!("padding {p} leaves no output for input {xs:?} and kernel {ws:?}")))
     };
     let (oh, ow) = (out(0)?, out(1)?);
-    let geom = crate::backend::cpu::conv::ConvGeom {
+    let geom = crate::ops::nn::conv::cpu::ConvGeom {
         n: 0,
         c: ws[1] * groups,
         h: oh,

@@ -2,8 +2,6 @@
 
 pub(crate) mod compose;
 pub(crate) mod conv;
-mod conv_block;
-pub(crate) mod conv_epilogue;
 pub(crate) mod cross_entropy;
 pub(crate) mod dropout;
 pub(crate) mod norm;

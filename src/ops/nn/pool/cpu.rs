@@ -1,8 +1,8 @@
 //! CPU 2-D pooling (NCHW, every `h × w` plane independent): max (with argmax indices) and
 //! average, fixed-window or adaptive, and their backward passes. Parallel over planes.
 
-use super::conv::WinFloat;
-use super::workers::{build_chunk_pairs, zeroed_items};
+use crate::backend::cpu::WinFloat;
+use crate::backend::cpu::workers::{build_chunk_pairs, zeroed_items};
 
 /// Geometry of one pooling: `n · c` input planes of `h × w`, output planes `oh × ow`.
 /// Fixed windows are `kh × kw` moved by `(sh, sw)` from `(-pt, -pl)` and clipped to the

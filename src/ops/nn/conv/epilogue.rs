@@ -6,10 +6,10 @@
 //! broadcast to its shape. On the CPU the convolution and the chain run one after the
 //! other, exactly as unfused.
 
-use super::conv::{CONV2D_OP, Conv2dOptions, forward_cpu, forward_gpu};
-use super::window::{Padding, Pair};
+use super::super::window::{Padding, Pair};
+use super::cpu::ConvGeom;
+use super::{CONV2D_OP, Conv2dOptions, forward_cpu, forward_gpu};
 use crate::backend::cpu::CpuData;
-use crate::backend::cpu::conv::ConvGeom;
 use crate::ops::epilogue::{EPILOGUE_EXTRAS, EPILOGUE_NODES, Epilogue, EpilogueTable, epilogue_strides};
 use crate::ops::fused::Chain;
 use crate::ops::registry::op::{CpuCall, GpuCall, Op};
@@ -118,7 +118,7 @@ impl Op for Conv2dEpilogueOp {
 /// with this `program` attribute runs (for validation and tools).
 pub fn conv2d_epilogue_source(program: &str) -> Result<String> {
     let number = EPILOGUES.intern(&Chain::parse(OP, program)?);
-    super::conv::CONV2D.source(1 + super::conv::EPILOGUE_STEP * number)
+    super::CONV2D.source(1 + super::EPILOGUE_STEP * number)
 }
 
 /// This family's entries in the op registry.

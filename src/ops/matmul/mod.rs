@@ -2,6 +2,8 @@
 //! broadcast batch dimensions and `transpose_x` / `transpose_y` (one registry entry); and
 //! the compositions `linear` and `dot`.
 
+pub(crate) mod epilogue;
+
 use crate::backend::cpu::CpuData;
 use crate::backend::cpu::float_kernel;
 use crate::backend::cpu::matmul::{MatView, batched_matmul};
@@ -19,9 +21,8 @@ use crate::tensor::TensorMeta;
 use crate::{Error, Result, Tensor};
 
 /// Variant 0 stores the product; the others apply an interned epilogue
-/// (`ops/matmul_epilogue.rs`).
-pub(crate) static MATMUL: Kernel =
-    Kernel { file: "matmul.wgsl", keys: super::matmul_epilogue::keys, variant: super::matmul_epilogue::variant };
+/// (`epilogue.rs` of this folder).
+pub(crate) static MATMUL: Kernel = Kernel { file: "matmul.wgsl", keys: epilogue::keys, variant: epilogue::variant };
 
 /// `matmul`'s attributes.
 #[derive(Clone, Debug, PartialEq, dygraph_derive::Attrs)]
@@ -119,11 +120,7 @@ impl Op for MatmulOp {
     }
 
     fn facts(&self) -> Facts {
-        let host = EpilogueHost {
-            fused: &super::matmul_epilogue::MATMUL_EPILOGUE,
-            inputs: (2, 2),
-            fits: super::matmul_epilogue::fits,
-        };
+        let host = EpilogueHost { fused: &epilogue::MATMUL_EPILOGUE, inputs: (2, 2), fits: epilogue::fits };
         Facts { epilogue: Some(host), ..Facts::NONE }
     }
 
@@ -132,7 +129,7 @@ impl Op for MatmulOp {
         let (x, y) = (crate::reshape(g.x(0), &dims(&p.x2))?, crate::reshape(g.x(1), &dims(&p.y2))?);
         let dy = crate::reshape(g.g(), &dims(&p.out2))?;
         let back = |t: Tensor, promoted: &[usize], orig: &Tensor| -> Result<Tensor> {
-            crate::reshape(&crate::ops::reduce::sum_to_shape(&t, promoted)?, &dims(orig.shape()))
+            crate::reshape(&crate::ops::shape::sum_to_shape(&t, promoted)?, &dims(orig.shape()))
         };
         let gx = || {
             let t = match (p.tx, p.ty) {

@@ -6,18 +6,21 @@
 //! gradients of any order exist:
 //! `d D(g, w) · h = (F(h, w), W(h, g))` and `d W(x, g) · h = (D(g, h), F(x, h))`.
 //!
-//! CPU: im2col + GEMM (`backend/cpu/conv.rs`). GPU: one implicit-GEMM template
+//! CPU: im2col + GEMM (`cpu.rs` of this folder). GPU: one implicit-GEMM template
 //! (`shaders/conv2d.wgsl`) instantiated for the three products, im2col never materialised:
 //! a tiled entry (64-column tiles, K staged through workgroup memory) and a barrier-free
 //! entry of small per-invocation blocks for software adapters and thin problems (see
 //! `entry`). The weight gradient splits its long reduction (n·oh·ow) over workgroups, each
 //! writing a partial slice that is then summed in a fixed order: deterministic, no atomics.
 
+mod block;
+pub(crate) mod cpu;
+pub(crate) mod epilogue;
+
 use crate::ops::registry::{EpilogueHost, Facts};
 use std::sync::OnceLock;
 
 use crate::backend::cpu::CpuData;
-use crate::backend::cpu::conv::{self as cpu, ConvGeom};
 use crate::backend::cpu::float_kernel;
 use crate::backend::gpu::{Bind, GpuBuffer, GpuContext, Kernel, Variant, grid};
 use crate::ops::epilogue::Epilogue;
@@ -27,9 +30,10 @@ use crate::ops::registry::{op_header, registry_entry};
 use crate::ops::split_k;
 use crate::tensor::TensorMeta;
 use crate::{DType, Error, Result, Scalar, Tensor};
+use cpu::ConvGeom;
 
-use super::conv_block::{VECTOR_ROWS, WIDE_ROWS, vector_rows, wide_rows};
 use super::window::{Padding, Pair, check_nchw, check_positive};
+use block::{VECTOR_ROWS, WIDE_ROWS, vector_rows, wide_rows};
 
 /// Variant keys: `product·32 + cols/8·16 + rm` ([`conv_key`]), plus [`STRIDED`] for an input
 /// gradient whose stride is not 1 (for the columns' `col2im`, or whose dilation is not 1),
@@ -47,7 +51,7 @@ pub(crate) static CONV2D: Kernel = Kernel {
         v.extend(block_keys(Product::BwdData).into_iter().chain(columns).map(|key| key + STRIDED));
         let vector = VECTOR_ROWS.map(|rm| conv_key(Product::BwdCols, rm as u32, 8) + VECTOR);
         v.extend(vector.into_iter().chain(vector.map(|key| key + STRIDED)));
-        for number in super::conv_epilogue::EPILOGUES.numbers().into_iter().skip(1) {
+        for number in epilogue::EPILOGUES.numbers().into_iter().skip(1) {
             v.extend(block_keys(Product::Fwd).into_iter().map(|key| key + EPILOGUE_STEP * number));
         }
         v
@@ -58,7 +62,7 @@ pub(crate) static CONV2D: Kernel = Kernel {
         let cols = if base % 32 >= 16 { 8 } else { 4 };
         let (strided, vector) = ((key / STRIDED) % 2 == 1, (key / VECTOR) % 2 == 1);
         let mut v = variant(product, base % 16, cols, strided, vector);
-        v.extend(super::conv_epilogue::EPILOGUES.variant(key / EPILOGUE_STEP));
+        v.extend(epilogue::EPILOGUES.variant(key / EPILOGUE_STEP));
         v
     },
 };
@@ -176,9 +180,9 @@ impl Op for Conv2dOp {
 
     fn facts(&self) -> Facts {
         let host = EpilogueHost {
-            fused: &super::conv_epilogue::CONV2D_EPILOGUE,
+            fused: &epilogue::CONV2D_EPILOGUE,
             inputs: (2, 3),
-            fits: crate::ops::matmul_epilogue::fits,
+            fits: crate::ops::matmul::epilogue::fits,
         };
         Facts { epilogue: Some(host), ..Facts::NONE }
     }
@@ -219,7 +223,7 @@ impl ConvProductOp {
         }
     }
 
-    fn cpu_product<T: cpu::WinFloat>(&self, a: &[T], b: &[T], g: &ConvGeom) -> Vec<T> {
+    fn cpu_product<T: crate::backend::cpu::WinFloat>(&self, a: &[T], b: &[T], g: &ConvGeom) -> Vec<T> {
         match self.mode {
             Mode::Fwd => cpu::conv2d_forward(a, b, None, g),
             Mode::BwdData => cpu::conv2d_backward_data(a, b, g),
@@ -467,11 +471,11 @@ fn variant(product: Product, rm: u32, cols: u32, strided: bool, vector: bool) ->
         ("ACC", (4 * rm).to_string()),
         ("COLS", cols.to_string()),
     ];
-    v.push(("OPERANDS", super::conv_block::operands(vector)));
+    v.push(("OPERANDS", block::operands(vector)));
     v.extend(if vector {
-        super::conv_block::vector_block_lines(product.name(), rm)
+        block::vector_block_lines(product.name(), rm)
     } else {
-        super::conv_block::block_lines(product.name(), rm, cols)
+        block::block_lines(product.name(), rm, cols)
     });
     v
 }

@@ -5,11 +5,10 @@
 //! it handles); a batch of one lets `gemm` use the cores instead. The filter gradient sums
 //! per-chunk partials in a fixed chunk order, so results do not depend on the thread count.
 
-use std::ops::{Add, AddAssign, Mul};
-
 use gemm::Parallelism;
 
-use super::workers::{CachedScratch, par_chunks_new, zeroed_items};
+use crate::backend::cpu::WinFloat;
+use crate::backend::cpu::workers::{par_chunks_new, zeroed_items};
 
 /// The geometry of one convolution: input `[n, c, h, w]`, weight `[oc, c / groups, kh, kw]`,
 /// output `[n, oc, oh, ow]`, stride, top/left padding, dilation and groups.
@@ -64,46 +63,6 @@ impl ConvGeom {
         [self.n, self.oc, self.oh, self.ow]
     }
 }
-
-/// The float types the CPU window kernels run in (f32, and f64 for gradchecks).
-pub(crate) trait WinFloat:
-    Copy
-    + Send
-    + Sync
-    + Default
-    + PartialOrd
-    + Add<Output = Self>
-    + Mul<Output = Self>
-    + AddAssign
-    + CachedScratch
-    + 'static
-{
-    const ZERO: Self;
-    const ONE: Self;
-    fn from_usize(v: usize) -> Self;
-    fn div(self, d: Self) -> Self;
-    fn is_nan(self) -> bool;
-}
-
-macro_rules! win_float {
-    ($t:ty) => {
-        impl WinFloat for $t {
-            const ZERO: Self = 0.0;
-            const ONE: Self = 1.0;
-            fn from_usize(v: usize) -> Self {
-                v as $t
-            }
-            fn div(self, d: Self) -> Self {
-                self / d
-            }
-            fn is_nan(self) -> bool {
-                <$t>::is_nan(self)
-            }
-        }
-    };
-}
-win_float!(f32);
-win_float!(f64);
 
 /// `dst (m×n, row stride dst_rs) [+]= a (m×k) · b (k×n)`, operands given by
 /// (pointer, row stride, column stride).

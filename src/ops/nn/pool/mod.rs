@@ -16,9 +16,10 @@
 //! (and vice versa); the max-pool backward (scatter to the argmax) and a plane gather at
 //! the argmax are each other's transposes.
 
+pub(crate) mod cpu;
+
 use crate::backend::cpu::CpuData;
 use crate::backend::cpu::float_kernel;
-use crate::backend::cpu::pool::{self as cpu, PoolGeom};
 use crate::backend::gpu::{Bind, Kernel};
 use crate::ops::registry::apply::{apply, apply1};
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
@@ -26,6 +27,7 @@ use crate::ops::registry::op_header;
 use crate::ops::registry::{Commute, Facts};
 use crate::tensor::TensorMeta;
 use crate::{DType, Error, Result, Tensor};
+use cpu::PoolGeom;
 
 use super::window::{Padding, Pair, check_nchw, check_positive};
 

@@ -6,11 +6,11 @@
 //! extra inputs broadcast to the product's shape. On the CPU the product and the chain run
 //! one after the other, exactly as unfused.
 
-use super::epilogue::{EPILOGUE_EXTRAS, EPILOGUE_NODES, EPILOGUE_RANK, Epilogue, EpilogueTable, epilogue_strides};
-use super::fused::Chain;
-use super::matmul::{MATMUL_OP, MatmulAttrs, MatmulPlan, product_cpu, product_gpu};
+use super::{MATMUL_OP, MatmulAttrs, MatmulPlan, product_cpu, product_gpu};
 use crate::backend::cpu::CpuData;
 use crate::backend::gpu::Variant;
+use crate::ops::epilogue::{EPILOGUE_EXTRAS, EPILOGUE_NODES, EPILOGUE_RANK, Epilogue, EpilogueTable, epilogue_strides};
+use crate::ops::fused::Chain;
 use crate::ops::registry::op::{CpuCall, GpuCall, Op};
 use crate::ops::registry::registry_entry;
 use crate::tensor::TensorMeta;
@@ -119,7 +119,7 @@ impl Op for MatmulEpilogueOp {
 /// The expanded WGSL of the kernel a `matmul_epilogue` op with this `program` attribute
 /// runs (for validation and tools).
 pub fn matmul_epilogue_source(program: &str) -> Result<String> {
-    super::matmul::MATMUL.source(EPILOGUES.intern(&Chain::parse(OP, program)?))
+    super::MATMUL.source(EPILOGUES.intern(&Chain::parse(OP, program)?))
 }
 
 /// This family's entries in the op registry.
