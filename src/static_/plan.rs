@@ -47,7 +47,7 @@ pub(super) struct PlanKey {
 
 /// A cached plan, or why the program runs interpreted.
 pub(super) enum PlanSlot {
-    Ready(Arc<Mutex<Plan>>),
+    Ready(Arc<Mutex<ReplayPlan>>),
     Interpreted(String),
 }
 
@@ -93,7 +93,7 @@ enum Segment {
 }
 
 /// One program's prepared run on one GPU.
-pub(super) struct Plan {
+pub(super) struct ReplayPlan {
     ctx: Arc<GpuContext>,
     pool: Arc<Mutex<PrivatePool>>,
     feeds: Vec<Feed>,
@@ -106,7 +106,7 @@ pub(super) struct Plan {
     pub info: PlanInfo,
 }
 
-impl Drop for Plan {
+impl Drop for ReplayPlan {
     fn drop(&mut self) {
         // Every tensor of the plan gives its buffer back to the private pool first.
         self.segments.clear();
@@ -117,7 +117,7 @@ impl Drop for Plan {
     }
 }
 
-impl Plan {
+impl ReplayPlan {
     /// Copies of the fetched values (the plan's own buffers are overwritten by the next run).
     pub fn fetch_copies(&self) -> Result<Vec<Tensor>> {
         self.fetch.iter().map(|t| t.clone_data()).collect()
@@ -160,7 +160,7 @@ fn buffer_id(t: &Tensor) -> Option<u64> {
 /// What a capturing run gives.
 pub(super) enum PlanOutcome {
     /// The run's results are the plan's fetches.
-    Plan(Plan),
+    Plan(ReplayPlan),
     /// The run completed, but the program cannot be replayed, for this reason.
     Interpreted(String),
     /// Another thread is capturing on this device: nothing ran.
@@ -366,7 +366,7 @@ pub(super) fn capture(
     let info = PlanInfo { buffer_bytes: crate::backend::gpu::lock(&pool).bytes(), ..info };
     close.kept = true;
     drop(close);
-    Ok(PlanOutcome::Plan(Plan {
+    Ok(PlanOutcome::Plan(ReplayPlan {
         ctx: ctx.clone(),
         pool,
         feeds,
@@ -379,7 +379,7 @@ pub(super) fn capture(
 }
 
 /// A later run: feeds in, the prepared commands, fetches out.
-pub(super) fn replay(plan: &Plan, run: &Run<'_>, env: &[Option<Tensor>]) -> Result<Option<Vec<Tensor>>> {
+pub(super) fn replay(plan: &ReplayPlan, run: &Run<'_>, env: &[Option<Tensor>]) -> Result<Option<Vec<Tensor>>> {
     let scope = run.scope();
     for (name, p) in &plan.persist {
         match scope.var(name) {

@@ -16,9 +16,10 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
 
+use super::MAX_PENDING;
 use super::context::{Access, GpuContext, Pipeline, lock};
 use super::profile::KernelLabel;
-use super::recorder::{FLAG_BUFFER_ID, MAX_PENDING, PARAMS_WINDOW};
+use super::recorder::{FLAG_BUFFER_ID, PARAMS_WINDOW};
 use super::shader::Kernel;
 use crate::{Error, Result};
 

@@ -39,7 +39,7 @@ pub(crate) struct GpuContext {
     pub limits: wgpu::Limits,
     pub(crate) recorder: Mutex<Recorder>,
     pub(crate) pool: Mutex<BufferPool>,
-    pub(crate) index_flag: Mutex<super::index_check::IndexFlag>,
+    pub(crate) error_flag: Mutex<super::error_flag::ErrorFlag>,
     pipelines: Mutex<HashMap<PipelineKey, Arc<Pipeline>>>,
     /// The open plan capture, if any (see `capture.rs`), and a flag read without locking.
     pub(super) capture: Mutex<Option<super::capture::CaptureState>>,
@@ -334,7 +334,7 @@ impl GpuContext {
             usage: wgpu::BufferUsages::STORAGE,
             mapped_at_creation: false,
         });
-        let index_flag = Mutex::new(super::index_check::IndexFlag::new(&device));
+        let error_flag = Mutex::new(super::error_flag::ErrorFlag::new(&device));
         Ok(GpuContext {
             index,
             device,
@@ -343,7 +343,7 @@ impl GpuContext {
             limits,
             recorder: Mutex::new(recorder),
             pool: Mutex::new(BufferPool::default()),
-            index_flag,
+            error_flag,
             pipelines: Mutex::default(),
             capture: Mutex::new(None),
             capturing: Default::default(),
@@ -677,6 +677,70 @@ pub(crate) struct GpuBuffer {
 fn next_buffer_id() -> u64 {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(16);
     NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The device's error flag (`error_flag.rs`): codes for the kernels that bind it, and the
+/// error its words hold at a readback.
+impl GpuContext {
+    /// The flag buffer for a kernel of `op` that checks its indices, and `op`'s code.
+    pub fn index_flag(&self, op: &'static str) -> (u32, wgpu::Buffer) {
+        lock(&self.error_flag).index_code(op)
+    }
+
+    /// The flag buffer and code for the deferred NaN/Inf check of what `op` wrote (`what`:
+    /// "output 0", ...) of `shape` and `dtype`: reported by the next readback.
+    pub(crate) fn non_finite_flag(
+        &self,
+        op: String,
+        what: &str,
+        shape: &[usize],
+        dtype: crate::DType,
+    ) -> (u32, wgpu::Buffer) {
+        lock(&self.error_flag).non_finite_code(op, what, shape, dtype)
+    }
+
+    /// Notes that a checking kernel was recorded (a replayed plan's).
+    pub(super) fn arm_index_flag(&self) {
+        lock(&self.error_flag).arm();
+    }
+
+    /// The flag buffer when a checking kernel ran since it was last read (and disarms it).
+    pub(super) fn take_index_flag(&self) -> Option<wgpu::Buffer> {
+        lock(&self.error_flag).take()
+    }
+
+    /// The error recorded in the flag's `words`, if any.
+    pub(super) fn index_error(&self, words: &[u8]) -> Result<()> {
+        lock(&self.error_flag).error(words)
+    }
+}
+
+/// Kernel timing (`profile.rs`), for `dygraph::profiler`.
+impl GpuContext {
+    /// Turns kernel timing on, after finishing the work recorded so far (so none of it is
+    /// counted); an error when a profiler is already on for this device.
+    pub(crate) fn start_profiling(&self) -> Result<()> {
+        self.sync()?;
+        let mut rec = lock(&self.recorder);
+        if rec.profiling.is_some() {
+            return Err(Error::invalid("profiler", format!("a profiler is already on for gpu:{}", self.index)));
+        }
+        rec.profiling = Some(super::profile::Profiling::new(
+            &self.device,
+            &self.queue,
+            &format!("{} ({:?})", self.info.name, self.info.backend),
+        )?);
+        Ok(())
+    }
+
+    /// Finishes the recorded work and turns kernel timing off: each kernel's calls and
+    /// device time, in the order the kernels first ran.
+    pub(crate) fn stop_profiling(&self) -> Result<Vec<(super::profile::KernelLabel, super::profile::KernelTotal)>> {
+        let flushed = self.sync();
+        let taken = lock(&self.recorder).profiling.take();
+        flushed?;
+        Ok(taken.map(|p| p.totals).unwrap_or_default())
+    }
 }
 
 impl GpuBuffer {

@@ -3,8 +3,8 @@
 
 mod capture;
 mod context;
+mod error_flag;
 mod in_place;
-mod index_check;
 mod pool;
 mod profile;
 mod recorder;
@@ -28,6 +28,10 @@ pub use shader::{all_shader_variants, kernel_files, shader_files};
 
 /// Threads per workgroup of the 1-D kernels.
 pub(crate) const WORKGROUP: u32 = 256;
+
+/// Eager dispatches recorded before the batch is submitted anyway (a replayed tape goes in
+/// whole, after any pending work past this bound).
+pub(crate) const MAX_PENDING: u32 = 512;
 
 /// Elements each invocation of a row kernel's `rows_cached` entry holds in registers
 /// (`{{CACHED}}` in the shaders): rows up to `ROW_CACHE × WORKGROUP` take that entry.

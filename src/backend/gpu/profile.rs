@@ -9,8 +9,7 @@
 
 use std::collections::HashMap;
 
-use super::context::GpuContext;
-use super::recorder::MAX_PENDING;
+use super::MAX_PENDING;
 use crate::{Error, Result};
 
 /// Timestamps per batch: a pair per dispatch (a batch holds at most `MAX_PENDING`).
@@ -45,26 +44,24 @@ pub(crate) struct Profiling {
 }
 
 impl Profiling {
-    /// Timestamp queries on `ctx`'s device; an error when the adapter cannot time passes.
-    pub fn new(ctx: &GpuContext) -> Result<Profiling> {
+    /// Timestamp queries on `device` (of the adapter named `adapter`); an error when the
+    /// adapter cannot time passes.
+    pub fn new(device: &wgpu::Device, queue: &wgpu::Queue, adapter: &str) -> Result<Profiling> {
         if cfg!(target_arch = "wasm32") {
             return Err(Error::Gpu {
                 op: "profiler",
                 msg: "kernel timing reads timestamps back synchronously, which the browser cannot".into(),
             });
         }
-        if !ctx.device.features().contains(wgpu::Features::TIMESTAMP_QUERY) {
+        if !device.features().contains(wgpu::Features::TIMESTAMP_QUERY) {
             return Err(Error::Gpu {
                 op: "profiler",
-                msg: format!(
-                    "{} ({:?}) has no timestamp queries to time kernels with",
-                    ctx.info.name, ctx.info.backend
-                ),
+                msg: format!("{adapter} has no timestamp queries to time kernels with"),
             });
         }
         let bytes = 8 * QUERIES as u64;
         let buffer = |label, usage| {
-            ctx.device.create_buffer(&wgpu::BufferDescriptor {
+            device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some(label),
                 size: bytes,
                 usage,
@@ -72,7 +69,7 @@ impl Profiling {
             })
         };
         Ok(Profiling {
-            queries: ctx.device.create_query_set(&wgpu::QuerySetDescriptor {
+            queries: device.create_query_set(&wgpu::QuerySetDescriptor {
                 label: Some("dygraph-profiler"),
                 ty: wgpu::QueryType::Timestamp,
                 count: QUERIES,
@@ -83,7 +80,7 @@ impl Profiling {
             ),
             readback: buffer("dygraph-profiler-readback", wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST),
             batch: Vec::new(),
-            period_ns: ctx.queue.get_timestamp_period() as f64,
+            period_ns: queue.get_timestamp_period() as f64,
             totals: Vec::new(),
             at: HashMap::new(),
         })
@@ -125,7 +122,7 @@ impl Profiling {
 
     /// After the batch was submitted: waits for it, reads its timestamps and adds each
     /// dispatch's duration to its kernel.
-    pub fn collect(&mut self, ctx: &GpuContext) -> Result<()> {
+    pub fn collect(&mut self, device: &wgpu::Device) -> Result<()> {
         // Taken first, so a failed readback leaves the next batch's query pairs from 0.
         let batch = std::mem::take(&mut self.batch);
         let n = 2 * batch.len() as u64;
@@ -135,11 +132,11 @@ impl Profiling {
         });
         // `Profiling::new` refuses the browser, where the device cannot be waited on.
         #[cfg(not(target_arch = "wasm32"))]
-        ctx.device
+        device
             .poll(wgpu::PollType::wait_indefinitely())
             .map_err(|e| Error::Gpu { op: "profiler", msg: e.to_string() })?;
         #[cfg(target_arch = "wasm32")]
-        let _ = ctx;
+        let _ = device;
         match rx.recv() {
             Ok(Ok(())) => {}
             Ok(Err(e)) => return Err(Error::Gpu { op: "profiler", msg: e.to_string() }),
@@ -163,28 +160,5 @@ impl Profiling {
             t.nanos += pair[1].saturating_sub(pair[0]) as f64 * self.period_ns;
         }
         Ok(())
-    }
-}
-
-impl GpuContext {
-    /// Turns kernel timing on, after finishing the work recorded so far (so none of it is
-    /// counted); an error when a profiler is already on for this device.
-    pub(crate) fn start_profiling(&self) -> Result<()> {
-        self.sync()?;
-        let mut rec = super::context::lock(&self.recorder);
-        if rec.profiling.is_some() {
-            return Err(Error::invalid("profiler", format!("a profiler is already on for gpu:{}", self.index)));
-        }
-        rec.profiling = Some(Profiling::new(self)?);
-        Ok(())
-    }
-
-    /// Finishes the recorded work and turns kernel timing off: each kernel's calls and
-    /// device time, in the order the kernels first ran.
-    pub(crate) fn stop_profiling(&self) -> Result<Vec<(KernelLabel, KernelTotal)>> {
-        let flushed = self.sync();
-        let taken = super::context::lock(&self.recorder).profiling.take();
-        flushed?;
-        Ok(taken.map(|p| p.totals).unwrap_or_default())
     }
 }

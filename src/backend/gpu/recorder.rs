@@ -14,15 +14,12 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::WORKGROUP;
 use super::context::{Access, GpuBuffer, GpuContext, Pipeline, lock};
 use super::profile::{KernelLabel, Profiling};
-use super::shader::Kernel;
+use super::shader::{COPY_WORDS, Kernel};
+use super::{MAX_PENDING, WORKGROUP};
 use crate::{Error, Result};
 
-/// Eager dispatches recorded before the batch is submitted anyway (a replayed tape goes in
-/// whole, after any pending work past this bound).
-pub(crate) const MAX_PENDING: u32 = 512;
 /// Bytes of parameters and small uploads per batch.
 const ARENA_BYTES: u64 = 1 << 21;
 /// Uploads up to this size travel through the arena; larger ones flush and write directly.
@@ -43,10 +40,6 @@ pub(crate) const FLAG_BUFFER_ID: u64 = 1;
 const UNUSED_BUFFER_ID: u64 = 2;
 /// The id of the recorder's parameter and upload arena when bound as a kernel's input.
 const ARENA_BUFFER_ID: u64 = 3;
-
-/// Copies words between buffers: small host writes out of the arena (`write`) and
-/// buffer-to-buffer copies (`copy`), inside the open compute pass.
-pub(crate) static COPY_WORDS: Kernel = Kernel::single("copy_words.wgsl");
 
 pub(crate) struct Recorder {
     encoder: Option<wgpu::CommandEncoder>,
@@ -233,7 +226,7 @@ impl Recorder {
             // A batch that failed validation has no timestamps to read; a readback that
             // failed leaves the profiler unusable, so timing stops there.
             let collected = if checked.is_ok() {
-                p.collect(ctx)
+                p.collect(&ctx.device)
             } else {
                 p.drop_batch();
                 Ok(())
@@ -528,7 +521,7 @@ impl GpuContext {
         let flag = self.take_index_flag();
         let mut parts: Vec<(&wgpu::Buffer, u64)> = srcs.to_vec();
         if let Some(f) = &flag {
-            parts.push((f, super::index_check::FLAG_BYTES));
+            parts.push((f, super::error_flag::FLAG_BYTES));
         }
         if parts.is_empty() {
             return Ok(Vec::new());

@@ -9,7 +9,11 @@ use crate::{Error, Result};
 include!(concat!(env!("OUT_DIR"), "/shader_files.rs"));
 
 /// The runtime's own kernels.
-static RUNTIME_KERNELS: &[&Kernel] = &[&super::index_check::NAN_CHECK, &super::recorder::COPY_WORDS];
+static RUNTIME_KERNELS: &[&Kernel] = &[&COPY_WORDS];
+
+/// Copies words between buffers: small host writes out of the arena (`write`) and
+/// buffer-to-buffer copies (`copy`), inside the open compute pass.
+pub(crate) static COPY_WORDS: Kernel = Kernel::single("copy_words.wgsl");
 
 /// Every kernel: the runtime's, then the families' once registered.
 static KERNELS: OnceLock<Vec<&'static Kernel>> = OnceLock::new();

@@ -44,6 +44,7 @@ static FAMILIES: &[&[&dyn RegisteredOp]] = &[
 
 /// Every family's GPU kernels.
 static KERNEL_FAMILIES: &[&[&Kernel]] = &[
+    super::dispatch::check::KERNELS,
     crate::ops::copy::KERNELS,
     crate::ops::creation::KERNELS,
     crate::ops::elementwise::binary::KERNELS,

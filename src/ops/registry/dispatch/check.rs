@@ -8,8 +8,32 @@
 use std::cell::Cell;
 
 use super::{Call, Mode, Next};
+use crate::backend::gpu::{Bind, GpuBuffer, GpuContext, Kernel};
 use crate::flags::{nan_inf_checking, nan_inf_level};
 use crate::{DType, Error, Result, Tensor};
+
+/// The deferred NaN/Inf check of one GPU output (`FLAGS_check_nan_inf=1`): marks the first
+/// NaN or infinity in the device's error flag, which the next readback reports.
+pub(crate) static NAN_CHECK: Kernel = Kernel::single("nan_check.wgsl");
+
+/// The check mode's kernels.
+pub(crate) static KERNELS: &[&Kernel] = &[&NAN_CHECK];
+
+/// Records the deferred check of what `op` wrote (`what`), held in `buffer`.
+fn gpu_check_finite(
+    ctx: &GpuContext,
+    op: String,
+    what: &str,
+    buffer: &GpuBuffer,
+    shape: &[usize],
+    dtype: DType,
+) -> Result<()> {
+    let n: usize = shape.iter().product();
+    let (code, flag) = ctx.non_finite_flag(op, what, shape, dtype);
+    let half = u32::from(dtype == DType::Float16);
+    let binds = [Bind::read(buffer), Bind::flag(&flag)];
+    ctx.dispatch(&NAN_CHECK, 0, "main", &binds, &[n as u32, code, half], n as u64)
+}
 
 pub(crate) struct Check;
 
@@ -98,7 +122,7 @@ fn check_each(op: &'static str, inputs: &[&Tensor], outputs: &[(String, &Tensor)
             continue;
         }
         if deferred && let crate::tensor::Storage::Gpu(buffer) = out.storage() {
-            buffer.ctx.check_finite(name(), what, buffer, out.shape(), out.dtype())?;
+            gpu_check_finite(&buffer.ctx, name(), what, buffer, out.shape(), out.dtype())?;
             continue;
         }
         if !has_non_finite(out)? {

@@ -9,21 +9,17 @@
 //! Flag layout (u32 words): `[count, op code, index lo, index hi, n]`; `count` is an atomic
 //! counter, so exactly one invocation writes the details.
 //!
-//! The same flag carries `FLAGS_check_nan_inf`'s deferred GPU check: after an op, a small
-//! kernel per float output (`nan_check.wgsl`) records the first NaN or infinity as
-//! `[count, code, element, 0, bits]`, the code naming the op, the output and its shape; the
-//! next readback returns `Error::NonFinite`. Being ordinary dispatches, the checks are also
-//! captured into, and replayed by, a static program's plan.
+//! The same flag carries `FLAGS_check_nan_inf`'s deferred GPU check (the check mode's
+//! kernel, `ops/registry/dispatch/check.rs`): the first NaN or infinity an output holds is
+//! recorded as `[count, code, element, 0, bits]`, the code naming the op, the output and its
+//! shape; the next readback returns `Error::NonFinite`.
+//!
+//! [`ErrorFlag`] is a leaf of the runtime: the context owns one per device, records the
+//! readback of its buffer and asks it for the error its words hold.
 
 use std::collections::HashMap;
 
-use super::context::{GpuContext, lock};
-use super::recorder::Bind;
-use super::{GpuBuffer, Kernel};
 use crate::{DType, Error, Result};
-
-/// The deferred NaN/Inf check of one output.
-pub(crate) static NAN_CHECK: Kernel = Kernel::single("nan_check.wgsl");
 
 /// What a code in the flag stands for.
 enum Source {
@@ -46,7 +42,7 @@ const MAX_SHAPED_SOURCES: usize = 4096;
 pub(crate) const FLAG_BYTES: u64 = 20;
 
 /// The device's flag and the ops whose kernels bound it (their codes are positions + 1).
-pub(crate) struct IndexFlag {
+pub(crate) struct ErrorFlag {
     buffer: wgpu::Buffer,
     sources: Vec<Source>,
     /// Codes of the index-checking ops.
@@ -57,22 +53,20 @@ pub(crate) struct IndexFlag {
     armed: bool,
 }
 
-impl IndexFlag {
-    pub fn new(device: &wgpu::Device) -> IndexFlag {
+impl ErrorFlag {
+    pub fn new(device: &wgpu::Device) -> ErrorFlag {
         let buffer = device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("dygraph-index-errors"),
             size: FLAG_BYTES,
             usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        IndexFlag { buffer, sources: Vec::new(), index_codes: HashMap::new(), non_finite: HashMap::new(), armed: false }
+        ErrorFlag { buffer, sources: Vec::new(), index_codes: HashMap::new(), non_finite: HashMap::new(), armed: false }
     }
-}
 
-impl GpuContext {
     /// The flag buffer for a kernel of `op` that checks its indices, and `op`'s code.
-    pub fn index_flag(&self, op: &'static str) -> (u32, wgpu::Buffer) {
-        let mut f = lock(&self.index_flag);
+    pub fn index_code(&mut self, op: &'static str) -> (u32, wgpu::Buffer) {
+        let f = self;
         let code = match f.index_codes.get(op) {
             Some(&c) => c,
             None => {
@@ -86,59 +80,45 @@ impl GpuContext {
         (code, f.buffer.clone())
     }
 
-    /// Records the deferred NaN/Inf check of what `op` wrote (`what`: "output 0", ...; float32
-    /// or float16 of `shape`), held in `buffer`: reported by the next readback.
-    pub(crate) fn check_finite(
-        &self,
-        op: String,
-        what: &str,
-        buffer: &GpuBuffer,
-        shape: &[usize],
-        dtype: DType,
-    ) -> Result<()> {
-        let n: usize = shape.iter().product();
-        let (code, flag) = {
-            let mut f = lock(&self.index_flag);
-            let mut key = (op, what.to_string(), Some(shape.to_vec()), dtype);
-            if !f.non_finite.contains_key(&key) && f.non_finite.len() >= MAX_SHAPED_SOURCES {
-                key.2 = None;
+    /// The code of the deferred NaN/Inf check of what `op` wrote (`what`: "output 0", ...,
+    /// of `shape` and `dtype`), and the flag buffer its kernel binds.
+    pub fn non_finite_code(&mut self, op: String, what: &str, shape: &[usize], dtype: DType) -> (u32, wgpu::Buffer) {
+        let f = self;
+        let mut key = (op, what.to_string(), Some(shape.to_vec()), dtype);
+        if !f.non_finite.contains_key(&key) && f.non_finite.len() >= MAX_SHAPED_SOURCES {
+            key.2 = None;
+        }
+        let code = match f.non_finite.get(&key) {
+            Some(&c) => c,
+            None => {
+                let (op, what, shape, dtype) = key.clone();
+                f.sources.push(Source::NonFinite { op, what, shape, dtype });
+                let c = f.sources.len() as u32;
+                f.non_finite.insert(key, c);
+                c
             }
-            let code = match f.non_finite.get(&key) {
-                Some(&c) => c,
-                None => {
-                    let (op, what, shape, dtype) = key.clone();
-                    f.sources.push(Source::NonFinite { op, what, shape, dtype });
-                    let c = f.sources.len() as u32;
-                    f.non_finite.insert(key, c);
-                    c
-                }
-            };
-            f.armed = true;
-            (code, f.buffer.clone())
         };
-        let half = u32::from(dtype == DType::Float16);
-        let binds = [Bind::read(buffer), Bind::flag(&flag)];
-        self.dispatch(&NAN_CHECK, 0, "main", &binds, &[n as u32, code, half], n as u64)
+        f.armed = true;
+        (code, f.buffer.clone())
     }
 
     /// Notes that a checking kernel was recorded (a replayed plan's).
-    pub(super) fn arm_index_flag(&self) {
-        lock(&self.index_flag).armed = true;
+    pub fn arm(&mut self) {
+        self.armed = true;
     }
 
     /// The flag buffer when a checking kernel ran since it was last read (and disarms it).
-    pub(super) fn take_index_flag(&self) -> Option<wgpu::Buffer> {
-        let mut f = lock(&self.index_flag);
-        std::mem::replace(&mut f.armed, false).then(|| f.buffer.clone())
+    pub fn take(&mut self) -> Option<wgpu::Buffer> {
+        std::mem::replace(&mut self.armed, false).then(|| self.buffer.clone())
     }
 
     /// The error recorded in the flag's `words`, if any.
-    pub(super) fn index_error(&self, words: &[u8]) -> Result<()> {
+    pub fn error(&self, words: &[u8]) -> Result<()> {
         let w: Vec<u32> = words.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
         if w.len() < 5 || w[0] == 0 {
             return Ok(());
         }
-        let f = lock(&self.index_flag);
+        let f = self;
         match (w[1] as usize).checked_sub(1).and_then(|i| f.sources.get(i)) {
             Some(Source::NonFinite { op, what, shape, dtype }) => {
                 let (k, bits) = (w[2] as usize, w[4]);
