@@ -118,8 +118,8 @@ mod tests {
         });
         let exe = Executor::with_scope(Place::Cpu, Scope::new());
         let ops = exe.ops_to_run(&main).unwrap().into_iter().map(|o| o.op_type).collect();
-        let x = Tensor::from_vec(X.to_vec(), &[2, 3]).unwrap();
-        let b = Tensor::from_vec(B.to_vec(), &[1, 2, 3]).unwrap();
+        let x = Tensor::from_vec(X.to_vec(), [2, 3]).unwrap();
+        let b = Tensor::from_vec(B.to_vec(), [1, 2, 3]).unwrap();
         let out = exe.run(&main, &[("x", &x), ("b", &b)], &[&y]).unwrap();
         assert_eq!(out[0].shape(), &[1, 2, 3]);
         (ops, out[0].to_vec::<f32>().unwrap())
@@ -147,7 +147,7 @@ mod tests {
             });
             let test = main.clone_program(true);
             let exe = Executor::with_scope(Place::Cpu, Scope::new());
-            let x = Tensor::from_vec(X.to_vec(), &[6]).unwrap();
+            let x = Tensor::from_vec(X.to_vec(), [6]).unwrap();
             let train = exe.run(&main, &[("x", &x)], &[&y, &y_plain]).unwrap();
             let eval = exe.run(&test, &[("x", &x)], &[&y, &y_plain]).unwrap();
             close(&train[0].to_vec::<f32>().unwrap(), &[0.0; 6]);
