@@ -5,6 +5,7 @@ mod capture;
 mod context;
 mod error_flag;
 mod in_place;
+mod pipeline;
 mod pool;
 mod profile;
 mod recorder;
@@ -13,7 +14,6 @@ mod shader;
 pub(crate) use capture::{Cmd, PrivatePool, Tape};
 #[cfg(all(feature = "mpi", not(target_arch = "wasm32")))]
 pub(crate) use context::hardware_adapter_count;
-pub(crate) use context::lock;
 pub(crate) use context::{GpuBuffer, GpuContext, context, hardware_adapter_available};
 pub use context::{
     GpuInfo, dispatch_count, empty_cache, gpu_count, gpu_info, init_gpu, memory_stats, reset_peak_memory,
@@ -25,6 +25,12 @@ pub(crate) use recorder::PendingRead;
 pub(crate) use recorder::{Bind, PARAMS_WORDS, grid};
 pub(crate) use shader::{Kernel, Variant, register_kernels};
 pub use shader::{all_shader_variants, kernel_files, shader_files};
+
+/// Locks `m`, taking the data of a poisoned lock too: a panic on one thread does not make
+/// the device unusable for the others.
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// Threads per workgroup of the 1-D kernels.
 pub(crate) const WORKGROUP: u32 = 256;
