@@ -355,3 +355,65 @@ pub(crate) fn conv2d_backward_filter<T: WinFloat>(x: &[T], dy: &[T], g: &ConvGeo
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{ConvGeom, conv2d_backward_data, conv2d_backward_filter, conv2d_forward};
+    use crate::backend::cpu::workers::CachedScratch;
+
+    /// The convolution kernels give the same bits whatever the workers' cached scratch held:
+    /// every thread's cache filled with NaN, then with 1e30, before the same three products
+    /// of a batch of one (gemm's own threads), a batch whose last image block is short and
+    /// whose filter chunks are partly empty (20 images), and padding with stride 2.
+    #[test]
+    fn conv_results_ignore_stale_scratch() {
+        let poison = |v: f32| {
+            let fill = move || f32::cache().with(|c| *c.borrow_mut() = vec![v; 1 << 20]);
+            rayon::broadcast(|_| fill());
+            fill();
+        };
+        for (n, c, hw, oc, pad, stride) in [(1, 8, 20, 16, 1, 1), (20, 3, 9, 4, 0, 1), (7, 3, 9, 4, 2, 2)] {
+            let k = 3;
+            let o = (hw + 2 * pad - k) / stride + 1;
+            let g = ConvGeom {
+                n,
+                c,
+                h: hw,
+                w: hw,
+                oc,
+                kh: k,
+                kw: k,
+                oh: o,
+                ow: o,
+                sh: stride,
+                sw: stride,
+                pt: pad,
+                pl: pad,
+                dh: 1,
+                dw: 1,
+                groups: 1,
+            };
+            let x: Vec<f32> = (0..n * c * hw * hw).map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0).collect();
+            let wt: Vec<f32> = (0..oc * c * k * k).map(|i| ((i * 13 % 29) as f32 - 14.0) / 7.0).collect();
+            let dy: Vec<f32> = (0..n * oc * o * o).map(|i| ((i * 7 % 23) as f32 - 11.0) / 5.0).collect();
+            let run = || {
+                [
+                    conv2d_forward(&x, &wt, None, &g),
+                    conv2d_backward_data(&dy, &wt, &g),
+                    conv2d_backward_filter(&x, &dy, &g),
+                ]
+            };
+            poison(f32::NAN);
+            let after_nan = run();
+            poison(1e30);
+            let after_big = run();
+            for (what, (a, b)) in
+                ["forward", "input gradient", "filter gradient"].iter().zip(after_nan.iter().zip(&after_big))
+            {
+                assert!(a.iter().all(|v| v.is_finite()), "{what} of {g:?} read a NaN left in scratch");
+                let same = a.iter().zip(b).all(|(p, q)| p.to_bits() == q.to_bits());
+                assert!(same, "{what} of {g:?} depends on stale scratch contents");
+            }
+        }
+    }
+}
