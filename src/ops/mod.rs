@@ -39,8 +39,8 @@ pub(crate) mod scan;
 pub(crate) mod scatter;
 
 pub use registry::{
-    AttrField, AttrMap, AttrValue, Attrs, Commute, EpilogueHost, EvalRewrite, Facts, Fusion, PrologueHost,
-    RegisteredOp, Update, find_op, registry, run_op,
+    AttrField, AttrMap, AttrValue, Attrs, Commute, EpilogueHost, EvalOp, EvalRewrite, EvalVar, Facts, Fusion,
+    PrologueHost, RegisteredOp, Update, find_op, registry, run_op,
 };
 pub(crate) mod shape;
 pub(crate) mod sort;

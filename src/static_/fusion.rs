@@ -26,7 +26,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::program::{OpDesc, VarDesc, VarId};
 use crate::DType;
-use crate::ops::fused::{MAX_INPUTS, MAX_NODES};
+use crate::ops::fused::{FUSED, MAX_INPUTS, MAX_NODES};
 use crate::ops::{AttrField, AttrMap, AttrValue, EpilogueHost, Fusion, RegisteredOp};
 
 /// One fused op replacing a chain.
@@ -305,7 +305,7 @@ pub(super) fn fuse(ops: &[OpDesc], vars: &[VarDesc], kinds: Kinds) -> Vec<Fused>
         }
         let mut attrs = AttrMap::new();
         attrs.set("program", AttrValue::Str(program));
-        let desc = replacing(&ops[root], "fused_elementwise".into(), inputs, attrs);
+        let desc = replacing(&ops[root], FUSED.name().to_string(), inputs, attrs);
         fused.push(Fused { root, desc, members: g[..g.len() - 1].to_vec() });
     }
     fused

@@ -8,7 +8,7 @@
 //! an op or a tensor handle; names are unique in a program and are what the Scope, feeds,
 //! fetches and files use.
 
-use crate::ops::{EvalRewrite, Facts};
+use crate::ops::{EvalOp, EvalVar, Facts};
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -252,7 +252,7 @@ impl Program {
                 }
             }
             for b in 0..copy.blocks.len() {
-                batch_norm_to_eval(&mut copy, b);
+                rewrite_for_eval(&mut copy, b);
             }
         }
         Program { inner: Arc::new(Mutex::new(copy)) }
@@ -439,109 +439,119 @@ pub(crate) fn sub_block_reads(blocks: &[Block], op: &OpDesc) -> Vec<VarId> {
     reads
 }
 
-/// Switches an op to its evaluation form: dropout becomes the identity (`upscale_in_train`)
-/// or a scale by `1 − p` (`downscale_in_infer`), without its mask output.
+/// Control flow in an evaluation copy: a `while` keeps no tape, as no gradient runs.
 fn set_test_mode(op: &mut OpDesc) {
-    use crate::ops::AttrValue;
     if super::control::Control::of(&op.op_type) == Some(super::control::Control::While) {
-        // No gradient runs in an evaluation copy: keep no tape.
         op.attrs = AttrMap::new();
     }
-    if op.facts().eval != Some(EvalRewrite::Dropout) {
-        return;
-    }
-    let p = match op.attrs.get("p") {
-        Some(AttrValue::Float(p)) => *p,
-        _ => return,
-    };
-    let downscale = matches!(op.attrs.get("mode"), Some(AttrValue::Str(m)) if m == "downscale_in_infer");
-    op.op_type = "scale".into();
-    op.attrs = AttrMap::new().with("scale", if downscale { 1.0 - p } else { 1.0 }).with("bias", 0.0);
-    op.outputs.truncate(1);
 }
 
-/// Rewrites each training-mode batch norm of block `b` to its evaluation form: the batch
-/// statistics op becomes `mean = assign(running_mean)` and
-/// `rstd = rsqrt(running_var + epsilon)`, and the ops updating the running statistics
-/// (from the batch statistics to their `assign_`) are dropped. The running variables are
-/// found as the destinations of the `assign_` ops fed by the statistics.
-fn batch_norm_to_eval(d: &mut ProgramData, b: usize) {
-    use crate::ops::AttrValue;
-    loop {
-        let ops = &d.blocks[b].ops;
-        let Some(i) = ops.iter().position(|o| o.facts().eval == Some(EvalRewrite::BatchStatistics)) else { return };
-        let stats = &ops[i];
-        let (mean_o, var_o, rstd_o) = match stats.outputs.as_slice() {
-            [m, v, r] => (*m, *v, *r),
-            _ => return,
+/// Replaces each op of block `b` that declares an evaluation form ([`crate::ops::EvalRewrite`]) by the
+/// ops of that form. An op with running statistics finds its running variables as the
+/// destinations of the `assign_` ops its statistics feed; those updates, and the ops
+/// between a statistic and its update, are dropped. An op whose form or running variables
+/// cannot be found stays as built.
+fn rewrite_for_eval(d: &mut ProgramData, b: usize) {
+    let mut i = 0;
+    while i < d.blocks[b].ops.len() {
+        let Some((form, running, dead)) = eval_form_at(&d.blocks[b].ops, i) else {
+            i += 1;
+            continue;
         };
-        let eps = match stats.attrs.get("epsilon") {
-            Some(AttrValue::Float(e)) => *e,
-            _ => return,
+        let old = d.blocks[b].ops[i].clone();
+        let mut temps: Vec<(usize, VarId)> = Vec::new();
+        let mut resolve = |v: EvalVar, d: &mut ProgramData| -> Option<VarId> {
+            Some(match v {
+                EvalVar::Input(k) => *old.inputs.get(k)?,
+                EvalVar::Output(k) => *old.outputs.get(k)?,
+                EvalVar::Running(k) => *running.get(k)?,
+                EvalVar::Temp { id, like } => match temps.iter().find(|(t, _)| *t == id) {
+                    Some(&(_, var)) => var,
+                    None => {
+                        let template = d.vars[*old.outputs.get(like)?].clone();
+                        let var = d.vars.len();
+                        let name = format!("{}.eval{id}", template.name);
+                        d.names.insert(name.clone(), var);
+                        d.vars.push(VarDesc { name, persistable: false, ..template });
+                        temps.push((id, var));
+                        var
+                    }
+                },
+            })
         };
-        let producer = |v: VarId| ops.iter().position(|o| o.outputs.contains(&v));
-        // The ops between a statistic and an assign_'s source, and whether they meet it.
-        let chain = |src: VarId, stat: VarId| -> Option<Vec<usize>> {
-            let (mut seen, mut stack, mut hit) = (Vec::new(), vec![src], false);
-            while let Some(v) = stack.pop() {
-                if v == stat {
-                    hit = true;
-                    continue;
-                }
-                if let Some(p) = producer(v)
-                    && p != i
-                    && !seen.contains(&p)
-                {
-                    seen.push(p);
-                    stack.extend(ops[p].inputs.iter().copied());
-                }
-            }
-            hit.then_some(seen)
+        let replacement = form
+            .into_iter()
+            .map(|e| {
+                Some(OpDesc {
+                    op_type: e.op_type.into(),
+                    inputs: e.inputs.iter().map(|&v| resolve(v, d)).collect::<Option<_>>()?,
+                    outputs: e.outputs.iter().map(|&v| resolve(v, d)).collect::<Option<_>>()?,
+                    attrs: e.attrs,
+                    sub_blocks: Vec::new(),
+                    role: old.role,
+                })
+            })
+            .collect::<Option<Vec<_>>>();
+        let Some(mut replacement) = replacement else {
+            i += 1;
+            continue;
         };
-        let (mut running_mean, mut running_var, mut dead) = (None, None, Vec::new());
-        for (j, op) in ops.iter().enumerate() {
-            if !op.facts().assigns || op.inputs.len() != 2 {
-                continue;
-            }
-            for (stat, slot) in [(mean_o, &mut running_mean), (var_o, &mut running_var)] {
-                if let Some(c) = chain(op.inputs[1], stat) {
-                    *slot = Some(op.inputs[0]);
-                    dead.push(j);
-                    dead.extend(c);
-                }
-            }
-        }
-        let (Some(rm), Some(rv)) = (running_mean, running_var) else { return };
-        let block = d.vars[rstd_o].block;
-        let t = d.vars.len();
-        let name = format!("{}.eval_var", d.vars[rstd_o].name);
-        d.names.insert(name.clone(), t);
-        d.vars.push(VarDesc { name, persistable: false, ..d.vars[rstd_o].clone() });
-        d.vars[t].block = block;
-        let op = |ty: &str, inputs: Vec<VarId>, outputs: Vec<VarId>, attrs: AttrMap| OpDesc {
-            op_type: ty.into(),
-            inputs,
-            outputs,
-            attrs,
-            sub_blocks: Vec::new(),
-            role: OpRole::Forward,
-        };
-        let eval = [
-            op("assign", vec![rm], vec![mean_o], AttrMap::new()),
-            op("scale", vec![rv], vec![t], AttrMap::new().with("scale", 1.0).with("bias", eps)),
-            op("rsqrt", vec![t], vec![rstd_o], AttrMap::new()),
-        ];
-        let old = std::mem::take(&mut d.blocks[b].ops);
-        let mut rebuilt = Vec::with_capacity(old.len() + 2);
-        for (j, o) in old.into_iter().enumerate() {
+        let added = replacement.len();
+        let old_ops = std::mem::take(&mut d.blocks[b].ops);
+        let mut rebuilt = Vec::with_capacity(old_ops.len() + added);
+        let mut next = i;
+        for (j, o) in old_ops.into_iter().enumerate() {
             if j == i {
-                rebuilt.extend(eval.iter().cloned());
+                next = rebuilt.len() + added;
+                rebuilt.append(&mut replacement);
             } else if !dead.contains(&j) {
                 rebuilt.push(o);
             }
         }
         d.blocks[b].ops = rebuilt;
+        i = next;
     }
+}
+/// The evaluation form op `i` declares, with its running variables and the indices of the
+/// ops updating them.
+fn eval_form_at(ops: &[OpDesc], i: usize) -> Option<(Vec<EvalOp>, Vec<VarId>, Vec<usize>)> {
+    let op = &ops[i];
+    let rewrite = op.facts().eval?;
+    let form = (rewrite.form)(&op.attrs)?;
+    let stats = op.outputs.get(..rewrite.running)?;
+    let producer = |v: VarId| ops.iter().position(|o| o.outputs.contains(&v));
+    // The ops between a statistic and an assign_'s source, and whether they meet it.
+    let chain = |src: VarId, stat: VarId| -> Option<Vec<usize>> {
+        let (mut seen, mut stack, mut hit) = (Vec::new(), vec![src], false);
+        while let Some(v) = stack.pop() {
+            if v == stat {
+                hit = true;
+                continue;
+            }
+            if let Some(p) = producer(v)
+                && p != i
+                && !seen.contains(&p)
+            {
+                seen.push(p);
+                stack.extend(ops[p].inputs.iter().copied());
+            }
+        }
+        hit.then_some(seen)
+    };
+    let (mut running, mut dead) = (vec![None; stats.len()], Vec::new());
+    for (j, o) in ops.iter().enumerate() {
+        if !o.facts().assigns || o.inputs.len() != 2 {
+            continue;
+        }
+        for (slot, &stat) in running.iter_mut().zip(stats) {
+            if let Some(c) = chain(o.inputs[1], stat) {
+                *slot = Some(o.inputs[0]);
+                dead.push(j);
+                dead.extend(c);
+            }
+        }
+    }
+    Some((form, running.into_iter().collect::<Option<Vec<_>>>()?, dead))
 }
 
 /// The first op of a `for_test` program that computes training-only statistics (batch
@@ -550,7 +560,7 @@ pub(crate) fn training_only_op(d: &ProgramData) -> Option<&OpDesc> {
     if !d.for_test {
         return None;
     }
-    d.blocks.iter().flat_map(|b| &b.ops).find(|o| o.facts().eval == Some(EvalRewrite::BatchStatistics))
+    d.blocks.iter().flat_map(|b| &b.ops).find(|o| o.facts().eval.is_some_and(|e| e.running > 0))
 }
 
 impl fmt::Display for Program {

@@ -10,7 +10,7 @@
 //! and `p = 0` need no op.
 
 use crate::ops::registry::{AttrField, AttrValue};
-use crate::ops::registry::{EvalRewrite, Facts};
+use crate::ops::registry::{AttrMap, Attrs, EvalOp, EvalRewrite, EvalVar, Facts};
 use std::str::FromStr;
 
 use crate::backend::cpu::CpuData;
@@ -80,6 +80,19 @@ impl DropoutOptions {
     }
 }
 
+/// Dropout in an evaluation program: `x` itself (`upscale_in_train`) or `x · (1 − p)`
+/// (`downscale_in_infer`), as one `scale`; the mask is gone.
+fn eval_form(attrs: &AttrMap) -> Option<Vec<EvalOp>> {
+    let o = DropoutOptions::from_map("dropout", attrs).ok()?;
+    let factor = if o.mode == DropoutMode::DownscaleInInfer { 1.0 - o.p } else { 1.0 };
+    Some(vec![EvalOp {
+        op_type: "scale",
+        inputs: vec![EvalVar::Input(0)],
+        outputs: vec![EvalVar::Output(0)],
+        attrs: AttrMap::new().with("scale", factor).with("bias", 0.0),
+    }])
+}
+
 impl Op for DropoutOp {
     fn infer(&self, xs: &[&TensorMeta], o: &DropoutOptions) -> Result<(Vec<TensorMeta>, ())> {
         const OP: &str = "dropout";
@@ -109,7 +122,7 @@ impl Op for DropoutOp {
     }
 
     fn facts(&self) -> Facts {
-        Facts { eval: Some(EvalRewrite::Dropout), random: true, ..Facts::NONE }
+        Facts { eval: Some(EvalRewrite { running: 0, form: eval_form }), random: true, ..Facts::NONE }
     }
 
     fn differentiable(&self) -> bool {

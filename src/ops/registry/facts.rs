@@ -7,7 +7,7 @@
 //! pass compares an op's name, so an op that should fuse or be rewritten says so where it
 //! is declared.
 
-use super::RegisteredOp;
+use super::{AttrMap, RegisteredOp};
 
 /// An op's facts (everything absent by default: [`Facts::NONE`]).
 #[derive(Clone, Copy)]
@@ -110,15 +110,50 @@ pub struct Update {
     pub merged: Option<&'static dyn RegisteredOp>,
 }
 
-/// What an op becomes in an evaluation copy of a program.
+/// What an op becomes in an evaluation copy of a program (`clone_program(for_test)`): the
+/// ops that take its place, written by the op itself, so the pass that applies them knows
+/// no op by name.
+#[derive(Clone, Copy)]
+pub struct EvalRewrite {
+    /// How many leading outputs are batch statistics that the program also folds into
+    /// running statistics with `assign_` ops (the `assigns` fact): the evaluation form reads
+    /// those running variables as [`EvalVar::Running`], and the ops updating them go. Zero
+    /// for an op whose form needs only its attributes (dropout).
+    pub running: usize,
+    /// The replacement ops from the op's attributes; `None` keeps the op as built. Outputs
+    /// the form does not write (dropout's mask) are no longer produced.
+    pub form: fn(&AttrMap) -> Option<Vec<EvalOp>>,
+}
+
+/// One op of an evaluation form.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EvalOp {
+    /// The registered op it runs.
+    pub op_type: &'static str,
+    /// Its inputs, in the op's order.
+    pub inputs: Vec<EvalVar>,
+    /// Its outputs, in the op's order.
+    pub outputs: Vec<EvalVar>,
+    /// Its attributes.
+    pub attrs: AttrMap,
+}
+
+/// A variable of an evaluation form, relative to the op it replaces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EvalRewrite {
-    /// Dropout: the identity (`upscale_in_train`) or a scale by `1 − p`
-    /// (`downscale_in_infer`), from its attributes `p` and `mode`; its mask output goes.
-    Dropout,
-    /// Batch statistics (outputs mean, variance, rstd; attribute `epsilon`): the running
-    /// statistics the program's `assign_` updates take their place, and those updates go.
-    BatchStatistics,
+pub enum EvalVar {
+    /// The replaced op's input `i`.
+    Input(usize),
+    /// The replaced op's output `i`.
+    Output(usize),
+    /// The running counterpart of the replaced op's output `i` (`i < running`).
+    Running(usize),
+    /// A fresh variable `id`, described like the replaced op's output `like`.
+    Temp {
+        /// Which fresh variable (equal ids are one variable).
+        id: usize,
+        /// The output whose description (dtype, shape) it takes.
+        like: usize,
+    },
 }
 
 /// How an op takes part in the `max_pool(relu(x))` → `relu(max_pool(x))` rewrite.

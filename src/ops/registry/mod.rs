@@ -17,7 +17,7 @@ pub(crate) mod op;
 use std::sync::OnceLock;
 
 pub use attrs::{AttrField, AttrMap, AttrValue, Attrs};
-pub use facts::{Commute, EpilogueHost, EvalRewrite, Facts, Fusion, PrologueHost, Update};
+pub use facts::{Commute, EpilogueHost, EvalOp, EvalRewrite, EvalVar, Facts, Fusion, PrologueHost, Update};
 
 use crate::tensor::TensorMeta;
 use crate::{Error, Result, Tensor};

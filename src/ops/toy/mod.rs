@@ -2,14 +2,14 @@
 //! one folder, its declarations, kernels and facts, nothing anywhere else — proving that the
 //! passes pick it up from its facts alone. `toy_leading_one` is a view (a leading 1 added,
 //! declared `Fusion::View`): the fusion pass carries an elementwise chain through it.
-//! `toy_drop` zeroes its input in training (declared `EvalRewrite::Dropout`):
-//! `clone_program(for_test)` turns it into the identity or a scale by `1 − p`. Each has a
+//! `toy_drop` zeroes its input in training and declares its evaluation form (a scale by 1
+//! or `1 − p` into a fresh variable, then a copy): `clone_program(for_test)` runs that form. Each has a
 //! twin with the same kernels and no facts, which the passes must leave alone.
 
 use crate::backend::cpu::{CpuData, float_kernel};
-use crate::ops::nn::DropoutOptions;
+use crate::ops::nn::{DropoutMode, DropoutOptions};
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
-use crate::ops::registry::{EvalRewrite, Facts, Fusion, RegisteredOp, registry_entry};
+use crate::ops::registry::{AttrMap, Attrs, EvalOp, EvalRewrite, EvalVar, Facts, Fusion, RegisteredOp, registry_entry};
 use crate::tensor::TensorMeta;
 use crate::{Error, Result, Tensor};
 
@@ -81,7 +81,26 @@ macro_rules! drop_all {
     };
 }
 
-drop_all!(TOY_DROP: ToyDropOp = "toy_drop", Facts { eval: Some(EvalRewrite::Dropout), ..Facts::NONE });
+/// `toy_drop` in evaluation: `t = scale(x, 1 or 1 − p)`, `y = assign(t)`.
+fn toy_eval_form(attrs: &AttrMap) -> Option<Vec<EvalOp>> {
+    let o = DropoutOptions::from_map("toy_drop", attrs).ok()?;
+    let factor = if o.mode == DropoutMode::DownscaleInInfer { 1.0 - o.p } else { 1.0 };
+    let t = EvalVar::Temp { id: 0, like: 0 };
+    Some(vec![
+        EvalOp {
+            op_type: "scale",
+            inputs: vec![EvalVar::Input(0)],
+            outputs: vec![t],
+            attrs: AttrMap::new().with("scale", factor).with("bias", 0.0),
+        },
+        EvalOp { op_type: "assign", inputs: vec![t], outputs: vec![EvalVar::Output(0)], attrs: AttrMap::new() },
+    ])
+}
+
+drop_all!(TOY_DROP: ToyDropOp = "toy_drop", Facts {
+    eval: Some(EvalRewrite { running: 0, form: toy_eval_form }),
+    ..Facts::NONE
+});
 drop_all!(TOY_DROP_PLAIN: ToyDropPlainOp = "toy_drop_plain", Facts::NONE);
 
 /// This family's entries in the op registry.
@@ -90,7 +109,6 @@ pub(crate) static OPS: &[&dyn RegisteredOp] = &[&TOY_LEADING_ONE, &TOY_LEADING_O
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::nn::DropoutMode;
     use crate::ops::registry::apply::apply1;
     use crate::static_::{self as st, Executor, Program, Scope};
     use crate::{DType, Place};
@@ -146,6 +164,8 @@ mod tests {
                 (apply1(&TOY_DROP, &[&x], options).unwrap(), apply1(&TOY_DROP_PLAIN, &[&x], options).unwrap())
             });
             let test = main.clone_program(true);
+            let ops: Vec<String> = test.ops().into_iter().map(|o| o.op_type).collect();
+            assert_eq!(ops, ["scale", "assign", "toy_drop_plain"], "the declared form replaces toy_drop only");
             let exe = Executor::with_scope(Place::Cpu, Scope::new());
             let x = Tensor::from_vec(X.to_vec(), [6]).unwrap();
             let train = exe.run(&main, &[("x", &x)], &[&y, &y_plain]).unwrap();

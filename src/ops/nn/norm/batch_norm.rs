@@ -22,7 +22,7 @@ use crate::backend::gpu::{Bind, Kernel, grid};
 use crate::ops::registry::apply::{apply, apply1};
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
 use crate::ops::registry::registry_entry;
-use crate::ops::registry::{EvalRewrite, Facts};
+use crate::ops::registry::{AttrMap, Attrs, EvalOp, EvalRewrite, EvalVar, Facts};
 use crate::tensor::TensorMeta;
 use crate::tensor::grad_mode::{is_grad_enabled, no_grad};
 use crate::{DType, Element, Error, Result, Tensor};
@@ -110,8 +110,21 @@ impl Op for BatchNormStatsOp {
     }
 
     fn facts(&self) -> Facts {
-        Facts { eval: Some(EvalRewrite::BatchStatistics), ..Facts::NONE }
+        Facts { eval: Some(EvalRewrite { running: 2, form: stats_eval_form }), ..Facts::NONE }
     }
+}
+
+/// The statistics in an evaluation program: `mean = assign(running_mean)` and
+/// `rstd = rsqrt(running_var + epsilon)`; the batch variance is no longer computed.
+fn stats_eval_form(attrs: &AttrMap) -> Option<Vec<EvalOp>> {
+    let a = BnStatsAttrs::from_map("batch_norm_stats", attrs).ok()?;
+    let shifted = EvalVar::Temp { id: 0, like: 2 };
+    let op = |op_type, input, output, attrs| EvalOp { op_type, inputs: vec![input], outputs: vec![output], attrs };
+    Some(vec![
+        op("assign", EvalVar::Running(0), EvalVar::Output(0), AttrMap::new()),
+        op("scale", EvalVar::Running(1), shifted, AttrMap::new().with("scale", 1.0).with("bias", a.epsilon)),
+        op("rsqrt", shifted, EvalVar::Output(2), AttrMap::new()),
+    ])
 }
 
 /// Per-channel (mean, biased variance, rstd) on the CPU, in f64.
