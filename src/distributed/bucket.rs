@@ -175,7 +175,7 @@ impl Bucket {
             self.phase = Phase::Filled;
             return Ok(());
         }
-        let ctx = gpu[0].0.ctx.clone();
+        let ctx = crate::backend::gpu::context(gpu[0].0.device)?;
         let staging = match self.staging.take() {
             Some(b) => b,
             None => ctx.staging_buffer(self.bytes().max(4) as u64),

@@ -700,7 +700,7 @@ impl Tensor {
             && self.dtype() == src.dtype()
         {
             self.bump_version();
-            return b.ctx.write(b, &src.to_cpu_data("assign_")?.to_gpu_bytes());
+            return gpu::context(b.device)?.write(b, &src.to_cpu_data("assign_")?.to_gpu_bytes());
         }
         self.assign_(&src.to(self.place())?)
     }

@@ -113,7 +113,7 @@ impl Drop for ReplayPlan {
         self.feeds.clear();
         self.fetch.clear();
         self.persist.clear();
-        crate::backend::gpu::lock(&self.pool).release(&self.ctx);
+        crate::backend::gpu::lock(&self.pool).release(&self.ctx.pool);
     }
 }
 
@@ -176,7 +176,7 @@ pub(super) fn capture(
     fetch: &[VarId],
 ) -> Result<PlanOutcome> {
     let pool = Arc::new(Mutex::new(PrivatePool::default()));
-    if !ctx.begin_capture(pool.clone()) {
+    if !ctx.capture.begin(pool.clone()) {
         return Ok(PlanOutcome::Busy);
     }
     /// Ends the capture on every way out, and unless a plan keeps the private pool (an op
@@ -191,10 +191,10 @@ pub(super) fn capture(
     impl Drop for Close<'_> {
         fn drop(&mut self) {
             if !self.ended {
-                let _ = self.ctx.end_capture();
+                let _ = self.ctx.capture.end();
             }
             if !self.kept {
-                crate::backend::gpu::lock(self.pool).release(self.ctx);
+                crate::backend::gpu::lock(self.pool).release(&self.ctx.pool);
             }
         }
     }
@@ -221,12 +221,12 @@ pub(super) fn capture(
     let mut segments = Vec::new();
     let mut pending = Vec::new();
     let mut why: Option<String> = None;
-    ctx.capture_logging(true);
+    ctx.capture.logging(true);
     for i in 0..c.blocks[0].len() {
         let offset = crate::random::get_seed_offset();
         let inputs = run.inputs(0, i, env)?;
         let outs = run.call(0, i, &inputs)?;
-        let cmds = ctx.take_captured();
+        let cmds = ctx.capture.take();
         let live = crate::random::get_seed_offset() != offset;
         if why.is_none() && !outs.iter().all(gpu_ok) {
             why = Some(format!("op {} returns a value off the GPU", c.blocks[0][i].desc.op_type));
@@ -267,11 +267,11 @@ pub(super) fn capture(
             }
         }
     }
-    pending.extend(ctx.take_captured());
+    pending.extend(ctx.capture.take());
     segments.push(SegmentLog::Cmds(pending));
     let fetched: Vec<Tensor> = fetch.iter().map(|&id| run.value(id, env)).collect::<Result<_>>()?;
     close.ended = true;
-    let ended = ctx.end_capture();
+    let ended = ctx.capture.end();
     if let Some(w) = why.or(ended.err()) {
         return Ok(PlanOutcome::Interpreted(w));
     }
@@ -337,7 +337,7 @@ pub(super) fn capture(
         .filter(|(_, r)| **r)
         .filter_map(|(t, _)| buffer_id(t))
         .collect();
-    let mut tapes = ctx.prepare(raw, &pool, &own, &rebind)?.into_iter();
+    let mut tapes = Tape::prepare(ctx, raw, &pool, &own, &rebind)?.into_iter();
     let segments: Vec<Segment> = shape
         .into_iter()
         .map(|s| match s {
@@ -426,7 +426,7 @@ pub(super) fn replay(plan: &ReplayPlan, run: &Run<'_>, env: &[Option<Tensor>]) -
     }
     for s in &plan.segments {
         match s {
-            Segment::Tape(t) => plan.ctx.replay(t, &subst)?,
+            Segment::Tape(t) => t.replay(&plan.ctx, &subst)?,
             Segment::Live { step, inputs, targets } => {
                 let outs = run.call(0, *step, inputs)?;
                 for (t, o) in targets.iter().zip(&outs) {

@@ -52,7 +52,7 @@ impl Tensor {
     pub(crate) async fn to_cpu_data_async(&self) -> Result<CpuData> {
         let (buf, ctx) = match self.storage() {
             Storage::Cpu(d) => return Ok(d.read().unwrap_or_else(|e| e.into_inner()).clone()),
-            Storage::Gpu(b) => (b.clone(), b.ctx.clone()),
+            Storage::Gpu(b) => (b.clone(), crate::backend::gpu::context(b.device)?),
             Storage::Meta(_) | Storage::Var(_) => return Err(meta_has_no_data(self)),
         };
         let n = self.numel();

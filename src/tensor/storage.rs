@@ -32,7 +32,7 @@ impl Storage {
     pub fn place(&self) -> Place {
         match self {
             Storage::Cpu(_) => Place::Cpu,
-            Storage::Gpu(b) => Place::Gpu(b.ctx.index),
+            Storage::Gpu(b) => Place::Gpu(b.device),
             Storage::Meta(p) => *p,
             Storage::Var(v) => v.place(),
         }

@@ -2,7 +2,8 @@
 //! lines, braces expanded, and inline) is resolved to the file defining it, and the rules of
 //! ARCHITECTURE.md's picture are checked — a file never imports a file of a higher floor,
 //! two files of different folders never import each other, `backend/` names nothing above
-//! it, and no static pass compares an op's name with a string literal. A file's
+//! it, the GPU runtime's files import each other in no circle (its facets are leaves), and
+//! no static pass compares an op's name with a string literal. A file's
 //! `#[cfg(test)] mod tests` and comments are left out.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -102,28 +103,50 @@ fn expand(prefix: &[String], body: &str, out: &mut Vec<Vec<String>>) {
 
 /// The paths of every `use crate::...;` of `text`, and of every inline `crate::a::b`.
 fn crate_paths(text: &str) -> Vec<Vec<String>> {
+    paths_under(text, "crate")
+}
+
+/// The paths of every `use {root}::...;` (`pub use`, `pub(crate) use` too) of `text`, and
+/// of every inline `{root}::a::b`, without the root.
+fn paths_under(text: &str, root: &str) -> Vec<Vec<String>> {
+    let (used, inline) = (format!("use {root}::"), format!("{root}::"));
     let mut out = Vec::new();
     let mut rest = text;
-    while let Some(i) = rest.find("use crate::") {
-        let after = &rest[i + "use crate::".len()..];
+    while let Some(i) = rest.find(&used) {
+        let after = &rest[i + used.len()..];
         let end = after.find(';').unwrap_or(after.len());
         expand(&[], &after[..end], &mut out);
         rest = &after[end..];
     }
     let bytes = text.as_bytes();
     let mut from = 0;
-    while let Some(i) = text[from..].find("crate::") {
+    while let Some(i) = text[from..].find(&inline) {
         let at = from + i;
-        from = at + 7;
+        from = at + inline.len();
         let before = if at == 0 { b' ' } else { bytes[at - 1] };
         if before.is_ascii_alphanumeric() || before == b'_' || before == b':' || text[..at].ends_with("use ") {
             continue;
         }
-        let path: String =
-            text[at + 7..].chars().take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':').collect();
+        let path: String = text[from..].chars().take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':').collect();
         out.push(path.split("::").filter(|s| !s.is_empty()).map(String::from).collect());
     }
     out
+}
+
+/// The nodes of `edges` that lie on a circle or lead only into one: what is left once the
+/// nodes importing nothing left are taken away, again and again (Kahn's order).
+fn on_circles(edges: &BTreeMap<PathBuf, BTreeSet<PathBuf>>) -> BTreeSet<PathBuf> {
+    let mut left: BTreeMap<PathBuf, BTreeSet<PathBuf>> = edges.clone();
+    loop {
+        let free: Vec<PathBuf> =
+            left.iter().filter(|(_, t)| t.iter().all(|t| !left.contains_key(t))).map(|(f, _)| f.clone()).collect();
+        if free.is_empty() {
+            return left.into_keys().collect();
+        }
+        for f in free {
+            left.remove(&f);
+        }
+    }
 }
 
 impl Crate {
@@ -250,6 +273,42 @@ fn the_backend_names_nothing_above_it() {
 }
 
 #[test]
+fn the_gpu_runtime_is_a_stack_of_facets() {
+    // Its files import each other through `super::`; `mod.rs` (the locks, the constants and
+    // the re-exports) is left out as an importer.
+    let c = Crate::read();
+    let dir = c.root.join("backend/gpu");
+    let files: Vec<PathBuf> =
+        c.modules.values().filter(|f| f.parent() == Some(dir.as_path()) && !f.ends_with("mod.rs")).cloned().collect();
+    assert!(files.len() >= 10, "the runtime's files: {files:?}");
+    let edges: BTreeMap<PathBuf, BTreeSet<PathBuf>> = files
+        .iter()
+        .map(|f| {
+            let targets = paths_under(&code(f), "super")
+                .iter()
+                .filter_map(|p| p.first())
+                .map(|m| dir.join(format!("{m}.rs")))
+                .filter(|t| t != f && files.contains(t))
+                .collect();
+            (f.clone(), targets)
+        })
+        .collect();
+    let circled = on_circles(&edges);
+    let names: Vec<String> = circled.iter().map(|f| c.rel(f)).collect();
+    assert!(names.is_empty(), "runtime files on an import circle: {names:?}");
+    // The facets are leaves: they name no other file of the runtime but the kernels' sources
+    // (`shader.rs`, and `in_place.rs`, which rewrites them).
+    for leaf in ["pool.rs", "pipeline.rs", "profile.rs", "error_flag.rs", "shader.rs", "device.rs"] {
+        let t: Vec<String> = edges[&dir.join(leaf)]
+            .iter()
+            .map(|f| c.rel(f))
+            .filter(|f| !f.ends_with("shader.rs") && !f.ends_with("in_place.rs"))
+            .collect();
+        assert!(t.is_empty(), "backend/gpu/{leaf} imports {t:?}");
+    }
+}
+
+#[test]
 fn no_static_pass_compares_an_op_name() {
     let c = Crate::read();
     for (file, text) in c.modules.values().filter(|f| c.top(f) == "static_").map(|f| (f, code(f))) {
@@ -281,4 +340,17 @@ fn the_rules_can_fail() {
     assert_eq!(c.rel(&shape), "shape.rs");
     assert_eq!(c.rel(&c.module_file(&["Tensor".to_string()], true).unwrap()), "tensor/mod.rs");
     assert!(floor("backend") < floor("tensor") && floor("ops") < floor("static_"));
+    assert_eq!(paths_under("use super::{a::B, c};\nlet x = super::d::e();", "super").len(), 3);
+    let node = |n: &str| PathBuf::from(n);
+    let graph = |pairs: &[(&str, &str)]| {
+        let mut g: BTreeMap<PathBuf, BTreeSet<PathBuf>> = BTreeMap::new();
+        for (a, b) in pairs {
+            g.entry(node(a)).or_default().insert(node(b));
+            g.entry(node(b)).or_default();
+        }
+        g
+    };
+    let circle = on_circles(&graph(&[("a", "b"), ("b", "c"), ("c", "a"), ("d", "a"), ("c", "e")]));
+    assert_eq!(circle, ["a", "b", "c", "d"].map(node).into_iter().collect());
+    assert!(on_circles(&graph(&[("a", "b"), ("b", "c"), ("a", "c")])).is_empty());
 }

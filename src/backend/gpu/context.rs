@@ -1,394 +1,65 @@
-//! Adapters, devices and the per-device context: limits, error capture, buffer allocation;
-//! it owns the runtime's facets (pool, pipeline cache, recorder, capture, error flag). Hardware adapters come first in the registry, software ones (lavapipe,
-//! SwiftShader) after them, so `gpu:0` is the best adapter present.
+//! The per-device context: the device ([`Device`]) and the runtime's facets — buffer pool,
+//! pipeline cache, recorder, capture log, error flag, profiler (inside the recorder),
+//! staging — composed on top of them, each a leaf of its own file. The context's methods
+//! are the runtime's API for ops: allocate, dispatch, write, copy, read back, sync. It
+//! derefs to its [`Device`], so `ctx.limits` and `ctx.is_software()` read the device.
 
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
-use super::capture::PrivatePool;
-pub(crate) use super::lock;
-use super::pipeline::PipelineCache;
-pub(crate) use super::pipeline::{Access, Pipeline};
-use super::pool::{BufferPool, MemoryStats, size_class};
-use super::recorder::Recorder;
-use super::shader::Kernel;
-use crate::{Error, Result};
-
-/// One opened GPU device.
-pub(crate) struct GpuContext {
-    pub index: usize,
-    pub device: wgpu::Device,
-    pub queue: wgpu::Queue,
-    pub info: wgpu::AdapterInfo,
-    pub limits: wgpu::Limits,
-    pub(crate) recorder: Mutex<Recorder>,
-    pub(crate) pool: Mutex<BufferPool>,
-    pub(crate) error_flag: Mutex<super::error_flag::ErrorFlag>,
-    pipelines: PipelineCache,
-    /// The open plan capture, if any (see `capture.rs`), and a flag read without locking.
-    pub(super) capture: Mutex<Option<super::capture::CaptureState>>,
-    pub(super) capturing: std::sync::atomic::AtomicBool,
-    /// Dispatches recorded so far.
-    pub(super) dispatches: std::sync::atomic::AtomicU64,
-    /// A small buffer bound where a kernel's optional input is absent (never read).
-    pub(crate) unused: wgpu::Buffer,
-    /// A host-mappable buffer for small readbacks (a loss, the index-error flag), taken by
-    /// one readback at a time and put back unmapped, so a training loop's per-step reads
-    /// create and destroy no buffer.
-    pub(super) small_staging: Mutex<Option<wgpu::Buffer>>,
-    errors: Arc<Mutex<Vec<String>>>,
-    lost: Arc<Mutex<Option<String>>>,
-}
-
-/// What the user can learn about a GPU adapter.
-#[derive(Clone, Debug)]
-pub struct GpuInfo {
-    /// Adapter name, e.g. "NVIDIA H100" or "llvmpipe (LLVM 15.0.6, 256 bits)".
-    pub name: String,
-    /// Backend: Vulkan, Metal, Dx12 or BrowserWebGpu.
-    pub backend: String,
-    /// Discrete, integrated, virtual, CPU (software) or other.
-    pub device_type: String,
-    /// Driver name and version.
-    pub driver: String,
-    /// Largest storage binding the device accepts, in bytes (the biggest tensor).
-    pub max_binding_bytes: u64,
-    /// Storage buffers one kernel may bind (WebGPU guarantees 8); bounds how many optimizer
-    /// updates one merged dispatch takes.
-    pub max_storage_buffers_per_stage: u32,
-}
-
-struct Registry {
-    adapters: Vec<wgpu::Adapter>,
-    contexts: Vec<Option<Arc<GpuContext>>>,
-}
-
-static REGISTRY: Mutex<Option<Registry>> = Mutex::new(None);
-
-#[cfg(not(target_arch = "wasm32"))]
-fn is_hardware(info: &wgpu::AdapterInfo) -> bool {
-    !matches!(info.device_type, wgpu::DeviceType::Cpu)
-}
-
-#[cfg(not(target_arch = "wasm32"))]
-fn with_registry<R>(f: impl FnOnce(&mut Registry) -> R) -> R {
-    let mut guard = lock(&REGISTRY);
-    let reg = guard.get_or_insert_with(|| {
-        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
-        let mut adapters = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()));
-        // Hardware first; among equals keep the enumeration order (stable sort).
-        adapters.sort_by_key(|a| !is_hardware(&a.get_info()));
-        let n = adapters.len();
-        Registry { adapters, contexts: vec![None; n] }
-    });
-    f(reg)
-}
-
-#[cfg(target_arch = "wasm32")]
-fn with_registry<R>(f: impl FnOnce(&mut Registry) -> R) -> R {
-    let mut guard = lock(&REGISTRY);
-    // No instance until `init_gpu` has seen that the browser has WebGPU.
-    let reg = guard.get_or_insert_with(|| Registry { adapters: Vec::new(), contexts: Vec::new() });
-    f(reg)
-}
-
-/// The host's cores (1 where unknown, as on wasm), read once: software adapters run one
-/// thread per core.
-fn host_cores() -> usize {
-    static CORES: OnceLock<usize> = OnceLock::new();
-    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-}
-
-/// True when a hardware (non-software) GPU adapter is present.
-pub(crate) fn hardware_adapter_available() -> bool {
-    #[cfg(not(target_arch = "wasm32"))]
-    {
-        with_registry(|r| r.adapters.first().is_some_and(|a| is_hardware(&a.get_info())))
-    }
-    #[cfg(target_arch = "wasm32")]
-    {
-        with_registry(|r| r.contexts.first().is_some_and(|c| c.is_some()))
-    }
-}
-
-/// Number of hardware (non-software) GPU adapters.
+use super::WORKGROUP;
+use super::buffer::{GpuBuffer, next_buffer_id};
+use super::capture::{CaptureLog, Cmd, CopyCmd};
+use super::device::Device;
+use super::error_flag::ErrorFlag;
+use super::lock;
+use super::pipeline::{Access, Pipeline, PipelineCache};
+use super::pool::{BufferPool, size_class};
+use super::profile::{KernelLabel, KernelTotal, Profiling};
 #[cfg(all(feature = "mpi", not(target_arch = "wasm32")))]
-pub(crate) fn hardware_adapter_count() -> usize {
-    // One GPU can be listed once per backend (Vulkan and DX12 on Windows): the count is that
-    // of the backend listing the most.
-    with_registry(|r| {
-        let mut per_backend: std::collections::HashMap<wgpu::Backend, usize> = std::collections::HashMap::new();
-        for info in r.adapters.iter().map(|a| a.get_info()).filter(is_hardware) {
-            *per_backend.entry(info.backend).or_default() += 1;
-        }
-        per_backend.into_values().max().unwrap_or(0)
-    })
+use super::readback::PendingRead;
+use super::readback::Staging;
+use super::recorder::{Bind, Grid, PARAMS_WINDOW, Recorder, SMALL_UPLOAD, grid};
+use super::shader::{COPY_WORDS, Kernel};
+use crate::{DType, Error, Result};
+
+/// One opened GPU device and its facets.
+pub(crate) struct GpuContext {
+    pub(crate) dev: Device,
+    pub(crate) recorder: Mutex<Recorder>,
+    /// Shared with every buffer, which returns to it when dropped.
+    pub(crate) pool: Arc<Mutex<BufferPool>>,
+    pub(crate) error_flag: Mutex<ErrorFlag>,
+    pub(super) pipelines: PipelineCache,
+    /// The open plan capture, if any (see `capture.rs`).
+    pub(crate) capture: CaptureLog,
+    staging: Staging,
 }
 
-/// Number of GPU adapters visible (software ones included).
-pub fn gpu_count() -> usize {
-    #[cfg(not(target_arch = "wasm32"))]
-    {
-        with_registry(|r| r.adapters.len())
+impl std::ops::Deref for GpuContext {
+    type Target = Device;
+
+    fn deref(&self) -> &Device {
+        &self.dev
     }
-    #[cfg(target_arch = "wasm32")]
-    {
-        with_registry(|r| r.contexts.len())
-    }
-}
-
-/// The opened context of `gpu:index`, opening it on first use (natively; on wasm call
-/// `init_gpu().await` first).
-pub(crate) fn context(index: usize) -> Result<Arc<GpuContext>> {
-    #[cfg(not(target_arch = "wasm32"))]
-    {
-        let adapter = with_registry(|r| {
-            if let Some(Some(c)) = r.contexts.get(index) {
-                return Ok(Err(c.clone()));
-            }
-            match r.adapters.get(index) {
-                Some(a) => Ok(Ok(a.clone())),
-                None => Err(Error::Device(format!(
-                    "gpu:{index} requested but {} GPU adapter(s) found{}",
-                    r.adapters.len(),
-                    if r.adapters.is_empty() {
-                        " (install a Vulkan/Metal/DX12 driver, or Mesa's lavapipe: mesa-vulkan-drivers)"
-                    } else {
-                        ""
-                    }
-                ))),
-            }
-        })?;
-        let adapter = match adapter {
-            Err(ctx) => return Ok(ctx),
-            Ok(a) => a,
-        };
-        let ctx = Arc::new(pollster::block_on(GpuContext::open(index, &adapter))?);
-        Ok(with_registry(|r| r.contexts[index].get_or_insert(ctx).clone()))
-    }
-    #[cfg(target_arch = "wasm32")]
-    {
-        with_registry(|r| match r.contexts.get(index) {
-            Some(Some(c)) => Ok(c.clone()),
-            _ => Err(Error::Device(format!("gpu:{index} is not initialised; call dygraph::init_gpu().await first"))),
-        })
-    }
-}
-
-/// Opens `gpu:0` asynchronously: needed once on wasm before using the GPU place; natively
-/// it is optional (the GPU opens on first use). Returns the adapter's description.
-pub async fn init_gpu() -> Result<GpuInfo> {
-    #[cfg(not(target_arch = "wasm32"))]
-    {
-        let ctx = context(0)?;
-        Ok(ctx.gpu_info())
-    }
-    #[cfg(target_arch = "wasm32")]
-    {
-        if let Ok(ctx) = context(0) {
-            return Ok(ctx.gpu_info());
-        }
-        // False both when navigator.gpu is missing and when it offers no adapter (Chrome on
-        // Linux without a supported GPU, or without chrome://flags/#enable-unsafe-webgpu).
-        if !wgpu::util::is_browser_webgpu_supported().await {
-            return Err(Error::Device(
-                "no WebGPU in this browser (navigator.gpu is missing, or it offers no adapter)".into(),
-            ));
-        }
-        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle());
-        let adapter = instance
-            .request_adapter(&wgpu::RequestAdapterOptions {
-                power_preference: wgpu::PowerPreference::HighPerformance,
-                ..Default::default()
-            })
-            .await
-            .map_err(|e| Error::Device(format!("no WebGPU adapter: {e}")))?;
-        let ctx = Arc::new(GpuContext::open(0, &adapter).await?);
-        let info = ctx.gpu_info();
-        with_registry(|r| {
-            r.adapters = vec![adapter];
-            r.contexts = vec![Some(ctx)];
-        });
-        Ok(info)
-    }
-}
-
-/// Description of `gpu:index` (opens it).
-pub fn gpu_info(index: usize) -> Result<GpuInfo> {
-    Ok(context(index)?.gpu_info())
-}
-
-/// Memory counters of `gpu:index`.
-pub fn memory_stats(index: usize) -> Result<MemoryStats> {
-    let ctx = context(index)?;
-    let mut stats = lock(&ctx.pool).stats;
-    stats.pipelines = ctx.pipelines.compiled() as u64;
-    Ok(stats)
-}
-
-/// Caps the device memory `gpu:index` holds for tensors (live plus pooled bytes; PyTorch's
-/// `set_per_process_memory_fraction` as a byte count): an allocation past it first empties
-/// the pool, then fails with [`Error::DeviceLimit`], leaving the device usable. `None`
-/// removes the cap.
-pub fn set_memory_limit(index: usize, bytes: Option<u64>) -> Result<()> {
-    lock(&context(index)?.pool).limit = bytes;
-    Ok(())
-}
-
-/// Kernel dispatches recorded on `gpu:index` so far (replayed plans' included): divide a
-/// host time by it for the cost per dispatch.
-pub fn dispatch_count(index: usize) -> Result<u64> {
-    Ok(context(index)?.dispatches.load(std::sync::atomic::Ordering::Relaxed))
-}
-
-/// Command buffers submitted to `gpu:index` so far. Work is batched: a replayed plan's run
-/// and the readback of what it fetched are one submission.
-pub fn submit_count(index: usize) -> Result<u64> {
-    Ok(lock(&context(index)?.recorder).submits)
-}
-
-/// Resets the peak counter of `gpu:index` to the current allocation.
-pub fn reset_peak_memory(index: usize) -> Result<()> {
-    let ctx = context(index)?;
-    let mut pool = lock(&ctx.pool);
-    pool.stats.peak_allocated = pool.stats.allocated;
-    Ok(())
-}
-
-/// Frees every pooled (unused) buffer of `gpu:index`.
-pub fn empty_cache(index: usize) -> Result<()> {
-    let ctx = context(index)?;
-    ctx.sync()?;
-    lock(&ctx.recorder).forget_bind_groups();
-    lock(&ctx.pool).clear();
-    Ok(())
-}
-
-/// Submits all recorded GPU work on every opened device, waits for it to finish (natively;
-/// in the browser it only submits), and surfaces any GPU error. Readback does this
-/// implicitly; call it to time device work, to bound latency or to check for errors.
-pub fn sync() -> Result<()> {
-    // Only devices already opened have work to submit: never open one here.
-    let contexts: Vec<Arc<GpuContext>> =
-        lock(&REGISTRY).as_ref().map(|r| r.contexts.iter().flatten().cloned().collect()).unwrap_or_default();
-    for c in contexts {
-        c.sync()?;
-    }
-    Ok(())
 }
 
 impl GpuContext {
-    async fn open(index: usize, adapter: &wgpu::Adapter) -> Result<GpuContext> {
-        let info = adapter.get_info();
-        let limits = adapter.limits();
-        let (device, queue) = adapter
-            .request_device(&wgpu::DeviceDescriptor {
-                label: Some("dygraph"),
-                // Timestamps only for the profiler; they cost nothing unless written.
-                required_features: adapter.features() & wgpu::Features::TIMESTAMP_QUERY,
-                required_limits: limits.clone(),
-                experimental_features: wgpu::ExperimentalFeatures::disabled(),
-                memory_hints: wgpu::MemoryHints::Performance,
-                trace: wgpu::Trace::Off,
-            })
-            .await
-            .map_err(|e| Error::Device(format!("cannot open {}: {e}", info.name)))?;
-        let errors: Arc<Mutex<Vec<String>>> = Arc::default();
-        let lost: Arc<Mutex<Option<String>>> = Arc::default();
-        {
-            let errors = errors.clone();
-            device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
-                lock(&errors).push(e.to_string());
-            }));
-        }
-        {
-            let lost = lost.clone();
-            device.set_device_lost_callback(move |reason, msg| {
-                *lock(&lost) = Some(format!("{reason:?}: {msg}"));
-            });
-        }
-        let recorder = Recorder::new(&device, &limits);
-        let unused = device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("dygraph-unused-binding"),
-            size: 256,
-            usage: wgpu::BufferUsages::STORAGE,
-            mapped_at_creation: false,
-        });
-        let error_flag = Mutex::new(super::error_flag::ErrorFlag::new(&device));
+    /// Opens `adapter` as `gpu:index` and composes its facets.
+    pub(super) async fn open(index: usize, adapter: &wgpu::Adapter) -> Result<GpuContext> {
+        let dev = Device::open(index, adapter).await?;
         Ok(GpuContext {
-            index,
-            device,
-            queue,
-            info,
-            limits,
-            recorder: Mutex::new(recorder),
-            pool: Mutex::new(BufferPool::default()),
-            error_flag,
+            recorder: Mutex::new(Recorder::new(&dev.device, &dev.limits)),
+            pool: Arc::default(),
+            error_flag: Mutex::new(ErrorFlag::new(&dev.device)),
             pipelines: PipelineCache::default(),
-            capture: Mutex::new(None),
-            capturing: Default::default(),
-            dispatches: Default::default(),
-            unused,
-            small_staging: Mutex::new(None),
-            errors,
-            lost,
+            capture: CaptureLog::default(),
+            staging: Staging::default(),
+            dev,
         })
     }
 
-    pub fn gpu_info(&self) -> GpuInfo {
-        GpuInfo {
-            name: self.info.name.clone(),
-            backend: format!("{:?}", self.info.backend),
-            device_type: format!("{:?}", self.info.device_type),
-            driver: format!("{} {}", self.info.driver, self.info.driver_info).trim().to_string(),
-            max_binding_bytes: self.max_binding(),
-            max_storage_buffers_per_stage: self.limits.max_storage_buffers_per_shader_stage,
-        }
-    }
-
-    /// True for CPU-emulated adapters (lavapipe, SwiftShader), whose workgroup barriers are
-    /// costly: some kernels pick barrier-free variants there.
-    pub fn is_software(&self) -> bool {
-        matches!(self.info.device_type, wgpu::DeviceType::Cpu)
-    }
-
-    /// True when `rows` contiguous rows of `len` elements should take a row kernel's
-    /// one-invocation-per-row entry rather than its workgroup-per-row one (`rows`). Software
-    /// adapters emulate workgroup barriers slowly: on 2 cores, lavapipe ran the MNIST step's
-    /// conv bias gradients (1280 rows of 576, 3200 of 64) in 1.3 ms against 36, and softmax
-    /// over 1,024 rows of 1,024 in 4.4 ms against 13.9. Rows up to 4,096 keep each
-    /// invocation's loop short.
-    ///
-    /// Such an adapter runs each 256-invocation workgroup on one of its threads (one per host
-    /// core), so the barrier-free entry keeps `rows / 256` of them busy where the
-    /// workgroup-per-row entry keeps all of them busy. It wins while the caller's measured
-    /// per-row `gain` (36 / 1.3 for reductions, 13.9 / 4.4 for softmax) outweighs the idle
-    /// threads: `gain · rows ≥ 256 · cores`, and never below one workgroup's worth (256
-    /// rows). On 2 cores that is 256 rows for every caller; on many cores it is a model, not a
-    /// measurement.
-    pub fn rows_without_barriers(&self, rows: usize, len: usize, gain: usize) -> bool {
-        self.is_software() && len <= 4096 && rows >= 256 && rows.saturating_mul(gain) >= 256 * host_cores()
-    }
-
-    /// Largest buffer a kernel can bind.
-    pub fn max_binding(&self) -> u64 {
-        self.limits.max_storage_buffer_binding_size.min(self.limits.max_buffer_size)
-    }
-
-    /// Surfaces device loss and GPU errors captured since the last check.
-    pub fn check(&self, op: &'static str) -> Result<()> {
-        if let Some(msg) = lock(&self.lost).clone() {
-            return Err(Error::DeviceLost(msg));
-        }
-        let mut errs = lock(&self.errors);
-        if errs.is_empty() {
-            return Ok(());
-        }
-        let msg = errs.drain(..).collect::<Vec<_>>().join("; ");
-        Err(Error::Gpu { op, msg })
-    }
-
     /// A storage buffer of at least `bytes` bytes, from the pool when one is free.
-    pub fn alloc(self: &Arc<Self>, op: &'static str, bytes: u64) -> Result<GpuBuffer> {
+    pub fn alloc(&self, op: &'static str, bytes: u64) -> Result<GpuBuffer> {
         let need = bytes.div_ceil(4).saturating_mul(4);
         let limit = self.max_binding();
         if need > limit {
@@ -401,21 +72,21 @@ impl GpuContext {
             });
         }
         let class = size_class(need).min(limit.max(need));
-        let home = self.capture_pool();
+        let home = self.capture.pool();
         if let Some(home) = &home {
             let mut h = lock(home);
             if let Some((_, buffer)) = h.take(class) {
                 let id = next_buffer_id();
                 h.adopt(id, class, need, false);
-                return Ok(GpuBuffer { ctx: self.clone(), buffer: Some(buffer), class, id, home: Some(home.clone()) });
+                return Ok(GpuBuffer::new(self.index, buffer, class, id, self.pool.clone(), Some(home.clone())));
             }
         }
         let pooled = lock(&self.pool).take(class);
         if let Some((id, buffer)) = pooled {
             home.iter().for_each(|h| lock(h).adopt(id, class, need, true));
-            return Ok(GpuBuffer { ctx: self.clone(), buffer: Some(buffer), class, id, home });
+            return Ok(GpuBuffer::new(self.index, buffer, class, id, self.pool.clone(), home));
         }
-        if let Some(msg) = lock(&self.lost).clone() {
+        if let Some(msg) = self.dev.lost() {
             return Err(Error::DeviceLost(msg));
         }
         self.within_memory_limit(op, class)?;
@@ -423,7 +94,7 @@ impl GpuContext {
         lock(&self.pool).note_created(class);
         let id = next_buffer_id();
         home.iter().for_each(|h| lock(h).adopt(id, class, need, true));
-        Ok(GpuBuffer { ctx: self.clone(), buffer: Some(buffer), class, id, home })
+        Ok(GpuBuffer::new(self.index, buffer, class, id, self.pool.clone(), home))
     }
 
     /// `Ok` when `bytes` more stay within `set_memory_limit`'s cap, emptying the pool first
@@ -440,7 +111,7 @@ impl GpuContext {
         // Recorded work may still use pooled buffers: submit it before they are destroyed.
         {
             let mut rec = lock(&self.recorder);
-            rec.flush(self)?;
+            rec.flush(&self.dev)?;
             rec.forget_bind_groups();
         }
         let mut pool = lock(&self.pool);
@@ -474,7 +145,7 @@ impl GpuContext {
                 // still use pooled buffers: submit it before they are destroyed.
                 {
                     let mut rec = lock(&self.recorder);
-                    rec.flush(self)?;
+                    rec.flush(&self.dev)?;
                     rec.forget_bind_groups();
                 }
                 lock(&self.pool).clear();
@@ -522,31 +193,208 @@ impl GpuContext {
         // same batch and waits for it: one submission per sync either way.
         #[cfg(not(target_arch = "wasm32"))]
         pollster::block_on(self.check_indices("sync"))?;
-        lock(&self.recorder).flush(self)?;
+        lock(&self.recorder).flush(&self.dev)?;
         #[cfg(not(target_arch = "wasm32"))]
         self.device
             .poll(wgpu::PollType::wait_indefinitely())
             .map_err(|e| Error::Gpu { op: "sync", msg: e.to_string() })?;
         self.check("sync")
     }
-}
 
-/// A pooled GPU storage buffer; returns to the pool when dropped.
-pub(crate) struct GpuBuffer {
-    pub ctx: Arc<GpuContext>,
-    buffer: Option<wgpu::Buffer>,
-    class: u64,
-    /// Identifies the device buffer for the bind-group cache (kept through the pool).
-    pub id: u64,
-    /// The plan's private pool this buffer returns to (allocated during a plan capture).
-    home: Option<Arc<Mutex<PrivatePool>>>,
-}
+    /// Records one dispatch of `kernel`'s variant `key` at `entry` over `size` (workgroups,
+    /// or invocations of a 1-D kernel, `WORKGROUP` per group). `binds` are bound in order at
+    /// bindings 0.., then `params` (as `array<u32>`).
+    pub fn dispatch(
+        &self,
+        kernel: &'static Kernel,
+        key: u32,
+        entry: &'static str,
+        binds: &[Bind<'_>],
+        params: &[u32],
+        size: impl Into<Grid>,
+    ) -> Result<()> {
+        self.dispatch_inner(kernel, key, entry, binds, params, size.into(), true)
+    }
 
-/// Ids of device buffers; those below 16 name the recorder's own (the index-error flag, the
-/// stand-in for an absent input, the parameter and upload arena).
-fn next_buffer_id() -> u64 {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(16);
-    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    /// `dispatch`, logged for a capture unless the caller logs the command as something else.
+    #[allow(clippy::too_many_arguments)]
+    fn dispatch_inner(
+        &self,
+        kernel: &'static Kernel,
+        key: u32,
+        entry: &'static str,
+        binds: &[Bind<'_>],
+        params: &[u32],
+        size: Grid,
+        logged: bool,
+    ) -> Result<()> {
+        let groups = match size {
+            Grid::Groups(g) => g,
+            Grid::Threads(0) => return Ok(()),
+            Grid::Threads(n) => grid(&self.dev, n.div_ceil(WORKGROUP as u64))?,
+        };
+        let access: Vec<Access> = binds.iter().map(|b| b.access).collect();
+        let pipeline = self.pipeline(kernel, key, entry, &access)?;
+        let bytes: &[u8] = if params.is_empty() { &[0; 4] } else { bytemuck::cast_slice(params) };
+        if bytes.len() > PARAMS_WINDOW {
+            return Err(Error::Gpu {
+                op: "dispatch",
+                msg: format!(
+                    "{}: {} bytes of parameters, more than the {PARAMS_WINDOW}-byte window",
+                    kernel.file,
+                    bytes.len()
+                ),
+            });
+        }
+        if logged {
+            self.capture.log(|| Cmd::Dispatch {
+                kernel,
+                key,
+                entry,
+                pipeline: pipeline.clone(),
+                binds: binds.iter().map(|b| (b.id, b.buffer.clone(), b.access == Access::ReadWrite)).collect(),
+                params: bytes.to_vec(),
+                groups,
+            });
+        }
+        let label = KernelLabel { file: kernel.file, entry, key };
+        lock(&self.recorder).dispatch(&self.dev, label, &pipeline, binds, bytes, groups)
+    }
+
+    /// A new buffer holding `bytes`.
+    pub fn upload(&self, op: &'static str, bytes: &[u8]) -> Result<GpuBuffer> {
+        let buf = self.alloc(op, bytes.len() as u64)?;
+        self.write(&buf, bytes)?;
+        Ok(buf)
+    }
+
+    /// Records writing `bytes` at the start of `buf` (ordered with the recorded kernels).
+    pub fn write(&self, buf: &GpuBuffer, bytes: &[u8]) -> Result<()> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        let padded = bytes.len().next_multiple_of(4);
+        self.capture.log(|| {
+            let mut v = bytes.to_vec();
+            v.resize(padded, 0);
+            Cmd::Write { dst: (buf.id, buf.raw().clone()), bytes: v }
+        });
+        if bytes.len() <= SMALL_UPLOAD {
+            let copy = self.pipeline(&COPY_WORDS, 0, "main", &[Access::Read, Access::ReadWrite])?;
+            lock(&self.recorder).write_small(&self.dev, &copy, buf, bytes)
+        } else {
+            lock(&self.recorder).write_large(&self.dev, buf, bytes)
+        }
+    }
+
+    /// Records a buffer-to-buffer copy of `bytes` (a multiple of 4).
+    pub fn copy(&self, src: &GpuBuffer, src_offset: u64, dst: &GpuBuffer, dst_offset: u64, bytes: u64) -> Result<()> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        self.capture.log(|| {
+            Cmd::Copy(CopyCmd {
+                src: (src.id, src.raw().clone()),
+                src_offset,
+                dst: (dst.id, dst.raw().clone()),
+                dst_offset,
+                bytes,
+            })
+        });
+        // A small copy runs as a dispatch, keeping the compute pass open; a large one is
+        // worth the copy command (a software adapter's memcpy beats a kernel's word copy).
+        // A copy that is unaligned or out of range goes to the copy command too, whose
+        // validation reports it.
+        let words = [bytes / 4, src_offset / 4, dst_offset / 4];
+        let fits = |b: &GpuBuffer, at: u64| at.checked_add(bytes).is_some_and(|end| end <= b.raw().size());
+        let aligned = (bytes | src_offset | dst_offset).is_multiple_of(4);
+        if src.raw() != dst.raw()
+            && bytes <= SMALL_UPLOAD as u64
+            && aligned
+            && fits(src, src_offset)
+            && fits(dst, dst_offset)
+            && words.iter().all(|&w| w <= u32::MAX as u64)
+        {
+            let params = words.map(|w| w as u32);
+            let binds = [Bind::read(src), Bind::write(dst)];
+            return self.dispatch_inner(&COPY_WORDS, 0, "main", &binds, &params, Grid::Threads(words[0]), false);
+        }
+        lock(&self.recorder).copy_command(&self.dev, src.raw(), src_offset, dst.raw(), dst_offset, bytes);
+        Ok(())
+    }
+
+    /// Reads the first `bytes` bytes of `src` back to the host. Submits pending work, and
+    /// reports an out-of-range index a kernel recorded since the last check.
+    pub async fn read(&self, src: &GpuBuffer, bytes: u64) -> Result<Vec<u8>> {
+        if bytes == 0 {
+            self.check_indices("readback").await?;
+            return Ok(Vec::new());
+        }
+        let mut out = self.read_raw("readback", &[(src.raw(), bytes)]).await?;
+        Ok(out.swap_remove(0))
+    }
+
+    /// A host-mappable buffer of `bytes` for `start_read` (kept and reused by its owner).
+    #[cfg(all(feature = "mpi", not(target_arch = "wasm32")))]
+    pub fn staging_buffer(&self, bytes: u64) -> wgpu::Buffer {
+        super::readback::staging_buffer(&self.dev, bytes)
+    }
+
+    /// Starts reading `srcs` (buffer, bytes) back into `staging`, packed in order: records
+    /// the copies, submits, and asks for the mapping without waiting. `poll_read` says when
+    /// the bytes are on the host. Used where the host has other work meanwhile (a
+    /// data-parallel bucket's gradients while backward goes on).
+    #[cfg(all(feature = "mpi", not(target_arch = "wasm32")))]
+    pub fn start_read(&self, srcs: &[(&GpuBuffer, u64)], staging: wgpu::Buffer) -> Result<PendingRead> {
+        self.capture.taint("an op read data back to the host");
+        let raw: Vec<(&wgpu::Buffer, u64)> = srcs.iter().map(|&(b, n)| (b.raw(), n)).collect();
+        super::readback::start_read(&self.dev, &self.recorder, &raw, staging)
+    }
+
+    /// Drives `pending` on: with `wait`, until it is mapped.
+    #[cfg(all(feature = "mpi", not(target_arch = "wasm32")))]
+    pub fn poll_read(&self, pending: &PendingRead, wait: bool) -> Result<bool> {
+        pending.poll(&self.dev, wait)
+    }
+
+    /// Submits pending work and reports an out-of-range index recorded since the last check.
+    /// Errors name `op` (the caller: a readback, `sync`).
+    pub async fn check_indices(&self, op: &'static str) -> Result<()> {
+        self.read_raw(op, &[]).await.map(|_| ())
+    }
+
+    /// Reads the first bytes of each buffer (and the index-error flag, when a checking kernel
+    /// ran since it was last read) with one submission and one mapping.
+    async fn read_raw(&self, op: &'static str, srcs: &[(&wgpu::Buffer, u64)]) -> Result<Vec<Vec<u8>>> {
+        if !srcs.is_empty() {
+            self.capture.taint("an op read data back to the host");
+        }
+        let flag = self.take_index_flag();
+        let mut parts: Vec<(&wgpu::Buffer, u64)> = srcs.to_vec();
+        if let Some(f) = &flag {
+            parts.push((f, super::error_flag::FLAG_BYTES));
+        }
+        if parts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let read = self.staging.read_parts(&self.dev, &self.recorder, op, &parts, flag.as_ref()).await;
+        let mut out = match read {
+            Ok(out) => out,
+            Err(e) => {
+                // The flag's words were not read: a later readback reads them again (an error
+                // still there is reported then, not lost; a cleared flag reads as none).
+                if flag.is_some() {
+                    self.arm_index_flag();
+                }
+                return Err(e);
+            }
+        };
+        if flag.is_some() {
+            let words = out.pop().unwrap_or_default();
+            self.index_error(&words)?;
+        }
+        Ok(out)
+    }
 }
 
 /// The device's error flag (`error_flag.rs`): codes for the kernels that bind it, and the
@@ -559,28 +407,22 @@ impl GpuContext {
 
     /// The flag buffer and code for the deferred NaN/Inf check of what `op` wrote (`what`:
     /// "output 0", ...) of `shape` and `dtype`: reported by the next readback.
-    pub(crate) fn non_finite_flag(
-        &self,
-        op: String,
-        what: &str,
-        shape: &[usize],
-        dtype: crate::DType,
-    ) -> (u32, wgpu::Buffer) {
+    pub(crate) fn non_finite_flag(&self, op: String, what: &str, shape: &[usize], dtype: DType) -> (u32, wgpu::Buffer) {
         lock(&self.error_flag).non_finite_code(op, what, shape, dtype)
     }
 
     /// Notes that a checking kernel was recorded (a replayed plan's).
-    pub(super) fn arm_index_flag(&self) {
+    fn arm_index_flag(&self) {
         lock(&self.error_flag).arm();
     }
 
     /// The flag buffer when a checking kernel ran since it was last read (and disarms it).
-    pub(super) fn take_index_flag(&self) -> Option<wgpu::Buffer> {
+    fn take_index_flag(&self) -> Option<wgpu::Buffer> {
         lock(&self.error_flag).take()
     }
 
     /// The error recorded in the flag's `words`, if any.
-    pub(super) fn index_error(&self, words: &[u8]) -> Result<()> {
+    fn index_error(&self, words: &[u8]) -> Result<()> {
         lock(&self.error_flag).error(words)
     }
 }
@@ -595,42 +437,17 @@ impl GpuContext {
         if rec.profiling.is_some() {
             return Err(Error::invalid("profiler", format!("a profiler is already on for gpu:{}", self.index)));
         }
-        rec.profiling = Some(super::profile::Profiling::new(
-            &self.device,
-            &self.queue,
-            &format!("{} ({:?})", self.info.name, self.info.backend),
-        )?);
+        rec.profiling =
+            Some(Profiling::new(&self.device, &self.queue, &format!("{} ({:?})", self.info.name, self.info.backend))?);
         Ok(())
     }
 
     /// Finishes the recorded work and turns kernel timing off: each kernel's calls and
     /// device time, in the order the kernels first ran.
-    pub(crate) fn stop_profiling(&self) -> Result<Vec<(super::profile::KernelLabel, super::profile::KernelTotal)>> {
+    pub(crate) fn stop_profiling(&self) -> Result<Vec<(KernelLabel, KernelTotal)>> {
         let flushed = self.sync();
         let taken = lock(&self.recorder).profiling.take();
         flushed?;
         Ok(taken.map(|p| p.totals).unwrap_or_default())
-    }
-}
-
-impl GpuBuffer {
-    pub fn raw(&self) -> &wgpu::Buffer {
-        self.buffer.as_ref().expect("GpuBuffer used after drop")
-    }
-}
-
-impl Drop for GpuBuffer {
-    fn drop(&mut self) {
-        if let Some(b) = self.buffer.take() {
-            match &self.home {
-                Some(home) => {
-                    let back = lock(home).give_back(self.class, self.id, b);
-                    if let Some(b) = back {
-                        lock(&self.ctx.pool).give_back(self.class, self.id, b);
-                    }
-                }
-                None => lock(&self.ctx.pool).give_back(self.class, self.id, b),
-            }
-        }
     }
 }

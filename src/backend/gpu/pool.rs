@@ -3,9 +3,14 @@
 //! Buffers are rounded up to a size class (at most 1/8 larger than asked for), and a buffer
 //! whose last tensor dropped goes back to its class's free list instead of being destroyed.
 //! Reuse inside one pending batch is safe: every kernel and copy that touches pooled
-//! buffers is recorded in order into the same command encoder (see `recorder.rs`).
+//! buffers is recorded in order into the same command encoder (see `recorder.rs`). A plan's
+//! capture allocates from a pool of its own ([`PrivatePool`]), which hands its buffers to
+//! the shared one when the plan goes.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+
+use super::lock;
 
 /// Memory counters of one GPU device, in bytes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -89,6 +94,86 @@ impl BufferPool {
             }
         }
         self.stats.pooled = 0;
+    }
+}
+
+/// Buffers owned by one plan: what its capture allocated, free or held by its tensors.
+#[derive(Default)]
+pub(crate) struct PrivatePool {
+    free: HashMap<u64, Vec<(u64, wgpu::Buffer)>>,
+    /// Every allocation the capture made, by id, with the bytes it asked for (the buffer
+    /// behind it is a size class, up to 1/8 larger). A buffer the capture frees and hands
+    /// out again gets a new id, so each id is one tensor's lifetime and the packing sees
+    /// lifetimes, not the pool's reuse.
+    pub(super) owned: HashMap<u64, u64>,
+    /// Size-class bytes of the distinct buffers the plan holds.
+    buffers: u64,
+    /// Buffers whose commands now use the arena: they go to the shared pool when free.
+    pub(super) evicted: HashSet<u64>,
+    /// Bytes of the arena the packed intermediates live in (0 without one).
+    pub(super) arena: u64,
+    /// The plan is gone: buffers coming back go to the device's shared pool.
+    released: bool,
+}
+
+impl PrivatePool {
+    /// Bytes of device memory the plan holds: its own buffers and its arena.
+    pub fn bytes(&self) -> u64 {
+        self.buffers + self.arena
+    }
+
+    /// Gives buffer `id` to the shared pool when it comes back (the plan no longer uses it).
+    pub fn evict(&mut self, id: u64) {
+        self.evicted.insert(id);
+    }
+
+    pub fn owns(&self, id: u64) -> bool {
+        self.owned.contains_key(&id)
+    }
+
+    /// Records allocation `id` of `need` bytes (a new buffer of `class` bytes for the plan
+    /// when `fresh`, else one of its free buffers handed out again under a new id).
+    pub fn adopt(&mut self, id: u64, class: u64, need: u64, fresh: bool) {
+        self.owned.insert(id, need);
+        if fresh {
+            self.buffers += class;
+        }
+    }
+
+    pub fn take(&mut self, class: u64) -> Option<(u64, wgpu::Buffer)> {
+        self.free.get_mut(&class)?.pop()
+    }
+
+    /// Keeps a buffer for the plan; hands it back (the caller gives it to the shared pool) once the
+    /// plan is released.
+    pub fn give_back(&mut self, class: u64, id: u64, buffer: wgpu::Buffer) -> Option<wgpu::Buffer> {
+        if self.released || self.evicted.contains(&id) {
+            self.owned.remove(&id);
+            self.buffers -= class;
+            return Some(buffer);
+        }
+        self.free.entry(class).or_default().push((id, buffer));
+        None
+    }
+
+    /// Hands the free buffers to the device's shared pool, and every buffer that comes back
+    /// later (the plan is going away).
+    pub fn release(&mut self, shared: &Mutex<BufferPool>) {
+        self.released = true;
+        self.give_free_away(shared, |_| true);
+        lock(shared).forget_external(std::mem::take(&mut self.arena));
+    }
+
+    /// Moves the free buffers `which` picks to the shared pool.
+    pub(super) fn give_free_away(&mut self, shared: &Mutex<BufferPool>, which: impl Fn(u64) -> bool) {
+        let mut pool = lock(shared);
+        for (&class, bufs) in self.free.iter_mut() {
+            for (id, b) in bufs.extract_if(.., |(id, _)| which(*id)) {
+                pool.give_back(class, id, b);
+                self.owned.remove(&id);
+                self.buffers -= class;
+            }
+        }
     }
 }
 

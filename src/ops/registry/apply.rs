@@ -246,10 +246,7 @@ fn run_kernels<O: Op>(
                     _ => Err(Error::PlaceMismatch { op: op.name(), lhs: place, rhs: t.place() }),
                 })
                 .collect::<Result<_>>()?;
-            let ctx: Arc<GpuContext> = match buffers.first() {
-                Some(b) => b.ctx.clone(),
-                None => gpu::context(index)?,
-            };
+            let ctx: Arc<GpuContext> = gpu::context(index)?;
             let outputs: Vec<GpuBuffer> =
                 outs.iter().map(|o| ctx.alloc(op.name(), gpu_bytes(o.dtype, o.numel()))).collect::<Result<_>>()?;
             let call = GpuCall { ctx: &ctx, inputs: buffers, outputs, ins: metas, outs };

@@ -122,7 +122,14 @@ fn check_each(op: &'static str, inputs: &[&Tensor], outputs: &[(String, &Tensor)
             continue;
         }
         if deferred && let crate::tensor::Storage::Gpu(buffer) = out.storage() {
-            gpu_check_finite(&buffer.ctx, name(), what, buffer, out.shape(), out.dtype())?;
+            gpu_check_finite(
+                &*crate::backend::gpu::context(buffer.device)?,
+                name(),
+                what,
+                buffer,
+                out.shape(),
+                out.dtype(),
+            )?;
             continue;
         }
         if !has_non_finite(out)? {
