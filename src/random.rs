@@ -292,6 +292,3 @@ pub(crate) fn cpu_mask_data(n: usize, p: f64, scale: f64, dtype: DType) -> CpuDa
         CpuData::F32(cpu_mask(n, p, scale as f32))
     }
 }
-
-/// This family's GPU kernels (the shader tests instantiate every variant of each).
-pub(crate) static KERNELS: &[&crate::backend::gpu::Kernel] = &[&RANDOM];

@@ -94,5 +94,5 @@ pub(crate) fn gpu_assemble(
     Ok(())
 }
 
-/// This family's GPU kernels (the shader tests instantiate every variant of each).
-pub(crate) static KERNELS: &[&crate::backend::gpu::Kernel] = &[&COPY];
+/// This family's ops and GPU kernels, for the registry's catalog.
+pub(crate) static FAMILY: crate::ops::registry::Family = crate::ops::registry::Family { ops: &[], kernels: &[&COPY] };

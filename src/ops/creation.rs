@@ -706,9 +706,8 @@ impl Tensor {
     }
 }
 
-/// This family's entries in the op registry.
-pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] =
-    &[&FULL, &ZEROS, &ONES, &FULL_LIKE, &ARANGE, &LINSPACE, &EYE, &TO, &ASSIGN, &ASSIGN_INPLACE];
-
-/// This family's GPU kernels (the shader tests instantiate every variant of each).
-pub(crate) static KERNELS: &[&crate::backend::gpu::Kernel] = &[&FILL];
+/// This family's ops and GPU kernels, for the registry's catalog.
+pub(crate) static FAMILY: crate::ops::registry::Family = crate::ops::registry::Family {
+    ops: &[&FULL, &ZEROS, &ONES, &FULL_LIKE, &ARANGE, &LINSPACE, &EYE, &TO, &ASSIGN, &ASSIGN_INPLACE],
+    kernels: &[&FILL],
+};

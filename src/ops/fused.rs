@@ -453,8 +453,6 @@ pub fn fused_kernel_source(program: &str) -> Result<String> {
     FUSED_KERNEL.source(kernel_key(&Chain::parse(OP, program)?))
 }
 
-/// This family's entries in the op registry.
-pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] = &[&FUSED];
-
-/// This family's GPU kernels (the shader tests instantiate every variant of each).
-pub(crate) static KERNELS: &[&crate::backend::gpu::Kernel] = &[&FUSED_KERNEL];
+/// This family's ops and GPU kernels, for the registry's catalog.
+pub(crate) static FAMILY: crate::ops::registry::Family =
+    crate::ops::registry::Family { ops: &[&FUSED], kernels: &[&FUSED_KERNEL] };

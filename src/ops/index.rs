@@ -612,9 +612,8 @@ impl Tensor {
     }
 }
 
-/// This family's entries in the op registry.
-pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] =
-    &[&INDEX_SELECT, &GATHER_OP, &TAKE_ALONG_AXIS, &EMBEDDING, &INDEX_GATHER, &INDEX_SCATTER_ADD, &ONE_HOT_OP];
-
-/// This family's GPU kernels (the shader tests instantiate every variant of each).
-pub(crate) static KERNELS: &[&crate::backend::gpu::Kernel] = &[&GATHER, &SCATTER_ADD, &ONE_HOT];
+/// This family's ops and GPU kernels, for the registry's catalog.
+pub(crate) static FAMILY: crate::ops::registry::Family = crate::ops::registry::Family {
+    ops: &[&INDEX_SELECT, &GATHER_OP, &TAKE_ALONG_AXIS, &EMBEDDING, &INDEX_GATHER, &INDEX_SCATTER_ADD, &ONE_HOT_OP],
+    kernels: &[&GATHER, &SCATTER_ADD, &ONE_HOT],
+};

@@ -385,5 +385,8 @@ impl Op for RandpermOp {
     }
 }
 
-/// This family's entries in the op registry.
-pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] = &[&UNIFORM, &GAUSSIAN, &RANDINT, &RANDPERM];
+/// This family's ops and GPU kernels, for the registry's catalog.
+pub(crate) static FAMILY: crate::ops::registry::Family = crate::ops::registry::Family {
+    ops: &[&UNIFORM, &GAUSSIAN, &RANDINT, &RANDPERM],
+    kernels: &[&crate::random::RANDOM],
+};

@@ -736,8 +736,8 @@ impl Tensor {
     }
 }
 
-/// This family's entries in the op registry.
-pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] = &[&SUM, &MEAN, &PROD, &MAX, &MIN, &ARGMAX, &ARGMIN];
-
-/// This family's GPU kernels (the shader tests instantiate every variant of each).
-pub(crate) static KERNELS: &[&crate::backend::gpu::Kernel] = &[&REDUCE, &ARGREDUCE];
+/// This family's ops and GPU kernels, for the registry's catalog.
+pub(crate) static FAMILY: crate::ops::registry::Family = crate::ops::registry::Family {
+    ops: &[&SUM, &MEAN, &PROD, &MAX, &MIN, &ARGMAX, &ARGMIN],
+    kernels: &[&REDUCE, &ARGREDUCE],
+};

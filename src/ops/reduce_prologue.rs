@@ -101,5 +101,6 @@ pub fn reduce_prologue_source(program: &str) -> Result<String> {
     super::reduce::REDUCE.source(DType::Float32.code() + 64 * number)
 }
 
-/// This family's entries in the op registry.
-pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] = &[&REDUCE_PROLOGUE];
+/// This family's ops and GPU kernels, for the registry's catalog.
+pub(crate) static FAMILY: crate::ops::registry::Family =
+    crate::ops::registry::Family { ops: &[&REDUCE_PROLOGUE], kernels: &[] };

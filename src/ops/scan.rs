@@ -252,8 +252,8 @@ impl Tensor {
     }
 }
 
-/// This family's entries in the op registry.
-pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] = &[&CUMSUM, &CUMPROD, &CUMPROD_GRAD];
-
-/// This family's GPU kernels (the shader tests instantiate every variant of each).
-pub(crate) static KERNELS: &[&crate::backend::gpu::Kernel] = &[&SCAN_KERNEL, &CUMPROD_GRAD_KERNEL];
+/// This family's ops and GPU kernels, for the registry's catalog.
+pub(crate) static FAMILY: crate::ops::registry::Family = crate::ops::registry::Family {
+    ops: &[&CUMSUM, &CUMPROD, &CUMPROD_GRAD],
+    kernels: &[&SCAN_KERNEL, &CUMPROD_GRAD_KERNEL],
+};

@@ -905,21 +905,24 @@ impl Tensor {
     }
 }
 
-/// This family's entries in the op registry.
-pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] = &[
-    &RESHAPE,
-    &FLATTEN,
-    &SQUEEZE,
-    &UNSQUEEZE,
-    &TRANSPOSE,
-    &BROADCAST_TO,
-    &EXPAND_AS,
-    &SLICE,
-    &SLICE_GRAD,
-    &FLIP,
-    &CONCAT,
-    &PAD,
-];
+/// This family's ops and GPU kernels, for the registry's catalog.
+pub(crate) static FAMILY: crate::ops::registry::Family = crate::ops::registry::Family {
+    ops: &[
+        &RESHAPE,
+        &FLATTEN,
+        &SQUEEZE,
+        &UNSQUEEZE,
+        &TRANSPOSE,
+        &BROADCAST_TO,
+        &EXPAND_AS,
+        &SLICE,
+        &SLICE_GRAD,
+        &FLIP,
+        &CONCAT,
+        &PAD,
+    ],
+    kernels: &[],
+};
 
 /// Sums a broadcast gradient back to `shape` (the inverse of broadcasting).
 pub(crate) fn sum_to_shape(g: &Tensor, shape: &[usize]) -> Result<Tensor> {

@@ -116,8 +116,6 @@ impl Tensor {
     }
 }
 
-/// This family's entries in the op registry.
-pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] = &[&TRIL, &TRIU];
-
-/// This family's GPU kernels (the shader tests instantiate every variant of each).
-pub(crate) static KERNELS: &[&crate::backend::gpu::Kernel] = &[&TRI_KERNEL];
+/// This family's ops and GPU kernels, for the registry's catalog.
+pub(crate) static FAMILY: crate::ops::registry::Family =
+    crate::ops::registry::Family { ops: &[&TRIL, &TRIU], kernels: &[&TRI_KERNEL] };

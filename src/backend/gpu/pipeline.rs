@@ -66,7 +66,7 @@ impl PipelineCache {
             return Err(Error::Gpu {
                 op: "pipeline",
                 msg: format!(
-                    "kernel {} is not registered (list it in its family's `static KERNELS`, and the family in ops/registry/catalog.rs)",
+                    "kernel {} is not registered (list it in its family's `static FAMILY`, and the family in ops/registry/catalog.rs)",
                     kernel.file
                 ),
             });

@@ -36,7 +36,7 @@ pub(crate) type Variant = Vec<(&'static str, String)>;
 /// A WGSL template file plus every substitution set an op may instantiate it with, each
 /// named by a small integer key the op computes from its parameters (so a dispatch looks its
 /// pipeline up by `(kernel, key, entry)` without building any string). A family lists its
-/// kernels beside its ops (`static KERNELS`), so the validation test covers each; a dispatch
+/// kernels beside its ops (`static FAMILY`), so the validation test covers each; a dispatch
 /// of a kernel no family lists is an error.
 pub(crate) struct Kernel {
     /// Path below `shaders/`.

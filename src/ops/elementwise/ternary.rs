@@ -90,8 +90,6 @@ pub fn where_(cond: &Tensor, x: &Tensor, y: &Tensor) -> Result<Tensor> {
     apply1(&WHERE_OP, &[cond, x, y], ())
 }
 
-/// This family's entries in the op registry.
-pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] = &[&WHERE_OP];
-
-/// This family's GPU kernels (the shader tests instantiate every variant of each).
-pub(crate) static KERNELS: &[&crate::backend::gpu::Kernel] = &[&WHERE];
+/// This family's ops and GPU kernels, for the registry's catalog.
+pub(crate) static FAMILY: crate::ops::registry::Family =
+    crate::ops::registry::Family { ops: &[&WHERE_OP], kernels: &[&WHERE] };

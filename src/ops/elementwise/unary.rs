@@ -702,5 +702,6 @@ impl Tensor {
     }
 }
 
-/// This family's GPU kernels (the shader tests instantiate every variant of each).
-pub(crate) static KERNELS: &[&crate::backend::gpu::Kernel] = &[&UNARY, &UNARY_VEC4];
+/// This family's ops and GPU kernels, for the registry's catalog.
+pub(crate) static FAMILY: crate::ops::registry::Family =
+    crate::ops::registry::Family { ops: &[], kernels: &[&UNARY, &UNARY_VEC4] };

@@ -121,6 +121,3 @@ impl Op for MatmulEpilogueOp {
 pub fn matmul_epilogue_source(program: &str) -> Result<String> {
     super::MATMUL.source(EPILOGUES.intern(&Chain::parse(OP, program)?))
 }
-
-/// This family's entries in the op registry.
-pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] = &[&MATMUL_EPILOGUE];

@@ -282,9 +282,8 @@ fn empty_like(d: &CpuData) -> CpuData {
     }
 }
 
-/// This family's entries in the op registry.
-pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] =
-    &[&CROSS_ENTROPY_WITH_SOFTMAX_OP, &CROSS_ENTROPY_WITH_SOFTMAX_GRAD_OP];
-
-/// This family's GPU kernels (the shader tests instantiate every variant of each).
-pub(crate) static KERNELS: &[&crate::backend::gpu::Kernel] = &[&CROSS_ENTROPY];
+/// This family's ops and GPU kernels, for the registry's catalog.
+pub(crate) static FAMILY: crate::ops::registry::Family = crate::ops::registry::Family {
+    ops: &[&CROSS_ENTROPY_WITH_SOFTMAX_OP, &CROSS_ENTROPY_WITH_SOFTMAX_GRAD_OP],
+    kernels: &[&CROSS_ENTROPY],
+};

@@ -157,8 +157,9 @@ pub fn dropout(x: &Tensor, options: DropoutOptions) -> Result<Tensor> {
     apply1(&DROPOUT, &[x], options)
 }
 
-/// This family's entries in the op registry.
-pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] = &[&DROPOUT];
+/// This family's ops and GPU kernels, for the registry's catalog.
+pub(crate) static FAMILY: crate::ops::registry::Family =
+    crate::ops::registry::Family { ops: &[&DROPOUT], kernels: &[] };
 
 impl AttrField for DropoutMode {
     fn to_attr(&self) -> AttrValue {

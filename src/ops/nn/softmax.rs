@@ -224,9 +224,8 @@ impl Tensor {
     }
 }
 
-/// This family's entries in the op registry.
-pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] =
-    &[&SOFTMAX_OP, &LOG_SOFTMAX_OP, &SOFTMAX_GRAD_OP, &LOG_SOFTMAX_GRAD_OP];
-
-/// This family's GPU kernels (the shader tests instantiate every variant of each).
-pub(crate) static KERNELS: &[&crate::backend::gpu::Kernel] = &[&SOFTMAX, &SOFTMAX_GRAD];
+/// This family's ops and GPU kernels, for the registry's catalog.
+pub(crate) static FAMILY: crate::ops::registry::Family = crate::ops::registry::Family {
+    ops: &[&SOFTMAX_OP, &LOG_SOFTMAX_OP, &SOFTMAX_GRAD_OP, &LOG_SOFTMAX_GRAD_OP],
+    kernels: &[&SOFTMAX, &SOFTMAX_GRAD],
+};

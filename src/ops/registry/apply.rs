@@ -25,7 +25,7 @@ pub(crate) fn apply<O: Op>(op: &'static O, inputs: &[&Tensor], attrs: O::Attrs) 
     if !super::is_registered(op as *const O as usize, op.name()) {
         return Err(Error::invalid(
             op.name(),
-            "this op is not in the registry (list it in its family's `static OPS`, and the family in ops/registry/catalog.rs)",
+            "this op is not in the registry (list it in its family's `static FAMILY`, and the family in ops/registry/catalog.rs)",
         ));
     }
     dispatch::run(&mut TypedCall { op, inputs, attrs, metas: None, inferred: None })

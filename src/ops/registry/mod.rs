@@ -2,7 +2,7 @@
 //! typed attributes, meta inference, CPU and GPU kernels and a backward rule, and every
 //! call goes through the one generic entry point [`apply`](apply::apply).
 //!
-//! Each family lists its entries beside its ops (`static OPS`) and [`catalog`] names each
+//! Each family declares its entries and kernels beside its ops (`static FAMILY`) and [`catalog`] names each
 //! family once; `apply` refuses an op that is not listed, so one declared and left out fails
 //! on its first call.
 
@@ -17,6 +17,7 @@ pub(crate) mod op;
 use std::sync::OnceLock;
 
 pub use attrs::{AttrField, AttrMap, AttrValue, Attrs};
+pub(crate) use catalog::Family;
 pub use facts::{Commute, EpilogueHost, EvalOp, EvalRewrite, EvalVar, Facts, Fusion, PrologueHost, Update};
 
 use crate::tensor::TensorMeta;
@@ -29,7 +30,7 @@ use crate::{Error, Result, Tensor};
 ///     STATIC: TypeOp = "name", Attrs, Plan
 /// );
 /// ```
-/// defines the unit struct `TypeOp`, its static (which its family lists in its `OPS`) and
+/// defines the unit struct `TypeOp`, its static (which its family lists in its `FAMILY`) and
 /// its [`op::OpHeader`]; the [`op::Op`] implementation follows.
 macro_rules! registry_entry {
     ($(#[$doc:meta])* $stat:ident: $ty:ident = $name:expr, $attrs:ty, $plan:ty) => {

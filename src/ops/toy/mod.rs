@@ -9,7 +9,7 @@
 use crate::backend::cpu::{CpuData, float_kernel};
 use crate::ops::nn::{DropoutMode, DropoutOptions};
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
-use crate::ops::registry::{AttrMap, Attrs, EvalOp, EvalRewrite, EvalVar, Facts, Fusion, RegisteredOp, registry_entry};
+use crate::ops::registry::{AttrMap, Attrs, EvalOp, EvalRewrite, EvalVar, Facts, Fusion, registry_entry};
 use crate::tensor::TensorMeta;
 use crate::{Error, Result, Tensor};
 
@@ -103,8 +103,11 @@ drop_all!(TOY_DROP: ToyDropOp = "toy_drop", Facts {
 });
 drop_all!(TOY_DROP_PLAIN: ToyDropPlainOp = "toy_drop_plain", Facts::NONE);
 
-/// This family's entries in the op registry.
-pub(crate) static OPS: &[&dyn RegisteredOp] = &[&TOY_LEADING_ONE, &TOY_LEADING_ONE_PLAIN, &TOY_DROP, &TOY_DROP_PLAIN];
+/// This family's ops and GPU kernels, for the registry's catalog.
+pub(crate) static FAMILY: crate::ops::registry::Family = crate::ops::registry::Family {
+    ops: &[&TOY_LEADING_ONE, &TOY_LEADING_ONE_PLAIN, &TOY_DROP, &TOY_DROP_PLAIN],
+    kernels: &[],
+};
 
 #[cfg(test)]
 mod tests {

@@ -70,8 +70,6 @@ impl UpdateRule for AdamaxKind {
     }
 }
 
-/// This family's entries in the op registry.
-pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] = &[&ADAMAX];
-
-/// This family's GPU kernels (the shader tests instantiate every variant of each).
-pub(crate) static KERNELS: &[&crate::backend::gpu::Kernel] = &[&ADAMAX_KERNEL];
+/// This family's ops and GPU kernels, for the registry's catalog.
+pub(crate) static FAMILY: crate::ops::registry::Family =
+    crate::ops::registry::Family { ops: &[&ADAMAX], kernels: &[&ADAMAX_KERNEL] };

@@ -58,8 +58,6 @@ impl UpdateRule for MomentumKind {
     }
 }
 
-/// This family's entries in the op registry.
-pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] = &[&MOMENTUM, &MERGED_MOMENTUM];
-
-/// This family's GPU kernels (the shader tests instantiate every variant of each).
-pub(crate) static KERNELS: &[&crate::backend::gpu::Kernel] = &[&MOMENTUM_KERNEL];
+/// This family's ops and GPU kernels, for the registry's catalog.
+pub(crate) static FAMILY: crate::ops::registry::Family =
+    crate::ops::registry::Family { ops: &[&MOMENTUM, &MERGED_MOMENTUM], kernels: &[&MOMENTUM_KERNEL] };

@@ -43,8 +43,6 @@ impl UpdateRule for SgdKind {
     }
 }
 
-/// This family's entries in the op registry.
-pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] = &[&SGD, &MERGED_SGD];
-
-/// This family's GPU kernels (the shader tests instantiate every variant of each).
-pub(crate) static KERNELS: &[&crate::backend::gpu::Kernel] = &[&SGD_KERNEL];
+/// This family's ops and GPU kernels, for the registry's catalog.
+pub(crate) static FAMILY: crate::ops::registry::Family =
+    crate::ops::registry::Family { ops: &[&SGD, &MERGED_SGD], kernels: &[&SGD_KERNEL] };

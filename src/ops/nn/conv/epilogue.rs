@@ -120,6 +120,3 @@ pub fn conv2d_epilogue_source(program: &str) -> Result<String> {
     let number = EPILOGUES.intern(&Chain::parse(OP, program)?);
     super::CONV2D.source(1 + super::EPILOGUE_STEP * number)
 }
-
-/// This family's entries in the op registry.
-pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] = &[&CONV2D_EPILOGUE];

@@ -673,9 +673,8 @@ fn split_count(ctx: &GpuContext, product: Product, workgroups: usize, k: usize, 
     split_k::slices(ctx, workgroups, k, numel, floor)
 }
 
-/// This family's entries in the op registry.
-pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] =
-    &[&CONV2D_OP, &CONV2D_PRODUCT, &CONV2D_GRAD_INPUT, &CONV2D_GRAD_WEIGHT];
-
-/// This family's GPU kernels (the shader tests instantiate every variant of each).
-pub(crate) static KERNELS: &[&crate::backend::gpu::Kernel] = &[&CONV2D];
+/// This family's ops and GPU kernels, for the registry's catalog.
+pub(crate) static FAMILY: crate::ops::registry::Family = crate::ops::registry::Family {
+    ops: &[&CONV2D_OP, &CONV2D_PRODUCT, &CONV2D_GRAD_INPUT, &CONV2D_GRAD_WEIGHT, &epilogue::CONV2D_EPILOGUE],
+    kernels: &[&CONV2D],
+};

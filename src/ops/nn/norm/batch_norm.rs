@@ -521,10 +521,8 @@ fn bn_backward_ops(
     Ok((dx, dw, db))
 }
 
-/// This family's entries in the op registry.
-pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] =
-    &[&BATCH_NORM_STATS, &BATCH_NORM_OP, &BATCH_NORM_GRAD_OP];
-
-/// This family's GPU kernels (the shader tests instantiate every variant of each).
-pub(crate) static KERNELS: &[&crate::backend::gpu::Kernel] =
-    &[&BATCH_NORM, &BATCH_NORM_APPLY, &BATCH_NORM_GRAD, &BATCH_NORM_DX];
+/// This family's ops and GPU kernels, for the registry's catalog.
+pub(crate) static FAMILY: crate::ops::registry::Family = crate::ops::registry::Family {
+    ops: &[&BATCH_NORM_STATS, &BATCH_NORM_OP, &BATCH_NORM_GRAD_OP],
+    kernels: &[&BATCH_NORM, &BATCH_NORM_APPLY, &BATCH_NORM_GRAD, &BATCH_NORM_DX],
+};

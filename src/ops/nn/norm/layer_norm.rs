@@ -368,8 +368,8 @@ fn ln_backward_ops(
     Ok((dx, dw, db))
 }
 
-/// This family's entries in the op registry.
-pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] = &[&LAYER_NORM_OP, &LAYER_NORM_GRAD_OP];
-
-/// This family's GPU kernels (the shader tests instantiate every variant of each).
-pub(crate) static KERNELS: &[&crate::backend::gpu::Kernel] = &[&LAYER_NORM, &LAYER_NORM_GRAD, &LAYER_NORM_WGRAD];
+/// This family's ops and GPU kernels, for the registry's catalog.
+pub(crate) static FAMILY: crate::ops::registry::Family = crate::ops::registry::Family {
+    ops: &[&LAYER_NORM_OP, &LAYER_NORM_GRAD_OP],
+    kernels: &[&LAYER_NORM, &LAYER_NORM_GRAD, &LAYER_NORM_WGRAD],
+};

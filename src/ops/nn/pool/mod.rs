@@ -500,17 +500,17 @@ fn adaptive_geometry(op: &'static str, x: &TensorMeta, out: Pair) -> Result<Pool
     })
 }
 
-/// This family's entries in the op registry.
-pub(crate) static OPS: &[&dyn crate::ops::registry::RegisteredOp] = &[
-    &MAX_POOL2D,
-    &AVG_POOL2D,
-    &ADAPTIVE_MAX_POOL2D,
-    &ADAPTIVE_AVG_POOL2D,
-    &POOL2D_AVG,
-    &POOL2D_AVG_GRAD,
-    &POOL2D_MAX_GRAD,
-    &POOL2D_GATHER,
-];
-
-/// This family's GPU kernels (the shader tests instantiate every variant of each).
-pub(crate) static KERNELS: &[&crate::backend::gpu::Kernel] = &[&POOL2D];
+/// This family's ops and GPU kernels, for the registry's catalog.
+pub(crate) static FAMILY: crate::ops::registry::Family = crate::ops::registry::Family {
+    ops: &[
+        &MAX_POOL2D,
+        &AVG_POOL2D,
+        &ADAPTIVE_MAX_POOL2D,
+        &ADAPTIVE_AVG_POOL2D,
+        &POOL2D_AVG,
+        &POOL2D_AVG_GRAD,
+        &POOL2D_MAX_GRAD,
+        &POOL2D_GATHER,
+    ],
+    kernels: &[&POOL2D],
+};

@@ -16,8 +16,9 @@ use crate::{DType, Error, Result, Tensor};
 /// NaN or infinity in the device's error flag, which the next readback reports.
 pub(crate) static NAN_CHECK: Kernel = Kernel::single("nan_check.wgsl");
 
-/// The check mode's kernels.
-pub(crate) static KERNELS: &[&Kernel] = &[&NAN_CHECK];
+/// The check mode's GPU kernels, for the registry's catalog.
+pub(crate) static FAMILY: crate::ops::registry::Family =
+    crate::ops::registry::Family { ops: &[], kernels: &[&NAN_CHECK] };
 
 /// Records the deferred check of what `op` wrote (`what`), held in `buffer`.
 fn gpu_check_finite(
