@@ -17,6 +17,13 @@ pub fn kernel_files() -> Vec<&'static str> {
     crate::ops::registry();
     crate::backend::gpu::kernel_files()
 }
+/// Whether the WGSL compute shader `source` (entry `main`) compiles on `gpu:index`: the
+/// validation error when not. Probes what the device's reported features allow.
+#[cfg(not(target_arch = "wasm32"))]
+pub fn gpu_compiles(index: usize, source: &str) -> crate::Result<std::result::Result<(), String>> {
+    Ok(crate::backend::gpu::context(index)?.compiles(source))
+}
+
 pub use crate::ops::fused::fused_kernel_source;
 pub use crate::ops::matmul::epilogue::matmul_epilogue_source;
 pub use crate::ops::nn::conv::epilogue::conv2d_epilogue_source;

@@ -439,8 +439,8 @@ fn main() -> ExitCode {
     }
     if args.info {
         println!(
-            "adapter: {} | backend: {} | device type: {} | driver: {}",
-            info.name, info.backend, info.device_type, info.driver
+            "adapter: {} | backend: {} | device type: {} | driver: {} | float16 arithmetic: {} | subgroups: {:?}",
+            info.name, info.backend, info.device_type, info.driver, info.shader_f16, info.subgroup_sizes
         );
         return ExitCode::SUCCESS;
     }

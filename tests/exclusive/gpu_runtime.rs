@@ -41,6 +41,31 @@ fn prints_the_adapter() {
     assert!(info.max_binding_bytes >= 1 << 27, "WebGPU guarantees 128 MiB bindings: {}", info.max_binding_bytes);
     assert!(info.max_storage_buffers_per_stage >= 8, "WebGPU guarantees 8 storage buffers: {info:?}");
     assert!(dygraph::gpu_count() >= 1);
+    println!("gpu:0 float16 arithmetic: {} | subgroup sizes: {:?}", info.shader_f16, info.subgroup_sizes);
+    // What the device reports is what its kernels may use: a float16 kernel and a subgroup
+    // kernel compile exactly when the matching feature is reported.
+    let f16 = "enable f16;\n@group(0) @binding(0) var<storage, read_write> out: array<f32>;\n\
+               @compute @workgroup_size(1) fn main() { let h = f16(1.5) * f16(2.0); out[0] = f32(h); }";
+    let compiled = dygraph::testing::gpu_compiles(0, f16).unwrap();
+    assert_eq!(
+        compiled.is_ok(),
+        info.shader_f16,
+        "float16 kernel on a device reporting {}: {compiled:?}",
+        info.shader_f16
+    );
+    // Naga takes the subgroup built-ins without WGSL's `enable subgroups;` (not parsed yet).
+    let subgroup = "@group(0) @binding(0) var<storage, read_write> out: array<f32>;\n\
+                    @compute @workgroup_size(64) fn main(@builtin(local_invocation_index) i: u32) \
+                    { out[i] = subgroupAdd(f32(i)); }";
+    let compiled = dygraph::testing::gpu_compiles(0, subgroup).unwrap();
+    assert_eq!(compiled.is_ok(), info.subgroup_sizes.is_some(), "subgroup kernel: {compiled:?}");
+    if let Some((min, max)) = info.subgroup_sizes {
+        assert!(min <= max && min.is_power_of_two() && max.is_power_of_two() && (4..=128).contains(&min), "{info:?}");
+    }
+    if info.name.contains("llvmpipe") {
+        // Mesa's lavapipe has shaderFloat16 and 8-wide subgroups.
+        assert!(info.shader_f16 && info.subgroup_sizes == Some((8, 8)), "lavapipe reports {info:?}");
+    }
     let again = pollster::block_on(dygraph::init_gpu()).unwrap();
     assert_eq!(again.name, info.name, "init_gpu opens the same adapter");
 }

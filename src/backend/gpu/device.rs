@@ -16,6 +16,9 @@ pub(crate) struct Device {
     pub queue: wgpu::Queue,
     pub info: wgpu::AdapterInfo,
     pub limits: wgpu::Limits,
+    /// The optional features the device was opened with (of timestamps, `SHADER_F16` and
+    /// `SUBGROUP`: every one the adapter has).
+    pub features: wgpu::Features,
     /// Dispatches recorded so far.
     pub(super) dispatches: AtomicU64,
     /// A small buffer bound where a kernel's optional input is absent (never read).
@@ -40,7 +43,19 @@ pub struct GpuInfo {
     /// Storage buffers one kernel may bind (WebGPU guarantees 8); bounds how many optimizer
     /// updates one merged dispatch takes.
     pub max_storage_buffers_per_stage: u32,
+    /// The device runs float16 arithmetic in kernels (WGSL `enable f16;`, wgpu's
+    /// `SHADER_F16`).
+    pub shader_f16: bool,
+    /// The smallest and largest subgroup the device runs, when kernels may use subgroup
+    /// operations (wgpu's `SUBGROUP`; native adapters only).
+    pub subgroup_sizes: Option<(u32, u32)>,
 }
+
+/// The optional features a device is opened with when its adapter has them: timestamps for
+/// the profiler (free unless written), float16 arithmetic and subgroup operations (used only
+/// by kernels that ask for them).
+const OPTIONAL_FEATURES: wgpu::Features =
+    wgpu::Features::TIMESTAMP_QUERY.union(wgpu::Features::SHADER_F16).union(wgpu::Features::SUBGROUP);
 
 /// The host's cores (1 where unknown, as on wasm), read once: software adapters run one
 /// thread per core.
@@ -54,11 +69,11 @@ impl Device {
     pub(super) async fn open(index: usize, adapter: &wgpu::Adapter) -> Result<Device> {
         let info = adapter.get_info();
         let limits = adapter.limits();
+        let features = adapter.features() & OPTIONAL_FEATURES;
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("dygraph"),
-                // Timestamps only for the profiler; they cost nothing unless written.
-                required_features: adapter.features() & wgpu::Features::TIMESTAMP_QUERY,
+                required_features: features,
                 required_limits: limits.clone(),
                 experimental_features: wgpu::ExperimentalFeatures::disabled(),
                 memory_hints: wgpu::MemoryHints::Performance,
@@ -86,7 +101,7 @@ impl Device {
             usage: wgpu::BufferUsages::STORAGE,
             mapped_at_creation: false,
         });
-        Ok(Device { index, device, queue, info, limits, dispatches: AtomicU64::new(0), unused, errors, lost })
+        Ok(Device { index, device, queue, info, limits, features, dispatches: AtomicU64::new(0), unused, errors, lost })
     }
 
     pub fn gpu_info(&self) -> GpuInfo {
@@ -97,7 +112,21 @@ impl Device {
             driver: format!("{} {}", self.info.driver, self.info.driver_info).trim().to_string(),
             max_binding_bytes: self.max_binding(),
             max_storage_buffers_per_stage: self.limits.max_storage_buffers_per_shader_stage,
+            shader_f16: self.has_shader_f16(),
+            subgroup_sizes: self.subgroup_sizes(),
         }
+    }
+
+    /// True when kernels may compute in float16 (`enable f16;`).
+    pub fn has_shader_f16(&self) -> bool {
+        self.features.contains(wgpu::Features::SHADER_F16)
+    }
+
+    /// The (smallest, largest) subgroup size, when kernels may use subgroup operations.
+    pub fn subgroup_sizes(&self) -> Option<(u32, u32)> {
+        self.features
+            .contains(wgpu::Features::SUBGROUP)
+            .then_some((self.info.subgroup_min_size, self.info.subgroup_max_size))
     }
 
     /// True for CPU-emulated adapters (lavapipe, SwiftShader), whose workgroup barriers are
@@ -127,6 +156,29 @@ impl Device {
     /// Largest buffer a kernel can bind.
     pub fn max_binding(&self) -> u64 {
         self.limits.max_storage_buffer_binding_size.min(self.limits.max_buffer_size)
+    }
+
+    /// Whether `source` compiles into a compute pipeline (entry `main`, layout from the
+    /// shader) on this device: the error wgpu's validation gives when not.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub(crate) fn compiles(&self, source: &str) -> std::result::Result<(), String> {
+        let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let module = self.device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some("dygraph-probe"),
+            source: wgpu::ShaderSource::Wgsl(source.into()),
+        });
+        let _ = self.device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some("dygraph-probe"),
+            layout: None,
+            module: &module,
+            entry_point: Some("main"),
+            compilation_options: Default::default(),
+            cache: None,
+        });
+        match pollster::block_on(scope.pop()) {
+            Some(e) => Err(e.to_string()),
+            None => Ok(()),
+        }
     }
 
     /// The device-loss message, once the device is lost.
