@@ -25,6 +25,36 @@ pub(crate) struct Pipeline {
     pub skip: Option<usize>,
 }
 
+impl Pipeline {
+    /// A bind group of `binds` ((buffer, offset, size; `None` to the end) at bindings 0..,
+    /// leaving out the binding an in-place form skips) and then `params`' first
+    /// `params_window` bytes.
+    pub fn bind_group(
+        &self,
+        device: &wgpu::Device,
+        binds: &[(&wgpu::Buffer, u64, Option<u64>)],
+        params: &wgpu::Buffer,
+        params_window: u64,
+    ) -> wgpu::BindGroup {
+        let at = |buffer, offset, size: Option<u64>| {
+            wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                buffer,
+                offset,
+                size: size.and_then(wgpu::BufferSize::new),
+            })
+        };
+        let mut entries: Vec<wgpu::BindGroupEntry> = binds
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| self.skip != Some(*i))
+            .map(|(i, &(b, offset, size))| wgpu::BindGroupEntry { binding: i as u32, resource: at(b, offset, size) })
+            .collect();
+        entries
+            .push(wgpu::BindGroupEntry { binding: binds.len() as u32, resource: at(params, 0, Some(params_window)) });
+        device.create_bind_group(&wgpu::BindGroupDescriptor { label: None, layout: &self.layout, entries: &entries })
+    }
+}
+
 /// A compiled pipeline's identity: the kernel (by address), its variant key, the entry point,
 /// the access of each bound buffer (one bit per binding, set for read-write) and, for an
 /// in-place form, its (output, input) bindings.

@@ -149,24 +149,8 @@ impl Recorder {
         if let Some(g) = self.bind_groups.get(&cache_key) {
             return g.clone();
         }
-        let mut entries: Vec<wgpu::BindGroupEntry> = binds
-            .iter()
-            .enumerate()
-            .map(|(i, b)| wgpu::BindGroupEntry { binding: i as u32, resource: b.buffer.as_entire_binding() })
-            .collect();
-        entries.push(wgpu::BindGroupEntry {
-            binding: binds.len() as u32,
-            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                buffer: &self.arena_buf,
-                offset: 0,
-                size: wgpu::BufferSize::new(PARAMS_WINDOW as u64),
-            }),
-        });
-        let g = dev.device.create_bind_group(&wgpu::BindGroupDescriptor {
-            label: None,
-            layout: &pipeline.layout,
-            entries: &entries,
-        });
+        let whole: Vec<(&wgpu::Buffer, u64, Option<u64>)> = binds.iter().map(|b| (b.buffer, 0, None)).collect();
+        let g = pipeline.bind_group(&dev.device, &whole, &self.arena_buf, PARAMS_WINDOW as u64);
         if self.bind_groups.len() >= MAX_BIND_GROUPS {
             self.bind_groups.clear();
         }
@@ -190,20 +174,6 @@ impl Recorder {
         pass.dispatch_workgroups(groups[0], groups[1], groups[2]);
         self.pending += 1;
         dev.dispatches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    }
-
-    /// Records a buffer-to-buffer copy (closing the compute pass).
-    pub(super) fn copy_raw(
-        &mut self,
-        dev: &Device,
-        src: &wgpu::Buffer,
-        src_offset: u64,
-        dst: &wgpu::Buffer,
-        dst_offset: u64,
-        bytes: u64,
-    ) {
-        self.pass = None;
-        self.encoder(dev).copy_buffer_to_buffer(src, src_offset, dst, dst_offset, bytes);
     }
 
     /// Records one dispatch of `pipeline` (`label`'s kernel) over `groups` workgroups,
@@ -283,7 +253,8 @@ impl Recorder {
         dst_offset: u64,
         bytes: u64,
     ) {
-        self.copy_raw(dev, src, src_offset, dst, dst_offset, bytes);
+        self.pass = None;
+        self.encoder(dev).copy_buffer_to_buffer(src, src_offset, dst, dst_offset, bytes);
         self.pending += 1;
     }
 

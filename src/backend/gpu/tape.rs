@@ -351,8 +351,7 @@ impl Tape {
     /// with the buffers `subst` names (by id, among those prepared as rebindable) replaced:
     /// a run's feeds and fetches bind the caller's buffers instead of being copied.
     pub fn replay(&self, ctx: &GpuContext, subst: &HashMap<u64, wgpu::Buffer>) -> Result<()> {
-        let tape = self;
-        if tape.uses_index_flag {
+        if self.uses_index_flag {
             lock(&ctx.error_flag).arm();
         }
         let mut rec = lock(&ctx.recorder);
@@ -363,7 +362,7 @@ impl Tape {
         if rec.pending >= MAX_PENDING {
             rec.flush(ctx)?;
         }
-        for cmd in &tape.cmds {
+        for cmd in &self.cmds {
             if rec.pending >= MAX_PENDING && rec.profiling.is_some() {
                 rec.flush(ctx)?;
             }
@@ -386,7 +385,7 @@ impl Tape {
                                         })
                                         .collect();
                                     let data =
-                                        tape.data.as_ref().expect("a dispatch put its parameters into the data buffer");
+                                        self.data.as_ref().expect("a dispatch put its parameters into the data buffer");
                                     let group = bind_group(ctx, pipeline, &bound, data);
                                     *last = Some((replaced, group.clone()));
                                     Some(group)
@@ -399,47 +398,24 @@ impl Tape {
                     pass.set_pipeline(&pipeline.pipeline);
                     pass.set_bind_group(0, fresh.as_ref().unwrap_or(group), &[*offset]);
                     pass.dispatch_workgroups(groups[0], groups[1], groups[2]);
+                    rec.pending += 1;
                 }
                 Prepared::Copy(c) => {
                     let s = subst.get(&c.src.0).unwrap_or(&c.src.1);
                     let d = subst.get(&c.dst.0).unwrap_or(&c.dst.1);
-                    rec.copy_raw(ctx, s, c.src_offset, d, c.dst_offset, c.bytes);
+                    rec.copy_command(ctx, s, c.src_offset, d, c.dst_offset, c.bytes);
                 }
             }
-            rec.pending += 1;
         }
-        ctx.dispatches.fetch_add(tape.dispatches as u64, Ordering::Relaxed);
+        ctx.dispatches.fetch_add(self.dispatches as u64, Ordering::Relaxed);
         Ok(())
     }
 }
 
+/// The bind group of a tape's dispatch: `binds` at their places, then its parameter window.
 fn bind_group(dev: &Device, pipeline: &Pipeline, binds: &[Bound], params: &wgpu::Buffer) -> wgpu::BindGroup {
-    let mut entries: Vec<wgpu::BindGroupEntry> = binds
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| pipeline.skip != Some(*i))
-        .map(|(i, (_, b, offset, size))| wgpu::BindGroupEntry {
-            binding: i as u32,
-            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                buffer: b,
-                offset: *offset,
-                size: size.and_then(wgpu::BufferSize::new),
-            }),
-        })
-        .collect();
-    entries.push(wgpu::BindGroupEntry {
-        binding: binds.len() as u32,
-        resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-            buffer: params,
-            offset: 0,
-            size: wgpu::BufferSize::new(PARAMS_WINDOW as u64),
-        }),
-    });
-    dev.device.create_bind_group(&wgpu::BindGroupDescriptor {
-        label: None,
-        layout: &pipeline.layout,
-        entries: &entries,
-    })
+    let at: Vec<(&wgpu::Buffer, u64, Option<u64>)> = binds.iter().map(|(_, b, o, size)| (b, *o, *size)).collect();
+    pipeline.bind_group(&dev.device, &at, params, PARAMS_WINDOW as u64)
 }
 
 /// The outputs a plan writes in place, each with the input it is written over and its host:

@@ -78,13 +78,17 @@ impl DropoutOptions {
             _ => 1.0,
         }
     }
+
+    /// The factor evaluation applies: 1 (`upscale_in_train`) or `1 − p` (`downscale_in_infer`).
+    pub(crate) fn eval_scale(&self) -> f64 {
+        if self.mode == DropoutMode::DownscaleInInfer { 1.0 - self.p } else { 1.0 }
+    }
 }
 
 /// Dropout in an evaluation program: `x` itself (`upscale_in_train`) or `x · (1 − p)`
 /// (`downscale_in_infer`), as one `scale`; the mask is gone.
 fn eval_form(attrs: &AttrMap) -> Option<Vec<EvalOp>> {
-    let o = DropoutOptions::from_map("dropout", attrs).ok()?;
-    let factor = if o.mode == DropoutMode::DownscaleInInfer { 1.0 - o.p } else { 1.0 };
+    let factor = DropoutOptions::from_map("dropout", attrs).ok()?.eval_scale();
     Some(vec![EvalOp {
         op_type: "scale",
         inputs: vec![EvalVar::Input(0)],

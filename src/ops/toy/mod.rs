@@ -83,8 +83,7 @@ macro_rules! drop_all {
 
 /// `toy_drop` in evaluation: `t = scale(x, 1 or 1 − p)`, `y = assign(t)`.
 fn toy_eval_form(attrs: &AttrMap) -> Option<Vec<EvalOp>> {
-    let o = DropoutOptions::from_map("toy_drop", attrs).ok()?;
-    let factor = if o.mode == DropoutMode::DownscaleInInfer { 1.0 - o.p } else { 1.0 };
+    let factor = DropoutOptions::from_map("toy_drop", attrs).ok()?.eval_scale();
     let t = EvalVar::Temp { id: 0, like: 0 };
     Some(vec![
         EvalOp {
