@@ -446,11 +446,11 @@ fn set_test_mode(op: &mut OpDesc) {
     }
 }
 
-/// Replaces each op of block `b` that declares an evaluation form ([`crate::ops::EvalRewrite`]) by the
-/// ops of that form. An op with running statistics finds its running variables as the
-/// destinations of the `assign_` ops its statistics feed; those updates, and the ops
-/// between a statistic and its update, are dropped. An op whose form or running variables
-/// cannot be found stays as built.
+/// Replaces each op of block `b` that declares an evaluation form
+/// ([`crate::ops::EvalRewrite`]) by the ops of that form. An op with running statistics
+/// finds its running variables as the destinations of the `assign_` ops its statistics
+/// feed; those updates, and the ops between a statistic and its update, are dropped. An op
+/// whose form or running variables cannot be found stays as built.
 fn rewrite_for_eval(d: &mut ProgramData, b: usize) {
     let mut i = 0;
     while i < d.blocks[b].ops.len() {
