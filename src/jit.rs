@@ -15,6 +15,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use crate::nn::{Forward, Layer};
+use crate::ops::registry::dispatch::autocast::{self, AmpState};
 use crate::static_::trace::{TraceInput, capturing};
 use crate::static_::{self as st, Executor, InferenceModel, Program, Scope};
 use crate::{DType, Error, Place, Result, Tensor};
@@ -47,6 +48,8 @@ impl InputSpec {
 /// One traced signature.
 struct Traced {
     spec: InputSpec,
+    /// The `amp::auto_cast` settings it was traced under (its casts are in the program).
+    amp: Option<AmpState>,
     /// The forward and gradient ops, without the forward's in-place updates (batch norm's
     /// running statistics), which the forward run already made.
     main: Program,
@@ -132,15 +135,18 @@ impl<L: Forward> StaticLayer<L> {
     }
 
     fn traced_for(&self, spec: InputSpec) -> Result<Arc<Traced>> {
-        if let Some(t) = self.cache.lock().unwrap_or_else(|e| e.into_inner()).iter().find(|t| t.spec == spec) {
+        let amp = autocast::current();
+        if let Some(t) =
+            self.cache.lock().unwrap_or_else(|e| e.into_inner()).iter().find(|t| t.spec == spec && t.amp == amp)
+        {
             return Ok(t.clone());
         }
-        let t = Arc::new(self.trace(spec)?);
+        let t = Arc::new(self.trace(spec, amp)?);
         self.cache.lock().unwrap_or_else(|e| e.into_inner()).push(t.clone());
         Ok(t)
     }
 
-    fn trace(&self, spec: InputSpec) -> Result<Traced> {
+    fn trace(&self, spec: InputSpec, amp: Option<AmpState>) -> Result<Traced> {
         const OP: &str = "to_static";
         let (main, startup) = (Program::new(), Program::new());
         let (traced, captured) = capturing(Vec::new(), || {
@@ -196,7 +202,8 @@ impl<L: Forward> StaticLayer<L> {
                 && crate::ops::registry::find_op(&o.op_type).is_ok_and(|r| !r.inplace(o.inputs.len()).is_empty())
         };
         let main = main.filtered(|o| !updates_in_place(o));
-        Ok(Traced { spec, main, forward, x, out, dout, captured, grads, scope, executors: Mutex::new(HashMap::new()) })
+        let executors = Mutex::new(HashMap::new());
+        Ok(Traced { spec, amp, main, forward, x, out, dout, captured, grads, scope, executors })
     }
 }
 

@@ -30,6 +30,7 @@ extern crate self as dygraph;
 #[macro_use]
 mod builder;
 
+pub mod amp;
 pub mod autograd;
 mod backend;
 mod device;

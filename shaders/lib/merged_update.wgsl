@@ -12,6 +12,10 @@ fn main(
     @builtin(local_invocation_index) lid: u32,
     @builtin(num_workgroups) nwg: vec3<u32>,
 ) {
+    // A gated schedule's skip flag (src/ops/update/): the step changes nothing.
+    if (params[{{AT}}u - 1u] == 2u && schedule[3] != 0.0) {
+        return;
+    }
     let w = wid.x + wid.y * nwg.x;
     // The parameter this workgroup updates: the last whose first workgroup is at most w.
     var k = 0u;

@@ -12,6 +12,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     if (i >= params[0]) {
         return;
     }
+    if (params[4] == 2u && schedule[3] != 0.0) {
+        return;
+    }
     var lr = bitcast<f32>(params[1]);
     if (params[4] != 0u) {
         lr = lr * schedule[0];

@@ -15,6 +15,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     if (i >= params[0]) {
         return;
     }
+    if (params[7] == 2u && schedule[3] != 0.0) {
+        return;
+    }
     var lr = bitcast<f32>(params[1]);
     var beta1_pow = bitcast<f32>(params[6]);
     if (params[7] != 0u) {

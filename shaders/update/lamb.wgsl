@@ -17,6 +17,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     if (i >= params[0]) {
         return;
     }
+    if (params[9] == 2u && schedule[3] != 0.0) {
+        return;
+    }
     var beta1_pow = bitcast<f32>(params[6]);
     var beta2_pow = bitcast<f32>(params[7]);
     if (params[9] != 0u) {

@@ -186,7 +186,9 @@ pub(crate) fn run(
     create_graph: bool,
 ) -> Result<Vec<Option<Tensor>>> {
     let scope = PassScope::enter();
-    let result = run_pass(roots, sink, retain_graph, create_graph);
+    // Backward rules run in the dtypes their forward ran in, not autocast's.
+    let result =
+        crate::ops::registry::dispatch::autocast::suspended(|| run_pass(roots, sink, retain_graph, create_graph));
     scope.finish(result)
 }
 

@@ -24,6 +24,7 @@ use crate::backend::gpu::{Bind, Kernel, Variant};
 use crate::ops::registry::apply::apply1;
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
 use crate::ops::registry::registry_entry;
+use crate::ops::registry::{AmpList, Facts};
 use crate::ops::wgsl;
 use crate::tensor::TensorMeta;
 use crate::{DType, Error, Result, Tensor};
@@ -260,7 +261,7 @@ fn gather_backward(op_index: &Tensor, g: &GradCall<'_>, geom: &Geom) -> Result<V
 /// Declares a public gather-like op: meta inference computes its `Geom`; the kernels and
 /// the backward rule are the shared ones.
 macro_rules! gather_like {
-    ($(#[$doc:meta])* $stat:ident: $ty:ident = $name:literal, $attrs:ty, |$x:ident, $ix:ident, $a:ident| $geom:expr) => {
+    ($(#[$doc:meta])* $stat:ident: $ty:ident = $name:literal, $attrs:ty, $(amp: $amp:expr,)? |$x:ident, $ix:ident, $a:ident| $geom:expr) => {
         registry_entry!($(#[$doc])* $stat: $ty = $name, $attrs, (Geom, String));
 
         impl Op for $ty {
@@ -289,6 +290,10 @@ macro_rules! gather_like {
 
             fn backward(&self, g: &GradCall<'_>, _: &$attrs, (geom, _): &(Geom, String)) -> Result<Vec<Option<Tensor>>> {
                 gather_backward(g.x(1), g, geom)
+            }
+
+            fn facts(&self) -> Facts {
+                Facts { amp: [$($amp,)? AmpList::Gray][0], ..Facts::NONE }
             }
         }
     };
@@ -372,6 +377,8 @@ pub(crate) struct EmbeddingAttrs {
 gather_like!(
     /// `paddle.nn.functional.embedding`: inputs `(weight, ids)`.
     EMBEDDING: EmbeddingOp = "embedding", EmbeddingAttrs,
+    // Paddle's `lookup_table_v2`, on its extra black list.
+    amp: AmpList::Black,
     |weight, ids, a| {
         const OP: &str = "embedding";
         if weight.rank() != 2 {

@@ -17,6 +17,7 @@ macro_rules! opt {
     };
 }
 pub(crate) use opt;
+pub(crate) mod amp;
 pub(crate) mod combine;
 pub(crate) mod copy;
 pub(crate) mod count;

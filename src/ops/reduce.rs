@@ -9,7 +9,7 @@ use crate::ops::epilogue::{Epilogue, EpilogueTable};
 use crate::ops::registry::apply::apply1;
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
 use crate::ops::registry::op_header;
-use crate::ops::registry::{Facts, PrologueHost};
+use crate::ops::registry::{AmpList, Facts, PrologueHost};
 use crate::ops::wgsl;
 use crate::tensor::TensorMeta;
 use crate::{DType, Error, Result, Scalar, Tensor};
@@ -213,7 +213,13 @@ impl Op for ReduceOp {
 
     fn facts(&self) -> Facts {
         let host = PrologueHost { fused: &super::reduce_prologue::REDUCE_PROLOGUE, fits: super::reduce_prologue::fits };
-        Facts { prologue: Some(host), ..Facts::NONE }
+        // Paddle's reduce_sum, mean/reduce_mean and reduce_prod are on float16's black list.
+        let amp = if matches!(self.0, Reduce::Sum | Reduce::Mean | Reduce::Prod) {
+            AmpList::BlackFloat16
+        } else {
+            AmpList::Gray
+        };
+        Facts { prologue: Some(host), amp, ..Facts::NONE }
     }
 
     fn backward(&self, g: &GradCall<'_>, _: &ReduceAttrs, p: &ReducePlan) -> Result<Vec<Option<Tensor>>> {

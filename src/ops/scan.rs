@@ -7,6 +7,7 @@ use crate::backend::cpu::{CpuData, float_kernel};
 use crate::backend::gpu::{Bind, Kernel, Variant};
 use crate::ops::registry::apply::apply1;
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
+use crate::ops::registry::{AmpList, Facts};
 use crate::ops::registry::{op_header, registry_entry};
 use crate::ops::wgsl;
 use crate::tensor::TensorMeta;
@@ -100,6 +101,10 @@ fn scan_lines<T: Copy + Default>(
 }
 
 impl Op for ScanOp {
+    fn facts(&self) -> Facts {
+        // cumsum and cumprod are on float16's black list.
+        Facts { amp: AmpList::BlackFloat16, ..Facts::NONE }
+    }
     fn infer(&self, xs: &[&TensorMeta], a: &ScanAttrs) -> Result<(Vec<TensorMeta>, AxisSplit)> {
         let [x] = inputs(self.name, xs)?;
         if x.dtype == DType::Bool {

@@ -16,6 +16,7 @@ use crate::ops::index::{Geom, INDEX_DTYPES, check_index, host_indices, index_var
 use crate::ops::registry::apply::apply1;
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
 use crate::ops::registry::registry_entry;
+use crate::ops::registry::{AmpList, Facts};
 use crate::ops::wgsl;
 use crate::tensor::TensorMeta;
 use crate::{DType, Error, Result, Tensor};
@@ -76,6 +77,10 @@ registry_entry!(
 );
 
 impl Op for ScatterAxisOp {
+    fn facts(&self) -> Facts {
+        // Serves `paddle.scatter`, on the extra black list.
+        Facts { amp: AmpList::Black, ..Facts::NONE }
+    }
     fn infer(&self, xs: &[&TensorMeta], a: &ScatterAttrs) -> Result<(Vec<TensorMeta>, (Geom, Reduce))> {
         const OP: &str = "scatter_axis";
         let [x, ix, v] = inputs(OP, xs)?;

@@ -74,6 +74,12 @@ impl From<&LrScheduler> for LearningRate {
 pub trait Optimizer {
     /// Updates every parameter that has a gradient.
     fn step(&mut self) -> Result<()>;
+    /// `step`, except where `skip` (a bool `[1]`) is true: then nothing changes. The
+    /// decision is made on the device (a `GradScaler` that found an inf or a NaN), with no
+    /// value read back to the host.
+    fn step_unless(&mut self, skip: &Tensor) -> Result<()>;
+    /// The parameters it updates (a `GradScaler` unscales their gradients).
+    fn parameter_list(&self) -> Vec<Tensor>;
     /// Drops every parameter's gradient (Paddle's `clear_grad()`).
     fn clear_grad(&mut self);
     /// The current learning rate.
@@ -125,6 +131,9 @@ pub struct Optim<K: Kind> {
     weight_decay: f64,
     grad_clip: Option<GradClip>,
     steps: u64,
+    /// The count of steps taken, on the device, once a skippable step ran (`step_unless`):
+    /// the host cannot know whether it was skipped without reading it back.
+    device_steps: Option<Tensor>,
 }
 
 impl<K: Kind> Optim<K> {
@@ -138,6 +147,7 @@ impl<K: Kind> Optim<K> {
             weight_decay,
             grad_clip: None,
             steps: 0,
+            device_steps: None,
         }
     }
 
@@ -153,9 +163,12 @@ impl<K: Kind> Optim<K> {
         &self.params
     }
 
-    /// Updates taken so far.
+    /// Updates taken so far (after skippable steps, read back from the device).
     pub fn steps(&self) -> u64 {
-        self.steps
+        match &self.device_steps {
+            Some(t) => t.to_f64_vec().ok().and_then(|v| v.first().copied()).map_or(self.steps, |v| v.max(0.0) as u64),
+            None => self.steps,
+        }
     }
 
     /// Each of `params`' rule and L2 coefficient for the `step`-th update, and its learning
@@ -178,8 +191,10 @@ impl<K: Kind> Optim<K> {
     }
 }
 
-impl<K: Kind> Optimizer for Optim<K> {
-    fn step(&mut self) -> Result<()> {
+impl<K: Kind> Optim<K> {
+    /// One update of every parameter that has a gradient; with `skip` (a bool `[1]`) each
+    /// update op reads a gated schedule and changes nothing where `skip` is true.
+    fn update_all(&mut self, skip: Option<&Tensor>) -> Result<()> {
         let _g = crate::no_grad_guard();
         let live: Vec<usize> = (0..self.params.len())
             .filter(|&i| !self.params[i].stop_gradient() && self.params[i].grad().is_some())
@@ -191,9 +206,21 @@ impl<K: Kind> Optimizer for Optim<K> {
         if let Some(clip) = &self.grad_clip {
             grads = clip.apply(&grads)?;
         }
-        let live_params: Vec<&Tensor> = live.iter().map(|&i| &self.params[i]).collect();
-        let updates = self.updates(&live_params, self.steps + 1, self.lr.value())?;
-        self.steps += 1;
+        let owned: Vec<Tensor> = live.iter().map(|&i| self.params[i].clone()).collect();
+        let schedule = match skip {
+            Some(skip) => Some(self.gated_schedule(&owned.iter().collect::<Vec<_>>(), skip)?),
+            None => {
+                self.sync_steps()?;
+                None
+            }
+        };
+        let live_params: Vec<&Tensor> = owned.iter().collect();
+        // Under a schedule the ops' learning rates are multipliers of its own.
+        let base_lr = if schedule.is_some() { 1.0 } else { self.lr.value() };
+        let updates = self.updates(&live_params, self.steps + 1, base_lr)?;
+        if schedule.is_none() {
+            self.steps += 1;
+        }
         let n_states = <K::Rule as UpdateRule>::STATES.len();
         for &i in &live {
             if self.states[i].len() != n_states {
@@ -201,6 +228,7 @@ impl<K: Kind> Optimizer for Optim<K> {
                 self.states[i] = (0..n_states).map(|_| crate::zeros_like(p)).collect::<Result<_>>()?;
             }
         }
+        let schedule = schedule.as_ref();
         // On a GPU, adjacent parameters of one rule and learning rate update in one merged
         // op (in as few dispatches as the device's bindings allow); elsewhere, and for the
         // other rules, one by one.
@@ -222,19 +250,86 @@ impl<K: Kind> Optimizer for Optim<K> {
                 }
             }
             if end - at == 1 {
-                update::apply_rule(rule, p, &grads[at], &self.states[live[at]], None, *lr, *l2)?;
+                update::apply_rule(rule, p, &grads[at], &self.states[live[at]], schedule, *lr, *l2)?;
             } else {
                 let members: Vec<(&Tensor, &Tensor, &[Tensor])> =
                     (at..end).map(|j| (&self.params[live[j]], &grads[j], self.states[live[j]].as_slice())).collect();
-                update::apply_merged(rule, &members, *lr, *l2)?;
+                update::apply_merged(rule, &members, schedule, *lr, *l2)?;
             }
             for (&i, (rule, _, lr)) in live[at..end].iter().zip(&updates[at..end]) {
                 let p = &self.params[i];
-                rule.finish(p, &self.states[i], &|| crate::full_on(&[] as &[usize], *lr, p.dtype(), p.place()))?;
+                let lr_tensor = || match schedule {
+                    // The schedule's rate times the multiplier, zero for a skipped step.
+                    Some(s) => {
+                        let at = |k: i64| s.slice(&[0], &[k], &[k + 1])?.reshape(&[] as &[usize]);
+                        at(0)?.scale(*lr, 0.0)?.mul(&at(3)?.scale(-1.0, 1.0)?)
+                    }
+                    None => crate::full_on(&[] as &[usize], *lr, p.dtype(), p.place()),
+                };
+                rule.finish(p, &self.states[i], &lr_tensor)?;
             }
             at = end;
         }
         Ok(())
+    }
+
+    /// The gated schedule `[lr, β1ᵗ, β2ᵗ, skip]` of a step that `skip` may cancel, with `t`
+    /// the count of steps taken, kept on the device (a skipped step does not count, as
+    /// Paddle's β-power accumulators do not move when a step is skipped).
+    fn gated_schedule(&mut self, params: &[&Tensor], skip: &Tensor) -> Result<Tensor> {
+        const OP: &str = "optimizer.step (gated)";
+        let (place, dtype) = (params[0].place(), params[0].dtype());
+        if let Some(q) = params.iter().find(|q| q.place() != place || q.dtype() != dtype) {
+            return Err(Error::invalid(
+                OP,
+                format!(
+                    "a skippable step needs every parameter on one place and dtype: {place} {dtype} and {} {}",
+                    q.place(),
+                    q.dtype()
+                ),
+            ));
+        }
+        if skip.dtype() != DType::Bool || skip.numel() != 1 {
+            return Err(Error::invalid(
+                OP,
+                format!("skip must be a bool [1], got {} {:?}", skip.dtype(), skip.shape()),
+            ));
+        }
+        let skip = skip.to(place)?.cast(dtype)?.reshape([1])?;
+        let taken = match self.device_steps.take() {
+            Some(t) => t,
+            None => crate::full_on([1], self.steps as f64, dtype, place)?,
+        };
+        let t = taken.add(&skip.scale(-1.0, 1.0)?)?;
+        let (b1, b2) = self.kind.rule(1, self.weight_decay, params[0]).0.power_bases();
+        let bases = Tensor::from_vec(vec![b1, b2], [2])?.cast(dtype)?.to(place)?;
+        let lr = crate::full_on([1], self.lr.value(), dtype, place)?;
+        let schedule = crate::concat(&[lr, bases.pow(&t)?, skip], 0)?;
+        self.device_steps = Some(t);
+        Ok(schedule)
+    }
+
+    /// Takes the device's count of steps back to the host after skippable steps (one read,
+    /// only when such steps were taken).
+    fn sync_steps(&mut self) -> Result<()> {
+        if let Some(t) = self.device_steps.take() {
+            self.steps = t.to_f64_vec()?.first().copied().unwrap_or(0.0).max(0.0).round() as u64;
+        }
+        Ok(())
+    }
+}
+
+impl<K: Kind> Optimizer for Optim<K> {
+    fn step(&mut self) -> Result<()> {
+        self.update_all(None)
+    }
+
+    fn step_unless(&mut self, skip: &Tensor) -> Result<()> {
+        self.update_all(Some(skip))
+    }
+
+    fn parameter_list(&self) -> Vec<Tensor> {
+        self.params.clone()
     }
 
     fn minimize(&mut self, loss: &Tensor) -> Result<()> {
@@ -262,7 +357,7 @@ impl<K: Kind> Optimizer for Optim<K> {
                 sd.insert(format!("{}.{name}", self.param_name(i)), t.clone());
             }
         }
-        if let Ok(step) = Tensor::from_vec_on(vec![self.steps as i64], &[] as &[usize], Place::Cpu) {
+        if let Ok(step) = Tensor::from_vec_on(vec![self.steps() as i64], &[] as &[usize], Place::Cpu) {
             sd.insert("@step", step);
         }
         if let LearningRate::Scheduler(s) = &self.lr
@@ -306,6 +401,7 @@ impl<K: Kind> Optimizer for Optim<K> {
         self.states = new_states;
         if let Some(s) = state.get("@step") {
             self.steps = s.cast(DType::Int64)?.item::<i64>()?.max(0) as u64;
+            self.device_steps = None;
         }
         if let (Some(e), LearningRate::Scheduler(s)) = (state.get("@lr_epoch"), &self.lr) {
             s.set_epoch(e.cast(DType::Int64)?.item::<i64>()?);

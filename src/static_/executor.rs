@@ -228,7 +228,10 @@ impl Executor {
         fetch_list: &[F],
     ) -> Result<Vec<Tensor>> {
         let fetch: Vec<String> = fetch_list.iter().map(|f| f.fetch_name()).collect::<Result<_>>()?;
-        super::eager_inside(|| self.run_named(program, feed, &fetch))
+        // A program runs the ops it holds: autocast acted when it was built.
+        crate::ops::registry::dispatch::autocast::suspended(|| {
+            super::eager_inside(|| self.run_named(program, feed, &fetch))
+        })
     }
 
     /// `run` with the fetched values named.

@@ -7,6 +7,7 @@ mod common;
 
 mod checkpoint;
 mod data;
+mod grad_scaler;
 mod nn_layers;
 mod optimizer;
 mod peer_weights;

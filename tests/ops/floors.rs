@@ -29,6 +29,7 @@ const FLOORS: &[(&str, usize)] = &[
     ("optimizer", 6),
     ("io", 6),
     ("metric", 6),
+    ("amp", 7),
     ("jit.rs", 7),
     ("hapi.rs", 7),
     ("vision", 7),

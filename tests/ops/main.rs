@@ -5,6 +5,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod amp;
 mod autograd;
 mod batch_norm;
 mod conv;

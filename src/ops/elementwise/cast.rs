@@ -6,6 +6,7 @@ use crate::backend::gpu::{Bind, Kernel, Variant};
 use crate::ops::registry::apply::apply1;
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Half, Op, inputs};
 use crate::ops::registry::registry_entry;
+use crate::ops::registry::{AmpList, Facts};
 use crate::ops::wgsl;
 use crate::tensor::TensorMeta;
 use crate::{DType, Result, Tensor};
@@ -112,6 +113,9 @@ registry_entry!(
 );
 
 impl Op for CastOp {
+    fn facts(&self) -> Facts {
+        Facts { amp: AmpList::Keep, ..Facts::NONE }
+    }
     fn infer(&self, x: &[&TensorMeta], a: &CastAttrs) -> Result<(Vec<TensorMeta>, ())> {
         let [x] = inputs("cast", x)?;
         Ok((vec![x.with_dtype(a.dtype)], ()))

@@ -10,7 +10,7 @@ use crate::backend::gpu::{Bind, Kernel, Variant};
 use crate::ops::registry::apply::apply1;
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
 use crate::ops::registry::op_header;
-use crate::ops::registry::{AttrMap, AttrValue, Commute, Facts, Fusion};
+use crate::ops::registry::{AmpList, AttrMap, AttrValue, Commute, Facts, Fusion};
 use crate::ops::wgsl;
 use crate::tensor::TensorMeta;
 use crate::{DType, Error, Result, Tensor};
@@ -43,6 +43,8 @@ pub(crate) struct UnaryDef {
     pub backward: Option<UnaryBackward>,
     /// How the op takes part in the max-pooling rewrite (relu).
     pub commute: Option<Commute>,
+    /// Its mixed-precision list.
+    pub amp: AmpList,
 }
 
 impl TableRow for UnaryDef {
@@ -157,7 +159,8 @@ impl Op for UnaryDef {
 
     fn facts(&self) -> Facts {
         let fuses = self.float.is_some() && !self.out_bool;
-        Facts { fusion: fuses.then_some(Fusion::Unary { params: self.params }), commute: self.commute, ..Facts::NONE }
+        let fusion = fuses.then_some(Fusion::Unary { params: self.params });
+        Facts { fusion, commute: self.commute, amp: self.amp, ..Facts::NONE }
     }
 
     fn backward(&self, g: &GradCall<'_>, p: &[f64; 2], _: &()) -> Result<Vec<Option<Tensor>>> {
@@ -233,6 +236,7 @@ macro_rules! unary_ops {
             $( out_bool: $ob:expr, )?
             backward: $(|$bx:ident, $by:ident, $bg:ident| $bbody:expr)?,
             $( commute: $commute:expr, )?
+            $( amp: $amp:expr, )?
         }
     )*) => {
         $( unary_fn! { $(#[$doc])* $name $params } )*
@@ -280,6 +284,7 @@ macro_rules! unary_ops {
                         $bbody
                     })?),
                     commute: $crate::ops::opt!($($commute)?),
+                    amp: [$($amp,)? AmpList::Gray][0],
                 };
                 }
             )*
@@ -372,6 +377,7 @@ unary_ops! {
         wgsl: "x * x",
         wgsl_i64: "i64_mul(x, x)",
         backward: |x, y, g| g.mul(&x.scale(2.0, 0.0)?),
+        amp: AmpList::BlackFloat16,
     }
     /// `√x`.
     sqrt() {
@@ -386,6 +392,7 @@ unary_ops! {
         int:,
         wgsl: "inverseSqrt(x)",
         backward: |x, y, g| g.mul(&y.pow_scalar(3.0)?.scale(-0.5, 0.0)?),
+        amp: AmpList::BlackFloat16,
     }
     /// `1/x`.
     reciprocal() {
@@ -393,6 +400,7 @@ unary_ops! {
         int:,
         wgsl: "1.0 / x",
         backward: |x, y, g| g.mul(&y.square()?.neg()?),
+        amp: AmpList::BlackFloat16,
     }
     /// `e^x`.
     exp() {
@@ -400,6 +408,7 @@ unary_ops! {
         int:,
         wgsl: "exp(x)",
         backward: |x, y, g| g.mul(y),
+        amp: AmpList::BlackFloat16,
     }
     /// Natural logarithm.
     log() {
@@ -407,6 +416,7 @@ unary_ops! {
         int:,
         wgsl: "log(x)",
         backward: |x, y, g| g.div(x),
+        amp: AmpList::BlackFloat16,
     }
     /// `ln(1 + x)`, accurate for small x.
     log1p() {
@@ -524,6 +534,7 @@ unary_ops! {
             let s = x.scale(beta, 0.0)?.sigmoid()?;
             g.mul(&where_mask(&lin, &s)?)
         },
+        amp: AmpList::BlackFloat16,
     }
     /// `x · sigmoid(x)` (SiLU / swish).
     silu() {
@@ -612,6 +623,7 @@ unary_ops! {
             }
             g.mul(&x.pow_scalar(exponent - 1.0)?.scale(exponent, 0.0)?)
         },
+        amp: AmpList::BlackFloat16,
     }
     /// Largest integer ≤ x.
     floor() {

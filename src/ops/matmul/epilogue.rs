@@ -13,6 +13,7 @@ use crate::ops::epilogue::{EPILOGUE_EXTRAS, EPILOGUE_NODES, EPILOGUE_RANK, Epilo
 use crate::ops::fused::Chain;
 use crate::ops::registry::op::{CpuCall, GpuCall, Op};
 use crate::ops::registry::registry_entry;
+use crate::ops::registry::{AmpList, Facts};
 use crate::tensor::TensorMeta;
 use crate::{DType, Error, Result};
 
@@ -57,6 +58,10 @@ pub(crate) fn fits(nodes: usize, extras: usize, rank: usize) -> bool {
 }
 
 impl Op for MatmulEpilogueOp {
+    fn facts(&self) -> Facts {
+        // Paddle's `fused_gemm_epilogue`, on float16's white list.
+        Facts { amp: AmpList::WhiteFloat16, ..Facts::NONE }
+    }
     fn infer(&self, xs: &[&TensorMeta], a: &MatmulEpilogueAttrs) -> Result<(Vec<TensorMeta>, EpiloguePlan)> {
         if xs.len() < 2 {
             return Err(Error::invalid(OP, format!("takes x, y and the epilogue's inputs, got {} tensors", xs.len())));

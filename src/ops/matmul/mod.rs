@@ -7,7 +7,7 @@ pub(crate) mod epilogue;
 use crate::backend::cpu::CpuData;
 use crate::backend::cpu::float_kernel;
 use crate::backend::cpu::matmul::{MatView, batched_matmul};
-use crate::ops::registry::{EpilogueHost, Facts};
+use crate::ops::registry::{AmpList, EpilogueHost, Facts};
 use std::sync::{Arc, OnceLock};
 
 use crate::backend::gpu::{Bind, GpuBuffer, GpuContext, Kernel, grid};
@@ -121,7 +121,7 @@ impl Op for MatmulOp {
 
     fn facts(&self) -> Facts {
         let host = EpilogueHost { fused: &epilogue::MATMUL_EPILOGUE, inputs: (2, 2), fits: epilogue::fits };
-        Facts { epilogue: Some(host), ..Facts::NONE }
+        Facts { epilogue: Some(host), amp: AmpList::White, ..Facts::NONE }
     }
 
     fn backward(&self, g: &GradCall<'_>, _: &MatmulAttrs, p: &MatmulPlan) -> Result<Vec<Option<Tensor>>> {

@@ -20,6 +20,7 @@ use crate::ops::index::{index_keys, index_variant};
 use crate::ops::registry::apply::{apply, apply1};
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
 use crate::ops::registry::registry_entry;
+use crate::ops::registry::{AmpList, Facts};
 use crate::tensor::TensorMeta;
 use crate::tensor::grad_mode::is_grad_enabled;
 use crate::{DType, Element, Error, Result, Tensor};
@@ -115,6 +116,10 @@ fn cpu_pick<T: Element>(src: &[T], label: &CpuData, a: &CrossEntropyAttrs, geom:
 }
 
 impl Op for CrossEntropyWithSoftmaxOp {
+    fn facts(&self) -> Facts {
+        // Paddle's `softmax_with_cross_entropy`.
+        Facts { amp: AmpList::BlackFloat16, ..Facts::NONE }
+    }
     fn infer(&self, xs: &[&TensorMeta], a: &CrossEntropyAttrs) -> Result<(Vec<TensorMeta>, Geom)> {
         const OP: &str = "cross_entropy_with_softmax";
         let [x, label] = inputs(OP, xs)?;

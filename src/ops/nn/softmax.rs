@@ -13,6 +13,7 @@ use crate::backend::gpu::{Bind, GpuContext, Kernel, ROW_CACHE_MAX_LEN, Variant, 
 use crate::ops::registry::apply::apply1;
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
 use crate::ops::registry::op_header;
+use crate::ops::registry::{AmpList, Facts};
 use crate::tensor::TensorMeta;
 use crate::tensor::grad_mode::is_grad_enabled;
 use crate::{Element, Error, Result, Tensor};
@@ -74,6 +75,9 @@ fn geom_of(op: &'static str, x: &TensorMeta, axis: isize) -> Result<Geom> {
 op_header!(SoftmaxOp: SoftmaxAttrs, Geom; |op| op_name(op.log));
 
 impl Op for SoftmaxOp {
+    fn facts(&self) -> Facts {
+        Facts { amp: AmpList::BlackFloat16, ..Facts::NONE }
+    }
     fn infer(&self, xs: &[&TensorMeta], a: &SoftmaxAttrs) -> Result<(Vec<TensorMeta>, Geom)> {
         let op = op_name(self.log);
         let [x] = inputs(op, xs)?;

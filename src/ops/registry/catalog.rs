@@ -38,6 +38,7 @@ static FAMILIES: &[&Family] = &[
     &crate::ops::shape::FAMILY,
     &crate::ops::sort::FAMILY,
     &crate::ops::tri::FAMILY,
+    &crate::ops::amp::FAMILY,
     &crate::ops::update::adadelta::FAMILY,
     &crate::ops::update::adagrad::FAMILY,
     &crate::ops::update::adam::FAMILY,

@@ -2,8 +2,9 @@
 //! elementwise chain, whether a chain can run in its store (epilogue host) or its loads
 //! (prologue host), whether it is an optimizer update and how it merges, what it becomes in
 //! an evaluation copy of a program, how it commutes with max pooling, whether it draws
-//! random numbers, whether it copies one input into another. Fusion, the relu/max-pool
-//! rewrite, update merging, `clone_program(for_test)` and the sweep read these facts; no
+//! random numbers, whether it copies one input into another, which of Paddle's mixed-precision
+//! lists it is on. Fusion, the relu/max-pool rewrite, update merging,
+//! `clone_program(for_test)`, autocast and the sweep read these facts; no
 //! pass compares an op's name, so an op that should fuse or be rewritten says so where it
 //! is declared.
 
@@ -31,6 +32,11 @@ pub struct Facts {
     /// The op copies input 1 into input 0 in place (`assign_`): how a program's running
     /// statistics are written.
     pub assigns: bool,
+    /// Which of Paddle's mixed-precision lists the op is on (`amp::auto_cast`).
+    pub amp: AmpList,
+    /// The op's autocast dtype is decided by input 0 alone (the norms: their float32 scale
+    /// and shift do not make a float16 input run in float32).
+    pub amp_by_first: bool,
 }
 
 impl Facts {
@@ -45,7 +51,35 @@ impl Facts {
         commute: None,
         random: false,
         assigns: false,
+        amp: AmpList::Gray,
+        amp_by_first: false,
     };
+}
+
+/// Where an op stands in Paddle 3.x's default mixed-precision lists
+/// (`python/paddle/amp/amp_lists.py`), which decide the dtype it runs in under
+/// `amp::auto_cast` (the user's custom lists come first).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AmpList {
+    /// On the white list of float16 and of bfloat16 (conv2d, matmul, einsum): its float
+    /// inputs are cast to the low dtype.
+    White,
+    /// On float16's white list only (max_pool2d_with_index, fused_gemm_epilogue); gray for
+    /// bfloat16.
+    WhiteFloat16,
+    /// On the extra black list, kept at every level and for both dtypes (interpolation,
+    /// embedding, scatter): float32.
+    Black,
+    /// On float16's black list at level O1 (exp, log, pow, sums and means, norms, softmax,
+    /// the losses): float32 there, gray at O2 and for bfloat16.
+    BlackFloat16,
+    /// On no list: at O1 (and at O2 with `use_promote`) the widest float input's dtype
+    /// (float32 if any input is float32); at O2 without promotion the low dtype; at OD
+    /// float32.
+    Gray,
+    /// Never cast (casts themselves, in-place updates, the NaN check): the op's inputs
+    /// stay as they come.
+    Keep,
 }
 
 /// How an op joins an elementwise chain.

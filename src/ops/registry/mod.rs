@@ -18,7 +18,7 @@ use std::sync::OnceLock;
 
 pub use attrs::{AttrField, AttrMap, AttrValue, Attrs};
 pub(crate) use catalog::Family;
-pub use facts::{Commute, EpilogueHost, EvalOp, EvalRewrite, EvalVar, Facts, Fusion, PrologueHost, Update};
+pub use facts::{AmpList, Commute, EpilogueHost, EvalOp, EvalRewrite, EvalVar, Facts, Fusion, PrologueHost, Update};
 
 use crate::tensor::TensorMeta;
 use crate::{Error, Result, Tensor};

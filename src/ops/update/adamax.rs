@@ -50,8 +50,8 @@ impl UpdateRule for AdamaxKind {
     fn at_step(&self, step: u64) -> Self {
         AdamaxKind { beta1_pow: self.schedule_powers(step).0, ..*self }
     }
-    fn schedule_powers(&self, step: u64) -> (f64, f64) {
-        (self.beta1.powi(step as i32), 0.0)
+    fn power_bases(&self) -> (f64, f64) {
+        (self.beta1, 0.0)
     }
     fn scheduled(&mut self, beta1_pow: f64, _: f64) {
         self.beta1_pow = beta1_pow;

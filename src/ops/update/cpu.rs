@@ -79,6 +79,9 @@ pub(super) fn update<R: UpdateRule>(op: &'static str, k: &mut CpuCall<'_>, a: &U
             Some(Err(CpuData::F64(s))) => s.clone(),
             _ => return Err(Error::invalid(op, "the schedule must be a read-only float tensor")),
         };
+        if s.get(3).is_some_and(|&skip| skip != 0.0) {
+            return Ok(Vec::new());
+        }
         lr *= s[0];
         rule.scheduled(s[1], s[2]);
     }

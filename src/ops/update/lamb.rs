@@ -60,8 +60,8 @@ impl UpdateRule for LambKind {
         let (beta1_pow, beta2_pow) = self.schedule_powers(step);
         LambKind { beta1_pow, beta2_pow, ..*self }
     }
-    fn schedule_powers(&self, step: u64) -> (f64, f64) {
-        (self.beta1.powi(step as i32), self.beta2.powi(step as i32))
+    fn power_bases(&self) -> (f64, f64) {
+        (self.beta1, self.beta2)
     }
     fn scheduled(&mut self, beta1_pow: f64, beta2_pow: f64) {
         (self.beta1_pow, self.beta2_pow) = (beta1_pow, beta2_pow);

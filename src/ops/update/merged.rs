@@ -63,7 +63,7 @@ impl<R: UpdateRule> MergedUpdateOp<R> {
         let (ranges, groups) = member_words(group.iter().map(|&m| k.ins[m * per].numel() as u32))
             .ok_or_else(|| Error::invalid(self.name, "more than 2^32 invocations in one dispatch"))?;
         let mut params = vec![(groups * WORKGROUP as u64) as u32];
-        params.extend(a.words(scheduled));
+        params.extend(a.words(scheduled.then(|| k.ins[k.ins.len() - 1].numel())));
         params.extend(ranges);
         let grid = crate::backend::gpu::grid(k.ctx, groups)?;
         k.ctx.dispatch(self.single.kernel(), group.len() as u32 - 1, "main", &binds, &params, grid)

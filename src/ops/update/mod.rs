@@ -14,6 +14,12 @@
 //! parameter's learning-rate multiplier and the β powers come from the tensor. Static
 //! `minimize` uses it, so a program's update ops keep fixed attributes from step to step
 //! and an execution plan replays them like any other op.
+//!
+//! A gated schedule has a fourth element, `skip`: where it is not zero the update changes
+//! nothing (neither the parameter nor its states), so a `GradScaler` that found an inf or a
+//! NaN skips the step on the device, with no read back to the host (Paddle's static `adam`
+//! takes a `SkipUpdate` tensor for the same purpose). The kernels see it as the
+//! `scheduled` setting word 2.
 
 pub(crate) mod adadelta;
 pub(crate) mod adagrad;
@@ -44,6 +50,9 @@ pub(crate) use single::UpdateOp;
 use crate::ops::registry::apply::apply;
 use crate::ops::{AttrMap, Attrs};
 use crate::{DType, Error, Result, Tensor};
+
+/// The length of a gated schedule `[lr, beta1_pow, beta2_pow, skip]`.
+pub(crate) const GATED_SCHEDULE: usize = 4;
 
 /// An update's attributes: the rule with its hyper-parameters, the learning rate and the L2
 /// weight decay.
@@ -78,10 +87,14 @@ impl<R: UpdateRule> UpdateAttrs<R> {
 
     /// The kernel's setting words after its element count: the learning rate, the L2 weight
     /// decay, the rule's words, then whether a schedule tensor is bound.
-    pub(crate) fn words(&self, scheduled: bool) -> Vec<u32> {
+    pub(crate) fn words(&self, schedule: Option<usize>) -> Vec<u32> {
         let mut words = vec![rule::word(self.lr), rule::word(self.wd)];
         words.extend(self.rule.words());
-        words.push(scheduled as u32);
+        words.push(match schedule {
+            None => 0,
+            Some(GATED_SCHEDULE) => 2,
+            Some(_) => 1,
+        });
         words
     }
 }
@@ -118,19 +131,22 @@ pub(crate) fn merges<R: UpdateRule>(param: &Tensor) -> bool {
 }
 
 /// Applies `rule` to several parameters in one merged op: each `(param, grad, states)` as
-/// `apply_rule` takes them, with one learning rate `lr` and weight decay `wd` for all.
+/// `apply_rule` takes them, with one schedule, learning rate `lr` and weight decay `wd` for
+/// all.
 pub(crate) fn apply_merged<R: UpdateRule>(
     rule: &R,
     members: &[(&Tensor, &Tensor, &[Tensor])],
+    schedule: Option<&Tensor>,
     lr: f64,
     wd: f64,
 ) -> Result<()> {
     let op = R::ops().merged.ok_or_else(|| Error::invalid(R::NAME, "has no merged form"))?;
-    let mut inputs = Vec::with_capacity(members.len() * (2 + R::STATES.len()));
+    let mut inputs = Vec::with_capacity(members.len() * (2 + R::STATES.len()) + 1);
     for (p, g, states) in members {
         inputs.extend([*p, *g]);
         inputs.extend(states.iter());
     }
+    inputs.extend(schedule);
     apply(op, &inputs, UpdateAttrs { rule: rule.clone(), lr, wd })?;
     Ok(())
 }

@@ -36,11 +36,17 @@ pub trait UpdateRule: Clone + PartialEq + Debug + Send + Sync + 'static {
         self.clone()
     }
 
-    /// The β powers a schedule tensor carries for the `step`-th update (`[lr, β1ᵗ, β2ᵗ]`
-    /// past the learning rate; zeros for rules without them).
-    fn schedule_powers(&self, step: u64) -> (f64, f64) {
-        let _ = step;
+    /// The bases of the β powers a schedule tensor carries (`(β1, β2)` for Adam; zeros for
+    /// rules without them).
+    fn power_bases(&self) -> (f64, f64) {
         (0.0, 0.0)
+    }
+
+    /// The β powers a schedule tensor carries for the `step`-th update (`[lr, β1ᵗ, β2ᵗ]`
+    /// past the learning rate): the bases to the `step`-th power.
+    fn schedule_powers(&self, step: u64) -> (f64, f64) {
+        let (b1, b2) = self.power_bases();
+        (b1.powi(step as i32), b2.powi(step as i32))
     }
 
     /// Takes the β powers of a schedule tensor in place of the attributes'.

@@ -62,7 +62,7 @@ impl<R: UpdateRule> Op for UpdateOp<R> {
         binds.extend((2..2 + states).map(|i| Bind::write(k.x(i))));
         binds.push(if scheduled { Bind::read(k.x(2 + states)) } else { Bind::unused(k.ctx) });
         let mut params = vec![n as u32];
-        params.extend(a.words(scheduled));
+        params.extend(a.words(scheduled.then(|| k.ins[2 + states].numel())));
         if R::ops().merged.is_some() {
             // The one parameter's first workgroup and elements (`merged::variant`).
             params.extend([0, n as u32]);
@@ -88,8 +88,11 @@ pub(super) fn check_member<R: UpdateRule>(op: &'static str, xs: &[&TensorMeta], 
         if s.dtype != p.dtype {
             return Err(Error::DTypeMismatch { op, lhs: p.dtype, rhs: s.dtype });
         }
-        if s.dims() != [3] {
-            return Err(Error::shape(op, format!("schedule {:?}, expected [3] (lr, beta1_pow, beta2_pow)", s.dims())));
+        if s.dims() != [3] && s.dims() != [super::GATED_SCHEDULE] {
+            return Err(Error::shape(
+                op,
+                format!("schedule {:?}, expected [3] (lr, beta1_pow, beta2_pow) or [4] (then skip)", s.dims()),
+            ));
         }
     }
     for (i, t) in xs.iter().enumerate().skip(1).take(1 + states) {

@@ -3215,7 +3215,8 @@ fn update_spec(
     let samples = move |rng: &mut Rng| {
         let mut out = Vec::new();
         for (k, a) in attrs().into_iter().enumerate() {
-            for scheduled in [false, true] {
+            // Plain, scheduled, and gated (a fourth schedule element: 0 runs, 1 skips).
+            for schedule in [None, Some(None), Some(Some(0.0)), Some(Some(1.0))] {
                 let mut inputs = Vec::new();
                 for &n in sizes {
                     inputs.extend([data(vals(rng, n, -2.0, 2.0, 0.0), &[n]), data(vals(rng, n, -1.0, 1.0, 0.0), &[n])]);
@@ -3227,10 +3228,17 @@ fn update_spec(
                         inputs.push(data(vals(rng, n, lo, 1.0, 0.0), &[n]));
                     }
                 }
-                if scheduled {
-                    inputs.push(data(vec![1.5, 0.9f64.powi(5), 0.999f64.powi(5)], &[3]));
+                let label = match schedule {
+                    None => format!("case {k} {a}"),
+                    Some(None) => format!("case {k} scheduled {a}"),
+                    Some(Some(skip)) => format!("case {k} gated skip={skip} {a}"),
+                };
+                if let Some(gate) = schedule {
+                    let mut s = vec![1.5, 0.9f64.powi(5), 0.999f64.powi(5)];
+                    s.extend(gate);
+                    let n = s.len();
+                    inputs.push(data(s, &[n]));
                 }
-                let label = if scheduled { format!("case {k} scheduled {a}") } else { format!("case {k} {a}") };
                 out.push(sample(label, inputs, a.clone()));
             }
         }
@@ -3238,6 +3246,10 @@ fn update_spec(
     };
     let reference = move |x: &[Host], m: &AttrMap, _: DType| {
         let scheduled = x.len() % per == 1;
+        if scheduled && x[x.len() - 1].v.get(3).is_some_and(|&skip| skip != 0.0) {
+            // A skipped step leaves the parameters and states as they were.
+            return x[..x.len() - 1].chunks_exact(per).flat_map(|c| [&c[0..1], &c[2..]].concat()).collect();
+        }
         let m = &match scheduled {
             true => {
                 let s = &x[x.len() - 1].v;
@@ -3697,6 +3709,7 @@ pub fn all() -> Vec<Spec> {
     v.extend(pool_specs());
     v.extend(norm_specs());
     v.extend(update_specs());
+    v.extend(loss_scaling_specs());
     v.extend(creation_specs());
     v.extend(copy_specs());
     v.extend(scan_tri_specs());
@@ -3994,4 +4007,103 @@ fn scatter_axis_spec() -> Spec {
         vec![Host { v: out, shape: shape.clone() }]
     };
     spec("scatter_axis", vec![I32, I64, F16, F32, F64], samples, reference).grad()
+}
+
+/// `check_finite_and_unscale` and `update_loss_scaling` (GradScaler's device work).
+fn loss_scaling_specs() -> Vec<Spec> {
+    let unscale_samples = |rng: &mut Rng| {
+        let mut out = Vec::new();
+        for (k, (found, scale, special)) in
+            [(0.0, 1024.0, None), (1.0, 2.0, None), (0.0, 8.0, Some(f64::INFINITY)), (0.0, 1.0, Some(f64::NAN))]
+                .into_iter()
+                .enumerate()
+        {
+            let mut inputs = vec![fixed(vec![found], &[1], Bool), fixed(vec![scale], &[1], F32)];
+            for (j, &n) in [7usize, 4, 0, 1].iter().enumerate() {
+                let mut v = vals(rng, n, -100.0, 100.0, 0.0);
+                if let (Some(x), true) = (special, j == 0) {
+                    v[3] = x;
+                }
+                inputs.push(data(v, &[n]));
+            }
+            out.push(sample(
+                format!("case {k} found={found} scale={scale} special={special:?}"),
+                inputs,
+                AttrMap::new(),
+            ));
+        }
+        out
+    };
+    let unscale_ref = |x: &[Host], _: &AttrMap, _: DType| {
+        let inv = 1.0 / x[1].v[0];
+        let grads: Vec<Host> =
+            x[2..].iter().map(|g| Host::new(g.v.iter().map(|v| v * inv).collect(), &g.shape)).collect();
+        let bad = grads.iter().any(|g| g.v.iter().any(|v| !v.is_finite()));
+        let found = if bad || x[0].v[0] != 0.0 { 1.0 } else { 0.0 };
+        std::iter::once(Host::new(vec![found], &[1])).chain(grads).collect()
+    };
+    let bool_then_same: OutDType = |d, _, i| if i == 0 { Bool } else { d };
+    let scaling_attrs = |incr: i64, decr: i64| {
+        AttrMap::new()
+            .with("incr_every_n_steps", incr)
+            .with("decr_every_n_nan_or_inf", decr)
+            .with("incr_ratio", 2.0)
+            .with("decr_ratio", 0.5)
+    };
+    let scaling_samples = move |_: &mut Rng| {
+        // (found, scale, good, bad, incr_every, decr_every): each branch of the rule.
+        let cases = [
+            (0.0, 1024.0, 0.0, 3.0, 5, 2), // good step: counts
+            (0.0, 1024.0, 4.0, 0.0, 5, 2), // the fifth good step doubles the scale
+            (0.0, 3.0e38, 1.0, 0.0, 2, 2), // doubling would overflow float32: kept
+            (1.0, 1024.0, 7.0, 0.0, 5, 2), // first bad step: counted, good zeroed
+            (1.0, 1024.0, 0.0, 1.0, 5, 2), // second bad step halves
+            (1.0, 1.5, 0.0, 0.0, 5, 1),    // halving below 1 stops at 1
+        ];
+        cases
+            .iter()
+            .enumerate()
+            .map(|(k, &(found, scale, good, bad, incr, decr))| {
+                let inputs = vec![
+                    fixed(vec![found], &[1], Bool),
+                    data(vec![scale], &[1]),
+                    fixed(vec![good], &[1], I32),
+                    fixed(vec![bad], &[1], I32),
+                ];
+                sample(
+                    format!("case {k}: found={found} scale={scale} good={good} bad={bad}"),
+                    inputs,
+                    scaling_attrs(incr, decr),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let scaling_ref = |x: &[Host], m: &AttrMap, _: DType| {
+        let (incr, decr) = (attr_i(m, "incr_every_n_steps"), attr_i(m, "decr_every_n_nan_or_inf"));
+        let (mut scale, mut good, mut bad) = (x[1].v[0] as f32, x[2].v[0] as i64, x[3].v[0] as i64);
+        if x[0].v[0] != 0.0 {
+            good = 0;
+            bad += 1;
+            if bad == decr {
+                scale = (scale * attr_f(m, "decr_ratio") as f32).max(1.0);
+                bad = 0;
+            }
+        } else {
+            bad = 0;
+            good += 1;
+            if good == incr {
+                let grown = scale * attr_f(m, "incr_ratio") as f32;
+                if grown.is_finite() {
+                    scale = grown;
+                }
+                good = 0;
+            }
+        }
+        vec![Host::new(vec![scale as f64], &[1]), Host::new(vec![good as f64], &[1]), Host::new(vec![bad as f64], &[1])]
+    };
+    let scale_then_counters: OutDType = |d, _, i| if i == 0 { d } else { I32 };
+    vec![
+        spec("check_finite_and_unscale", vec![F16, F32], unscale_samples, unscale_ref).out(bool_then_same),
+        spec("update_loss_scaling", vec![F32], scaling_samples, scaling_ref).out(scale_then_counters).exact(),
+    ]
 }

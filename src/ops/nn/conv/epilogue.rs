@@ -14,6 +14,7 @@ use crate::ops::epilogue::{EPILOGUE_EXTRAS, EPILOGUE_NODES, Epilogue, EpilogueTa
 use crate::ops::fused::Chain;
 use crate::ops::registry::op::{CpuCall, GpuCall, Op};
 use crate::ops::registry::registry_entry;
+use crate::ops::registry::{AmpList, Facts};
 use crate::shape::contiguous_strides;
 use crate::tensor::TensorMeta;
 use crate::{DType, Error, Result};
@@ -52,6 +53,9 @@ pub(crate) struct EpiloguePlan {
 }
 
 impl Op for Conv2dEpilogueOp {
+    fn facts(&self) -> Facts {
+        Facts { amp: AmpList::White, ..Facts::NONE }
+    }
     fn infer(&self, xs: &[&TensorMeta], a: &Conv2dEpilogueAttrs) -> Result<(Vec<TensorMeta>, EpiloguePlan)> {
         let chain = Chain::parse(OP, &a.program)?;
         let extras = chain.inputs - 1;

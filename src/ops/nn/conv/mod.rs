@@ -17,7 +17,7 @@ mod block;
 pub(crate) mod cpu;
 pub(crate) mod epilogue;
 
-use crate::ops::registry::{EpilogueHost, Facts};
+use crate::ops::registry::{AmpList, EpilogueHost, Facts};
 use std::sync::OnceLock;
 
 use crate::backend::cpu::CpuData;
@@ -184,7 +184,7 @@ impl Op for Conv2dOp {
             inputs: (2, 3),
             fits: crate::ops::matmul::epilogue::fits,
         };
-        Facts { epilogue: Some(host), ..Facts::NONE }
+        Facts { epilogue: Some(host), amp: AmpList::White, ..Facts::NONE }
     }
 
     fn backward(&self, c: &GradCall<'_>, _: &Conv2dOptions, g: &ConvGeom) -> Result<Vec<Option<Tensor>>> {
@@ -233,6 +233,11 @@ impl ConvProductOp {
 }
 
 impl Op for ConvProductOp {
+    fn facts(&self) -> Facts {
+        // The forward product is conv2d's; the gradient products run in backward only.
+        let amp = if matches!(self.mode, Mode::Fwd) { AmpList::White } else { AmpList::Gray };
+        Facts { amp, ..Facts::NONE }
+    }
     /// A geometry with `n = 0` takes the batch from the operands (both lead with it), so a
     /// program's gradient ops fit whatever batch it is fed.
     fn infer(&self, xs: &[&TensorMeta], g: &ConvGeom) -> Result<(Vec<TensorMeta>, ConvGeom)> {

@@ -159,6 +159,9 @@ registry_entry!(
 );
 
 impl Op for BatchNormOp {
+    fn facts(&self) -> Facts {
+        Facts { amp_by_first: true, ..Facts::NONE }
+    }
     fn infer(&self, xs: &[&TensorMeta], a: &BatchNormAttrs) -> Result<(Vec<TensorMeta>, BnGeom)> {
         const OP: &str = "batch_norm";
         let expect = 3 + a.has_weight as usize + a.has_bias as usize;

@@ -15,6 +15,7 @@ use crate::backend::gpu::{Bind, Kernel, ROW_CACHE_MAX_LEN, grid};
 use crate::ops::registry::apply::{apply, apply1};
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op};
 use crate::ops::registry::registry_entry;
+use crate::ops::registry::{AmpList, Facts};
 use crate::tensor::TensorMeta;
 use crate::tensor::grad_mode::is_grad_enabled;
 use crate::{DType, Element, Error, Result, Tensor};
@@ -44,6 +45,9 @@ registry_entry!(
 type LnGeom = (usize, usize);
 
 impl Op for LayerNormOp {
+    fn facts(&self) -> Facts {
+        Facts { amp: AmpList::BlackFloat16, amp_by_first: true, ..Facts::NONE }
+    }
     fn infer(&self, xs: &[&TensorMeta], a: &LayerNormAttrs) -> Result<(Vec<TensorMeta>, LnGeom)> {
         const OP: &str = "layer_norm";
         let expect = 1 + a.has_weight as usize + a.has_bias as usize;

@@ -24,7 +24,7 @@ use crate::backend::gpu::{Bind, Kernel};
 use crate::ops::registry::apply::{apply, apply1};
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
 use crate::ops::registry::op_header;
-use crate::ops::registry::{Commute, Facts};
+use crate::ops::registry::{AmpList, Commute, Facts};
 use crate::tensor::TensorMeta;
 use crate::{DType, Error, Result, Tensor};
 use cpu::PoolGeom;
@@ -235,7 +235,9 @@ impl<A: PoolAttrs> Op for PoolOp<A> {
 
     fn facts(&self) -> Facts {
         let max = matches!(self.kind, Kind::Max | Kind::AdaptiveMax);
-        Facts { commute: max.then_some(Commute::MaxWindow { grad: POOL2D_MAX_GRAD.name }), ..Facts::NONE }
+        // max_pool2d is Paddle's `max_pool2d_with_index`, on float16's white list.
+        let amp = if matches!(self.kind, Kind::Max) { AmpList::WhiteFloat16 } else { AmpList::Gray };
+        Facts { commute: max.then_some(Commute::MaxWindow { grad: POOL2D_MAX_GRAD.name }), amp, ..Facts::NONE }
     }
 
     fn differentiable(&self) -> bool {

@@ -3,11 +3,11 @@
 //! modes under it, after them, or instead of them. The walk, outermost first:
 //!
 //! ```text
+//! Autocast   amp::auto_cast: casts the inputs to the dtype the op's AMP list says, reruns (instead)
 //! Record     records the autograd node of a call whose inputs need gradients (after)
 //! Build      appends the call to a static Program instead of running it (instead)
 //! Capture    appends it to the program a `jit::to_static` trace builds (instead)
 //! Meta       meta tensors in, meta tensors out, no kernel (instead)
-//! Autocast   empty until mixed precision fills it
 //! Check      FLAGS_check_nan_inf: the outputs' NaN/Inf check (after)
 //! Shadow     FLAGS_shadow: the GPU op rerun on the CPU and compared (around)
 //! Profile    times CPU kernels while a profiler is on (around)
@@ -21,6 +21,7 @@
 //! their slot when their state is first entered, so the dispatcher names none of them and
 //! `apply` names no mode at all.
 
+pub(crate) mod autocast;
 pub(crate) mod check;
 pub(crate) mod meta;
 pub(crate) mod profile;
@@ -85,18 +86,18 @@ impl Next<'_> {
 /// The slots of the walk, outermost first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Slot {
+    Autocast,
     Record,
     Build,
     Capture,
     Meta,
-    Autocast,
     Check,
     Shadow,
     Profile,
 }
 
 const SLOTS: [Slot; 8] =
-    [Slot::Record, Slot::Build, Slot::Capture, Slot::Meta, Slot::Autocast, Slot::Check, Slot::Shadow, Slot::Profile];
+    [Slot::Autocast, Slot::Record, Slot::Build, Slot::Capture, Slot::Meta, Slot::Check, Slot::Shadow, Slot::Profile];
 
 /// Modes installed by upper floors, by slot.
 static INSTALLED: [OnceLock<&'static dyn Mode>; 8] = [const { OnceLock::new() }; 8];
@@ -104,12 +105,13 @@ static INSTALLED: [OnceLock<&'static dyn Mode>; 8] = [const { OnceLock::new() };
 /// The built-in mode of `slot`, if it has one.
 fn built_in(slot: Slot) -> Option<&'static dyn Mode> {
     match slot {
+        Slot::Autocast => Some(&autocast::AUTOCAST),
         Slot::Record => Some(&record::RECORD),
         Slot::Meta => Some(&meta::META),
         Slot::Check => Some(&check::CHECK),
         Slot::Shadow => Some(&shadow::SHADOW),
         Slot::Profile => Some(&profile::PROFILE),
-        Slot::Build | Slot::Capture | Slot::Autocast => None,
+        Slot::Build | Slot::Capture => None,
     }
 }
 

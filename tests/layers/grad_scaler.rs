@@ -1,0 +1,135 @@
+//! `amp::GradScaler` against hand values: unscaled gradients, skipped steps on an inf or a
+//! NaN, the scale halved after the bad steps and doubled after the good ones, Adam's bias
+//! correction not counting a skipped step, and `state_dict` resuming the scale.
+
+use crate::common;
+
+use common::{assert_close, places, values};
+use dygraph::amp::GradScaler;
+use dygraph::optimizer::{self, Optimizer};
+use dygraph::{DType, Place, Tensor};
+
+/// A parameter `w` and the loss `sum(w · x)`, whose gradient is `x`.
+fn loss(w: &Tensor, x: &[f64], place: Place) -> Tensor {
+    let x = Tensor::from_vec(x.iter().map(|&v| v as f32).collect::<Vec<_>>(), [x.len()]).unwrap().to(place).unwrap();
+    w.mul(&x).unwrap().sum(&[], false).unwrap()
+}
+
+fn param(v: &[f64], place: Place) -> Tensor {
+    let w = Tensor::from_vec(v.iter().map(|&x| x as f32).collect::<Vec<_>>(), [v.len()]).unwrap().to(place).unwrap();
+    w.set_stop_gradient(false);
+    w
+}
+
+#[test]
+fn skips_bad_steps_and_moves_the_scale_by_hand_values() {
+    for place in places() {
+        let w = param(&[1.0, 2.0, 3.0], place);
+        let mut opt = optimizer::SGD::new(0.1, vec![w.clone()]);
+        let mut scaler = GradScaler::new().init_loss_scaling(8.0).incr_every_n_steps(2).decr_every_n_nan_or_inf(2);
+        let x = [0.5, -1.0, 2.0];
+        let (inf, nan) = ([0.5, f64::INFINITY, 2.0], [f64::NAN, -1.0, 2.0]);
+        // (gradient, found, scale after update, parameter after the step)
+        let steps: [(&[f64], bool, f64, [f64; 3]); 5] = [
+            (&x, false, 8.0, [0.95, 2.1, 2.8]),
+            (&x, false, 16.0, [0.9, 2.2, 2.6]),  // the second good step doubles
+            (&inf, true, 16.0, [0.9, 2.2, 2.6]), // skipped; the first bad step only counts
+            (&nan, true, 8.0, [0.9, 2.2, 2.6]),  // skipped; the second halves
+            (&x, false, 8.0, [0.85, 2.3, 2.4]),
+        ];
+        for (k, (g, found, scale, want)) in steps.iter().enumerate() {
+            let what = format!("step {k} on {place}");
+            let scaled = scaler.scale(&loss(&w, g, place)).unwrap();
+            scaled.backward().unwrap();
+            let scaled_grad = values(&w.grad().unwrap());
+            scaler.unscale_(&mut opt).unwrap();
+            let grad = values(&w.grad().unwrap());
+            let s_before = scaler.get_loss_scaling().unwrap();
+            for ((sg, g1), g0) in scaled_grad.iter().zip(&grad).zip(*g) {
+                if g0.is_finite() {
+                    assert_close(&format!("{what}: scaled gradient"), &[*sg], &[g0 * s_before], 1e-6);
+                    assert_close(&format!("{what}: unscaled gradient"), &[*g1], &[*g0], 1e-6);
+                }
+            }
+            let flag = scaler.found_inf().unwrap().to_vec::<bool>().unwrap()[0];
+            assert_eq!(flag, *found, "{what}: found_inf");
+            scaler.step(&mut opt).unwrap();
+            scaler.update().unwrap();
+            opt.clear_grad();
+            assert_eq!(scaler.get_loss_scaling().unwrap(), *scale, "{what}: the scale");
+            assert_close(&format!("{what}: the parameter"), &values(&w), want, 1e-6);
+        }
+        assert_eq!(opt.steps(), 3, "two skipped steps of five");
+        // Out-of-order calls are typed errors.
+        scaler.scale(&loss(&w, &x, place)).unwrap().backward().unwrap();
+        scaler.step(&mut opt).unwrap();
+        assert!(scaler.step(&mut opt).unwrap_err().to_string().contains("already been called"));
+        assert!(scaler.unscale_(&mut opt).unwrap_err().to_string().contains("after step()"));
+        scaler.update().unwrap();
+    }
+}
+
+#[test]
+fn a_skipped_adam_step_does_not_count_for_bias_correction() {
+    let seed = common::run_seed();
+    let mut rng = common::Rng::new(seed);
+    for place in places() {
+        let w0 = rng.vec(6, -1.0, 1.0);
+        let (g1, g2) = (rng.vec(6, -1.0, 1.0), rng.vec(6, -1.0, 1.0));
+        let mut bad = g1.clone();
+        bad[2] = f64::INFINITY;
+        // With a scaler: good, bad (skipped), good.
+        let w = param(&w0, place);
+        let mut opt = optimizer::Adam::new(0.01, vec![w.clone()]);
+        let mut scaler = GradScaler::new().init_loss_scaling(1024.0);
+        for g in [&g1, &bad, &g2] {
+            let scaled = scaler.scale(&loss(&w, g, place)).unwrap();
+            scaled.backward().unwrap();
+            scaler.minimize(&mut opt, &scaled).unwrap();
+            opt.clear_grad();
+        }
+        // Without: the two good steps alone.
+        let v = param(&w0, place);
+        let mut plain = optimizer::Adam::new(0.01, vec![v.clone()]);
+        for g in [&g1, &g2] {
+            loss(&v, g, place).backward().unwrap();
+            plain.step().unwrap();
+            plain.clear_grad();
+        }
+        assert_close(&format!("Adam through a skipped step on {place} (seed {seed})"), &values(&w), &values(&v), 1e-6);
+        assert_eq!(opt.steps(), 2);
+        assert_eq!(opt.state_dict().get("@step").unwrap().cast(DType::Int64).unwrap().item::<i64>().unwrap(), 2);
+        assert_eq!(scaler.get_loss_scaling().unwrap(), 512.0, "one bad step halves (decr_every_n_nan_or_inf = 1)");
+    }
+}
+
+#[test]
+fn state_dict_resumes_the_scale_and_its_counters() {
+    let w = param(&[1.0, -1.0], Place::Cpu);
+    let mut opt = optimizer::SGD::new(0.1, vec![w.clone()]);
+    let mut scaler = GradScaler::new().init_loss_scaling(4.0).incr_every_n_steps(3);
+    for _ in 0..2 {
+        let scaled = scaler.scale(&loss(&w, &[1.0, 1.0], Place::Cpu)).unwrap();
+        scaled.backward().unwrap();
+        scaler.minimize(&mut opt, &scaled).unwrap();
+        opt.clear_grad();
+    }
+    let sd = scaler.state_dict().unwrap();
+    assert_eq!(sd.get("incr_count").unwrap().to_vec::<i64>().unwrap(), vec![2]);
+    let mut resumed = GradScaler::new();
+    resumed.load_state_dict(&sd).unwrap();
+    assert_eq!(resumed.get_incr_every_n_steps(), 3);
+    // One more good step: the third doubles, in both.
+    for s in [&mut scaler, &mut resumed] {
+        let scaled = s.scale(&loss(&w, &[1.0, 1.0], Place::Cpu)).unwrap();
+        scaled.backward().unwrap();
+        s.minimize(&mut opt, &scaled).unwrap();
+        opt.clear_grad();
+        assert_eq!(s.get_loss_scaling().unwrap(), 8.0);
+    }
+    assert!(GradScaler::new().load_state_dict(&GradScaler::new().enable(false).state_dict().unwrap()).is_err());
+    // A disabled scaler passes the loss and the step through.
+    let mut off = GradScaler::new().enable(false);
+    let l = loss(&w, &[1.0, 1.0], Place::Cpu);
+    assert_eq!(values(&off.scale(&l).unwrap()), values(&l));
+}
