@@ -47,7 +47,10 @@ pub fn line_chart(title: &str, x_desc: &str, y_desc: &str, series: &[Series], pa
         let xs = series.iter().flat_map(|s| s.points.iter().map(|p| p.0));
         let (x0, x1) = xs.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), x| (a.min(x), b.max(x)));
         let (x0, x1) = if x0.is_finite() && x1 > x0 { (x0, x1) } else { (0.0, 1.0) };
-        let top = series.iter().flat_map(|s| s.points.iter().map(|p| p.1)).fold(0.0f64, f64::max).max(1e-3) * 1.05;
+        // Non-finite values (a float16 loss that overflowed, a step the GradScaler skipped)
+        // are left out of the range and of the lines.
+        let ys = series.iter().flat_map(|s| s.points.iter().map(|p| p.1)).filter(|y| y.is_finite());
+        let top = ys.fold(0.0f64, f64::max).max(1e-3) * 1.05;
         let mut builder = ChartBuilder::on(&root);
         builder.margin(20);
         if labels {
@@ -64,7 +67,10 @@ pub fn line_chart(title: &str, x_desc: &str, y_desc: &str, series: &[Series], pa
         for s in series {
             let (r, g, b) = s.color;
             chart
-                .draw_series(LineSeries::new(s.points.iter().copied(), RGBColor(r, g, b).stroke_width(s.width)))
+                .draw_series(LineSeries::new(
+                    s.points.iter().copied().filter(|p| p.1.is_finite()),
+                    RGBColor(r, g, b).stroke_width(s.width),
+                ))
                 .map_err(|e| e.to_string())?;
         }
         root.present().map_err(|e| e.to_string())?;

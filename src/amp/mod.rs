@@ -16,15 +16,17 @@
 //! where Paddle turns float16 autocast off, it runs here too (float16 arithmetic through
 //! float32 there).
 
+mod decorate;
 mod scaler;
 
 use std::collections::BTreeSet;
 
+pub use decorate::{Decorate, decorate};
 pub use scaler::GradScaler;
 
 pub use crate::ops::registry::AmpList;
 pub use crate::ops::registry::dispatch::autocast::{AmpLevel, AmpState, AutocastScope};
-use crate::ops::registry::dispatch::autocast::{current, enter};
+use crate::ops::registry::dispatch::autocast::{current, enter, traced};
 use crate::{DType, Error, Result};
 
 /// Paddle's op names that are spelled differently here (the lists of `amp_lists.py` use
@@ -153,4 +155,36 @@ pub fn amp_state() -> Option<AmpState> {
 /// True inside an enabled `auto_cast` scope at any level but O0.
 pub fn is_auto_cast_enabled() -> bool {
     current().is_some_and(|s| s.level != AmpLevel::O0)
+}
+
+/// Runs `f` and lists the ops it called inside `auto_cast` scopes, each with the dtype of its
+/// first output (what ran in float16 and what in float32), in call order.
+pub fn op_dtypes<T>(f: impl FnOnce() -> T) -> (T, Vec<(&'static str, DType)>) {
+    traced(f)
+}
+
+/// `op_dtypes`'s list in runs: `conv2d float16, add float32 ×2, ...` (consecutive repeats of
+/// one op and dtype counted).
+pub fn describe_op_dtypes(calls: &[(&'static str, DType)]) -> String {
+    let mut runs: Vec<(&str, DType, usize)> = Vec::new();
+    for &(op, dtype) in calls {
+        match runs.last_mut() {
+            Some((o, d, n)) if *o == op && *d == dtype => *n += 1,
+            _ => runs.push((op, dtype, 1)),
+        }
+    }
+    let parts: Vec<String> =
+        runs.iter().map(|(op, d, n)| if *n > 1 { format!("{op} {d} ×{n}") } else { format!("{op} {d}") }).collect();
+    parts.join(", ")
+}
+
+/// `state` with every float tensor cast to `dtype` (what Paddle's `decorate(save_dtype=...)`
+/// hook does to `state_dict()`): an O2 model saved as float32 loads into a float32 model.
+pub fn cast_state_dict(state: &crate::nn::StateDict, dtype: DType) -> Result<crate::nn::StateDict> {
+    let mut out = crate::nn::StateDict::new();
+    for (name, t) in state.iter() {
+        let t = if t.dtype().is_float() && t.dtype() != dtype { t.cast(dtype)? } else { t.clone() };
+        out.insert(name.to_string(), t);
+    }
+    Ok(out)
 }

@@ -34,6 +34,9 @@ use crate::nn::StateDict;
 use crate::ops::update;
 use crate::{DType, Error, Place, Result, Tensor};
 
+/// The state-dict key suffix of a parameter's float32 master weight.
+const MASTER_WEIGHT: &str = "master_weight";
+
 /// A constant learning rate or a scheduler.
 #[derive(Clone)]
 pub enum LearningRate {
@@ -80,6 +83,12 @@ pub trait Optimizer {
     fn step_unless(&mut self, skip: &Tensor) -> Result<()>;
     /// The parameters it updates (a `GradScaler` unscales their gradients).
     fn parameter_list(&self) -> Vec<Tensor>;
+    /// Paddle's `multi_precision`: float16 parameters updated through float32 master
+    /// weights.
+    fn set_multi_precision(&mut self, on: bool);
+    /// Updates `new` wherever it updated `old`, for each pair (`amp::decorate` casting a
+    /// model's parameters); the states made for `old` are kept.
+    fn replace_parameters(&mut self, pairs: &[(Tensor, Tensor)]);
     /// Drops every parameter's gradient (Paddle's `clear_grad()`).
     fn clear_grad(&mut self);
     /// The current learning rate.
@@ -134,6 +143,10 @@ pub struct Optim<K: Kind> {
     /// The count of steps taken, on the device, once a skippable step ran (`step_unless`):
     /// the host cannot know whether it was skipped without reading it back.
     device_steps: Option<Tensor>,
+    /// Whether float16 parameters are updated through float32 master weights.
+    multi_precision: bool,
+    /// Each float16 parameter's float32 master weight (made at its first update).
+    masters: Vec<Option<Tensor>>,
 }
 
 impl<K: Kind> Optim<K> {
@@ -148,6 +161,8 @@ impl<K: Kind> Optim<K> {
             grad_clip: None,
             steps: 0,
             device_steps: None,
+            multi_precision: false,
+            masters: vec![None; n],
         }
     }
 
@@ -156,6 +171,14 @@ impl<K: Kind> Optim<K> {
         weight_decay: f64;
         /// Clips gradients before each update.
         grad_clip: GradClip => Some;
+    }
+
+    /// Paddle's `multi_precision`: float16 parameters are updated through float32 master
+    /// weights (and float32 states), the parameter rewritten from its master after each
+    /// step. `amp::decorate` at O2 sets it.
+    pub fn multi_precision(mut self, on: bool) -> Self {
+        self.multi_precision = on;
+        self
     }
 
     /// The parameters being optimised.
@@ -206,7 +229,17 @@ impl<K: Kind> Optim<K> {
         if let Some(clip) = &self.grad_clip {
             grads = clip.apply(&grads)?;
         }
-        let owned: Vec<Tensor> = live.iter().map(|&i| self.params[i].clone()).collect();
+        // What each update writes: the parameter, or its float32 master weight.
+        let mut owned: Vec<Tensor> = Vec::with_capacity(live.len());
+        for (&i, g) in live.iter().zip(grads.iter_mut()) {
+            match self.master(i)? {
+                Some(m) => {
+                    *g = g.cast(DType::Float32)?;
+                    owned.push(m);
+                }
+                None => owned.push(self.params[i].clone()),
+            }
+        }
         let schedule = match skip {
             Some(skip) => Some(self.gated_schedule(&owned.iter().collect::<Vec<_>>(), skip)?),
             None => {
@@ -214,7 +247,9 @@ impl<K: Kind> Optim<K> {
                 None
             }
         };
-        let live_params: Vec<&Tensor> = owned.iter().collect();
+        // Names and learning-rate multipliers are the parameters' own, not their masters'.
+        let originals: Vec<Tensor> = live.iter().map(|&i| self.params[i].clone()).collect();
+        let live_params: Vec<&Tensor> = originals.iter().collect();
         // Under a schedule the ops' learning rates are multipliers of its own.
         let base_lr = if schedule.is_some() { 1.0 } else { self.lr.value() };
         let updates = self.updates(&live_params, self.steps + 1, base_lr)?;
@@ -222,9 +257,8 @@ impl<K: Kind> Optim<K> {
             self.steps += 1;
         }
         let n_states = <K::Rule as UpdateRule>::STATES.len();
-        for &i in &live {
+        for (&i, p) in live.iter().zip(&owned) {
             if self.states[i].len() != n_states {
-                let p = &self.params[i];
                 self.states[i] = (0..n_states).map(|_| crate::zeros_like(p)).collect::<Result<_>>()?;
             }
         }
@@ -234,14 +268,14 @@ impl<K: Kind> Optim<K> {
         // other rules, one by one.
         let mut at = 0;
         while at < live.len() {
-            let p = &self.params[live[at]];
+            let p = &owned[at];
             let (rule, l2, lr) = &updates[at];
             let mut end = at + 1;
             if update::merges::<K::Rule>(p) {
                 while end < live.len() {
-                    let q = &self.params[live[end]];
+                    let q = &owned[end];
                     // A parameter listed twice updates twice, in order: not in one dispatch.
-                    let listed = (at..end).any(|j| self.params[live[j]].storage().same_memory(q.storage()));
+                    let listed = (at..end).any(|j| owned[j].storage().same_memory(q.storage()));
                     if !update::merges::<K::Rule>(q) || q.place() != p.place() || updates[end] != updates[at] || listed
                     {
                         break;
@@ -253,11 +287,10 @@ impl<K: Kind> Optim<K> {
                 update::apply_rule(rule, p, &grads[at], &self.states[live[at]], schedule, *lr, *l2)?;
             } else {
                 let members: Vec<(&Tensor, &Tensor, &[Tensor])> =
-                    (at..end).map(|j| (&self.params[live[j]], &grads[j], self.states[live[j]].as_slice())).collect();
+                    (at..end).map(|j| (&owned[j], &grads[j], self.states[live[j]].as_slice())).collect();
                 update::apply_merged(rule, &members, schedule, *lr, *l2)?;
             }
-            for (&i, (rule, _, lr)) in live[at..end].iter().zip(&updates[at..end]) {
-                let p = &self.params[i];
+            for ((&i, p), (rule, _, lr)) in live[at..end].iter().zip(&owned[at..end]).zip(&updates[at..end]) {
                 let lr_tensor = || match schedule {
                     // The schedule's rate times the multiplier, zero for a skipped step.
                     Some(s) => {
@@ -270,7 +303,41 @@ impl<K: Kind> Optim<K> {
             }
             at = end;
         }
+        // Each float16 parameter takes its master's new value.
+        for (&i, m) in live.iter().zip(&owned) {
+            let p = &self.params[i];
+            if p.dtype() != m.dtype() {
+                p.assign_(&m.cast(p.dtype())?)?;
+            }
+        }
         Ok(())
+    }
+
+    /// Parameter `i`'s float32 master weight, made from it at the first call, when the
+    /// parameter is float16 and the optimizer is multi-precision; `None` for the others.
+    fn master(&mut self, i: usize) -> Result<Option<Tensor>> {
+        let p = &self.params[i];
+        if p.dtype() != DType::Float16 {
+            return Ok(None);
+        }
+        if !self.multi_precision {
+            return Err(Error::unsupported(
+                <K::Rule as UpdateRule>::NAME,
+                p.dtype(),
+                "for parameters without master weights: create the optimizer with .multi_precision(true), or decorate the model and optimizer with amp::decorate at O2",
+            ));
+        }
+        if self.masters.len() < self.params.len() {
+            self.masters.resize(self.params.len(), None);
+        }
+        if self.masters[i].is_none() {
+            let m = p.detach().cast(DType::Float32)?.clone_data()?;
+            if let Some(n) = p.name() {
+                m.set_name(format!("{n}_fp32_master"));
+            }
+            self.masters[i] = Some(m);
+        }
+        Ok(self.masters[i].clone())
     }
 
     /// The gated schedule `[lr, β1ᵗ, β2ᵗ, skip]` of a step that `skip` may cancel, with `t`
@@ -302,7 +369,7 @@ impl<K: Kind> Optim<K> {
         };
         let t = taken.add(&skip.scale(-1.0, 1.0)?)?;
         let (b1, b2) = self.kind.rule(1, self.weight_decay, params[0]).0.power_bases();
-        let bases = Tensor::from_vec(vec![b1, b2], [2])?.cast(dtype)?.to(place)?;
+        let bases = Tensor::from_vec_on(vec![b1, b2], [2], Place::Cpu)?.cast(dtype)?.to(place)?;
         let lr = crate::full_on([1], self.lr.value(), dtype, place)?;
         let schedule = crate::concat(&[lr, bases.pow(&t)?, skip], 0)?;
         self.device_steps = Some(t);
@@ -332,6 +399,24 @@ impl<K: Kind> Optimizer for Optim<K> {
         self.params.clone()
     }
 
+    fn set_multi_precision(&mut self, on: bool) {
+        self.multi_precision = on;
+    }
+
+    fn replace_parameters(&mut self, pairs: &[(Tensor, Tensor)]) {
+        self.masters.resize(self.params.len(), None);
+        for (p, master) in self.params.iter_mut().zip(self.masters.iter_mut()) {
+            if let Some((old, new)) = pairs.iter().find(|(old, _)| old.storage().same_memory(p.storage())) {
+                // A float32 parameter cast down keeps its exact value as the master weight
+                // (Paddle's master is made from the float16 copy).
+                if old.dtype() == DType::Float32 && new.dtype() == DType::Float16 {
+                    *master = old.detach().clone_data().ok();
+                }
+                *p = new.clone();
+            }
+        }
+    }
+
     fn minimize(&mut self, loss: &Tensor) -> Result<()> {
         if loss.is_static_var() { self.minimize_static(loss) } else { self.step() }
     }
@@ -357,6 +442,11 @@ impl<K: Kind> Optimizer for Optim<K> {
                 sd.insert(format!("{}.{name}", self.param_name(i)), t.clone());
             }
         }
+        for (i, m) in self.masters.iter().enumerate() {
+            if let Some(m) = m {
+                sd.insert(format!("{}.{MASTER_WEIGHT}", self.param_name(i)), m.clone());
+            }
+        }
         if let Ok(step) = Tensor::from_vec_on(vec![self.steps() as i64], &[] as &[usize], Place::Cpu) {
             sd.insert("@step", step);
         }
@@ -372,6 +462,28 @@ impl<K: Kind> Optimizer for Optim<K> {
         const OP: &str = "optimizer.set_state_dict";
         let mut known = vec!["@step".to_string(), "@lr_epoch".to_string()];
         let mut new_states = self.states.clone();
+        let mut new_masters = self.masters.clone();
+        new_masters.resize(self.params.len(), None);
+        for (i, master) in new_masters.iter_mut().enumerate() {
+            let key = format!("{}.{MASTER_WEIGHT}", self.param_name(i));
+            if let Some(t) = state.get(&key) {
+                let p = &self.params[i];
+                if t.shape() != p.shape() || p.dtype() != DType::Float16 || !self.multi_precision {
+                    return Err(Error::invalid(
+                        OP,
+                        format!(
+                            "{key} ({} {:?}) fits no float16 parameter of a multi-precision optimizer ({} {:?})",
+                            t.dtype(),
+                            t.shape(),
+                            p.dtype(),
+                            p.shape()
+                        ),
+                    ));
+                }
+                *master = Some(t.cast(DType::Float32)?.to(p.place())?.clone_data()?);
+            }
+            known.push(key);
+        }
         for (i, slot) in new_states.iter_mut().enumerate() {
             let names = <K::Rule as UpdateRule>::STATES;
             let keys: Vec<String> = names.iter().map(|n| format!("{}.{n}", self.param_name(i))).collect();
@@ -390,7 +502,10 @@ impl<K: Kind> Optimizer for Optim<K> {
                         format!("{k} has shape {:?} but the parameter has {:?}", t.shape(), p.shape()),
                     ));
                 }
-                loaded.push(t.cast(p.dtype())?.to(p.place())?.clone_data()?);
+                // The states of a parameter with a master weight are float32, as the master.
+                let dtype =
+                    if self.multi_precision && p.dtype() == DType::Float16 { DType::Float32 } else { p.dtype() };
+                loaded.push(t.cast(dtype)?.to(p.place())?.clone_data()?);
             }
             *slot = loaded;
         }
@@ -399,6 +514,7 @@ impl<K: Kind> Optimizer for Optim<K> {
             return Err(Error::invalid(OP, format!("unexpected keys {unexpected:?}")));
         }
         self.states = new_states;
+        self.masters = new_masters;
         if let Some(s) = state.get("@step") {
             self.steps = s.cast(DType::Int64)?.item::<i64>()?.max(0) as u64;
             self.device_steps = None;

@@ -5,9 +5,9 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod amp;
 mod checkpoint;
 mod data;
-mod grad_scaler;
 mod nn_layers;
 mod optimizer;
 mod peer_weights;

@@ -115,6 +115,30 @@ thread_local! {
     static STATE: RefCell<Option<Rc<AmpState>>> = const { RefCell::new(None) };
     /// Set while autocast's own casts and reruns, and backward rules, run.
     static SUSPENDED: Cell<bool> = const { Cell::new(false) };
+    /// The calls made inside a scope while `traced` runs: each op and the dtype of its first
+    /// output.
+    static TRACE: RefCell<Option<Vec<(&'static str, DType)>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f`, also returning every op it called inside an autocast scope with the dtype of
+/// the op's first output (the casts autocast inserted are not listed).
+pub fn traced<T>(f: impl FnOnce() -> T) -> (T, Vec<(&'static str, DType)>) {
+    let previous = TRACE.with(|t| t.replace(Some(Vec::new())));
+    let out = f();
+    let calls = TRACE.with(|t| t.replace(previous)).unwrap_or_default();
+    (out, calls)
+}
+
+fn note(op: &'static str, values: &Result<Vec<Tensor>>) {
+    if let Ok(v) = values
+        && let Some(first) = v.first()
+    {
+        TRACE.with(|t| {
+            if let Some(list) = t.borrow_mut().as_mut() {
+                list.push((op, first.dtype()));
+            }
+        });
+    }
 }
 
 /// The innermost scope's settings on this thread.
@@ -176,9 +200,13 @@ impl Mode for Autocast {
         let floats: Vec<DType> = inputs.iter().map(|t| t.dtype()).filter(|d| castable(*d)).collect();
         let target = match state.dtype_for(call.op(), &floats) {
             Some(d) if floats.iter().any(|f| *f != d) => d,
-            _ => return next.run(call),
+            _ => {
+                let values = suspended(|| next.run(call));
+                note(call.op().name(), &values);
+                return values;
+            }
         };
-        suspended(|| {
+        let values = suspended(|| {
             let cast: Vec<Tensor> = inputs
                 .iter()
                 .map(|t| if castable(t.dtype()) { t.cast(target) } else { Ok((*t).clone()) })
@@ -186,6 +214,8 @@ impl Mode for Autocast {
             let refs: Vec<&Tensor> = cast.iter().collect();
             let place = inputs.first().map_or(crate::Place::Cpu, |t| t.place());
             call.rerun(&refs, place)
-        })
+        });
+        note(call.op().name(), &values);
+        values
     }
 }

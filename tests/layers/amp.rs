@@ -1,11 +1,14 @@
-//! `amp::GradScaler` against hand values: unscaled gradients, skipped steps on an inf or a
-//! NaN, the scale halved after the bad steps and doubled after the good ones, Adam's bias
-//! correction not counting a skipped step, and `state_dict` resuming the scale.
+//! Mixed-precision training: `amp::GradScaler` against hand values (unscaled gradients,
+//! skipped steps on an inf or a NaN, the scale halved after the bad steps and doubled after
+//! the good ones, Adam's bias correction not counting a skipped step, `state_dict` resuming
+//! the scale), and `amp::decorate` at O2 (float16 parameters but the norms', float32
+//! master weights updated by hand-checked steps).
 
 use crate::common;
 
 use common::{assert_close, places, values};
-use dygraph::amp::GradScaler;
+use dygraph::amp::{self, GradScaler};
+use dygraph::nn::{self, Forward, Layer};
 use dygraph::optimizer::{self, Optimizer};
 use dygraph::{DType, Place, Tensor};
 
@@ -132,4 +135,101 @@ fn state_dict_resumes_the_scale_and_its_counters() {
     let mut off = GradScaler::new().enable(false);
     let l = loss(&w, &[1.0, 1.0], Place::Cpu);
     assert_eq!(values(&off.scale(&l).unwrap()), values(&l));
+}
+
+#[derive(nn::Layer)]
+struct Net {
+    fc: nn::Linear,
+    ln: nn::LayerNorm,
+    bn: nn::BatchNorm1D,
+    head: nn::Linear,
+}
+
+impl Forward for Net {
+    fn forward(&self, x: &Tensor) -> dygraph::Result<Tensor> {
+        let h = self.ln.forward(&self.fc.forward(x)?)?;
+        self.head.forward(&self.bn.forward(&h)?.relu()?)
+    }
+}
+
+fn net() -> Net {
+    Net {
+        fc: nn::Linear::new(4, 3).unwrap(),
+        ln: nn::LayerNorm::new(&[3]).unwrap(),
+        bn: nn::BatchNorm1D::new(3).unwrap(),
+        head: nn::Linear::new(3, 2).unwrap(),
+    }
+}
+
+fn f16(v: f64) -> f64 {
+    half::f16::from_f64(v).to_f64()
+}
+
+#[test]
+fn decorate_o2_casts_all_but_the_norms_and_steps_float32_master_weights() {
+    let _g = common::generator_lock();
+    for place in places() {
+        dygraph::guard(place, || {
+            let seed = common::run_seed();
+            dygraph::seed(seed);
+            let mut model = net();
+            let before: Vec<Vec<f64>> = model.parameters().iter().map(values).collect();
+            let mut opt = optimizer::SGD::new(0.5, model.parameters());
+            amp::decorate("O2").apply(&mut model, Some(&mut opt)).unwrap();
+            let dtypes: Vec<DType> = model.parameters().iter().map(|p| p.dtype()).collect();
+            use DType::{Float16 as H, Float32 as F};
+            assert_eq!(dtypes, [H, H, F, F, F, F, H, H], "fc, ln, bn, head (weight, bias each)");
+            assert_eq!(model.bn.mean.dtype(), F, "batch norm's running statistics stay float32");
+
+            let x = dygraph::randn([5, 4]).unwrap();
+            let loss = amp::auto_cast(true)
+                .level("O2")
+                .scope(|| model.forward(&x)?.square()?.mean(&[], false))
+                .unwrap()
+                .unwrap();
+            assert_eq!(loss.dtype(), H, "at O2 the gray mean runs in float16");
+            loss.backward().unwrap();
+            let grads: Vec<Vec<f64>> = model.parameters().iter().map(|p| values(&p.grad().unwrap())).collect();
+            opt.step().unwrap();
+            let sd = opt.state_dict();
+            let masters = sd.keys().into_iter().filter(|k| k.ends_with(".master_weight")).count();
+            assert_eq!(masters, 4, "one master weight per float16 parameter: {:?}", sd.keys());
+            // master = exact float32 original − lr · gradient; the parameter is its float16 value.
+            for (k, p) in model.parameters().iter().enumerate() {
+                let master: Vec<f64> = before[k].iter().zip(&grads[k]).map(|(w, g)| w - 0.5 * g).collect();
+                let want: Vec<f64> = if p.dtype() == H { master.iter().map(|&m| f16(m)).collect() } else { master };
+                common::check_allclose(
+                    &format!("parameter {k} on {place} (seed {seed})"),
+                    &values(p),
+                    &want,
+                    1e-6,
+                    1e-3,
+                )
+                .unwrap();
+            }
+        });
+    }
+}
+
+#[test]
+fn decorate_refuses_what_it_cannot_do() {
+    let mut model = net();
+    let mut opt = optimizer::SGD::new(0.1, model.parameters());
+    let err = amp::decorate("O2").master_weight(false).apply(&mut model, Some(&mut opt)).unwrap_err();
+    assert!(err.to_string().contains("master weights"), "{err}");
+    let err = amp::decorate("O2").excluded_layers(["nope"]).apply(&mut model, None).unwrap_err();
+    assert!(err.to_string().contains("nope"), "{err}");
+    // O1 changes nothing.
+    amp::decorate("O1").apply(&mut model, Some(&mut opt)).unwrap();
+    assert_eq!(model.fc.weight.dtype(), DType::Float32);
+    // Excluded layers stay float32.
+    amp::decorate("O2").excluded_layers(["head"]).apply(&mut model, None).unwrap();
+    assert_eq!((model.fc.weight.dtype(), model.head.weight.dtype()), (DType::Float16, DType::Float32));
+    // An optimizer without master weights refuses float16 parameters by name.
+    let mut plain = optimizer::SGD::new(0.1, vec![model.fc.weight.clone()]);
+    let x = Tensor::from_vec(vec![1.0f32; 4], [1, 4]).unwrap();
+    let y = amp::auto_cast(true).level("O2").scope(|| model.fc.forward(&x)?.sum(&[], false)).unwrap().unwrap();
+    y.backward().unwrap();
+    let err = plain.step().unwrap_err().to_string();
+    assert!(err.contains("multi_precision"), "{err}");
 }
