@@ -299,18 +299,27 @@ impl GradScaler {
         if !self.enable {
             return Ok(sd);
         }
-        let scalar = |v: f64| Tensor::from_vec(vec![v], [1]);
+        let scalar = |v: f64| Tensor::from_vec_on(vec![v], [1], Place::Cpu);
         let count = |t: Option<&Tensor>| -> Result<f64> {
             Ok(t.map(|t| t.to_f64_vec()).transpose()?.and_then(|v| v.first().copied()).unwrap_or(0.0))
         };
-        sd.insert("scale", Tensor::from_vec(vec![self.get_loss_scaling()? as f32], [1])?);
+        sd.insert("scale", Tensor::from_vec_on(vec![self.get_loss_scaling()? as f32], [1], Place::Cpu)?);
         sd.insert("incr_ratio", scalar(self.attrs.incr_ratio)?);
         sd.insert("decr_ratio", scalar(self.attrs.decr_ratio)?);
-        sd.insert("incr_every_n_steps", Tensor::from_vec(vec![self.attrs.incr_every_n_steps], [1])?);
-        sd.insert("decr_every_n_nan_or_inf", Tensor::from_vec(vec![self.attrs.decr_every_n_nan_or_inf], [1])?);
-        sd.insert("incr_count", Tensor::from_vec(vec![count(self.state.as_ref().map(|s| &s.good))? as i64], [1])?);
-        sd.insert("decr_count", Tensor::from_vec(vec![count(self.state.as_ref().map(|s| &s.bad))? as i64], [1])?);
-        sd.insert("use_dynamic_loss_scaling", Tensor::from_vec(vec![self.dynamic], [1])?);
+        sd.insert("incr_every_n_steps", Tensor::from_vec_on(vec![self.attrs.incr_every_n_steps], [1], Place::Cpu)?);
+        sd.insert(
+            "decr_every_n_nan_or_inf",
+            Tensor::from_vec_on(vec![self.attrs.decr_every_n_nan_or_inf], [1], Place::Cpu)?,
+        );
+        sd.insert(
+            "incr_count",
+            Tensor::from_vec_on(vec![count(self.state.as_ref().map(|s| &s.good))? as i64], [1], Place::Cpu)?,
+        );
+        sd.insert(
+            "decr_count",
+            Tensor::from_vec_on(vec![count(self.state.as_ref().map(|s| &s.bad))? as i64], [1], Place::Cpu)?,
+        );
+        sd.insert("use_dynamic_loss_scaling", Tensor::from_vec_on(vec![self.dynamic], [1], Place::Cpu)?);
         Ok(sd)
     }
 

@@ -97,6 +97,12 @@ fn batch(n: usize, step: usize) -> (Tensor, Tensor) {
 }
 
 fn mnist_eager_vs_static(place: Place, adam: bool, steps: usize) {
+    mnist_eager_vs_static_amp(place, adam, steps, false);
+}
+
+/// The same, with `amp` building the program and running the eager forward under
+/// `amp::auto_cast` (O1): the program holds the casts eager mode makes.
+fn mnist_eager_vs_static_amp(place: Place, adam: bool, steps: usize, amp: bool) {
     use dygraph::nn::Layer;
     use dygraph::optimizer::{Adam, Optimizer, SGD};
     use dygraph::vision::models::{MnistNet, mnist_loss};
@@ -108,24 +114,28 @@ fn mnist_eager_vs_static(place: Place, adam: bool, steps: usize) {
     let net = MnistNet::new().unwrap();
     let mut opt = make(net.parameters());
     let (main, startup) = (Program::new(), Program::new());
+    let autocast = paddle::amp::auto_cast(amp);
     let (snet, sloss) = st::program_guard(&main, &startup, || {
         let img = st::data("pixel", &[-1, 1, 28, 28], DType::Float32).unwrap();
         let label = st::data("label", &[-1, 1], DType::Int64).unwrap();
         let snet = MnistNet::new().unwrap();
-        let loss = mnist_loss(&snet.forward(&img).unwrap(), &label).unwrap();
+        let loss = autocast.scope(|| mnist_loss(&snet.forward(&img).unwrap(), &label).unwrap()).unwrap();
         make(snet.parameters()).minimize(&loss).unwrap();
         (snet, loss)
     });
+    let casts = main.ops().iter().filter(|o| o.op_type == "cast").count();
+    assert_eq!(casts > 0, amp, "casts in the program: {casts}");
     let exe = Executor::with_scope(place, Scope::new());
     exe.run(&startup, &[], &[] as &[&str]).unwrap();
     let (ep, sp) = (net.parameters(), snet.parameters());
     share(exe.scope(), &sp.iter().collect::<Vec<_>>(), &ep.iter().collect::<Vec<_>>(), place);
-    let what = format!("{} on {place} (seed {seed})", if adam { "Adam" } else { "SGD" });
+    let what =
+        format!("{}{} on {place} (seed {seed})", if adam { "Adam" } else { "SGD" }, if amp { " under O1" } else { "" });
     for step in 0..steps {
         // Batches of two sizes: the program was built with an unknown batch.
         let (x, y) = batch(if step % 2 == 0 { 8 } else { 5 }, step);
         let (x, y) = (x.to(place).unwrap(), y.to(place).unwrap());
-        let loss = mnist_loss(&net.forward(&x).unwrap(), &y).unwrap();
+        let loss = autocast.scope(|| mnist_loss(&net.forward(&x).unwrap(), &y).unwrap()).unwrap();
         loss.backward().unwrap();
         opt.minimize(&loss).unwrap();
         opt.clear_grad();
@@ -143,6 +153,14 @@ fn mnist_eager_vs_static(place: Place, adam: bool, steps: usize) {
         let name = s.name().unwrap();
         let v = exe.scope().var(&name).unwrap();
         common::assert_close(&format!("{name} after {steps} steps, {what}"), &values(&v), &values(e), 1e-4);
+    }
+}
+
+#[test]
+fn mnist_training_under_autocast_matches_eager() {
+    let _g = common::generator_lock();
+    for place in places() {
+        paddle::guard(place, || mnist_eager_vs_static_amp(place, true, 30, true));
     }
 }
 
