@@ -4,7 +4,7 @@
 //! trace.
 //!
 //! ```no_run
-//! # use dygraph::{self as paddle, nn::{self, Layer}};
+//! # use dygraph::{self as paddle, nn::{self, Forward}};
 //! # fn demo(net: &nn::Linear, x: &paddle::Tensor) -> paddle::Result<()> {
 //! let y = paddle::amp::auto_cast(true).level("O1").scope(|| net.forward(x))??;
 //! assert_eq!(y.dtype(), paddle::DType::Float32); // matmul ran in float16, the bias add promoted

@@ -209,13 +209,44 @@ impl GradScaler {
         Ok(self.state.insert(state))
     }
 
-    /// `scale(loss)`: the loss (in float32) times the scale, to run backward from.
+    /// `scale(loss)`: the loss (in float32) times the scale, to run backward from. For a
+    /// static program's loss the scale and its counters are persistable variables of the
+    /// program (initialised by its startup program).
     pub fn scale(&mut self, loss: &Tensor) -> Result<Tensor> {
         if !self.enable {
             return Ok(loss.clone());
         }
-        let scale = self.state_on(loss.place())?.scale.reshape(&[] as &[usize])?;
+        let scale = if loss.is_static_var() {
+            self.static_state(loss)?.scale.reshape(&[] as &[usize])?
+        } else {
+            self.state_on(loss.place())?.scale.reshape(&[] as &[usize])?
+        };
         loss.cast(DType::Float32)?.mul(&scale)
+    }
+
+    /// The persistable scale and counters of `loss`'s program, made at the first call.
+    fn static_state(&mut self, loss: &Tensor) -> Result<&Scale> {
+        self.check_settings()?;
+        let program = loss.var_ref().map(|v| v.program.clone());
+        let same = |s: &Scale| s.scale.var_ref().zip(program.as_ref()).is_some_and(|(v, p)| v.program.same_program(p));
+        if !self.state.as_ref().is_some_and(same) {
+            let Some(program) = program else {
+                return Err(Error::invalid("GradScaler.scale", "the loss is not a program's variable"));
+            };
+            let init = self.init_loss_scaling;
+            let var = |what: &str, dtype: DType, value: f64| {
+                let name = program.unique_name(what);
+                crate::static_::create_persistable(&name, &[1], dtype, crate::static_::VarKind::Plain, || {
+                    crate::full([1], value, dtype)
+                })
+            };
+            self.state = Some(Scale {
+                scale: var("loss_scaling", DType::Float32, init)?,
+                good: var("num_good_steps", DType::Int32, 0.0)?,
+                bad: var("num_bad_steps", DType::Int32, 0.0)?,
+            });
+        }
+        self.state.as_ref().ok_or_else(|| Error::invalid("GradScaler.scale", "no state"))
     }
 
     /// `unscale_(optimizer)`: divides the optimizer's gradients by the scale in place and
@@ -284,13 +315,34 @@ impl GradScaler {
     /// run, as in Paddle's dygraph).
     pub fn minimize(&mut self, optimizer: &mut dyn Optimizer, scaled_loss: &Tensor) -> Result<()> {
         if scaled_loss.is_static_var() {
-            return Err(Error::invalid(
-                "GradScaler.minimize",
-                "a static program's loss: GradScaler runs eagerly here (static loss scaling is not built yet)",
-            ));
+            return self.minimize_static(optimizer, scaled_loss);
         }
         self.step(optimizer)?;
         self.update()
+    }
+
+    /// Static mode: appends the backward pass, the unscale and check of every gradient, the
+    /// scale's update and the updates gated by the flag (Paddle's static
+    /// `OptimizerWithMixedPrecision`): each run of the program does a whole scaled step on
+    /// the device.
+    fn minimize_static(&mut self, optimizer: &mut dyn Optimizer, scaled_loss: &Tensor) -> Result<()> {
+        const OP: &str = "GradScaler.minimize";
+        if !self.enable {
+            return optimizer.minimize(scaled_loss);
+        }
+        let state =
+            self.state.clone().filter(|s| s.scale.is_static_var()).ok_or_else(|| {
+                Error::invalid(OP, "scale() the program's loss first: the scale lives in the program")
+            })?;
+        let (dynamic, attrs) = (self.dynamic, self.attrs.clone());
+        optimizer.minimize_gated(scaled_loss, &mut |grads| {
+            let found = crate::zeros([1], DType::Bool)?;
+            check_finite_and_unscale(&grads.iter().collect::<Vec<_>>(), &state.scale, &found)?;
+            if dynamic {
+                update_loss_scaling(&found, &state.scale, &state.good, &state.bad, &attrs)?;
+            }
+            Ok(Some(found))
+        })
     }
 
     /// `state_dict()`: the scale and settings under Paddle's keys (empty when disabled).

@@ -103,6 +103,15 @@ pub trait Optimizer {
     /// comes first, as in Paddle's dygraph mode; it is not run again). Static (`loss` a
     /// variable of a Program): appends the backward ops and the update ops to the program.
     fn minimize(&mut self, loss: &Tensor) -> Result<()>;
+    /// Static `minimize` with `before_update` appended between the backward pass and the
+    /// updates: it gets the gradient variables (and may rewrite them in place) and may
+    /// return a bool `[1]` variable under which the updates change nothing (a `GradScaler`
+    /// unscaling and checking the gradients).
+    fn minimize_gated(
+        &mut self,
+        loss: &Tensor,
+        before_update: &mut dyn FnMut(&[Tensor]) -> Result<Option<Tensor>>,
+    ) -> Result<()>;
 }
 
 /// What an optimizer family contributes: its update rule, and for AdamW which parameters
@@ -419,6 +428,20 @@ impl<K: Kind> Optimizer for Optim<K> {
 
     fn minimize(&mut self, loss: &Tensor) -> Result<()> {
         if loss.is_static_var() { self.minimize_static(loss) } else { self.step() }
+    }
+
+    fn minimize_gated(
+        &mut self,
+        loss: &Tensor,
+        before_update: &mut dyn FnMut(&[Tensor]) -> Result<Option<Tensor>>,
+    ) -> Result<()> {
+        if !loss.is_static_var() {
+            return Err(Error::invalid(
+                "minimize_gated",
+                "takes a static program's loss (eager steps use step_unless)",
+            ));
+        }
+        self.minimize_static_gated(loss, before_update)
     }
 
     fn clear_grad(&mut self) {

@@ -45,6 +45,19 @@ impl<R: UpdateRule> RunHook for Schedule<R> {
 
 impl<K: Kind> Optim<K> {
     pub(super) fn minimize_static(&mut self, loss: &Tensor) -> Result<()> {
+        self.minimize_static_gated(loss, &mut |_| Ok(None))
+    }
+
+    /// `minimize_static` with `before_update` appended between the backward pass and the
+    /// updates: it receives the gradient variables (and may rewrite them in place) and may
+    /// return a bool `[1]` variable that skips the updates where true (a `GradScaler`'s
+    /// flag). Skippable updates count their steps in a persistable variable, so a skipped
+    /// step does not advance the β powers.
+    pub(super) fn minimize_static_gated(
+        &mut self,
+        loss: &Tensor,
+        before_update: &mut dyn FnMut(&[Tensor]) -> Result<Option<Tensor>>,
+    ) -> Result<()> {
         const OP: &str = "minimize";
         let program = loss.var_ref().map(|v| v.program.clone()).ok_or_else(|| Error::invalid(OP, "not static"))?;
         let pairs = append_backward(loss, Some(&self.params))?;
@@ -60,11 +73,14 @@ impl<K: Kind> Optim<K> {
         let vars = program_guard(&program, &startup, || {
             program.with_role(OpRole::Optimize, || -> Result<Vec<(String, DType)>> {
                 let grads: Vec<Tensor> = pairs.iter().map(|(_, g)| g.clone()).collect();
+                let skip = before_update(&grads)?;
                 let grads = match &self.grad_clip {
                     Some(c) => c.apply(&grads)?,
                     None => grads,
                 };
                 let mut schedules: Vec<(String, DType, Tensor)> = Vec::new();
+                // The gated form of each dtype's schedule, made once.
+                let mut gated: Vec<(DType, Tensor)> = Vec::new();
                 for (((p, _), g), (rule, l2, lr_mult)) in pairs.iter().zip(&grads).zip(&updates) {
                     let dtype = p.dtype();
                     if !schedules.iter().any(|s| s.1 == dtype) {
@@ -72,7 +88,15 @@ impl<K: Kind> Optim<K> {
                         let t = create_persistable(&name, &[3], dtype, VarKind::Plain, || crate::zeros([3], dtype))?;
                         schedules.push((name, dtype, t));
                     }
-                    let schedule = schedules.iter().find(|s| s.1 == dtype).map(|s| &s.2);
+                    let mut schedule = schedules.iter().find(|s| s.1 == dtype).map(|s| s.2.clone());
+                    if let (Some(skip), Some(s)) = (&skip, &schedule) {
+                        if !gated.iter().any(|g| g.0 == dtype) {
+                            let g = gated_schedule(&program, s, skip, rule.power_bases(), dtype)?;
+                            gated.push((dtype, g));
+                        }
+                        schedule = gated.iter().find(|g| g.0 == dtype).map(|g| g.1.clone());
+                    }
+                    let schedule = schedule.as_ref();
                     let pname = p.name().unwrap_or_default();
                     let states: Vec<Tensor> = names
                         .iter()
@@ -84,7 +108,12 @@ impl<K: Kind> Optim<K> {
                         .collect::<Result<_>>()?;
                     update::apply_rule(rule, p, g, &states, schedule, *lr_mult, *l2)?;
                     if let Some(s) = schedule {
-                        let lr = || s.slice(&[0], &[0], &[1])?.reshape(&[] as &[usize])?.scale(*lr_mult, 0.0);
+                        let at = |k: i64| s.slice(&[0], &[k], &[k + 1])?.reshape(&[] as &[usize]);
+                        // A gated schedule's rate is zero for a skipped step.
+                        let lr = || match skip {
+                            Some(_) => at(0)?.scale(*lr_mult, 0.0)?.mul(&at(3)?.scale(-1.0, 1.0)?),
+                            None => at(0)?.scale(*lr_mult, 0.0),
+                        };
                         rule.finish(p, &states, &lr)?;
                     }
                 }
@@ -95,4 +124,28 @@ impl<K: Kind> Optim<K> {
         program.add_hook(Arc::new(Schedule { first, lr: self.lr.clone(), steps: AtomicU64::new(0), vars }));
         Ok(())
     }
+}
+
+/// The gated schedule `[lr, β1ᵗ, β2ᵗ, skip]` of a program: the rate from the hook-written
+/// `schedule`, the powers from a persistable count `t` of the steps taken (`t += 1 − skip`
+/// each run, `βᵗ = exp(t · ln β)`), the skip flag from the variable `skip`.
+fn gated_schedule(
+    program: &crate::static_::Program,
+    schedule: &Tensor,
+    skip: &Tensor,
+    bases: (f64, f64),
+    dtype: DType,
+) -> Result<Tensor> {
+    let name = program.unique_name("optimizer_steps_taken");
+    // Counted in float32 whatever the parameters' dtype: float16 counts exactly only to 2048.
+    let t = create_persistable(&name, &[1], DType::Float32, VarKind::Plain, || crate::zeros([1], DType::Float32))?;
+    let skip = skip.cast(DType::Float32)?.reshape([1])?;
+    let taken = t.add(&skip.scale(-1.0, 1.0)?)?;
+    t.assign_(&taken)?;
+    let power = |b: f64| match b > 0.0 {
+        true => taken.scale(b.ln(), 0.0)?.exp()?.cast(dtype),
+        false => crate::zeros([1], dtype),
+    };
+    let lr = schedule.slice(&[0], &[0], &[1])?;
+    crate::concat(&[lr, power(bases.0)?, power(bases.1)?, skip.cast(dtype)?], 0)
 }

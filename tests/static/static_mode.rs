@@ -97,12 +97,19 @@ fn batch(n: usize, step: usize) -> (Tensor, Tensor) {
 }
 
 fn mnist_eager_vs_static(place: Place, adam: bool, steps: usize) {
-    mnist_eager_vs_static_amp(place, adam, steps, false);
+    mnist_eager_vs_static_amp(place, adam, steps, false, None);
 }
 
 /// The same, with `amp` building the program and running the eager forward under
-/// `amp::auto_cast` (O1): the program holds the casts eager mode makes.
-fn mnist_eager_vs_static_amp(place: Place, adam: bool, steps: usize, amp: bool) {
+/// `amp::auto_cast` (O1): the program holds the casts eager mode makes; with `scaler` both
+/// sides scale the loss and step through a `GradScaler` of those settings.
+fn mnist_eager_vs_static_amp(
+    place: Place,
+    adam: bool,
+    steps: usize,
+    amp: bool,
+    scaler: Option<fn() -> paddle::amp::GradScaler>,
+) {
     use dygraph::nn::Layer;
     use dygraph::optimizer::{Adam, Optimizer, SGD};
     use dygraph::vision::models::{MnistNet, mnist_loss};
@@ -120,9 +127,18 @@ fn mnist_eager_vs_static_amp(place: Place, adam: bool, steps: usize, amp: bool) 
         let label = st::data("label", &[-1, 1], DType::Int64).unwrap();
         let snet = MnistNet::new().unwrap();
         let loss = autocast.scope(|| mnist_loss(&snet.forward(&img).unwrap(), &label).unwrap()).unwrap();
-        make(snet.parameters()).minimize(&loss).unwrap();
+        let mut sopt = make(snet.parameters());
+        match scaler {
+            Some(make_scaler) => {
+                let mut s = make_scaler();
+                let scaled = s.scale(&loss).unwrap();
+                s.minimize(sopt.as_mut(), &scaled).unwrap();
+            }
+            None => sopt.minimize(&loss).unwrap(),
+        }
         (snet, loss)
     });
+    let mut eager_scaler = scaler.map(|f| f());
     let casts = main.ops().iter().filter(|o| o.op_type == "cast").count();
     assert_eq!(casts > 0, amp, "casts in the program: {casts}");
     let exe = Executor::with_scope(place, Scope::new());
@@ -136,8 +152,17 @@ fn mnist_eager_vs_static_amp(place: Place, adam: bool, steps: usize, amp: bool) 
         let (x, y) = batch(if step % 2 == 0 { 8 } else { 5 }, step);
         let (x, y) = (x.to(place).unwrap(), y.to(place).unwrap());
         let loss = autocast.scope(|| mnist_loss(&net.forward(&x).unwrap(), &y).unwrap()).unwrap();
-        loss.backward().unwrap();
-        opt.minimize(&loss).unwrap();
+        match eager_scaler.as_mut() {
+            Some(s) => {
+                let scaled = s.scale(&loss).unwrap();
+                scaled.backward().unwrap();
+                s.minimize(opt.as_mut(), &scaled).unwrap();
+            }
+            None => {
+                loss.backward().unwrap();
+                opt.minimize(&loss).unwrap();
+            }
+        }
         opt.clear_grad();
         let out = exe.run(&main, &[("pixel", &x), ("label", &y)], &[&sloss]).unwrap();
         common::assert_close(&format!("loss at step {step}, {what}"), &values(&out[0]), &values(&loss), 1e-4);
@@ -154,13 +179,34 @@ fn mnist_eager_vs_static_amp(place: Place, adam: bool, steps: usize, amp: bool) 
         let v = exe.scope().var(&name).unwrap();
         common::assert_close(&format!("{name} after {steps} steps, {what}"), &values(&v), &values(e), 1e-4);
     }
+    if let Some(s) = &eager_scaler {
+        // The first steps were skipped: the scale fell from 1e30.
+        let scale = s.get_loss_scaling().unwrap();
+        assert!(scale < 1e10, "{what}: the scale is still {scale}");
+        let names = exe.scope().names();
+        let name = names.iter().find(|n| n.starts_with("loss_scaling")).expect("the program's scale");
+        let v = exe.scope().var(name).unwrap();
+        common::assert_close(&format!("{name}, {what}"), &values(&v), &[scale as f64], 1e-6);
+    }
 }
 
 #[test]
 fn mnist_training_under_autocast_matches_eager() {
     let _g = common::generator_lock();
     for place in places() {
-        paddle::guard(place, || mnist_eager_vs_static_amp(place, true, 30, true));
+        paddle::guard(place, || mnist_eager_vs_static_amp(place, true, 30, true, None));
+    }
+}
+
+/// A scale so large that the first steps overflow float16 and are skipped (the scale falls a
+/// thousandfold per bad step), then training: the program's scaler skips the same steps and
+/// trains the same parameters as eager's.
+#[test]
+fn a_grad_scaler_in_a_program_skips_and_trains_as_eager() {
+    let _g = common::generator_lock();
+    let scaler = || paddle::amp::GradScaler::new().init_loss_scaling(1e30).decr_ratio(1e-3).incr_every_n_steps(4);
+    for place in places() {
+        paddle::guard(place, || mnist_eager_vs_static_amp(place, true, 30, true, Some(scaler)));
     }
 }
 
