@@ -174,10 +174,16 @@ fn mnist_eager_vs_static_amp(
             assert!(plan.live_ops == 0 && plan.dispatches > 0, "{what}: {plan:?}");
         }
     }
+    // Under O1 the two sides' gradients agree to float16 rounding only (a fused, replayed plan
+    // is not eager dispatch kernel for kernel), and Adam's
+    // normalised step (lr · m/√v) turns a rounding on a weight whose gradient is near zero
+    // into up to lr per step: 30 steps of lr 1e-3 may move a weight by 3e-2, the bound is 1e-3
+    // (seen: up to 1.7e-4 over 8 seeds on lavapipe; in float32 the sides agree to 1e-4).
+    let tol = if amp && adam { 1e-3 } else { 1e-4 };
     for (e, s) in ep.iter().zip(&sp) {
         let name = s.name().unwrap();
         let v = exe.scope().var(&name).unwrap();
-        common::assert_close(&format!("{name} after {steps} steps, {what}"), &values(&v), &values(e), 1e-4);
+        common::assert_close(&format!("{name} after {steps} steps, {what}"), &values(&v), &values(e), tol);
     }
     if let Some(s) = &eager_scaler {
         // The first steps were skipped: the scale fell from 1e30.
