@@ -7,7 +7,7 @@
 //! ```text
 //! cargo run --release --example mnist [-- --place cpu|gpu] [--epochs N] [--optimizer adam|sgd]
 //!     [--data DIR] [--checkpoint FILE] [--plot FILE] [--infer IMAGE.png]
-//!     [--amp O1|O2] [--amp-dtype float16]
+//!     [--amp O1|O2] [--amp-dtype float16|bfloat16]
 //! ```
 //!
 //! With `--amp`, the forward runs under `amp::auto_cast` at that level (O2 also casts the

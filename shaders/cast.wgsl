@@ -1,5 +1,5 @@
-// dtype conversion. Most targets write one element per invocation; a float16 target writes
-// one packed word (two values) per invocation. float16 sources unpack to f32.
+// dtype conversion. Most targets write one element per invocation; a float16 or bfloat16
+// target writes one packed word (two values) per invocation. 16-bit sources unpack to f32.
 #include "lib/int64.wgsl"
 #include "lib/math.wgsl"
 

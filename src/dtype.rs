@@ -3,7 +3,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use half::f16;
+use half::{bf16, f16};
 
 use crate::host::CpuData;
 use crate::{Error, Result};
@@ -23,12 +23,15 @@ pub enum DType {
     Float32,
     /// IEEE double precision: CPU only (used by gradcheck).
     Float64,
+    /// Brain floating point (float32's exponent, 8 bits of mantissa), packed two per word on the
+    /// GPU; arithmetic runs in f32. Last, so the codes of the older dtypes stay as they were.
+    BFloat16,
 }
 
 impl DType {
     /// Every dtype, for tests and tooling.
-    pub const ALL: [DType; 6] =
-        [DType::Bool, DType::Int32, DType::Int64, DType::Float16, DType::Float32, DType::Float64];
+    pub const ALL: [DType; 7] =
+        [DType::Bool, DType::Int32, DType::Int64, DType::Float16, DType::Float32, DType::Float64, DType::BFloat16];
 
     /// Paddle's name of the dtype.
     pub fn name(self) -> &'static str {
@@ -39,6 +42,7 @@ impl DType {
             DType::Float16 => "float16",
             DType::Float32 => "float32",
             DType::Float64 => "float64",
+            DType::BFloat16 => "bfloat16",
         }
     }
 
@@ -46,15 +50,20 @@ impl DType {
     pub fn size_of(self) -> usize {
         match self {
             DType::Bool => 1,
-            DType::Float16 => 2,
+            DType::Float16 | DType::BFloat16 => 2,
             DType::Int32 | DType::Float32 => 4,
             DType::Int64 | DType::Float64 => 8,
         }
     }
 
-    /// True for float16/32/64.
+    /// True for float16/32/64 and bfloat16.
     pub fn is_float(self) -> bool {
-        matches!(self, DType::Float16 | DType::Float32 | DType::Float64)
+        matches!(self, DType::Float16 | DType::Float32 | DType::Float64 | DType::BFloat16)
+    }
+
+    /// True for the 16-bit floats (float16, bfloat16): stored two per GPU word, computed in f32.
+    pub fn is_half(self) -> bool {
+        matches!(self, DType::Float16 | DType::BFloat16)
     }
 
     /// True for int32/int64.
@@ -89,10 +98,13 @@ impl FromStr for DType {
             "float16" => DType::Float16,
             "float32" => DType::Float32,
             "float64" => DType::Float64,
+            "bfloat16" => DType::BFloat16,
             _ => {
                 return Err(Error::invalid(
                     "dtype",
-                    format!("unknown dtype {s:?}; expected one of bool, int32, int64, float16, float32, float64"),
+                    format!(
+                        "unknown dtype {s:?}; expected one of bool, int32, int64, float16, bfloat16, float32, float64"
+                    ),
                 ));
             }
         })
@@ -104,13 +116,14 @@ mod sealed {
     impl Sealed for f32 {}
     impl Sealed for f64 {}
     impl Sealed for half::f16 {}
+    impl Sealed for half::bf16 {}
     impl Sealed for i32 {}
     impl Sealed for i64 {}
     impl Sealed for bool {}
 }
 
-/// A Rust scalar type that can be the element of a tensor (`f32`, `f64`, `half::f16`, `i32`,
-/// `i64`, `bool`). Conversions go through `f64`/`i64` like numpy's `astype`.
+/// A Rust scalar type that can be the element of a tensor (`f32`, `f64`, `half::f16`,
+/// `half::bf16`, `i32`, `i64`, `bool`). Conversions go through `f64`/`i64` like numpy's `astype`.
 pub trait Element: sealed::Sealed + Copy + Send + Sync + fmt::Debug + PartialEq + 'static {
     /// The tensor dtype this Rust type maps onto.
     const DTYPE: DType;
@@ -151,6 +164,7 @@ trait DataVariant: Sized {
 data_variant!(f32, F32);
 data_variant!(f64, F64);
 data_variant!(f16, F16);
+data_variant!(bf16, BF16);
 data_variant!(i32, I32);
 data_variant!(i64, I64);
 data_variant!(bool, Bool);
@@ -230,6 +244,12 @@ impl From<f16> for Scalar {
     }
 }
 
+impl From<bf16> for Scalar {
+    fn from(v: bf16) -> Self {
+        Scalar::Float(v.to_f64())
+    }
+}
+
 macro_rules! float_element {
     ($t:ty, $d:expr, $to:expr, $from:expr) => {
         impl Element for $t {
@@ -258,6 +278,7 @@ macro_rules! float_element {
 float_element!(f32, DType::Float32, |x: f32| x as f64, |v: f64| v as f32);
 float_element!(f64, DType::Float64, |x: f64| x, |v: f64| v);
 float_element!(f16, DType::Float16, |x: f16| x.to_f64(), f16::from_f64);
+float_element!(bf16, DType::BFloat16, |x: bf16| x.to_f64(), bf16::from_f64);
 
 macro_rules! int_element {
     ($t:ty, $d:expr) => {

@@ -1,7 +1,7 @@
 //! A tensor's elements on the host, typed ([`CpuData`]): what the CPU backend computes on,
 //! what readbacks return and uploads send, and the GPU's byte layout of each dtype.
 
-use half::f16;
+use half::{bf16, f16};
 
 use crate::DType;
 
@@ -15,6 +15,7 @@ pub enum CpuData {
     F16(Vec<f16>),
     F32(Vec<f32>),
     F64(Vec<f64>),
+    BF16(Vec<bf16>),
 }
 
 /// Runs `$body` with `$v` bound to the typed vector inside a `CpuData`, whatever its dtype.
@@ -27,6 +28,7 @@ macro_rules! with_data {
             $crate::host::CpuData::F16($v) => $body,
             $crate::host::CpuData::F32($v) => $body,
             $crate::host::CpuData::F64($v) => $body,
+            $crate::host::CpuData::BF16($v) => $body,
         }
     };
 }
@@ -42,6 +44,7 @@ macro_rules! map_data {
             $crate::host::CpuData::F16($v) => $crate::host::CpuData::F16($body),
             $crate::host::CpuData::F32($v) => $crate::host::CpuData::F32($body),
             $crate::host::CpuData::F64($v) => $crate::host::CpuData::F64($body),
+            $crate::host::CpuData::BF16($v) => $crate::host::CpuData::BF16($body),
         }
     };
 }
@@ -56,6 +59,7 @@ impl CpuData {
             CpuData::F16(_) => DType::Float16,
             CpuData::F32(_) => DType::Float32,
             CpuData::F64(_) => DType::Float64,
+            CpuData::BF16(_) => DType::BFloat16,
         }
     }
 
@@ -72,6 +76,7 @@ impl CpuData {
             DType::Float16 => CpuData::F16(vec![f16::ZERO; n]),
             DType::Float32 => CpuData::F32(vec![0.0; n]),
             DType::Float64 => CpuData::F64(vec![0.0; n]),
+            DType::BFloat16 => CpuData::BF16(vec![bf16::ZERO; n]),
         }
     }
 
@@ -84,6 +89,7 @@ impl CpuData {
             DType::Float16 => CpuData::F16(values.map(f16::from_f64).collect()),
             DType::Float32 => CpuData::F32(values.map(|v| v as f32).collect()),
             DType::Float64 => CpuData::F64(values.collect()),
+            DType::BFloat16 => CpuData::BF16(values.map(bf16::from_f64).collect()),
         }
     }
 
@@ -109,7 +115,7 @@ impl CpuData {
         with_data!(self, v => v[i].to_i64())
     }
 
-    /// The bytes of the GPU layout of this data: f16 packed two per word, i64 as two
+    /// The bytes of the GPU layout of this data: f16 and bf16 packed two per word, i64 as two
     /// little-endian words, bool as one u32 per element.
     pub fn to_gpu_bytes(&self) -> Vec<u8> {
         match self {
@@ -119,6 +125,7 @@ impl CpuData {
             CpuData::F16(v) => bytemuck::cast_slice(v).to_vec(),
             CpuData::F32(v) => bytemuck::cast_slice(v).to_vec(),
             CpuData::F64(v) => bytemuck::cast_slice(v).to_vec(),
+            CpuData::BF16(v) => bytemuck::cast_slice(v).to_vec(),
         }
     }
 
@@ -135,6 +142,7 @@ impl CpuData {
             DType::Float16 => CpuData::F16(pod(bytes, n)),
             DType::Float32 => CpuData::F32(pod(bytes, n)),
             DType::Float64 => CpuData::F64(pod(bytes, n)),
+            DType::BFloat16 => CpuData::BF16(pod(bytes, n)),
         }
     }
 }
@@ -151,6 +159,6 @@ pub(crate) fn gpu_bytes(dtype: DType, n: usize) -> u64 {
     match dtype {
         DType::Bool | DType::Int32 | DType::Float32 => n.saturating_mul(4),
         DType::Int64 | DType::Float64 => n.saturating_mul(8),
-        DType::Float16 => n.saturating_mul(2),
+        DType::Float16 | DType::BFloat16 => n.saturating_mul(2),
     }
 }

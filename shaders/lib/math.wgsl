@@ -15,6 +15,15 @@ fn f32_nan() -> f32 {
     return bitcast<f32>(bits);
 }
 
+// The bfloat16 nearest to `x` (ties to even) as its 16 bits; NaN stays a quiet NaN.
+fn bf16_bits(x: f32) -> u32 {
+    let b = bitcast<u32>(x);
+    if ((b & 0x7fffffffu) > 0x7f800000u) {
+        return (b >> 16u) | 0x40u;
+    }
+    return (b + 0x7fffu + ((b >> 16u) & 1u)) >> 16u;
+}
+
 fn is_nan_f(x: f32) -> bool {
     return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;
 }

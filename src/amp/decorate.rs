@@ -1,5 +1,5 @@
 //! `paddle.amp.decorate`: at level O2 a model's float32 parameters and buffers are cast to
-//! float16, except the norm layers' (batch norm always; layer and instance norm for
+//! float16 (or bfloat16), except the norm layers' (batch norm always; layer and instance norm for
 //! float16), and the optimizer updates float32 master weights (`multi_precision`). At O1 it
 //! changes nothing, as in Paddle.
 
@@ -34,14 +34,14 @@ pub fn decorate(level: &str) -> Decorate {
 }
 
 impl Decorate {
-    /// `"float16"` (default; `"bfloat16"` is refused until the dtype exists).
+    /// `"float16"` (default) or `"bfloat16"`.
     pub fn dtype(mut self, dtype: &str) -> Self {
         self.dtype = dtype.to_string();
         self
     }
 
     /// Whether the optimizer keeps float32 master weights (default: yes at O2). Without
-    /// them a float16 parameter cannot be updated (the update kernels write float32), so
+    /// them a 16-bit parameter cannot be updated (the update kernels write float32), so
     /// `false` is refused at O2.
     pub fn master_weight(mut self, on: bool) -> Self {
         self.master_weight = Some(on);
@@ -61,7 +61,7 @@ impl Decorate {
         let level: AmpLevel = self.level.parse()?;
         let low = match self.dtype.to_ascii_lowercase().as_str() {
             "float16" => DType::Float16,
-            "bfloat16" => return Err(Error::invalid(OP, "bfloat16 is not a dtype of this crate yet; use float16")),
+            "bfloat16" => DType::BFloat16,
             other => return Err(Error::invalid(OP, format!("dtype should be 'float16' or 'bfloat16', got {other:?}"))),
         };
         if level != AmpLevel::O2 {
@@ -70,7 +70,7 @@ impl Decorate {
         if self.master_weight == Some(false) {
             return Err(Error::invalid(
                 OP,
-                "master_weight=false at O2: float16 parameters are updated through float32 master weights here",
+                "master_weight=false at O2: 16-bit parameters are updated through float32 master weights here",
             ));
         }
         let known = model.named_sublayers();

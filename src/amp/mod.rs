@@ -105,12 +105,7 @@ impl AutoCast {
         let level: AmpLevel = self.level.parse()?;
         let dtype = match self.dtype.to_ascii_lowercase().as_str() {
             "float16" => DType::Float16,
-            "bfloat16" => {
-                return Err(Error::invalid(
-                    OP,
-                    "dtype bfloat16 is not a dtype of this crate yet; use float16 (issue: bfloat16 storage)",
-                ));
-            }
+            "bfloat16" => DType::BFloat16,
             other => {
                 return Err(Error::invalid(
                     OP,

@@ -71,6 +71,7 @@ impl MpiBuf {
             CpuData::F16(v) => MpiBuf::F32(v.into_iter().map(f32::from).collect()),
             CpuData::F32(v) => MpiBuf::F32(v),
             CpuData::F64(v) => MpiBuf::F64(v),
+            CpuData::BF16(v) => MpiBuf::F32(v.into_iter().map(f32::from).collect()),
         }
     }
 
@@ -80,6 +81,7 @@ impl MpiBuf {
             (MpiBuf::I32(v), _) => CpuData::I32(v),
             (MpiBuf::I64(v), _) => CpuData::I64(v),
             (MpiBuf::F32(v), DType::Float16) => CpuData::F16(v.into_iter().map(half::f16::from_f32).collect()),
+            (MpiBuf::F32(v), DType::BFloat16) => CpuData::BF16(v.into_iter().map(half::bf16::from_f32).collect()),
             (MpiBuf::F32(v), _) => CpuData::F32(v),
             (MpiBuf::F64(v), _) => CpuData::F64(v),
         }

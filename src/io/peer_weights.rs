@@ -11,7 +11,7 @@
 use std::io::Read;
 use std::path::Path;
 
-use half::f16;
+use half::{bf16, f16};
 
 use super::pickle::{Obj, Pickle};
 use crate::backend::cpu::CpuData;
@@ -30,7 +30,6 @@ enum Elem {
     F64,
     F32,
     F16,
-    /// Widened to float32 exactly (bfloat16 is float32's upper half).
     BF16,
     I64,
     I32,
@@ -102,12 +101,7 @@ impl Elem {
             Elem::F64 => CpuData::F64(indices.iter().map(|&j| f64::from_le_bytes(read(bytes, j, little))).collect()),
             Elem::F32 => CpuData::F32(indices.iter().map(|&j| f32::from_le_bytes(read(bytes, j, little))).collect()),
             Elem::F16 => CpuData::F16(indices.iter().map(|&j| f16::from_le_bytes(read(bytes, j, little))).collect()),
-            Elem::BF16 => CpuData::F32(
-                indices
-                    .iter()
-                    .map(|&j| f32::from_bits((u16::from_le_bytes(read(bytes, j, little)) as u32) << 16))
-                    .collect(),
-            ),
+            Elem::BF16 => CpuData::BF16(indices.iter().map(|&j| bf16::from_le_bytes(read(bytes, j, little))).collect()),
             Elem::I64 => CpuData::I64(indices.iter().map(|&j| i64::from_le_bytes(read(bytes, j, little))).collect()),
             Elem::I32 => CpuData::I32(indices.iter().map(|&j| i32::from_le_bytes(read(bytes, j, little))).collect()),
             Elem::I16 => {

@@ -27,6 +27,10 @@ pub(crate) fn gpu_fill(ctx: &GpuContext, buf: &GpuBuffer, dtype: DType, value: S
             let h = f16::from_f64(value.to_f64()).to_bits() as u32;
             vec![h | (h << 16)]
         }
+        DType::BFloat16 => {
+            let h = half::bf16::from_f64(value.to_f64()).to_bits() as u32;
+            vec![h | (h << 16)]
+        }
         _ => wgsl::scalar_words(dtype, value),
     };
     let mut params = vec![words as u32, pattern.len() as u32];

@@ -103,6 +103,7 @@ impl Op for FloatRandomOp {
         let data = match a.dtype {
             DType::Float64 => CpuData::F64(random_f64(n, a.dist)),
             DType::Float16 => CpuData::F16(random_f32(n, a.dist).into_iter().map(half::f16::from_f32).collect()),
+            DType::BFloat16 => CpuData::BF16(random_f32(n, a.dist).into_iter().map(half::bf16::from_f32).collect()),
             _ => CpuData::F32(random_f32(n, a.dist)),
         };
         Ok(vec![data])
@@ -116,11 +117,11 @@ impl Op for FloatRandomOp {
             Dist::Normal { mean, std } => ("normal", mean as f32, std as f32),
         };
         let extra = [p.to_bits(), q.to_bits()];
-        if a.dtype == DType::Float16 {
+        if a.dtype.is_half() {
             let tmp = k.ctx.alloc(self.0, 4 * n as u64)?;
             stream.dispatch(k.ctx, entry, n, DType::Float32, &extra, &tmp)?;
-            let half = gpu_cast(k.ctx, &tmp, DType::Float32, DType::Float16, n)?;
-            return k.ctx.copy(&half, 0, k.y(0), 0, crate::backend::cpu::gpu_bytes(DType::Float16, n).div_ceil(4) * 4);
+            let half = gpu_cast(k.ctx, &tmp, DType::Float32, a.dtype, n)?;
+            return k.ctx.copy(&half, 0, k.y(0), 0, crate::backend::cpu::gpu_bytes(a.dtype, n).div_ceil(4) * 4);
         }
         stream.dispatch(k.ctx, entry, n, DType::Float32, &extra, k.y(0))
     }

@@ -372,7 +372,7 @@ fn cpu_reduce(kind: Reduce, d: &CpuData, g: (usize, usize, usize), out: DType) -
             let ints: Vec<i64> = v.iter().map(|&b| b as i64).collect();
             CpuData::I64(int_reduce(kind, &ints, g))
         }
-        CpuData::F16(_) => return None,
+        CpuData::F16(_) | CpuData::BF16(_) => return None,
     })
 }
 

@@ -1,5 +1,5 @@
 //! How each dtype looks inside a WGSL kernel: storage type, compute type, loads, stores and
-//! scalar parameters. float16 is packed two per u32 word and computes in f32.
+//! scalar parameters. float16 and bfloat16 are packed two per u32 word and compute in f32.
 
 use crate::backend::gpu::Variant;
 use crate::{DType, Error, Place, Result, Scalar};
@@ -7,7 +7,7 @@ use crate::{DType, Error, Place, Result, Scalar};
 /// Storage element type of `dtype` in a WGSL `array<...>`.
 pub(crate) fn storage(dtype: DType) -> &'static str {
     match dtype {
-        DType::Bool | DType::Float16 => "u32",
+        DType::Bool | DType::Float16 | DType::BFloat16 => "u32",
         DType::Int32 => "i32",
         DType::Int64 | DType::Float64 => "vec2<u32>",
         DType::Float32 => "f32",
@@ -20,7 +20,7 @@ pub(crate) fn compute(dtype: DType) -> &'static str {
         DType::Bool => "bool",
         DType::Int32 => "i32",
         DType::Int64 | DType::Float64 => "vec2<u32>",
-        DType::Float16 | DType::Float32 => "f32",
+        DType::Float16 | DType::BFloat16 | DType::Float32 => "f32",
     }
 }
 
@@ -35,11 +35,15 @@ pub(crate) fn load(dtype: DType, buf: &str, idx: &str) -> String {
     match dtype {
         DType::Bool => format!("({buf}[{idx}] != 0u)"),
         DType::Float16 => format!("unpack2x16float({buf}[({idx}) / 2u])[({idx}) % 2u]"),
+        // A bfloat16 is the high half of a float32.
+        DType::BFloat16 => {
+            format!("bitcast<f32>((({buf}[({idx}) / 2u] >> (16u * (({idx}) % 2u))) & 0xffffu) << 16u)")
+        }
         _ => format!("{buf}[{idx}]"),
     }
 }
 
-/// Expression converting compute-type value `val` to the storage type (not float16).
+/// Expression converting compute-type value `val` to the storage type (not the 16-bit floats).
 pub(crate) fn store(dtype: DType, val: &str) -> String {
     match dtype {
         DType::Bool => format!("select(0u, 1u, {val})"),
@@ -58,7 +62,7 @@ pub(crate) fn param(dtype: DType, word: usize) -> String {
         DType::Bool => format!("(params[{word}] != 0u)"),
         DType::Int32 => format!("bitcast<i32>(params[{word}])"),
         DType::Int64 | DType::Float64 => format!("vec2<u32>(params[{word}], params[{}])", word + 1),
-        DType::Float16 | DType::Float32 => format!("bitcast<f32>(params[{word}])"),
+        DType::Float16 | DType::BFloat16 | DType::Float32 => format!("bitcast<f32>(params[{word}])"),
     }
 }
 
@@ -71,7 +75,7 @@ pub(crate) fn scalar_words(dtype: DType, v: Scalar) -> Vec<u32> {
             let x = v.to_i64();
             vec![x as u32, (x >> 32) as u32]
         }
-        DType::Float16 | DType::Float32 => vec![(v.to_f64() as f32).to_bits()],
+        DType::Float16 | DType::BFloat16 | DType::Float32 => vec![(v.to_f64() as f32).to_bits()],
     }
 }
 

@@ -83,7 +83,7 @@ pub trait Optimizer {
     fn step_unless(&mut self, skip: &Tensor) -> Result<()>;
     /// The parameters it updates (a `GradScaler` unscales their gradients).
     fn parameter_list(&self) -> Vec<Tensor>;
-    /// Paddle's `multi_precision`: float16 parameters updated through float32 master
+    /// Paddle's `multi_precision`: float16 and bfloat16 parameters updated through float32 master
     /// weights.
     fn set_multi_precision(&mut self, on: bool);
     /// Updates `new` wherever it updated `old`, for each pair (`amp::decorate` casting a
@@ -152,9 +152,9 @@ pub struct Optim<K: Kind> {
     /// The count of steps taken, on the device, once a skippable step ran (`step_unless`):
     /// the host cannot know whether it was skipped without reading it back.
     device_steps: Option<Tensor>,
-    /// Whether float16 parameters are updated through float32 master weights.
+    /// Whether float16 and bfloat16 parameters are updated through float32 master weights.
     multi_precision: bool,
-    /// Each float16 parameter's float32 master weight (made at its first update).
+    /// Each 16-bit float parameter's float32 master weight (made at its first update).
     masters: Vec<Option<Tensor>>,
 }
 
@@ -182,7 +182,7 @@ impl<K: Kind> Optim<K> {
         grad_clip: GradClip => Some;
     }
 
-    /// Paddle's `multi_precision`: float16 parameters are updated through float32 master
+    /// Paddle's `multi_precision`: float16 and bfloat16 parameters are updated through float32 master
     /// weights (and float32 states), the parameter rewritten from its master after each
     /// step. `amp::decorate` at O2 sets it.
     pub fn multi_precision(mut self, on: bool) -> Self {
@@ -312,7 +312,7 @@ impl<K: Kind> Optim<K> {
             }
             at = end;
         }
-        // Each float16 parameter takes its master's new value.
+        // Each 16-bit float parameter takes its master's new value.
         for (&i, m) in live.iter().zip(&owned) {
             let p = &self.params[i];
             if p.dtype() != m.dtype() {
@@ -323,10 +323,11 @@ impl<K: Kind> Optim<K> {
     }
 
     /// Parameter `i`'s float32 master weight, made from it at the first call, when the
-    /// parameter is float16 and the optimizer is multi-precision; `None` for the others.
+    /// parameter is float16 or bfloat16 and the optimizer is multi-precision; `None` for the
+    /// others.
     fn master(&mut self, i: usize) -> Result<Option<Tensor>> {
         let p = &self.params[i];
-        if p.dtype() != DType::Float16 {
+        if !p.dtype().is_half() {
             return Ok(None);
         }
         if !self.multi_precision {
@@ -418,7 +419,7 @@ impl<K: Kind> Optimizer for Optim<K> {
             if let Some((old, new)) = pairs.iter().find(|(old, _)| old.storage().same_memory(p.storage())) {
                 // A float32 parameter cast down keeps its exact value as the master weight
                 // (Paddle's master is made from the float16 copy).
-                if old.dtype() == DType::Float32 && new.dtype() == DType::Float16 {
+                if old.dtype() == DType::Float32 && new.dtype().is_half() {
                     *master = old.detach().clone_data().ok();
                 }
                 *p = new.clone();
@@ -491,11 +492,11 @@ impl<K: Kind> Optimizer for Optim<K> {
             let key = format!("{}.{MASTER_WEIGHT}", self.param_name(i));
             if let Some(t) = state.get(&key) {
                 let p = &self.params[i];
-                if t.shape() != p.shape() || p.dtype() != DType::Float16 || !self.multi_precision {
+                if t.shape() != p.shape() || !p.dtype().is_half() || !self.multi_precision {
                     return Err(Error::invalid(
                         OP,
                         format!(
-                            "{key} ({} {:?}) fits no float16 parameter of a multi-precision optimizer ({} {:?})",
+                            "{key} ({} {:?}) fits no 16-bit float parameter of a multi-precision optimizer ({} {:?})",
                             t.dtype(),
                             t.shape(),
                             p.dtype(),
@@ -526,8 +527,7 @@ impl<K: Kind> Optimizer for Optim<K> {
                     ));
                 }
                 // The states of a parameter with a master weight are float32, as the master.
-                let dtype =
-                    if self.multi_precision && p.dtype() == DType::Float16 { DType::Float32 } else { p.dtype() };
+                let dtype = if self.multi_precision && p.dtype().is_half() { DType::Float32 } else { p.dtype() };
                 loaded.push(t.cast(dtype)?.to(p.place())?.clone_data()?);
             }
             *slot = loaded;

@@ -49,6 +49,7 @@ fn to_st(dtype: DType) -> Dtype {
         DType::Float16 => Dtype::F16,
         DType::Float32 => Dtype::F32,
         DType::Float64 => Dtype::F64,
+        DType::BFloat16 => Dtype::BF16,
     }
 }
 
@@ -60,6 +61,7 @@ fn host_bytes(d: &CpuData) -> Vec<u8> {
         CpuData::F16(v) => bytemuck::cast_slice(v).to_vec(),
         CpuData::F32(v) => bytemuck::cast_slice(v).to_vec(),
         CpuData::F64(v) => bytemuck::cast_slice(v).to_vec(),
+        CpuData::BF16(v) => bytemuck::cast_slice(v).to_vec(),
     }
 }
 
@@ -168,6 +170,7 @@ fn from_st(op: &'static str, name: &str, v: &TensorView<'_>) -> Result<CpuData> 
         Dtype::F16 => CpuData::F16(pod(b)),
         Dtype::F32 => CpuData::F32(pod(b)),
         Dtype::F64 => CpuData::F64(pod(b)),
+        Dtype::BF16 => CpuData::BF16(pod(b)),
         other => {
             return Err(Error::invalid(
                 op,

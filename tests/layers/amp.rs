@@ -1,8 +1,8 @@
 //! Mixed-precision training: `amp::GradScaler` against hand values (unscaled gradients,
 //! skipped steps on an inf or a NaN, the scale halved after the bad steps and doubled after
 //! the good ones, Adam's bias correction not counting a skipped step, `state_dict` resuming
-//! the scale), and `amp::decorate` at O2 (float16 parameters but the norms', float32
-//! master weights updated by hand-checked steps).
+//! the scale), and `amp::decorate` at O2 (float16 or bfloat16 parameters but the norms',
+//! float32 master weights updated by hand-checked steps).
 
 use crate::common;
 
@@ -161,53 +161,62 @@ fn net() -> Net {
     }
 }
 
-fn f16(v: f64) -> f64 {
-    half::f16::from_f64(v).to_f64()
+/// `v` rounded to `dtype` (float16 or bfloat16) by the `half` crate.
+fn rounded(v: f64, dtype: DType) -> f64 {
+    if dtype == DType::BFloat16 { half::bf16::from_f64(v).to_f64() } else { half::f16::from_f64(v).to_f64() }
 }
 
 #[test]
 fn decorate_o2_casts_all_but_the_norms_and_steps_float32_master_weights() {
     let _g = common::generator_lock();
+    use DType::{BFloat16 as B, Float16 as H, Float32 as F};
+    // Paddle keeps batch norm float32 always and layer norm float32 for float16 only.
+    let cases = [("float16", H, [H, H, F, F, F, F, H, H], 1e-3), ("bfloat16", B, [B, B, B, B, F, F, B, B], 1e-2)];
     for place in places() {
-        dygraph::guard(place, || {
-            let seed = common::run_seed();
-            dygraph::seed(seed);
-            let mut model = net();
-            let before: Vec<Vec<f64>> = model.parameters().iter().map(values).collect();
-            let mut opt = optimizer::SGD::new(0.5, model.parameters());
-            amp::decorate("O2").apply(&mut model, Some(&mut opt)).unwrap();
-            let dtypes: Vec<DType> = model.parameters().iter().map(|p| p.dtype()).collect();
-            use DType::{Float16 as H, Float32 as F};
-            assert_eq!(dtypes, [H, H, F, F, F, F, H, H], "fc, ln, bn, head (weight, bias each)");
-            assert_eq!(model.bn.mean.dtype(), F, "batch norm's running statistics stay float32");
+        for (name, low, expected, rtol) in cases {
+            dygraph::guard(place, || {
+                let seed = common::run_seed();
+                dygraph::seed(seed);
+                let mut model = net();
+                let before: Vec<Vec<f64>> = model.parameters().iter().map(values).collect();
+                let mut opt = optimizer::SGD::new(0.5, model.parameters());
+                amp::decorate("O2").dtype(name).apply(&mut model, Some(&mut opt)).unwrap();
+                let dtypes: Vec<DType> = model.parameters().iter().map(|p| p.dtype()).collect();
+                assert_eq!(dtypes, expected, "{name}: fc, ln, bn, head (weight, bias each)");
+                assert_eq!(model.bn.mean.dtype(), F, "batch norm's running statistics stay float32");
 
-            let x = dygraph::randn([5, 4]).unwrap();
-            let loss = amp::auto_cast(true)
-                .level("O2")
-                .scope(|| model.forward(&x)?.square()?.mean(&[], false))
-                .unwrap()
-                .unwrap();
-            assert_eq!(loss.dtype(), H, "at O2 the gray mean runs in float16");
-            loss.backward().unwrap();
-            let grads: Vec<Vec<f64>> = model.parameters().iter().map(|p| values(&p.grad().unwrap())).collect();
-            opt.step().unwrap();
-            let sd = opt.state_dict();
-            let masters = sd.keys().into_iter().filter(|k| k.ends_with(".master_weight")).count();
-            assert_eq!(masters, 4, "one master weight per float16 parameter: {:?}", sd.keys());
-            // master = exact float32 original − lr · gradient; the parameter is its float16 value.
-            for (k, p) in model.parameters().iter().enumerate() {
-                let master: Vec<f64> = before[k].iter().zip(&grads[k]).map(|(w, g)| w - 0.5 * g).collect();
-                let want: Vec<f64> = if p.dtype() == H { master.iter().map(|&m| f16(m)).collect() } else { master };
-                common::check_allclose(
-                    &format!("parameter {k} on {place} (seed {seed})"),
-                    &values(p),
-                    &want,
-                    1e-6,
-                    1e-3,
-                )
-                .unwrap();
-            }
-        });
+                let x = dygraph::randn([5, 4]).unwrap();
+                let loss = amp::auto_cast(true)
+                    .level("O2")
+                    .dtype(name)
+                    .scope(|| model.forward(&x)?.square()?.mean(&[], false))
+                    .unwrap()
+                    .unwrap();
+                assert_eq!(loss.dtype(), low, "at O2 the gray mean runs in {name}");
+                loss.backward().unwrap();
+                let grads: Vec<Vec<f64>> = model.parameters().iter().map(|p| values(&p.grad().unwrap())).collect();
+                opt.step().unwrap();
+                let sd = opt.state_dict();
+                let masters = sd.keys().into_iter().filter(|k| k.ends_with(".master_weight")).count();
+                let low_params = expected.iter().filter(|&&d| d == low).count();
+                assert_eq!(masters, low_params, "one master weight per {name} parameter: {:?}", sd.keys());
+                // master = exact float32 original − lr · gradient; the parameter is its value
+                // rounded to the low dtype (a rounding that flips to the neighbour is one unit).
+                for (k, p) in model.parameters().iter().enumerate() {
+                    let master: Vec<f64> = before[k].iter().zip(&grads[k]).map(|(w, g)| w - 0.5 * g).collect();
+                    let want: Vec<f64> =
+                        if p.dtype() == low { master.iter().map(|&m| rounded(m, low)).collect() } else { master };
+                    common::check_allclose(
+                        &format!("{name} parameter {k} on {place} (seed {seed})"),
+                        &values(p),
+                        &want,
+                        1e-6,
+                        rtol,
+                    )
+                    .unwrap();
+                }
+            });
+        }
     }
 }
 

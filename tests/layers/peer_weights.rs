@@ -99,7 +99,7 @@ fn torch_values_views_and_parameters() {
     assert_eq!(values(&s, "i32"), (DType::Int32, vec![2, 1], vec![-3.0, 2147483647.0]));
     assert_eq!(values(&s, "bool"), (DType::Bool, vec![3], vec![1.0, 0.0, 1.0]));
     assert_eq!(values(&s, "f16"), (DType::Float16, vec![2], vec![0.5, -65504.0]));
-    assert_eq!(values(&s, "bf16"), (DType::Float32, vec![2], vec![1.5, -0.0078125]), "bfloat16 widens exactly");
+    assert_eq!(values(&s, "bf16"), (DType::BFloat16, vec![2], vec![1.5, -0.0078125]), "bfloat16 stays bfloat16");
     assert_eq!(values(&s, "i8"), (DType::Int32, vec![2], vec![-128.0, 127.0]));
     assert_eq!(values(&s, "u8"), (DType::Int32, vec![2], vec![0.0, 255.0]));
     // `arange(6).reshape(2, 3).t()`: strides (1, 3) over the shared storage.

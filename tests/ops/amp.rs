@@ -141,19 +141,20 @@ fn every_op_is_on_paddles_list() {
     assert!(wrong.is_empty(), "ops on the wrong list:\n{}", wrong.join("\n"));
 }
 
-fn state(level: AmpLevel, use_promote: bool) -> AmpState {
-    AmpState { level, dtype: DType::Float16, white: Default::default(), black: Default::default(), use_promote }
+fn state(level: AmpLevel, use_promote: bool, dtype: DType) -> AmpState {
+    AmpState { level, dtype, white: Default::default(), black: Default::default(), use_promote }
 }
 
-/// What a cell of the table says: the dtype for a float16 and for a float32 input.
+/// What a cell of the table says: the dtype for an input of the scope's low dtype and for a
+/// float32 input.
 fn cell(s: &AmpState, op: &dyn dygraph::ops::registry::RegisteredOp) -> &'static str {
-    let low = s.dtype_for(op, &[DType::Float16, DType::Float16]);
-    let high = s.dtype_for(op, &[DType::Float32, DType::Float16]);
+    let low = s.dtype_for(op, &[s.dtype, s.dtype]);
+    let high = s.dtype_for(op, &[DType::Float32, s.dtype]);
     match (low, high) {
         (None, None) => "as is",
-        (Some(DType::Float16), Some(DType::Float16)) => "float16",
+        (Some(l), Some(h)) if l == s.dtype && h == s.dtype => s.dtype.name(),
         (Some(DType::Float32), Some(DType::Float32)) => "float32",
-        (Some(DType::Float16), Some(DType::Float32)) => "widest",
+        (Some(l), Some(DType::Float32)) if l == s.dtype => "widest",
         other => panic!("{}: an unexpected pair {other:?}", op.name()),
     }
 }
@@ -161,13 +162,20 @@ fn cell(s: &AmpState, op: &dyn dygraph::ops::registry::RegisteredOp) -> &'static
 /// docs/amp.md's table, as the code decides it.
 fn table() -> String {
     let mut by_op: BTreeMap<&str, String> = BTreeMap::new();
-    let levels =
-        [state(AmpLevel::OD, true), state(AmpLevel::O1, true), state(AmpLevel::O2, true), state(AmpLevel::O2, false)];
+    let levels = [
+        state(AmpLevel::OD, true, DType::Float16),
+        state(AmpLevel::O1, true, DType::Float16),
+        state(AmpLevel::O2, true, DType::Float16),
+        state(AmpLevel::O2, false, DType::Float16),
+        state(AmpLevel::O1, true, DType::BFloat16),
+    ];
     for op in dygraph::ops::registry::registry() {
         let cells: Vec<&str> = levels.iter().map(|s| cell(s, *op)).collect();
         by_op.insert(op.name(), format!("| `{}` | {:?} | {} |", op.name(), op.facts().amp, cells.join(" | ")));
     }
-    let mut out = String::from("| op | list | OD | O1 | O2 | O2, use_promote=false |\n|---|---|---|---|---|---|\n");
+    let mut out = String::from(
+        "| op | list | OD | O1 | O2 | O2, use_promote=false | bfloat16, O1 |\n|---|---|---|---|---|---|---|\n",
+    );
     for row in by_op.values() {
         out += row;
         out += "\n";

@@ -5,7 +5,7 @@ use crate::common;
 
 use common::{gpu_or_skip, places, values};
 use dygraph::{DType, Error, NdArray, Place, Tensor};
-use half::f16;
+use half::{bf16, f16};
 
 /// Every dtype a place can hold.
 fn dtypes_on(place: Place) -> Vec<DType> {
@@ -58,6 +58,9 @@ fn to_tensor_of_host_data() {
         let v = vec![f16::from_f32(0.5), f16::from_f32(-2.0)];
         let t = dygraph::to_tensor_on(&v, place).unwrap();
         assert_eq!((t.dtype(), t.to_vec::<f16>().unwrap()), (DType::Float16, v.clone()), "float16 on {place}");
+        let v = vec![bf16::from_f32(0.5), bf16::from_f32(-3.0e38), bf16::from_f32(1.0e-38)];
+        let t = dygraph::to_tensor_on(&v, place).unwrap();
+        assert_eq!((t.dtype(), t.to_vec::<bf16>().unwrap()), (DType::BFloat16, v.clone()), "bfloat16 on {place}");
         let t = dygraph::to_tensor_on(Vec::<f32>::new(), place).unwrap();
         assert_eq!((t.shape(), t.numel(), t.is_empty()), (&[0usize][..], 0, true));
         let t = dygraph::to_tensor_on(Vec::<Vec<i64>>::new(), place).unwrap();
@@ -128,6 +131,8 @@ fn constants_on_every_place_and_dtype() {
                 DType::Int32 => (dygraph::Scalar::Int(-123_456), -123_456.0),
                 DType::Int64 => (dygraph::Scalar::Int(-5_000_000_000), -5_000_000_000.0),
                 DType::Float16 => (dygraph::Scalar::Float(0.1), f16::from_f64(0.1).to_f64()),
+                // 0.1 is 0x3dcccccd as a float32; rounded to 8 bits of mantissa, 0x3dcd.
+                DType::BFloat16 => (dygraph::Scalar::Float(0.1), f32::from_bits(0x3dcd_0000) as f64),
                 _ => (dygraph::Scalar::Float(0.1), 0.1f32 as f64),
             };
             let expected = if dtype == DType::Float64 { 0.1 } else { expected };
@@ -240,6 +245,7 @@ fn cast_source(dtype: DType, place: Place) -> Tensor {
         }
         DType::Int64 => dygraph::to_tensor_on(ints.to_vec(), place),
         DType::Float16 => dygraph::to_tensor_on(floats.iter().map(|&v| f16::from_f64(v)).collect::<Vec<_>>(), place),
+        DType::BFloat16 => dygraph::to_tensor_on(floats.iter().map(|&v| bf16::from_f64(v)).collect::<Vec<_>>(), place),
         DType::Float32 => dygraph::to_tensor_on(floats.iter().map(|&v| v as f32).collect::<Vec<_>>(), place),
         DType::Float64 => dygraph::to_tensor_on(floats.to_vec(), place),
     }
@@ -266,6 +272,9 @@ fn expected_cast(from: &Tensor, to: DType) -> Vec<String> {
             DType::Float16 => {
                 format!("{:?}", if int_src { f16::from_f32(as_i64[i] as f32) } else { f16::from_f64(as_f64[i]) })
             }
+            DType::BFloat16 => {
+                format!("{:?}", if int_src { bf16::from_f32(as_i64[i] as f32) } else { bf16::from_f64(as_f64[i]) })
+            }
             DType::Float32 => format!("{:?}", if int_src { as_i64[i] as f32 } else { as_f64[i] as f32 }),
             DType::Float64 => format!("{:?}", if int_src { as_i64[i] as f64 } else { as_f64[i] }),
         })
@@ -279,6 +288,7 @@ fn strings(t: &Tensor) -> Vec<String> {
         DType::Int32 => t.to_vec::<i32>().unwrap().iter().map(|v| v.to_string()).collect(),
         DType::Int64 => t.to_vec::<i64>().unwrap().iter().map(|v| v.to_string()).collect(),
         DType::Float16 => t.to_vec::<f16>().unwrap().iter().map(|v| format!("{v:?}")).collect(),
+        DType::BFloat16 => t.to_vec::<bf16>().unwrap().iter().map(|v| format!("{v:?}")).collect(),
         DType::Float32 => t.to_vec::<f32>().unwrap().iter().map(|v| format!("{v:?}")).collect(),
         DType::Float64 => t.to_vec::<f64>().unwrap().iter().map(|v| format!("{v:?}")).collect(),
     }

@@ -8,6 +8,7 @@ mod common;
 mod amp;
 mod autograd;
 mod batch_norm;
+mod bfloat16;
 mod conv;
 mod conv3d;
 mod creation;

@@ -122,10 +122,10 @@ impl ErrorFlag {
         match (w[1] as usize).checked_sub(1).and_then(|i| f.sources.get(i)) {
             Some(Source::NonFinite { op, what, shape, dtype }) => {
                 let (k, bits) = (w[2] as usize, w[4]);
-                let value = if *dtype == DType::Float16 {
-                    half::f16::from_bits(bits as u16).to_f32()
-                } else {
-                    f32::from_bits(bits)
+                let value = match dtype {
+                    DType::Float16 => half::f16::from_bits(bits as u16).to_f32(),
+                    DType::BFloat16 => half::bf16::from_bits(bits as u16).to_f32(),
+                    _ => f32::from_bits(bits),
                 };
                 let place = match shape {
                     Some(shape) => {

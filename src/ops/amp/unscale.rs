@@ -46,8 +46,12 @@ impl Op for UnscaleOp {
         }
         check_flag_and_scale(OP, xs[0], xs[1])?;
         for (i, g) in xs.iter().enumerate().skip(2) {
-            if !matches!(g.dtype, DType::Float32 | DType::Float16) {
-                return Err(Error::unsupported(OP, g.dtype, format!("for gradient {} (float32 or float16)", i - 2)));
+            if !matches!(g.dtype, DType::Float32 | DType::Float16 | DType::BFloat16) {
+                return Err(Error::unsupported(
+                    OP,
+                    g.dtype,
+                    format!("for gradient {} (float32, float16 or bfloat16)", i - 2),
+                ));
             }
             if g.place != xs[0].place {
                 return Err(Error::PlaceMismatch { op: OP, lhs: xs[0].place, rhs: g.place });
@@ -77,6 +81,12 @@ impl Op for UnscaleOp {
                         bad |= !x.is_finite();
                     }
                 }
+                Ok(CpuData::BF16(v)) => {
+                    for x in v.iter_mut() {
+                        *x = half::bf16::from_f32(x.to_f32() * inv);
+                        bad |= !x.is_finite();
+                    }
+                }
                 _ => return Err(Error::invalid(OP, "the gradients must be writable float tensors")),
             }
         }
@@ -92,10 +102,14 @@ impl Op for UnscaleOp {
             if n == 0 {
                 continue;
             }
-            let half = k.ins[i].dtype == DType::Float16;
-            let words = if half { n.div_ceil(2) } else { n };
+            let half: u32 = match k.ins[i].dtype {
+                DType::Float16 => 1,
+                DType::BFloat16 => 2,
+                _ => 0,
+            };
+            let words = if half > 0 { n.div_ceil(2) } else { n };
             let binds = [Bind::write(k.x(0)), Bind::read(k.x(1)), Bind::write(k.x(i))];
-            k.ctx.dispatch(&UNSCALE_KERNEL, 0, "main", &binds, &[words as u32, half as u32, n as u32], words as u64)?;
+            k.ctx.dispatch(&UNSCALE_KERNEL, 0, "main", &binds, &[words as u32, half, n as u32], words as u64)?;
         }
         Ok(())
     }

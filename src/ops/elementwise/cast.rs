@@ -11,7 +11,8 @@ use crate::ops::wgsl;
 use crate::tensor::TensorMeta;
 use crate::{DType, Result, Tensor};
 
-const GPU_DTYPES: [DType; 5] = [DType::Bool, DType::Int32, DType::Int64, DType::Float16, DType::Float32];
+const GPU_DTYPES: [DType; 6] =
+    [DType::Bool, DType::Int32, DType::Int64, DType::Float16, DType::Float32, DType::BFloat16];
 
 pub(crate) static CAST: Kernel = Kernel {
     file: "cast.wgsl",
@@ -35,8 +36,8 @@ fn cast_key(from: DType, to: DType) -> u32 {
 
 fn convert_expr(from: DType, to: DType) -> &'static str {
     use DType::*;
-    let to = if to == Float16 { Float32 } else { to };
-    let from = if from == Float16 { Float32 } else { from };
+    let to = if to.is_half() { Float32 } else { to };
+    let from = if from.is_half() { Float32 } else { from };
     match (from, to) {
         (Float32, Float32) => "x",
         (Float32, Int32) => "f32_to_i32(x)",
@@ -57,10 +58,15 @@ fn convert_expr(from: DType, to: DType) -> &'static str {
 }
 
 fn variant(from: DType, to: DType) -> Variant {
-    let body = if to == DType::Float16 {
-        "if (2u * i >= n) { return; }\n    let a = convert(load(2u * i));\n    var b = 0.0;\n    \
-         if (2u * i + 1u < n) { b = convert(load(2u * i + 1u)); }\n    dst[i] = pack2x16float(vec2<f32>(a, b));"
-            .to_string()
+    let pack = match to {
+        DType::Float16 => "pack2x16float(vec2<f32>(a, b))",
+        _ => "bf16_bits(a) | (bf16_bits(b) << 16u)",
+    };
+    let body = if to.is_half() {
+        format!(
+            "if (2u * i >= n) {{ return; }}\n    let a = convert(load(2u * i));\n    var b = 0.0;\n    \
+             if (2u * i + 1u < n) {{ b = convert(load(2u * i + 1u)); }}\n    dst[i] = {pack};"
+        )
     } else {
         format!("if (i >= n) {{ return; }}\n    let y = convert(load(i));\n    dst[i] = {};", wgsl::store(to, "y"))
     };
@@ -74,6 +80,8 @@ fn cpu_cast(d: &CpuData, to: DType) -> CpuData {
     match d {
         CpuData::F16(v) if to == DType::Float32 => CpuData::F32(v.iter().map(|x| x.to_f32()).collect()),
         CpuData::F32(v) if to == DType::Float16 => CpuData::F16(v.iter().map(|&x| half::f16::from_f32(x)).collect()),
+        CpuData::BF16(v) if to == DType::Float32 => CpuData::F32(v.iter().map(|x| x.to_f32()).collect()),
+        CpuData::F32(v) if to == DType::BFloat16 => CpuData::BF16(v.iter().map(|&x| half::bf16::from_f32(x)).collect()),
         CpuData::Bool(_) | CpuData::I32(_) | CpuData::I64(_) => CpuData::from_i64(to, (0..n).map(|i| d.get_i64(i))),
         _ => CpuData::from_f64(to, (0..n).map(|i| d.get_f64(i))),
     }
@@ -89,7 +97,7 @@ pub(crate) fn gpu_cast(
     n: usize,
 ) -> Result<crate::backend::gpu::GpuBuffer> {
     let out = ctx.alloc("cast", crate::backend::cpu::gpu_bytes(to, n))?;
-    let threads = if to == DType::Float16 { n.div_ceil(2) } else { n };
+    let threads = if to.is_half() { n.div_ceil(2) } else { n };
     ctx.dispatch(
         &CAST,
         cast_key(from, to),
@@ -132,7 +140,7 @@ impl Op for CastOp {
             let bytes = crate::backend::cpu::gpu_bytes(to, n).div_ceil(4) * 4;
             return k.ctx.copy(k.x(0), 0, k.y(0), 0, bytes);
         }
-        let threads = if to == DType::Float16 { n.div_ceil(2) } else { n };
+        let threads = if to.is_half() { n.div_ceil(2) } else { n };
         let binds = [Bind::read(k.x(0)), Bind::write(k.y(0))];
         k.ctx.dispatch(&CAST, cast_key(from, to), "main", &binds, &[n as u32], threads as u64)
     }

@@ -54,11 +54,11 @@ impl GpuExprs {
     }
 }
 
-/// The dtypes of the families a row computes (float16 runs through float32).
+/// The dtypes of the families a row computes (float16 and bfloat16 run through float32).
 fn family_dtypes(float: bool, int: bool, boolean: bool) -> Vec<DType> {
     let mut d = Vec::new();
     if float {
-        d.extend([DType::Float16, DType::Float32, DType::Float64]);
+        d.extend([DType::Float16, DType::BFloat16, DType::Float32, DType::Float64]);
     }
     if int {
         d.extend([DType::Int32, DType::Int64]);

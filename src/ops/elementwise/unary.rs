@@ -107,7 +107,7 @@ fn cpu_unary(def: &UnaryDef, data: &CpuData, p: [f64; 2]) -> Option<CpuData> {
             let f = def.int?;
             CpuData::Bool(par_map(v, |x| f(x as i64, i0, i1) != 0))
         }
-        CpuData::F16(_) => return None,
+        CpuData::F16(_) | CpuData::BF16(_) => return None,
     })
 }
 

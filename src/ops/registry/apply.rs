@@ -105,7 +105,7 @@ impl<O: Op> Call for TypedCall<'_, O> {
             r?
         } else if op.view() {
             vec![inputs[0].with_shape(outs[0].shape.clone())]
-        } else if op.half() == Half::ViaF32 && metas.iter().any(|m| m.dtype == DType::Float16) {
+        } else if op.half() == Half::ViaF32 && metas.iter().any(|m| m.dtype.is_half()) {
             through_f32(op, inputs, &self.attrs, outs)?
         } else {
             run_kernels(op, inputs, &metas, &self.attrs, plan, outs)?
@@ -184,7 +184,7 @@ fn through_f32<O: Op>(
             super::dispatch::check::without_checks(|| {
                 let up: Vec<Tensor> = inputs
                     .iter()
-                    .map(|t| if t.dtype() == DType::Float16 { t.cast(DType::Float32) } else { Ok((*t).clone()) })
+                    .map(|t| if t.dtype().is_half() { t.cast(DType::Float32) } else { Ok((*t).clone()) })
                     .collect::<Result<_>>()?;
                 let metas: Vec<TensorMeta> = up.iter().map(|t| t.to_meta()).collect();
                 let refs: Vec<&TensorMeta> = metas.iter().collect();

@@ -88,7 +88,7 @@ impl Sample {
 
     /// Marks the sample as float-only.
     pub fn floats_only(self) -> Self {
-        self.only(&[DType::Float16, DType::Float32, DType::Float64])
+        self.only(&[DType::Float16, DType::BFloat16, DType::Float32, DType::Float64])
     }
 
     /// Whether the sample runs for `dtype`.
@@ -180,6 +180,7 @@ fn base_tol(dtype: DType) -> (f64, f64) {
         DType::Float64 => (1e-12, 1e-10),
         DType::Float32 => (1e-6, 1e-5),
         DType::Float16 => (2e-3, 2e-3),
+        DType::BFloat16 => (1.6e-2, 1.6e-2),
         _ => (0.0, 0.0),
     }
 }
@@ -189,12 +190,13 @@ fn base_eps(dtype: DType) -> f64 {
     match dtype {
         DType::Float64 => f64::EPSILON,
         DType::Float16 => 2f64.powi(-10),
+        DType::BFloat16 => 2f64.powi(-7),
         _ => f32::EPSILON as f64,
     }
 }
 
 /// Every dtype, for the "unsupported dtypes are errors" check.
-const ALL: [DType; 6] = DType::ALL;
+const ALL: [DType; 7] = DType::ALL;
 
 /// The inputs as tensors on `place` with data inputs in `dtype`.
 fn tensors(s: &Sample, dtype: DType, place: Place) -> Vec<Tensor> {

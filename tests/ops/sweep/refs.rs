@@ -110,6 +110,7 @@ pub fn held_as(v: f64, dtype: dygraph::DType) -> f64 {
         Int32 => v as i32 as f64,
         Int64 => v as i64 as f64,
         Float16 => half::f16::from_f64(v).to_f64(),
+        BFloat16 => half::bf16::from_f64(v).to_f64(),
         Float32 => v as f32 as f64,
         Float64 => v,
     }

@@ -8,9 +8,9 @@ use super::refs::{self, Conv, at_broadcast, axis, numel, ravel, reduce, unravel,
 use super::{Host, OutDType, Reference, Sample, Spec, data, fixed, same_dtype, sample};
 use crate::common::Rng;
 
-use DType::{Bool, Float16 as F16, Float32 as F32, Float64 as F64, Int32 as I32, Int64 as I64};
+use DType::{BFloat16 as BF16, Bool, Float16 as F16, Float32 as F32, Float64 as F64, Int32 as I32, Int64 as I64};
 
-const FLOATS: [DType; 3] = [F16, F32, F64];
+const FLOATS: [DType; 4] = [F16, BF16, F32, F64];
 
 fn floats() -> Vec<DType> {
     FLOATS.to_vec()
@@ -736,7 +736,7 @@ fn convert(x: f64, from: DType, to: DType) -> f64 {
 fn cast_specs() -> Vec<Spec> {
     let samples = |rng: &mut Rng| {
         let mut out = Vec::new();
-        for to in [Bool, I32, I64, F16, F32, F64] {
+        for to in [Bool, I32, I64, F16, BF16, F32, F64] {
             let a = AttrMap::new().with("dtype", to);
             let mut v = vals(rng, 12, -1000.0, 1000.0, 0.0);
             v.extend([0.0, -0.0, 1.5, -1.5, 3e9, -3e9]);
@@ -756,7 +756,7 @@ fn cast_specs() -> Vec<Spec> {
         let to = m.field::<DType>("sweep", "dtype").unwrap();
         vec![Host { v: x[0].v.iter().map(|&v| convert(v, from, to)).collect(), shape: x[0].shape.clone() }]
     };
-    vec![spec("cast", vec![Bool, I32, I64, F16, F32, F64], samples, reference).out(attr_dtype).grad()]
+    vec![spec("cast", vec![Bool, I32, I64, F16, BF16, F32, F64], samples, reference).out(attr_dtype).grad()]
 }
 
 fn where_specs() -> Vec<Spec> {
@@ -785,7 +785,7 @@ fn where_specs() -> Vec<Spec> {
     let reference = |x: &[Host], _: &AttrMap, _: DType| {
         vec![zip_n(&[&x[0], &x[1], &x[2]], |v| if v[0] != 0.0 { v[1] } else { v[2] })]
     };
-    vec![spec("where", vec![Bool, I32, I64, F16, F32, F64], samples, reference).grad().exact()]
+    vec![spec("where", vec![Bool, I32, I64, F16, BF16, F32, F64], samples, reference).grad().exact()]
 }
 
 /// Axis lists every reduction meets: all, one (first, middle, last by a negative index),
@@ -922,8 +922,8 @@ fn int_sum(g: &[f64], dtype: DType) -> f64 {
 }
 
 fn reduce_specs() -> Vec<Spec> {
-    let all = vec![Bool, I32, I64, F16, F32, F64];
-    let numeric = vec![I32, I64, F16, F32, F64];
+    let all = vec![Bool, I32, I64, F16, BF16, F32, F64];
+    let numeric = vec![I32, I64, F16, BF16, F32, F64];
     let mut v = vec![
         reduction("sum", all, int_sum, Red::Sum, 0.0).out(|d, _, _| if matches!(d, Bool | I32) { I64 } else { d }),
         reduction("mean", floats(), |g, _| g.iter().sum::<f64>() / g.len() as f64, Red::Sum, 0.0),
@@ -999,7 +999,7 @@ fn reduce_specs() -> Vec<Spec> {
             };
             vec![h]
         };
-        spec(name, vec![Bool, I32, I64, F16, F32, F64], samples, reference).out(i64_dtype)
+        spec(name, vec![Bool, I32, I64, F16, BF16, F32, F64], samples, reference).out(i64_dtype)
     };
     v.push(arg("argmax", true));
     v.push(arg("argmin", false));
@@ -1221,7 +1221,7 @@ fn matmul_epilogue_spec() -> Spec {
 // ---------------------------------------------------------------------------------------
 // Shape ops.
 
-const ANY: [DType; 6] = [Bool, I32, I64, F16, F32, F64];
+const ANY: [DType; 7] = [Bool, I32, I64, F16, BF16, F32, F64];
 
 /// One shape-op case: a label, the input shape and the attributes.
 type ShapeCase = (&'static str, Vec<usize>, AttrMap);
@@ -1612,7 +1612,7 @@ fn slice_grad_spec() -> Spec {
         }
         vec![Host { v, shape }]
     };
-    spec("slice_grad", vec![Bool, I32, I64, F16, F32, F64], samples, reference).grad().exact()
+    spec("slice_grad", vec![Bool, I32, I64, F16, BF16, F32, F64], samples, reference).grad().exact()
 }
 
 /// `expand_as(x, like)`: only `like`'s shape matters (its values are fixed zeros).
@@ -2930,7 +2930,7 @@ fn norm_specs() -> Vec<Spec> {
             // A float16 input with a float32 weight.
             let x =
                 vec![data(vals(rng, 160, -2.0, 2.0, 0.0), &[4, 40]), fixed(vals(rng, 40, 0.5, 1.5, 0.0), &[40], F32)];
-            out.push(sample("float32 weight", x, attrs(&[40], 1e-5, true, false)).only(&[F16]));
+            out.push(sample("float32 weight", x, attrs(&[40], 1e-5, true, false)).only(&[F16, BF16]));
             for (shape, ns, w, b, eps) in [
                 (&[2usize, 3][..], &[3usize][..], true, true, 1e-5),
                 (&[2, 3], &[3], true, false, 1e-5),
@@ -3527,7 +3527,7 @@ fn creation_specs() -> Vec<Spec> {
             || {
                 let a = |s: f64, e: f64, st: f64| AttrMap::new().with("start", s).with("end", e).with("step", st);
                 let mut v = Vec::new();
-                for d in [F32, F64, F16] {
+                for d in [F32, F64, F16, BF16] {
                     v.push((format!("0..5 by 0.5 {d}"), with_dtype_place(a(0.0, 5.0, 0.5), d)));
                     v.push((format!("3..-2 by -1.5 {d}"), with_dtype_place(a(3.0, -2.0, -1.5), d)));
                 }
@@ -3591,7 +3591,7 @@ fn creation_specs() -> Vec<Spec> {
             },
         ),
         random_spec("uniform", || {
-            [F32, F64, F16]
+            [F32, F64, F16, BF16]
                 .into_iter()
                 .map(|d| {
                     (
@@ -3605,7 +3605,7 @@ fn creation_specs() -> Vec<Spec> {
                 .collect()
         }),
         random_spec("gaussian", || {
-            [F32, F64, F16]
+            [F32, F64, F16, BF16]
                 .into_iter()
                 .map(|d| {
                     (
@@ -3835,7 +3835,7 @@ fn scan_spec(name: &'static str, product: bool) -> Spec {
         let v = v.into_iter().map(|e| if dtype.is_float() { e } else { wrap_int(e as i64, dtype) }).collect();
         vec![Host { v, shape: x[0].shape.clone() }]
     };
-    spec(name, vec![I32, I64, F16, F32, F64], samples, reference).grad()
+    spec(name, vec![I32, I64, F16, BF16, F32, F64], samples, reference).grad()
 }
 
 /// `cumprod_grad`: `Σ_j g_j · ∂y_j/∂x_i` with the partial products written out (every
@@ -4006,7 +4006,7 @@ fn scatter_axis_spec() -> Spec {
         }
         vec![Host { v: out, shape: shape.clone() }]
     };
-    spec("scatter_axis", vec![I32, I64, F16, F32, F64], samples, reference).grad()
+    spec("scatter_axis", vec![I32, I64, F16, BF16, F32, F64], samples, reference).grad()
 }
 
 /// `check_finite_and_unscale` and `update_loss_scaling` (GradScaler's device work).
@@ -4103,7 +4103,7 @@ fn loss_scaling_specs() -> Vec<Spec> {
     };
     let scale_then_counters: OutDType = |d, _, i| if i == 0 { d } else { I32 };
     vec![
-        spec("check_finite_and_unscale", vec![F16, F32], unscale_samples, unscale_ref).out(bool_then_same),
+        spec("check_finite_and_unscale", vec![F16, BF16, F32], unscale_samples, unscale_ref).out(bool_then_same),
         spec("update_loss_scaling", vec![F32], scaling_samples, scaling_ref).out(scale_then_counters).exact(),
     ]
 }

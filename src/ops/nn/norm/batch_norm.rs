@@ -445,10 +445,10 @@ pub fn batch_norm(
             return Err(Error::shape(OP, format!("{name} has shape {:?} but {expected}", p.shape())));
         }
     }
-    if x.dtype() == DType::Float16 {
+    if x.dtype().is_half() {
         let (w, b) = (cast_opt(weight, DType::Float32)?, cast_opt(bias, DType::Float32)?);
         let y = batch_norm(&x.cast(DType::Float32)?, running_mean, running_var, w.as_ref(), b.as_ref(), options)?;
-        return y.cast(DType::Float16);
+        return y.cast(x.dtype());
     }
     let batch_stats = options.use_global_stats.map_or(options.training, |g| !g);
     let (dtype, eps) = (x.dtype(), options.epsilon);

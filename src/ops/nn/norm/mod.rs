@@ -31,10 +31,10 @@ fn f64s(d: &CpuData) -> Vec<f64> {
 }
 
 /// Checks an affine parameter or statistic against `x`: a float dtype equal to x's (a
-/// float16 input also takes float32 parameters), and a shape `ok` accepts.
+/// float16 or bfloat16 input also takes float32 parameters), and a shape `ok` accepts.
 fn check_param(op: &'static str, name: &str, x: &TensorMeta, p: &TensorMeta, ok: bool, expected: &str) -> Result<()> {
     p.expect_float(op, name)?;
-    if p.dtype != x.dtype && !(x.dtype == DType::Float16 && p.dtype == DType::Float32) {
+    if p.dtype != x.dtype && !(x.dtype.is_half() && p.dtype == DType::Float32) {
         return Err(Error::DTypeMismatch { op, lhs: x.dtype, rhs: p.dtype });
     }
     if !ok {

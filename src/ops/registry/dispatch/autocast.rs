@@ -181,7 +181,7 @@ pub(crate) fn suspended<T>(f: impl FnOnce() -> T) -> T {
 
 /// True for a dtype autocast converts (float64 and the integers stay).
 fn castable(dtype: DType) -> bool {
-    matches!(dtype, DType::Float16 | DType::Float32)
+    matches!(dtype, DType::Float16 | DType::BFloat16 | DType::Float32)
 }
 
 pub(crate) struct Autocast;

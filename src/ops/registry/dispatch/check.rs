@@ -31,7 +31,11 @@ fn gpu_check_finite(
 ) -> Result<()> {
     let n: usize = shape.iter().product();
     let (code, flag) = ctx.non_finite_flag(op, what, shape, dtype);
-    let half = u32::from(dtype == DType::Float16);
+    let half = match dtype {
+        DType::Float16 => 1,
+        DType::BFloat16 => 2,
+        _ => 0,
+    };
     let binds = [Bind::read(buffer), Bind::flag(&flag)];
     ctx.dispatch(&NAN_CHECK, 0, "main", &binds, &[n as u32, code, half], n as u64)
 }
@@ -57,7 +61,7 @@ thread_local! {
 }
 
 fn is_float(d: DType) -> bool {
-    matches!(d, DType::Float16 | DType::Float32 | DType::Float64)
+    d.is_float()
 }
 
 /// Whether `t` holds a NaN or an infinity, by registered ops that are not checked in turn.

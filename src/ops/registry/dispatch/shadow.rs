@@ -169,6 +169,8 @@ fn tolerance(dtype: DType) -> (f64, f64) {
     let factor = std::env::var("DYGRAPH_SHADOW_TOL").ok().and_then(|v| v.trim().parse::<f64>().ok()).unwrap_or(1.0);
     let (atol, rtol) = match dtype {
         DType::Float16 => (0.04, 0.04),
+        // 8 bits of mantissa: one rounding is up to 2^-8 relative.
+        DType::BFloat16 => (0.1, 0.1),
         DType::Float32 => (2e-5, 2e-4),
         DType::Float64 => (2e-11, 2e-9),
         _ => (0.0, 0.0),
