@@ -9,6 +9,7 @@
 //!
 //! ```text
 //! cargo run --release --example vit_mnist [-- --place cpu|gpu] [--epochs N] [--steps N] [--static]
+//!     [--amp O1|O2] [--amp-dtype float16|bfloat16]
 //! ```
 
 #[path = "common/mod.rs"]

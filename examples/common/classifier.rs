@@ -1,9 +1,12 @@
-//! One training loop for the MNIST sequence examples (`vit_mnist`, `lstm_mnist`): Adam on
-//! shuffled batches, eagerly or through `jit::to_static`, then accuracy on the test set.
+//! One training loop for the MNIST model examples (`vit_mnist`, `lstm_mnist`, `resnet_mnist`):
+//! Adam on shuffled batches, eagerly or through `jit::to_static`, optionally under mixed
+//! precision (`--amp O1|O2 [--amp-dtype float16|bfloat16]`: `amp::auto_cast`, `amp::decorate`
+//! at O2 and a `GradScaler`), then accuracy on the test set.
 
 use std::path::PathBuf;
 use std::time::Instant;
 
+use dygraph::amp::{self, GradScaler};
 use dygraph::io::DataLoader;
 use dygraph::jit::{self, InputSpec};
 use dygraph::nn::{CrossEntropyOptions, Forward, Layer};
@@ -30,6 +33,9 @@ pub struct RunConfig {
     pub data_dir: Option<PathBuf>,
     /// Train the `jit::to_static` program of the model instead of the eager model.
     pub to_static: bool,
+    /// Mixed precision: the `auto_cast` level (`O1`, `O2`) and low dtype (`float16`,
+    /// `bfloat16`).
+    pub amp: Option<(String, String)>,
     pub verbose: bool,
     pub seed: u64,
 }
@@ -46,6 +52,7 @@ impl Default for RunConfig {
             evaluate: true,
             data_dir: None,
             to_static: false,
+            amp: None,
             verbose: true,
             seed: 2020,
         }
@@ -53,8 +60,8 @@ impl Default for RunConfig {
 }
 
 impl RunConfig {
-    /// `defaults` with `--place`, `--epochs`, `--steps`, `--batch`, `--lr` and `--static`
-    /// from the command line.
+    /// `defaults` with `--place`, `--epochs`, `--steps`, `--batch`, `--lr`, `--static`,
+    /// `--amp` and `--amp-dtype` from the command line.
     pub fn from_args(defaults: RunConfig) -> Result<Self> {
         let mut c = RunConfig { place: super::place_from_args()?, ..defaults };
         if let Some(e) = super::arg("epochs") {
@@ -70,6 +77,7 @@ impl RunConfig {
             c.learning_rate = s.parse().map_err(|_| dygraph::Error::invalid("args", format!("--lr {s}")))?;
         }
         c.to_static = std::env::args().any(|a| a == "--static");
+        c.amp = super::arg("amp").map(|level| (level, super::arg("amp-dtype").unwrap_or_else(|| "float16".into())));
         if std::env::args().any(|a| a == "--constant-lr") {
             c.one_cycle = false;
         }
@@ -99,7 +107,7 @@ where
         let dir = config.data_dir.as_deref();
         let train_set = Mnist::new(dir, Mode::Train)?.with_transform(super::mnist_normalize()?);
         let loader = DataLoader::new(train_set, config.batch_size).shuffle(true).drop_last(true).place(config.place);
-        let model = build()?;
+        let mut model = build()?;
         let steps = config.max_steps.unwrap_or(usize::MAX).min(loader.len());
         let schedule = if config.one_cycle {
             let total = (config.epochs * steps).max(1) as i64;
@@ -111,6 +119,14 @@ where
             Some(s) => Adam::new(s, model.parameters()),
             None => Adam::new(config.learning_rate, model.parameters()),
         };
+        let autocast = match &config.amp {
+            Some((level, dtype)) => {
+                amp::decorate(level).dtype(dtype).apply(&mut model, Some(&mut opt as &mut dyn Optimizer))?;
+                Some(amp::auto_cast(true).level(level).dtype(dtype))
+            }
+            None => None,
+        };
+        let mut scaler = GradScaler::new().enable(autocast.is_some());
         let spec = InputSpec::new(&[-1, 1, 28, 28], DType::Float32, "pixel");
         let mut net: Box<dyn Classifier> =
             if config.to_static { Box::new(jit::to_static(model, Some(spec))) } else { Box::new(model) };
@@ -121,15 +137,22 @@ where
             net.set_mode(true);
             for (step, batch) in loader.iter()?.take(steps).enumerate() {
                 let (img, label) = batch?;
-                let loss =
-                    paddle::nn::functional::cross_entropy(&net.logits(&img)?, &label, &CrossEntropyOptions::default())?;
-                loss.backward()?;
-                opt.step()?;
+                let (loss, calls) = amp::op_dtypes(|| -> Result<Tensor> {
+                    let _scope = autocast.as_ref().map(|a| a.enter()).transpose()?;
+                    paddle::nn::functional::cross_entropy(&net.logits(&img)?, &label, &CrossEntropyOptions::default())
+                });
+                let loss = loss?;
+                if epoch == 0 && step == 0 && config.verbose && autocast.is_some() {
+                    println!("first step's ops and the dtypes they ran in: {}", amp::describe_op_dtypes(&calls));
+                }
+                let scaled = scaler.scale(&loss)?;
+                scaled.backward()?;
+                scaler.minimize(&mut opt, &scaled)?;
                 opt.clear_grad();
                 if let Some(s) = &schedule {
                     s.step();
                 }
-                if let Some(v) = log.push(loss.detach(), step, step + 1 == steps)?
+                if let Some(v) = log.push(loss.detach().cast(DType::Float32)?, step, step + 1 == steps)?
                     && config.verbose
                 {
                     println!("epoch {epoch} step {step}: loss {v:.5}");
@@ -142,7 +165,11 @@ where
         report.losses = log.losses;
         if config.evaluate {
             net.set_mode(false);
-            report.test_accuracy = accuracy(net.as_ref(), dir, config.place)?;
+            // Under the training's autocast, if any (an O2 model holds 16-bit parameters).
+            report.test_accuracy = match &autocast {
+                Some(a) => a.scope(|| accuracy(net.as_ref(), dir, config.place))??,
+                None => accuracy(net.as_ref(), dir, config.place)?,
+            };
         }
         Ok(report)
     })
@@ -181,6 +208,9 @@ impl<M: Forward + Layer> Classifier for M {
 
 /// Prints a run's one-line summary (what the examples' `main` ends with).
 pub fn print_report(name: &str, config: &RunConfig, r: &RunReport) {
-    let mode = if config.to_static { "to_static" } else { "eager" };
+    let mut mode = if config.to_static { "to_static" } else { "eager" }.to_string();
+    if let Some((level, dtype)) = &config.amp {
+        mode += &format!(", amp {level} {dtype}");
+    }
     println!("{name} ({mode}): test accuracy {:.4}, {:.0} training images/s", r.test_accuracy, r.images_per_second);
 }
