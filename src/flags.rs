@@ -15,19 +15,28 @@
 //!   (`x − x` is NaN exactly where `x` is not finite; `any` of that) run without recording,
 //!   and its one boolean is read back at once, so on a GPU every checked op waits for the
 //!   device; a static `Executor` runs programs op by op (no replayed plans).
+//!
+//! `FLAGS_native_float16` (dygraph's; also `DYGRAPH_NATIVE_FLOAT16`, default on): on a GPU
+//! whose device has `SHADER_F16`, the elementwise ops run float16 kernels (WGSL `f16`
+//! elements, f32 arithmetic, one rounding per result); off, or without the feature, float16
+//! runs through float32 as on the CPU. Both give the same values; the flag exists to compare
+//! them and to test the fallback on devices that have the feature.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use crate::{Error, Result};
 
 /// The flags `set_flags` and `get_flags` know.
-const KNOWN: &str = "FLAGS_check_nan_inf, FLAGS_shadow";
+const KNOWN: &str = "FLAGS_check_nan_inf, FLAGS_shadow, FLAGS_native_float16";
 
 /// 0: not read yet, else the level + 1 (1: off, 2: deferred on the GPU, 3: every op).
 static CHECK_NAN_INF: AtomicU8 = AtomicU8::new(0);
 
 /// `FLAGS_shadow`: 0 not read yet, 1 off, 2 on.
 static SHADOW: AtomicU8 = AtomicU8::new(0);
+
+/// `FLAGS_native_float16`: 0 not read yet, 1 off, 2 on.
+static NATIVE_FLOAT16: AtomicU8 = AtomicU8::new(0);
 
 /// `FLAGS_check_nan_inf`'s level from its value: 0 off, 1, or 2 (the debug level).
 fn nan_level(v: &str) -> Option<u8> {
@@ -60,6 +69,15 @@ pub fn set_flags(flags: &[(&str, &str)]) -> Result<()> {
                 })?;
                 SHADOW.store(if on { 2 } else { 1 }, Ordering::Relaxed);
             }
+            "FLAGS_native_float16" => {
+                let on = switch(value).ok_or_else(|| {
+                    Error::invalid(
+                        "set_flags",
+                        format!("FLAGS_native_float16 takes 1 or 0 (true/false), got {value:?}"),
+                    )
+                })?;
+                NATIVE_FLOAT16.store(if on { 2 } else { 1 }, Ordering::Relaxed);
+            }
             other => {
                 return Err(Error::invalid("set_flags", format!("unknown flag {other:?} (known: {KNOWN})")));
             }
@@ -75,6 +93,7 @@ pub fn get_flags(names: &[&str]) -> Result<Vec<(String, String)>> {
         .map(|&n| match n {
             "FLAGS_check_nan_inf" => Ok((n.to_string(), nan_inf_level().to_string())),
             "FLAGS_shadow" => Ok((n.to_string(), if shadow_enabled() { "cpu" } else { "off" }.to_string())),
+            "FLAGS_native_float16" => Ok((n.to_string(), u8::from(native_float16_enabled()).to_string())),
             other => Err(Error::invalid("get_flags", format!("unknown flag {other:?} (known: {KNOWN})"))),
         })
         .collect()
@@ -108,6 +127,28 @@ pub(crate) fn per_op_checks() -> bool {
 /// `Executor` then fuses nothing.
 pub(crate) fn checks_by_op_name() -> bool {
     nan_inf_checking() || shadow_enabled()
+}
+
+/// An on/off flag's value.
+fn switch(value: &str) -> Option<bool> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "1" | "on" | "true" | "yes" => Some(true),
+        "0" | "off" | "false" | "no" => Some(false),
+        _ => None,
+    }
+}
+
+/// Whether float16 may run native GPU kernels (the flag, else `DYGRAPH_NATIVE_FLOAT16`, read
+/// once; on by default).
+pub(crate) fn native_float16_enabled() -> bool {
+    match NATIVE_FLOAT16.load(Ordering::Relaxed) {
+        0 => {
+            let on = std::env::var("DYGRAPH_NATIVE_FLOAT16").ok().and_then(|v| switch(&v)).unwrap_or(true);
+            let _ = NATIVE_FLOAT16.compare_exchange(0, if on { 2 } else { 1 }, Ordering::Relaxed, Ordering::Relaxed);
+            NATIVE_FLOAT16.load(Ordering::Relaxed) == 2
+        }
+        v => v == 2,
+    }
 }
 
 /// `FLAGS_shadow`'s value: `cpu` shadows on the CPU, `off`/`0`/empty turns it off.

@@ -22,8 +22,10 @@ need python3 "install Python 3"
 export CHROMEDRIVER="${CHROMEDRIVER:-$(command -v chromedriver)}"
 export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner
 export WASM_BINDGEN_TEST_TIMEOUT=600
-# webdriver.json (read from this directory) gives Chromium its WebGPU flag.
-cargo test --release --locked --target wasm32-unknown-unknown
+# webdriver.json (read from this directory) gives Chromium its WebGPU flag. The shader test
+# prints how many variants it compiled and how many (float16's, without `shader-f16`) it skipped.
+cargo test --release --locked --target wasm32-unknown-unknown --lib --test browser
+cargo test --release --locked --target wasm32-unknown-unknown --test shaders -- --nocapture
 
 wasm-pack build --target web --release -- --locked
 python3 make_data.py

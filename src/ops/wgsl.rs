@@ -43,10 +43,18 @@ pub(crate) fn load(dtype: DType, buf: &str, idx: &str) -> String {
     }
 }
 
-/// Expression converting compute-type value `val` to the storage type (not the 16-bit floats).
+/// Expression loading element `idx` of a buffer of WGSL `f16` elements as f32: float16's
+/// packed layout seen by a kernel that enables f16 (devices with `SHADER_F16`).
+pub(crate) fn load_f16(buf: &str, idx: &str) -> String {
+    format!("f32({buf}[{idx}])")
+}
+
+/// Expression converting compute-type value `val` to the storage type (float16: a WGSL `f16`
+/// element, in kernels that enable f16; not bfloat16).
 pub(crate) fn store(dtype: DType, val: &str) -> String {
     match dtype {
         DType::Bool => format!("select(0u, 1u, {val})"),
+        DType::Float16 => format!("f16({val})"),
         _ => val.to_string(),
     }
 }

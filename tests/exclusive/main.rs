@@ -1,4 +1,4 @@
-//! Tests of process-wide state: check flags, the CPU shadow, the kernel profiler, memory
+//! Tests of process-wide state: check flags, the CPU shadow, float16's two GPU paths, the kernel profiler, memory
 //! limits and counters, the device's error flag, the default place, determinism and the
 //! soak's memory curves. Each holds one lock ([`exclusive`]), so no two run at once.
 
@@ -10,6 +10,7 @@ mod common;
 
 mod check_nan_inf;
 mod determinism;
+mod float16;
 mod gpu_index_errors;
 mod gpu_runtime;
 mod memory_limits;

@@ -1,5 +1,6 @@
 //! Every WGSL variant the library can dispatch parses and validates with naga at browser
-//! WebGPU capabilities (no f16, f64, i64 or other extensions), and stays within WebGPU's
+//! WebGPU capabilities (no f16, f64, i64 or other extensions; a variant that enables f16, for
+//! devices with `shader-f16`, with that extension alone added), and stays within WebGPU's
 //! default compute limits; every shader file is used by some kernel. A merged variant (an
 //! execution plan's multi-tensor dispatch) may exceed the storage-buffer limit by exactly
 //! the bindings its extra members add: plans use it only where the device allows.
@@ -28,7 +29,9 @@ fn check(key: &str, source: &str) -> Result<(), String> {
 fn check_with(key: &str, source: &str, max_storage_buffers: usize) -> Result<(), String> {
     let module = naga::front::wgsl::parse_str(source)
         .map_err(|e| format!("{key}: parse error:\n{}", e.emit_to_string(source)))?;
-    Validator::new(ValidationFlags::all(), WEBGPU)
+    // `enable f16;` is WebGPU's `shader-f16` feature: the only extension a variant may ask.
+    let caps = if source.starts_with("enable f16;") { WEBGPU | Capabilities::SHADER_FLOAT16 } else { WEBGPU };
+    Validator::new(ValidationFlags::all(), caps)
         .validate(&module)
         .map_err(|e| format!("{key}: validation error:\n{}", e.emit_to_string(source)))?;
 
@@ -112,6 +115,7 @@ fn every_shader_variant_validates_at_webgpu_capabilities() {
     let mut kernels = std::collections::BTreeSet::new();
     let merged = dygraph::testing::merged_kernel_files();
     let mut merged_variants = 0;
+    let float16 = variants.iter().filter(|(_, s)| s.starts_with("enable f16;")).count();
     for (key, source) in &variants {
         let file = key.split('#').next().unwrap_or(key);
         kernels.insert(file.to_string());
@@ -126,7 +130,7 @@ fn every_shader_variant_validates_at_webgpu_capabilities() {
         }
     }
     println!(
-        "validated {} shader variants of {} kernel files with naga ({merged_variants} merged, beyond {MAX_STORAGE_BUFFERS} storage buffers by their extra members)",
+        "validated {} shader variants of {} kernel files with naga ({merged_variants} merged, beyond {MAX_STORAGE_BUFFERS} storage buffers by their extra members; {float16} enable f16)",
         variants.len(),
         kernels.len()
     );
@@ -145,8 +149,10 @@ fn the_validator_rejects_what_browsers_reject() {
     // Guards the test itself: capabilities beyond WebGPU must fail here.
     let f64_src = "@group(0) @binding(0) var<storage, read_write> x: array<f64>;\n@compute @workgroup_size(1) fn main() { x[0] = x[0] * 2.0lf; }";
     assert!(check("f64", f64_src).is_err(), "f64 must be rejected");
-    let f16_src = "enable f16;\n@group(0) @binding(0) var<storage, read_write> x: array<f16>;\n@compute @workgroup_size(1) fn main() { x[0] = x[0] * 2.0h; }";
-    assert!(check("f16", f16_src).is_err(), "the f16 extension must be rejected");
+    let f16_body = "@group(0) @binding(0) var<storage, read_write> x: array<f16>;\n@compute @workgroup_size(1) fn main() { x[0] = x[0] * 2.0h; }";
+    assert!(check("f16", f16_body).is_err(), "f16 without the extension must be rejected");
+    // With it (`shader-f16`), the one extension a variant may enable.
+    assert!(check("f16", &format!("enable f16;\n{f16_body}")).is_ok(), "f16 behind `enable f16;`");
     let i64_src = "@group(0) @binding(0) var<storage, read_write> x: array<i64>;\n@compute @workgroup_size(1) fn main() { x[0] = x[0] * 2li; }";
     assert!(check("i64", i64_src).is_err(), "i64 must be rejected");
     let packed = "@group(0) @binding(0) var<storage, read_write> x: array<u32>;\n@compute @workgroup_size(1) fn main() { x[0] = pack2x16float(unpack2x16float(x[0]) * 2.0); }";

@@ -1,6 +1,8 @@
 //! Every WGSL variant the library can dispatch compiles on the browser's WebGPU device. The
 //! browser's compiler enforces rules naga's validation lets through (uniform control flow
 //! around barriers, no constant Inf/NaN), so this is the check that the shaders run on the web.
+//! The variants that enable f16 compile where the adapter has `shader-f16` and are counted as
+//! skipped where it has not (the library dispatches them only on such devices).
 
 use wasm_bindgen_test::*;
 
@@ -10,14 +12,25 @@ wasm_bindgen_test_configure!(run_in_browser);
 async fn every_shader_variant_compiles_in_the_browser() {
     let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle());
     let adapter = instance.request_adapter(&wgpu::RequestAdapterOptions::default()).await.expect("a WebGPU adapter");
+    let f16 = adapter.features().contains(wgpu::Features::SHADER_F16);
+    let required_features = if f16 { wgpu::Features::SHADER_F16 } else { wgpu::Features::empty() };
     let (device, _queue) = adapter
-        .request_device(&wgpu::DeviceDescriptor { required_limits: adapter.limits(), ..Default::default() })
+        .request_device(&wgpu::DeviceDescriptor {
+            required_limits: adapter.limits(),
+            required_features,
+            ..Default::default()
+        })
         .await
         .expect("a WebGPU device");
     let variants = dygraph::testing::all_shader_variants().expect("every variant expands");
     assert!(variants.len() > 100, "only {} variants", variants.len());
     let mut failures = Vec::new();
+    let mut skipped = 0;
     for (key, source) in &variants {
+        if source.starts_with("enable f16;") && !f16 {
+            skipped += 1;
+            continue;
+        }
         let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
         let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some(key),
@@ -36,6 +49,11 @@ async fn every_shader_variant_compiles_in_the_browser() {
             failures.push(format!("{key}: {}", errors.join("; ")));
         }
     }
+    wasm_bindgen_test::console_log!(
+        "compiled {} of {} shader variants in the browser ({skipped} that enable f16 skipped: no shader-f16)",
+        variants.len() - skipped,
+        variants.len()
+    );
     assert!(
         failures.is_empty(),
         "{} of {} variants fail to compile:\n{}",

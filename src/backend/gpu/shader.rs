@@ -76,9 +76,13 @@ fn file(name: &str) -> Result<&'static str> {
 /// the 1-D workgroup size, the same constant the dispatcher divides by, and `{{CACHED}}` the
 /// row kernels' elements per invocation, the same constant their dispatchers compare with.
 /// A placeholder left unfilled is an error, so a template and its variants cannot drift
-/// apart silently.
+/// apart silently. A variant's `ENABLE` entry names a WGSL extension the source enables first
+/// (`f16`: a variant for devices with `SHADER_F16`).
 pub(crate) fn expand(name: &str, variant: &Variant) -> Result<String> {
     let mut out = String::new();
+    for (_, ext) in variant.iter().filter(|(k, _)| *k == "ENABLE") {
+        out.push_str(&format!("enable {ext};\n"));
+    }
     let mut included = Vec::new();
     include_into(name, &mut out, &mut included)?;
     out = out.replace("{{WG}}", &super::WORKGROUP.to_string());

@@ -8,7 +8,7 @@ use crate::backend::cpu::CpuData;
 use crate::backend::cpu::elementwise::{RunFn, zip_run, zip_strided, zip_strided_runs};
 use crate::backend::gpu::{Bind, Kernel, Variant, WORKGROUP};
 use crate::ops::registry::apply::apply1;
-use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
+use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Half, Op, inputs};
 use crate::ops::registry::{Facts, Fusion, op_header};
 use crate::ops::wgsl;
 use crate::shape::{broadcast_shapes, broadcast_strides, strided_params};
@@ -70,11 +70,10 @@ impl TableRow for BinaryDef {
     }
 
     fn accessors(&self, dtype: DType, out: DType) -> Variant {
-        vec![
-            ("LOAD_A", wgsl::load(dtype, "lhs", "ia")),
-            ("LOAD_B", wgsl::load(dtype, "rhs", "ib")),
-            ("STORE", wgsl::store(out, "y")),
-        ]
+        let load = |buf: &str, idx: &str| {
+            if dtype == DType::Float16 { wgsl::load_f16(buf, idx) } else { wgsl::load(dtype, buf, idx) }
+        };
+        vec![("LOAD_A", load("lhs", "ia")), ("LOAD_B", load("rhs", "ib")), ("STORE", wgsl::store(out, "y"))]
     }
 }
 
@@ -194,6 +193,10 @@ impl Op for BinaryDef {
         } else {
             k.ctx.dispatch(&BINARY, self.key(dtype), "main", &binds, &params, n as u64)
         }
+    }
+
+    fn half(&self) -> Half {
+        Half::GpuFloat16
     }
 
     fn differentiable(&self) -> bool {

@@ -22,8 +22,8 @@ use crate::ops::registry::op::OpHeader;
 use crate::ops::wgsl;
 use crate::{DType, Error};
 
-/// A table row's WGSL expressions: `f32` for float32 (and for int32 where `i32` is not
-/// set), and the int64 and bool ones where the row has GPU kernels for those dtypes.
+/// A table row's WGSL expressions: `f32` for float32 and float16 (and for int32 where `i32`
+/// is not set), and the int64 and bool ones where the row has GPU kernels for those dtypes.
 pub(crate) struct GpuExprs {
     pub f32: &'static str,
     pub i32: Option<&'static str>,
@@ -45,7 +45,7 @@ impl GpuExprs {
     /// The expression for `dtype` of a row with float and/or int closures.
     fn get(&self, dtype: DType, float: bool, int: bool) -> Option<&'static str> {
         match dtype {
-            DType::Float32 => float.then_some(self.f32),
+            DType::Float32 | DType::Float16 => float.then_some(self.f32),
             DType::Int32 => int.then(|| self.i32.unwrap_or(self.f32)),
             DType::Int64 => self.i64,
             DType::Bool => self.bool,
@@ -69,8 +69,10 @@ fn family_dtypes(float: bool, int: bool, boolean: bool) -> Vec<DType> {
     d
 }
 
-/// The dtypes a table row can have a GPU variant for (float16 computes through float32).
-const GPU_DTYPES: [DType; 4] = [DType::Float32, DType::Int32, DType::Int64, DType::Bool];
+/// The dtypes a table row can have a GPU variant for. float16's variant enables f16 (for
+/// devices with `SHADER_F16`; elsewhere float16 computes through float32, as bfloat16
+/// always does).
+const GPU_DTYPES: [DType; 5] = [DType::Float32, DType::Float16, DType::Int32, DType::Int64, DType::Bool];
 
 /// What the unary and binary tables share: a row's position (its GPU variant key), its
 /// dtypes, its WGSL expression and the substitutions of one shader variant.
@@ -86,10 +88,17 @@ pub(crate) trait TableRow: OpHeader + Sync + 'static {
     /// The shader's loads, stores and parameters for inputs of `dtype`.
     fn accessors(&self, dtype: DType, out: DType) -> Variant;
 
-    /// The shader substitutions for `dtype` (only requested where `gpu_expr` has one).
+    /// The shader substitutions for `dtype` (only requested where `gpu_expr` has one). The
+    /// float16 variant stores WGSL `f16` elements and computes in f32, rounding each result
+    /// once.
     fn variant(&self, dtype: DType) -> Variant {
         let out = self.out_dtype(dtype);
         let mut v = wgsl::io_types(dtype, out);
+        if dtype == DType::Float16 {
+            let ys = if out == DType::Float16 { "f16" } else { wgsl::storage(out) };
+            v = vec![("ENABLE", "f16".into()), ("XS", "f16".into()), ("XT", "f32".into()), ("YS", ys.into())];
+            v.push(("YT", wgsl::compute(out).into()));
+        }
         v.push(("EXPR", self.gpu_expr(dtype).unwrap_or_default().into()));
         v.extend(self.accessors(dtype, out));
         v

@@ -8,7 +8,7 @@ use crate::backend::cpu::elementwise::{PAR_MIN, par_map};
 use crate::backend::cpu::par_chunks_new;
 use crate::backend::gpu::{Bind, Kernel, Variant};
 use crate::ops::registry::apply::apply1;
-use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
+use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Half, Op, inputs};
 use crate::ops::registry::op_header;
 use crate::ops::registry::{AmpList, AttrMap, AttrValue, Commute, Facts, Fusion};
 use crate::ops::wgsl;
@@ -55,8 +55,9 @@ impl TableRow for UnaryDef {
     }
 
     fn accessors(&self, dtype: DType, out: DType) -> Variant {
+        let load = if dtype == DType::Float16 { wgsl::load_f16("src", "i") } else { wgsl::load(dtype, "src", "i") };
         vec![
-            ("LOAD", wgsl::load(dtype, "src", "i")),
+            ("LOAD", load),
             ("STORE", wgsl::store(out, "y")),
             ("P0", wgsl::param(dtype, 1)),
             ("P1", wgsl::param(dtype, 1 + wgsl::param_words(dtype))),
@@ -151,6 +152,10 @@ impl Op for UnaryDef {
             params.extend(wgsl::scalar_words(dtype, v.into()));
         }
         k.ctx.dispatch(&UNARY, self.key(dtype), "main", &[Bind::read(k.x(0)), Bind::write(k.y(0))], &params, n as u64)
+    }
+
+    fn half(&self) -> Half {
+        Half::GpuFloat16
     }
 
     fn differentiable(&self) -> bool {

@@ -105,7 +105,7 @@ impl<O: Op> Call for TypedCall<'_, O> {
             r?
         } else if op.view() {
             vec![inputs[0].with_shape(outs[0].shape.clone())]
-        } else if op.half() == Half::ViaF32 && metas.iter().any(|m| m.dtype.is_half()) {
+        } else if through_float32(op.half(), &metas) {
             through_f32(op, inputs, &self.attrs, outs)?
         } else {
             run_kernels(op, inputs, &metas, &self.attrs, plan, outs)?
@@ -144,6 +144,25 @@ impl<O: Op> Call for TypedCall<'_, O> {
             m = m.with("place", place);
         }
         apply(self.op, inputs, self.op.parse_attrs(&m)?)
+    }
+}
+
+/// Whether a call with inputs `metas` runs on float32 copies of its 16-bit float inputs.
+fn through_float32(half: Half, metas: &[TensorMeta]) -> bool {
+    if !metas.iter().any(|m| m.dtype.is_half()) {
+        return false;
+    }
+    match half {
+        Half::Native => false,
+        Half::ViaF32 => true,
+        Half::GpuFloat16 => {
+            let native = metas.iter().all(|m| m.dtype != DType::BFloat16)
+                && match metas[0].place {
+                    Place::Gpu(index) => gpu::native_float16(index),
+                    Place::Cpu => false,
+                };
+            !native
+        }
     }
 }
 

@@ -19,6 +19,10 @@ pub(crate) enum Half {
     ViaF32,
     /// The kernels handle float16 themselves (casts, fills, raw copies).
     Native,
+    /// The GPU kernels take float16 as WGSL `f16` elements where the device has
+    /// `SHADER_F16` (and `FLAGS_native_float16` is on); elsewhere, on the CPU and for
+    /// bfloat16, as `ViaF32`.
+    GpuFloat16,
 }
 
 /// What an entry is called and what it carries; written by [`registry_entry!`] or
