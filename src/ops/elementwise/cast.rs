@@ -2,6 +2,8 @@
 //! gives 0), anything to bool is `!= 0`, int64 to int32 wraps.
 
 use crate::backend::cpu::CpuData;
+use crate::backend::cpu::elementwise::PAR_MIN;
+use crate::backend::cpu::par_chunks_new;
 use crate::backend::gpu::{Bind, Kernel, Variant};
 use crate::ops::registry::apply::apply1;
 use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Half, Op, inputs};
@@ -76,12 +78,27 @@ fn variant(from: DType, to: DType) -> Variant {
 }
 
 fn cpu_cast(d: &CpuData, to: DType) -> CpuData {
+    use half::slice::HalfFloatSliceExt;
     let n = d.len();
+    // The 16-bit float casts autocast makes around most ops convert whole chunks in parallel
+    // through `half`'s slice conversions (F16C instructions where the CPU has them).
     match d {
-        CpuData::F16(v) if to == DType::Float32 => CpuData::F32(v.iter().map(|x| x.to_f32()).collect()),
-        CpuData::F32(v) if to == DType::Float16 => CpuData::F16(v.iter().map(|&x| half::f16::from_f32(x)).collect()),
-        CpuData::BF16(v) if to == DType::Float32 => CpuData::F32(v.iter().map(|x| x.to_f32()).collect()),
-        CpuData::F32(v) if to == DType::BFloat16 => CpuData::BF16(v.iter().map(|&x| half::bf16::from_f32(x)).collect()),
+        CpuData::F16(v) if to == DType::Float32 => CpuData::F32(par_chunks_new(n, 0.0, PAR_MIN, |start, out| {
+            v[start..start + out.len()].convert_to_f32_slice(out)
+        })),
+        CpuData::F32(v) if to == DType::Float16 => {
+            CpuData::F16(par_chunks_new(n, half::f16::ZERO, PAR_MIN, |start, out| {
+                out.convert_from_f32_slice(&v[start..start + out.len()])
+            }))
+        }
+        CpuData::BF16(v) if to == DType::Float32 => CpuData::F32(par_chunks_new(n, 0.0, PAR_MIN, |start, out| {
+            v[start..start + out.len()].convert_to_f32_slice(out)
+        })),
+        CpuData::F32(v) if to == DType::BFloat16 => {
+            CpuData::BF16(par_chunks_new(n, half::bf16::ZERO, PAR_MIN, |start, out| {
+                out.convert_from_f32_slice(&v[start..start + out.len()])
+            }))
+        }
         CpuData::Bool(_) | CpuData::I32(_) | CpuData::I64(_) => CpuData::from_i64(to, (0..n).map(|i| d.get_i64(i))),
         _ => CpuData::from_f64(to, (0..n).map(|i| d.get_f64(i))),
     }
