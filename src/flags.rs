@@ -138,17 +138,21 @@ fn switch(value: &str) -> Option<bool> {
     }
 }
 
-/// Whether float16 may run native GPU kernels (the flag, else `DYGRAPH_NATIVE_FLOAT16`, read
-/// once; on by default).
-pub(crate) fn native_float16_enabled() -> bool {
-    match NATIVE_FLOAT16.load(Ordering::Relaxed) {
-        0 => {
-            let on = std::env::var("DYGRAPH_NATIVE_FLOAT16").ok().and_then(|v| switch(&v)).unwrap_or(true);
-            let _ = NATIVE_FLOAT16.compare_exchange(0, if on { 2 } else { 1 }, Ordering::Relaxed, Ordering::Relaxed);
-            NATIVE_FLOAT16.load(Ordering::Relaxed) == 2
-        }
-        v => v == 2,
+/// An on/off flag held in `cell` (0 not read yet, 1 off, 2 on): its value, else the
+/// environment variable `env` parsed by `parse`, else `default`, read once (a `set_flags`
+/// racing the first read wins).
+fn switch_flag(cell: &AtomicU8, env: &str, parse: fn(&str) -> Option<bool>, default: bool) -> bool {
+    if cell.load(Ordering::Relaxed) == 0 {
+        let on = std::env::var(env).ok().and_then(|v| parse(&v)).unwrap_or(default);
+        let _ = cell.compare_exchange(0, if on { 2 } else { 1 }, Ordering::Relaxed, Ordering::Relaxed);
     }
+    cell.load(Ordering::Relaxed) == 2
+}
+
+/// Whether float16 may run native GPU kernels (the flag, else `DYGRAPH_NATIVE_FLOAT16`; on by
+/// default).
+pub(crate) fn native_float16_enabled() -> bool {
+    switch_flag(&NATIVE_FLOAT16, "DYGRAPH_NATIVE_FLOAT16", switch, true)
 }
 
 /// `FLAGS_shadow`'s value: `cpu` shadows on the CPU, `off`/`0`/empty turns it off.
@@ -162,12 +166,5 @@ fn shadow_setting(value: &str) -> Option<bool> {
 
 /// Whether GPU ops are shadowed on the CPU (the flag, else `DYGRAPH_SHADOW`, read once).
 pub(crate) fn shadow_enabled() -> bool {
-    match SHADOW.load(Ordering::Relaxed) {
-        0 => {
-            let on = std::env::var("DYGRAPH_SHADOW").ok().and_then(|v| shadow_setting(&v)).unwrap_or(false);
-            let _ = SHADOW.compare_exchange(0, if on { 2 } else { 1 }, Ordering::Relaxed, Ordering::Relaxed);
-            SHADOW.load(Ordering::Relaxed) == 2
-        }
-        v => v == 2,
-    }
+    switch_flag(&SHADOW, "DYGRAPH_SHADOW", shadow_setting, false)
 }

@@ -45,7 +45,7 @@ pub(crate) fn load(dtype: DType, buf: &str, idx: &str) -> String {
 
 /// Expression loading element `idx` of a buffer of WGSL `f16` elements as f32: float16's
 /// packed layout seen by a kernel that enables f16 (devices with `SHADER_F16`).
-pub(crate) fn load_f16(buf: &str, idx: &str) -> String {
+fn load_f16(buf: &str, idx: &str) -> String {
     format!("f32({buf}[{idx}])")
 }
 
@@ -57,6 +57,29 @@ pub(crate) fn store(dtype: DType, val: &str) -> String {
         DType::Float16 => format!("f16({val})"),
         _ => val.to_string(),
     }
+}
+
+/// How a kernel reading packed words tells the float dtypes apart: 0 float32, 1 float16,
+/// 2 bfloat16 (a `half` parameter of `nan_check.wgsl` and `check_finite_and_unscale.wgsl`).
+pub(crate) fn half_mode(dtype: DType) -> u32 {
+    match dtype {
+        DType::Float16 => 1,
+        DType::BFloat16 => 2,
+        _ => 0,
+    }
+}
+
+/// The `XS`/`XT`/`YS`/`YT` substitutions of a kernel that enables f16 and reads float16 as
+/// WGSL `f16` elements (computing in f32), writing `out`.
+pub(crate) fn f16_io_types(out: DType) -> Variant {
+    let ys = if out == DType::Float16 { "f16" } else { storage(out) };
+    vec![("XS", "f16".into()), ("XT", "f32".into()), ("YS", ys.into()), ("YT", compute(out).into())]
+}
+
+/// Loads of a table kernel for inputs of `dtype`: WGSL `f16` elements for float16 (the
+/// kernels that enable f16), else [`load`].
+pub(crate) fn table_load(dtype: DType, buf: &str, idx: &str) -> String {
+    if dtype == DType::Float16 { load_f16(buf, idx) } else { load(dtype, buf, idx) }
 }
 
 /// u32 words a scalar parameter of `dtype` occupies.

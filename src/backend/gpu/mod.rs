@@ -35,7 +35,7 @@ pub(crate) use readback::PendingRead;
 pub(crate) use recorder::{Bind, PARAMS_WORDS, grid};
 #[cfg(all(feature = "mpi", not(target_arch = "wasm32")))]
 pub(crate) use registry::hardware_adapter_count;
-pub(crate) use registry::{context, hardware_adapter_available, native_float16};
+pub(crate) use registry::{context, hardware_adapter_available};
 pub use registry::{
     dispatch_count, empty_cache, gpu_count, gpu_info, init_gpu, memory_stats, reset_peak_memory, set_memory_limit,
     submit_count, sync,

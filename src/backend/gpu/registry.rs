@@ -159,12 +159,6 @@ pub async fn init_gpu() -> Result<GpuInfo> {
     }
 }
 
-/// Whether float16 runs native kernels on `gpu:index`: its device has `SHADER_F16` and
-/// `FLAGS_native_float16` is on.
-pub(crate) fn native_float16(index: usize) -> bool {
-    crate::flags::native_float16_enabled() && context(index).is_ok_and(|c| c.has_shader_f16())
-}
-
 /// Description of `gpu:index` (opens it).
 pub fn gpu_info(index: usize) -> Result<GpuInfo> {
     Ok(context(index)?.gpu_info())

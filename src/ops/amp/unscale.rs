@@ -102,11 +102,7 @@ impl Op for UnscaleOp {
             if n == 0 {
                 continue;
             }
-            let half: u32 = match k.ins[i].dtype {
-                DType::Float16 => 1,
-                DType::BFloat16 => 2,
-                _ => 0,
-            };
+            let half = crate::ops::wgsl::half_mode(k.ins[i].dtype);
             let words = if half > 0 { n.div_ceil(2) } else { n };
             let binds = [Bind::write(k.x(0)), Bind::read(k.x(1)), Bind::write(k.x(i))];
             k.ctx.dispatch(&UNSCALE_KERNEL, 0, "main", &binds, &[words as u32, half, n as u32], words as u64)?;

@@ -70,10 +70,11 @@ impl TableRow for BinaryDef {
     }
 
     fn accessors(&self, dtype: DType, out: DType) -> Variant {
-        let load = |buf: &str, idx: &str| {
-            if dtype == DType::Float16 { wgsl::load_f16(buf, idx) } else { wgsl::load(dtype, buf, idx) }
-        };
-        vec![("LOAD_A", load("lhs", "ia")), ("LOAD_B", load("rhs", "ib")), ("STORE", wgsl::store(out, "y"))]
+        vec![
+            ("LOAD_A", wgsl::table_load(dtype, "lhs", "ia")),
+            ("LOAD_B", wgsl::table_load(dtype, "rhs", "ib")),
+            ("STORE", wgsl::store(out, "y")),
+        ]
     }
 }
 

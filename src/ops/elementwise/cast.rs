@@ -80,28 +80,24 @@ fn variant(from: DType, to: DType) -> Variant {
 fn cpu_cast(d: &CpuData, to: DType) -> CpuData {
     use half::slice::HalfFloatSliceExt;
     let n = d.len();
-    // The 16-bit float casts autocast makes around most ops convert whole chunks in parallel
-    // through `half`'s slice conversions (F16C instructions where the CPU has them).
     match d {
-        CpuData::F16(v) if to == DType::Float32 => CpuData::F32(par_chunks_new(n, 0.0, PAR_MIN, |start, out| {
-            v[start..start + out.len()].convert_to_f32_slice(out)
-        })),
+        CpuData::F16(v) if to == DType::Float32 => CpuData::F32(chunked(v, 0.0, |a, y| a.convert_to_f32_slice(y))),
         CpuData::F32(v) if to == DType::Float16 => {
-            CpuData::F16(par_chunks_new(n, half::f16::ZERO, PAR_MIN, |start, out| {
-                out.convert_from_f32_slice(&v[start..start + out.len()])
-            }))
+            CpuData::F16(chunked(v, half::f16::ZERO, |a, y| y.convert_from_f32_slice(a)))
         }
-        CpuData::BF16(v) if to == DType::Float32 => CpuData::F32(par_chunks_new(n, 0.0, PAR_MIN, |start, out| {
-            v[start..start + out.len()].convert_to_f32_slice(out)
-        })),
+        CpuData::BF16(v) if to == DType::Float32 => CpuData::F32(chunked(v, 0.0, |a, y| a.convert_to_f32_slice(y))),
         CpuData::F32(v) if to == DType::BFloat16 => {
-            CpuData::BF16(par_chunks_new(n, half::bf16::ZERO, PAR_MIN, |start, out| {
-                out.convert_from_f32_slice(&v[start..start + out.len()])
-            }))
+            CpuData::BF16(chunked(v, half::bf16::ZERO, |a, y| y.convert_from_f32_slice(a)))
         }
         CpuData::Bool(_) | CpuData::I32(_) | CpuData::I64(_) => CpuData::from_i64(to, (0..n).map(|i| d.get_i64(i))),
         _ => CpuData::from_f64(to, (0..n).map(|i| d.get_f64(i))),
     }
+}
+
+/// `convert` over `xs` in parallel chunks: the 16-bit float casts autocast makes around most
+/// ops go through `half`'s slice conversions (F16C instructions where the CPU has them).
+fn chunked<A: Sync, Y: Copy + Send + Sync>(xs: &[A], zero: Y, convert: impl Fn(&[A], &mut [Y]) + Sync) -> Vec<Y> {
+    par_chunks_new(xs.len(), zero, PAR_MIN, |start, out| convert(&xs[start..start + out.len()], out))
 }
 
 /// A new GPU buffer holding the `n` elements of `src` (of `from`) converted to `to`: for

@@ -93,12 +93,13 @@ pub(crate) trait TableRow: OpHeader + Sync + 'static {
     /// once.
     fn variant(&self, dtype: DType) -> Variant {
         let out = self.out_dtype(dtype);
-        let mut v = wgsl::io_types(dtype, out);
-        if dtype == DType::Float16 {
-            let ys = if out == DType::Float16 { "f16" } else { wgsl::storage(out) };
-            v = vec![("ENABLE", "f16".into()), ("XS", "f16".into()), ("XT", "f32".into()), ("YS", ys.into())];
-            v.push(("YT", wgsl::compute(out).into()));
-        }
+        let mut v = if dtype == DType::Float16 {
+            let mut v = vec![("ENABLE", "f16".to_string())];
+            v.extend(wgsl::f16_io_types(out));
+            v
+        } else {
+            wgsl::io_types(dtype, out)
+        };
         v.push(("EXPR", self.gpu_expr(dtype).unwrap_or_default().into()));
         v.extend(self.accessors(dtype, out));
         v

@@ -55,9 +55,8 @@ impl TableRow for UnaryDef {
     }
 
     fn accessors(&self, dtype: DType, out: DType) -> Variant {
-        let load = if dtype == DType::Float16 { wgsl::load_f16("src", "i") } else { wgsl::load(dtype, "src", "i") };
         vec![
-            ("LOAD", load),
+            ("LOAD", wgsl::table_load(dtype, "src", "i")),
             ("STORE", wgsl::store(out, "y")),
             ("P0", wgsl::param(dtype, 1)),
             ("P1", wgsl::param(dtype, 1 + wgsl::param_words(dtype))),

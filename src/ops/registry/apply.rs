@@ -158,7 +158,9 @@ fn through_float32(half: Half, metas: &[TensorMeta]) -> bool {
         Half::GpuFloat16 => {
             let native = metas.iter().all(|m| m.dtype != DType::BFloat16)
                 && match metas[0].place {
-                    Place::Gpu(index) => gpu::native_float16(index),
+                    Place::Gpu(index) => {
+                        crate::flags::native_float16_enabled() && gpu::context(index).is_ok_and(|c| c.has_shader_f16())
+                    }
                     Place::Cpu => false,
                 };
             !native

@@ -31,11 +31,7 @@ fn gpu_check_finite(
 ) -> Result<()> {
     let n: usize = shape.iter().product();
     let (code, flag) = ctx.non_finite_flag(op, what, shape, dtype);
-    let half = match dtype {
-        DType::Float16 => 1,
-        DType::BFloat16 => 2,
-        _ => 0,
-    };
+    let half = crate::ops::wgsl::half_mode(dtype);
     let binds = [Bind::read(buffer), Bind::flag(&flag)];
     ctx.dispatch(&NAN_CHECK, 0, "main", &binds, &[n as u32, code, half], n as u64)
 }
