@@ -28,11 +28,17 @@
 #include "lib/split_k.wgsl"
 
 // `a_src` and `b_src` with their accessors `a_at`/`b_at` (one value) and `a4_at`/`b4_at` (four
-// from an index that is a multiple of 4): arrays of f32, or in the VECTOR variant (bwd_cols)
-// of vec4<f32>, which software adapters load a vector at a time (conv_block.rs).
+// from an index that is a multiple of 4): arrays of f32 (or f16), or in the VECTOR variant
+// (bwd_cols) of vec4s, which software adapters load a vector at a time (conv_block.rs).
+// The float16 variants (devices with `SHADER_F16`) read f16 operands and bias and write an
+// f16 `dst` ({{DS}}), computing in f32; split slices and the columns stay f32.
 {{OPERANDS}}
-@group(0) @binding(2) var<storage, read> bias: array<f32>;
-@group(0) @binding(3) var<storage, read_write> dst: array<f32>;
+@group(0) @binding(2) var<storage, read> bias: array<{{BS}}>;
+@group(0) @binding(3) var<storage, read_write> dst: array<{{DS}}>;
+
+fn store_dst(i: u32, v: f32) {
+    dst[i] = {{DS}}(v);
+}
 @group(0) @binding({{PARAMS}}) var<storage, read> params: array<u32>;
 
 {{EPILOGUE}}
@@ -134,7 +140,7 @@ fn fwd_store(m: u32, col: u32, grp: u32, split: u32, v: f32) {
     let oc = grp * P[16] + m;
     let i = ((col / l) * P[4] + oc) * l + col % l;
     if (P[22] > 1u) {
-        dst[split * P[27] + i] = v;
+        store_dst(split * P[27] + i, v);
         return;
     }
     fwd_output(i, oc, v);
@@ -144,9 +150,9 @@ fn fwd_store(m: u32, col: u32, grp: u32, split: u32, v: f32) {
 fn fwd_output(i: u32, oc: u32, v: f32) {
     var y = v;
     if (P[23] != 0u) {
-        y = y + bias[oc];
+        y = y + f32(bias[oc]);
     }
-    dst[i] = epilogue(y, i);
+    store_dst(i, epilogue(y, i));
 }
 
 fn fwd_finish(i: u32, v: f32) {
@@ -196,11 +202,11 @@ fn bwd_data_load_b(s: vec3<u32>, info: vec3<i32>, grp: u32) -> f32 {
 
 fn bwd_data_store(m: u32, col: u32, grp: u32, split: u32, v: f32) {
     let hw = P[2] * P[3];
-    dst[split * P[27] + ((col / hw) * P[1] + grp * P[15] + m) * hw + col % hw] = v;
+    store_dst(split * P[27] + ((col / hw) * P[1] + grp * P[15] + m) * hw + col % hw, v);
 }
 
 fn bwd_data_finish(i: u32, v: f32) {
-    dst[i] = v;
+    store_dst(i, v);
 }
 
 // ---- bwd_filter: A = dy [cout_g × n·oh·ow], B = im2col(x)ᵀ, C = partial dW of one split;
@@ -236,11 +242,11 @@ fn bwd_filter_load_b(s: vec3<u32>, info: vec3<i32>, grp: u32) -> f32 {
 }
 
 fn bwd_filter_store(m: u32, col: u32, grp: u32, split: u32, v: f32) {
-    dst[split * P[27] + (grp * P[16] + m) * P[18] + col] = v;
+    store_dst(split * P[27] + (grp * P[16] + m) * P[18] + col, v);
 }
 
 fn bwd_filter_finish(i: u32, v: f32) {
-    dst[i] = v;
+    store_dst(i, v);
 }
 
 // ---- bwd_cols (software adapters): A = Wᵀ per group, B = dy, C = the input gradient's
@@ -274,11 +280,11 @@ fn bwd_cols_load_b4(s: vec3<u32>, info: vec3<i32>, grp: u32) -> vec4<f32> {
 }
 
 fn bwd_cols_store(m: u32, col: u32, grp: u32, split: u32, v: f32) {
-    dst[split * P[27] + (grp * P[17] + m) * P[18] + col] = v;
+    store_dst(split * P[27] + (grp * P[17] + m) * P[18] + col, v);
 }
 
 fn bwd_cols_finish(i: u32, v: f32) {
-    dst[i] = v;
+    store_dst(i, v);
 }
 
 @compute @workgroup_size(16, 16)
@@ -478,7 +484,7 @@ fn col2im(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups
             acc = acc + a_at(first + (ki * P[8] + kj) * P[18] + oy * P[6] + ox);
         }
     }
-    dst[i] = acc;
+    store_dst(i, acc);
 }
 
 // The partial outputs of a split product are bound as `a_src` (lib/split_k.wgsl).

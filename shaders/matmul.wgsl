@@ -7,6 +7,9 @@
 // Every entry may split K (src/ops/split_k.rs): workgroup z =
 // batch·splits + split computes one slice of the reduction into its own partial output, and
 // `finish` sums the slices.
+// `{{AS}}` is the operands' element type and `{{CS}}` the output's: f32, or f16 in the
+// variants for float16 on devices with `SHADER_F16`, which load f16, accumulate in f32 and
+// round each output once (a split product's partial outputs stay f32).
 // params: [M, N, K, a_rs, a_cs, b_rs, b_cs, z_base, splits, k_chunk, outputs (one slice),
 //          batch_nd, batch_shape[nd], a_batch_stride[nd], b_batch_stride[nd]], an epilogue's
 //          at word 64
@@ -14,10 +17,30 @@
 #include "lib/math.wgsl"
 #include "lib/split_k.wgsl"
 
-@group(0) @binding(0) var<storage, read> a: array<f32>;
-@group(0) @binding(1) var<storage, read> b: array<f32>;
-@group(0) @binding(2) var<storage, read_write> c: array<f32>;
+@group(0) @binding(0) var<storage, read> a: array<{{AS}}>;
+@group(0) @binding(1) var<storage, read> b: array<{{AS}}>;
+@group(0) @binding(2) var<storage, read_write> c: array<{{CS}}>;
 @group(0) @binding({{PARAMS}}) var<storage, read> params: array<u32>;
+
+fn load_a(i: u32) -> f32 {
+    return f32(a[i]);
+}
+
+fn load_b(i: u32) -> f32 {
+    return f32(b[i]);
+}
+
+fn load_a4(i: u32) -> vec4<f32> {
+    return vec4<f32>(a4[i]);
+}
+
+fn load_b4(i: u32) -> vec4<f32> {
+    return vec4<f32>(b4[i]);
+}
+
+fn store_c(i: u32, v: f32) {
+    c[i] = {{CS}}(v);
+}
 
 {{EPILOGUE}}
 
@@ -83,7 +106,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
             let ak = e % 16u;
             var av = 0.0;
             if (row0 + am < p.m && k0 + ak < p.k_end) {
-                av = a[p.a_off + (row0 + am) * p.a_rs + (k0 + ak) * p.a_cs];
+                av = load_a(p.a_off + (row0 + am) * p.a_rs + (k0 + ak) * p.a_cs);
             }
             tile_a[ak * 64u + am] = av;
             // B tile: 16 k × 64 cols, cols fastest (contiguous for a row-major B).
@@ -91,7 +114,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
             let bn = e % 64u;
             var bv = 0.0;
             if (k0 + bk < p.k_end && col0 + bn < p.n) {
-                bv = b[p.b_off + (k0 + bk) * p.b_rs + (col0 + bn) * p.b_cs];
+                bv = load_b(p.b_off + (k0 + bk) * p.b_rs + (col0 + bn) * p.b_cs);
             }
             tile_b[bk * 64u + bn] = bv;
         }
@@ -118,9 +141,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
             let n = col0 + lid.x + 16u * j;
             if (m < p.m && n < p.n) {
                 if (params[8] > 1u) {
-                    c[p.split * params[10] + c_off + m * p.n + n] = acc[i * 4u + j];
+                    store_c(p.split * params[10] + c_off + m * p.n + n, acc[i * 4u + j]);
                 } else {
-                    c[c_off + m * p.n + n] = epilogue(acc[i * 4u + j], c_off + m * p.n + n);
+                    store_c(c_off + m * p.n + n, epilogue(acc[i * 4u + j], c_off + m * p.n + n));
                 }
             }
         }
@@ -129,7 +152,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
 
 // The partial outputs of a split product are bound as `a` (lib/split_k.wgsl).
 fn partial(at: u32) -> f32 {
-    return a[at];
+    return load_a(at);
 }
 
 // A split product's last step, one invocation per output: the sum of its K slices (the
@@ -141,7 +164,7 @@ fn finish(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups
     if (i >= outputs) {
         return;
     }
-    c[i] = epilogue(sum_slices(i, outputs, params[8]), i);
+    store_c(i, epilogue(sum_slices(i, outputs, params[8]), i));
 }
 
 // The same product without workgroup memory or barriers, for software adapters (lavapipe,
@@ -207,9 +230,9 @@ fn direct(
         let ra = blk.ra + k * p.a_cs;
         let c0 = blk.cb0 + k * p.b_rs;
         let c1 = blk.cb1 + k * p.b_rs;
-        let b0 = vec4<f32>(b[c0.x], b[c0.y], b[c0.z], b[c0.w]);
-        let b1 = vec4<f32>(b[c1.x], b[c1.y], b[c1.z], b[c1.w]);
-        direct_fma(&acc, vec4<f32>(a[ra.x], a[ra.y], a[ra.z], a[ra.w]), b0, b1);
+        let b0 = vec4<f32>(load_b(c0.x), load_b(c0.y), load_b(c0.z), load_b(c0.w));
+        let b1 = vec4<f32>(load_b(c1.x), load_b(c1.y), load_b(c1.z), load_b(c1.w));
+        direct_fma(&acc, vec4<f32>(load_a(ra.x), load_a(ra.y), load_a(ra.z), load_a(ra.w)), b0, b1);
     }
     direct_store(p, blk.m0, blk.n0, acc);
 }
@@ -231,13 +254,13 @@ fn direct4(
     var acc: array<vec4<f32>, 8>;
     for (var k = p.k_begin; k < p.k_end; k = k + 4u) {
         let ra = (blk.ra + k) / 4u;
-        let a0 = a4[ra.x];
-        let a1 = a4[ra.y];
-        let a2 = a4[ra.z];
-        let a3 = a4[ra.w];
+        let a0 = load_a4(ra.x);
+        let a1 = load_a4(ra.y);
+        let a2 = load_a4(ra.z);
+        let a3 = load_a4(ra.w);
         for (var t = 0u; t < 4u; t = t + 1u) {
             let bk = (k + t) * p.b_rs;
-            direct_fma(&acc, vec4<f32>(a0[t], a1[t], a2[t], a3[t]), b4[(q0 + bk) / 4u], b4[(q1 + bk) / 4u]);
+            direct_fma(&acc, vec4<f32>(a0[t], a1[t], a2[t], a3[t]), load_b4((q0 + bk) / 4u), load_b4((q1 + bk) / 4u));
         }
     }
     direct_store(p, blk.m0, blk.n0, acc);
@@ -255,9 +278,9 @@ fn direct_store(p: Problem, m0: u32, n0: u32, acc: array<vec4<f32>, 8>) {
                 let at = c_off + m * p.n + n;
                 let v = acc[2u * i + j / 4u][j % 4u];
                 if (params[8] > 1u) {
-                    c[p.split * params[10] + at] = v;
+                    store_c(p.split * params[10] + at, v);
                 } else {
-                    c[at] = epilogue(v, at);
+                    store_c(at, epilogue(v, at));
                 }
             }
         }
@@ -275,8 +298,8 @@ fn direct_store(p: Problem, m0: u32, n0: u32, acc: array<vec4<f32>, 8>) {
 var<workgroup> wide_a: array<vec4<f32>, 512>;
 var<workgroup> wide_b: array<vec4<f32>, 512>;
 
-@group(0) @binding(0) var<storage, read> a4: array<vec4<f32>>;
-@group(0) @binding(1) var<storage, read> b4: array<vec4<f32>>;
+@group(0) @binding(0) var<storage, read> a4: array<vec4<{{AS}}>>;
+@group(0) @binding(1) var<storage, read> b4: array<vec4<{{AS}}>>;
 
 // This invocation's share of each staged tile: 4 consecutive k of A row `a_r` from `a_k`,
 // and 4 consecutive columns of B row `b_k` from `b_c`.
@@ -294,9 +317,9 @@ fn wide_share(tid: u32) -> WideShare {
 fn wide_load(off: u32, rs: u32, cs: u32, r: u32, r_len: u32, k: u32, k_len: u32, from_a: bool) -> f32 {
     if (r < r_len && k < k_len) {
         if (from_a) {
-            return a[off + r * rs + k * cs];
+            return load_a(off + r * rs + k * cs);
         }
-        return b[off + k * rs + r * cs];
+        return load_b(off + k * rs + r * cs);
     }
     return 0.0;
 }
@@ -319,12 +342,12 @@ fn wide_fetch4(p: Problem, s: WideShare, row0: u32, col0: u32, k0: u32) -> array
     let r = row0 + s.a_r;
     let ka = k0 + s.a_k;
     if (r < p.m && ka < p.k_end) {
-        pa = a4[(p.a_off + r * p.a_rs + ka) / 4u];
+        pa = load_a4((p.a_off + r * p.a_rs + ka) / 4u);
     }
     let c = col0 + s.b_c;
     let kb = k0 + s.b_k;
     if (c < p.n && kb < p.k_end) {
-        pb = b4[(p.b_off + kb * p.b_rs + c) / 4u];
+        pb = load_b4((p.b_off + kb * p.b_rs + c) / 4u);
     }
     return array<vec4<f32>, 2>(pa, pb);
 }
@@ -378,7 +401,7 @@ fn wide_store(p: Problem, row0: u32, col0: u32, lid: vec3<u32>, acc: ptr<functio
             for (var j = 0u; j < 4u; j = j + 1u) {
                 let n = col0 + h * 64u + lid.x * 4u + j;
                 if (m < p.m && n < p.n) {
-                    c[c_off + m * p.n + n] = epilogue(v[j], c_off + m * p.n + n);
+                    store_c(c_off + m * p.n + n, epilogue(v[j], c_off + m * p.n + n));
                 }
             }
         }
@@ -396,7 +419,7 @@ fn wide_store_partial(base: u32, p: Problem, row0: u32, col0: u32, lid: vec3<u32
             for (var j = 0u; j < 4u; j = j + 1u) {
                 let n = col0 + h * 64u + lid.x * 4u + j;
                 if (m < p.m && n < p.n) {
-                    c[base + m * p.n + n] = v[j];
+                    store_c(base + m * p.n + n, v[j]);
                 }
             }
         }

@@ -121,3 +121,32 @@ pub(crate) fn check_gpu_dtype(op: &'static str, dtype: DType, place: Place) -> R
     }
     Ok(())
 }
+
+/// Variant-key bit of the matrix products' float16 variants (matmul, conv2d, for devices
+/// with `SHADER_F16`): the operands are WGSL `f16` elements.
+pub(crate) const F16_OPERANDS: u32 = 1 << 30;
+/// Variant-key bit: the result is WGSL `f16` elements.
+pub(crate) const F16_RESULT: u32 = 1 << 29;
+
+/// The float16 variants of product key `base`: f16 operands and result; f16 operands into
+/// f32 (a split product's slices, the input gradient's columns); f32 into an f16 result
+/// (their `finish` or `col2im`).
+pub(crate) fn f16_product_keys(base: u32) -> [u32; 3] {
+    [base | F16_OPERANDS | F16_RESULT, base | F16_OPERANDS, base | F16_RESULT]
+}
+
+/// A product key without its float16 bits, the substitutions they add (`enable f16`) and
+/// the WGSL element types of the operands and of the result.
+pub(crate) fn f16_product_types(key: u32) -> (u32, Variant, &'static str, &'static str) {
+    let element = |bit: u32| if key & bit != 0 { "f16" } else { "f32" };
+    let enable = if key & (F16_OPERANDS | F16_RESULT) != 0 { vec![("ENABLE", "f16".into())] } else { Vec::new() };
+    (key & !(F16_OPERANDS | F16_RESULT), enable, element(F16_OPERANDS), element(F16_RESULT))
+}
+
+/// The keys a product of `base` runs with, for operands and a result of the dtypes given:
+/// its main entry's (into f32 slices when `split`) and its `finish`'s (from the slices).
+pub(crate) fn product_keys(base: u32, operands: DType, result: DType, split: bool) -> (u32, u32) {
+    let bit = |dtype: DType, bit: u32| if dtype == DType::Float16 { bit } else { 0 };
+    let result_bit = bit(result, F16_RESULT);
+    (base | bit(operands, F16_OPERANDS) | if split { 0 } else { result_bit }, base | result_bit)
+}

@@ -95,3 +95,105 @@ fn the_profiler_sees_which_float16_path_ran() {
     assert_eq!(paddle::get_flags(&["FLAGS_native_float16"]).unwrap()[0].1, "1");
     assert!(paddle::set_flags(&[("FLAGS_native_float16", "maybe")]).is_err());
 }
+
+/// float16 matrix products natively (f16 loads, f32 accumulation, one rounding per output)
+/// and through float32 give the same bits, and the CPU's values within float16's rounding;
+/// the shapes cross the entry's tiles, transposes, broadcast batches and a split reduction
+/// (the 64×800·800×10 product splits K on software adapters; `split_k.rs` forces the other
+/// entries' splits in float16 too).
+#[test]
+fn float16_matrix_products_agree_by_both_paths() {
+    let _exclusive = crate::exclusive();
+    let Some(gpu) = common::gpu_or_skip() else { return };
+    let _again = NativeAgain;
+    let has_f16 = paddle::gpu_info(0).unwrap().shader_f16;
+    let seed = common::run_seed();
+    let mut rng = Rng::new(seed);
+    let cases: [(&[usize], &[usize], bool, bool); 5] = [
+        (&[3, 5], &[5, 2], false, false),
+        (&[130, 17], &[17, 70], false, false),
+        (&[33, 20], &[40, 20], false, true),
+        (&[2, 1, 65, 24], &[3, 24, 132], false, false),
+        (&[64, 800], &[800, 10], false, false),
+    ];
+    for (xs, ys, tx, ty) in cases {
+        let data = |rng: &mut Rng, s: &[usize]| rng.vec(s.iter().product(), -1.0, 1.0);
+        let (xv, yv) = (data(&mut rng, xs), data(&mut rng, ys));
+        let run = |place: Place| -> Vec<f64> {
+            let x = common::tensor(&xv, xs, DType::Float16, place);
+            let y = common::tensor(&yv, ys, DType::Float16, place);
+            let out = paddle::matmul(&x, &y, tx, ty).unwrap();
+            assert_eq!(out.dtype(), DType::Float16);
+            values(&out)
+        };
+        set_native(true);
+        paddle::sync().unwrap();
+        let p = Profiler::start(gpu).unwrap();
+        let native = run(gpu);
+        let casts: u64 = p.stop().unwrap().shader("cast.wgsl").iter().map(|k| k.calls).sum();
+        set_native(false);
+        let via = run(gpu);
+        let cpu = run(Place::Cpu);
+        let what = format!("matmul {xs:?}·{ys:?} (seed {seed})");
+        // The inputs' casts to float16 on the host's side are uploads, not kernels.
+        assert_eq!(casts == 0, has_f16, "{what}: {casts} cast kernels natively, device SHADER_F16 {has_f16}");
+        assert!(same(&native, &via), "{what}: native and through float32 differ");
+        let k = if tx { xs[xs.len() - 2] } else { xs[xs.len() - 1] };
+        check_allclose(&format!("{what}: GPU vs CPU"), &native, &cpu, 2e-7 * k as f64 + 1e-3, 2e-3).unwrap();
+    }
+    println!("{} float16 matrix products agree natively, through float32 and on the CPU", cases.len());
+}
+
+/// float16 convolutions natively and through float32: the forward (with bias, strided,
+/// padded, grouped) and both gradients give the same bits, and the CPU's values within
+/// float16's rounding; natively the forward runs no cast kernel.
+#[test]
+fn float16_convolutions_agree_by_both_paths() {
+    let _exclusive = crate::exclusive();
+    let Some(gpu) = common::gpu_or_skip() else { return };
+    let _again = NativeAgain;
+    let has_f16 = paddle::gpu_info(0).unwrap().shader_f16;
+    let seed = common::run_seed();
+    let mut rng = Rng::new(seed);
+    // (x shape, weight shape, [stride, padding, groups])
+    let cases: [([usize; 4], [usize; 4], [usize; 3]); 4] = [
+        ([2, 3, 9, 9], [4, 3, 3, 3], [1, 1, 1]),
+        ([1, 4, 10, 10], [6, 2, 3, 3], [2, 0, 2]),
+        ([3, 5, 6, 6], [8, 5, 1, 1], [1, 0, 1]),
+        ([1, 1, 12, 12], [20, 1, 5, 5], [1, 2, 1]),
+    ];
+    for (xs, ws, [stride, padding, groups]) in cases {
+        let xv = rng.vec(xs.iter().product(), -1.0, 1.0);
+        let wv = rng.vec(ws.iter().product(), -0.5, 0.5);
+        let bv = rng.vec(ws[0], -0.5, 0.5);
+        let opts = paddle::Conv2dOptions::new().stride(stride).padding(padding).groups(groups);
+        let run = |place: Place| -> (Vec<Vec<f64>>, u64) {
+            let x = common::tensor(&xv, &xs, DType::Float16, place);
+            let w = common::tensor(&wv, &ws, DType::Float16, place);
+            let b = common::tensor(&bv, &[ws[0]], DType::Float16, place);
+            x.set_stop_gradient(false);
+            w.set_stop_gradient(false);
+            paddle::sync().unwrap();
+            let p = place.is_gpu().then(|| Profiler::start(place).unwrap());
+            let y = paddle::conv2d(&x, &w, Some(&b), &opts).unwrap();
+            let casts = p.map_or(0, |p| p.stop().unwrap().shader("cast.wgsl").iter().map(|k| k.calls).sum());
+            assert_eq!(y.dtype(), DType::Float16);
+            let r = common::tensor(&vec![0.25; y.numel()], y.shape(), DType::Float16, place);
+            (&y * &r).sum(&[], false).unwrap().backward().unwrap();
+            let grad = |t: &Tensor| values(&t.grad().unwrap());
+            (vec![values(&y), grad(&x), grad(&w)], casts)
+        };
+        set_native(true);
+        let (native, casts) = run(gpu);
+        set_native(false);
+        let (via, _) = run(gpu);
+        let (cpu, _) = run(Place::Cpu);
+        let what = format!("conv2d x {xs:?} w {ws:?} stride {stride} groups {groups} (seed {seed})");
+        assert_eq!(casts == 0, has_f16, "{what}: {casts} cast kernels natively, device SHADER_F16 {has_f16}");
+        for ((name, n), (v, c)) in ["y", "dx", "dw"].iter().zip(&native).zip(via.iter().zip(&cpu)) {
+            assert!(same(n, v), "{what}: {name} natively and through float32 differ");
+            check_allclose(&format!("{what}: {name}, GPU vs CPU"), n, c, 2e-3, 3e-3).unwrap();
+        }
+    }
+    println!("{} float16 convolutions agree natively, through float32 and on the CPU", cases.len());
+}

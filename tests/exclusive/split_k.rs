@@ -140,7 +140,45 @@ fn split_child() {
         let ran = summary.shader("matmul.wgsl").iter().any(|k| k.entry == *entry && k.calls > 0);
         assert!(ran, "matmul.wgsl `{entry}` did not run\n{summary}");
     }
+    // float16 products split too (natively on devices with SHADER_F16: f16 operands into f32
+    // slices, summed into an f16 output).
+    let p = Profiler::start(gpu).unwrap();
+    let half_gpu = half_products(seed, gpu);
+    let summary = p.stop().unwrap();
+    for (i, (g, c)) in half_gpu.iter().zip(&half_products(seed, Place::Cpu)).enumerate() {
+        common::check_allclose(&format!("float16 product {i}, split on the GPU against the CPU"), g, c, 2e-3, 2e-3)
+            .unwrap();
+    }
+    let finishes =
+        |shader: &str| -> u64 { summary.shader(shader).iter().filter(|k| k.entry == "finish").map(|k| k.calls).sum() };
+    assert_eq!(finishes("matmul.wgsl"), 2, "float16 split products finished\n{summary}");
+    // The convolution's forward and filter gradient split with every kernel.
+    assert!(finishes("conv2d.wgsl") >= 2, "float16 split convolutions finished\n{summary}");
     println!("split products checked");
+}
+
+/// A 64×800·800×10 and a batched 2×(5×300·300×12) product, and a convolution with its
+/// gradients, in float16 on `place`.
+fn half_products(seed: u64, place: Place) -> Vec<Vec<f64>> {
+    let mut rng = common::Rng::new(seed ^ 0x16);
+    let mut t = |shape: &[usize]| {
+        let n = shape.iter().product();
+        common::tensor(&rng.vec(n, -1.0, 1.0), shape, DType::Float16, place)
+    };
+    let (a, m, ra, rb) = (t(&[64, 800]), t(&[800, 10]), t(&[2, 5, 300]), t(&[2, 300, 12]));
+    let p = paddle::matmul(&a, &m, false, false).unwrap();
+    let rp = paddle::matmul(&ra, &rb, false, false).unwrap();
+    let (x, w, b) = conv_operands(seed, place);
+    let [x, w, b] = [x, w, b].map(|t| {
+        let h = t.cast(DType::Float16).unwrap().detach();
+        h.set_stop_gradient(false);
+        h
+    });
+    let y = paddle::conv2d(&x, &w, Some(&b), &Default::default()).unwrap();
+    let r = common::tensor(&vec![0.5; y.numel()], y.shape(), DType::Float16, place);
+    (&y * &r).sum(&[], false).unwrap().backward().unwrap();
+    let grad = |t: &Tensor| values(&t.grad().expect("a gradient"));
+    vec![values(&p), values(&rp), values(&y), grad(&x), grad(&w)]
 }
 
 #[test]

@@ -5,7 +5,7 @@
 
 use crate::common;
 
-use dygraph::{self as paddle, Place, Tensor};
+use dygraph::{self as paddle, DType, Place, Tensor};
 
 /// `[batch.., m, k] · [batch.., k, n]` in float64, from row-major data, batch dims
 /// broadcast (numpy rules), with optional transposes as `matmul` takes them.
@@ -100,6 +100,15 @@ fn gpu_matches_float64_reference() {
         let k = if tx { xs[xs.len() - 2] } else { xs[xs.len() - 1] };
         let atol = 2e-7 * (k.max(1) as f64);
         if let Err(m) = common::check_allclose(&what, &common::values(&got), &want, atol, 1e-5) {
+            failures.push(m);
+        }
+        // float16 operands (natively on devices with SHADER_F16): the reference of the
+        // rounded operands, within one float16 rounding of each output.
+        let (x16, y16) = (x.cast(DType::Float16).unwrap(), y.cast(DType::Float16).unwrap());
+        let (want, _) = reference(&x16, &y16, tx, ty);
+        let got = paddle::matmul(&x16.to(g).unwrap(), &y16.to(g).unwrap(), tx, ty).unwrap();
+        let what = format!("{what} in float16");
+        if let Err(m) = common::check_allclose(&what, &common::values(&got), &want, atol + 1e-4, 1e-3) {
             failures.push(m);
         }
     }

@@ -117,7 +117,7 @@ impl Op for MatmulEpilogueOp {
             extras: (2..k.ins.len()).map(|j| k.x(j)).collect(),
             params: p.chain.epilogue_params(&p.shape, &p.strides)?,
         };
-        product_gpu(k.ctx, k.x(0), k.x(1), k.y(0), &p.product, epi)
+        product_gpu(k.ctx, [k.x(0), k.x(1)], k.y(0), k.ins[0].dtype, &p.product, epi)
     }
 }
 

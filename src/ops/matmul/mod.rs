@@ -10,19 +10,34 @@ use crate::backend::cpu::matmul::{MatView, batched_matmul};
 use crate::ops::registry::{AmpList, EpilogueHost, Facts};
 use std::sync::{Arc, OnceLock};
 
-use crate::backend::gpu::{Bind, GpuBuffer, GpuContext, Kernel, grid};
+use crate::backend::gpu::{Bind, GpuBuffer, GpuContext, Kernel, Variant, grid};
 use crate::ops::epilogue::Epilogue;
 use crate::ops::registry::apply::apply1;
-use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
+use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Half, Op, inputs};
 use crate::ops::registry::registry_entry;
-use crate::ops::split_k;
+use crate::ops::{split_k, wgsl};
 use crate::shape::{broadcast_shapes, broadcast_strides, collapse};
 use crate::tensor::TensorMeta;
-use crate::{Error, Result, Tensor};
+use crate::{DType, Error, Result, Tensor};
 
 /// Variant 0 stores the product; the others apply an interned epilogue
-/// (`epilogue.rs` of this folder).
-pub(crate) static MATMUL: Kernel = Kernel { file: "matmul.wgsl", keys: epilogue::keys, variant: epilogue::variant };
+/// (`epilogue.rs` of this folder). The plain product (no epilogue) also has float16
+/// variants ([`wgsl::f16_product_keys`]) for devices with `SHADER_F16`.
+pub(crate) static MATMUL: Kernel = Kernel { file: "matmul.wgsl", keys: kernel_keys, variant: kernel_variant };
+
+fn kernel_keys() -> Vec<u32> {
+    let mut keys = epilogue::keys();
+    keys.extend(wgsl::f16_product_keys(0));
+    keys
+}
+
+fn kernel_variant(key: u32) -> Variant {
+    let (number, mut v, operands, result) = wgsl::f16_product_types(key);
+    v.extend(epilogue::variant(number));
+    v.push(("AS", operands.into()));
+    v.push(("CS", result.into()));
+    v
+}
 
 /// `matmul`'s attributes.
 #[derive(Clone, Debug, PartialEq, dygraph_derive::Attrs)]
@@ -112,7 +127,11 @@ impl Op for MatmulOp {
     }
 
     fn gpu(&self, c: &GpuCall<'_>, _: &MatmulAttrs, p: &MatmulPlan) -> Result<()> {
-        product_gpu(c.ctx, c.x(0), c.x(1), c.y(0), p, Epilogue::default())
+        product_gpu(c.ctx, [c.x(0), c.x(1)], c.y(0), c.ins[0].dtype, p, Epilogue::default())
+    }
+
+    fn half(&self) -> Half {
+        Half::GpuFloat16
     }
 
     fn differentiable(&self) -> bool {
@@ -173,15 +192,20 @@ pub(crate) fn product_cpu(a: &CpuData, b: &CpuData, p: &MatmulPlan) -> Result<Cp
     float_kernel!("matmul"; a = a, b = b => batched_matmul(a, p.av, &oa, b, p.bv, &ob, mnk, 1.0, 0.0))
 }
 
-/// The product on the GPU into `out`, through `epi`.
+/// The product of operands `[a, b]` of `dtype` on the GPU into `out`, through `epi`
+/// (float16 reaches here only on devices with `SHADER_F16`, without an epilogue).
 pub(crate) fn product_gpu(
     ctx: &Arc<GpuContext>,
-    a: &GpuBuffer,
-    b: &GpuBuffer,
+    [a, b]: [&GpuBuffer; 2],
     out: &GpuBuffer,
+    dtype: DType,
     p: &MatmulPlan,
     epi: Epilogue<'_>,
 ) -> Result<()> {
+    let half = dtype == DType::Float16;
+    if half && epi.number != 0 {
+        return Err(Error::unsupported("matmul_epilogue", dtype, "(float32 and float64)"));
+    }
     let (m, n, k) = (p.m, p.n, p.k);
     let batches: usize = p.batch.iter().product();
     let (cs, st) = collapse(&p.batch, &[p.sa.clone(), p.sb.clone()]);
@@ -206,6 +230,7 @@ pub(crate) fn product_gpu(
     };
     let split = split_k::Split::new(ctx, "matmul", wanted, k, 16, outputs)?;
     let dst = split.target(out);
+    let (key, finish_key) = wgsl::product_keys(epi.number, dtype, dtype, split.partial.is_some());
     let mut params = vec![
         m as u32,
         n as u32,
@@ -238,13 +263,13 @@ pub(crate) fn product_gpu(
             [n.div_ceil(tile).max(1) as u32, m.div_ceil(tile).max(1) as u32, zn as u32]
         };
         let binds: Vec<Bind> = [Bind::read(a), Bind::read(b), Bind::write(dst)].into_iter().chain(extras()).collect();
-        ctx.dispatch(&MATMUL, epi.number, entry, &binds, &params, groups)?;
+        ctx.dispatch(&MATMUL, key, entry, &binds, &params, groups)?;
         z0 += zn;
     }
     if let Some(partial) = &split.partial {
         let binds: Vec<Bind> =
             [Bind::read(partial), Bind::unused(ctx), Bind::write(out)].into_iter().chain(extras()).collect();
-        ctx.dispatch(&MATMUL, epi.number, "finish", &binds, &params, outputs as u64)?;
+        ctx.dispatch(&MATMUL, finish_key, "finish", &binds, &params, outputs as u64)?;
     }
     Ok(())
 }

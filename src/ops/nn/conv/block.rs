@@ -49,27 +49,27 @@ fn store_lines(rows: u32, cols: u32) -> String {
 }
 
 /// The `{{OPERANDS}}` placeholder: `a_src` and `b_src` with their accessors, as arrays of
-/// f32, or of vec4<f32> in the `vector` variant (whose indices are then multiples of 4
-/// wherever it loads four at once, and whose operands' lengths are multiples of 4, so that
-/// no value lies past the last whole vec4 when a plan binds a buffer at its exact size).
-/// lavapipe loads a storage buffer one lane and one component at a time, but a vec4 in one
-/// such load: about twice the values per cycle (a probe: 1.25 ns per vec4 lane load against
-/// 0.65 ns per f32 one).
-pub(crate) fn operands(vector: bool) -> String {
+/// `element` (f32, or f16 in the float16 variants: the accessors return f32), or of vec4s
+/// in the `vector` variant (whose indices are then multiples of 4 wherever it loads four at
+/// once, and whose operands' lengths are multiples of 4, so that no value lies past the last
+/// whole vec4 when a plan binds a buffer at its exact size). lavapipe loads a storage buffer
+/// one lane and one component at a time, but a vec4 in one such load: about twice the
+/// values per cycle (a probe: 1.25 ns per vec4 lane load against 0.65 ns per f32 one).
+pub(crate) fn operands(vector: bool, element: &str) -> String {
     let mut text = String::new();
     for (binding, side) in [(0, 'a'), (1, 'b')] {
         text += &if vector {
             format!(
-                "@group(0) @binding({binding}) var<storage, read> {side}_src: array<vec4<f32>>;\n\
-                 fn {side}_at(i: u32) -> f32 {{ return {side}_src[i / 4u][i % 4u]; }}\n\
-                 fn {side}4_at(i: u32) -> vec4<f32> {{ return {side}_src[i / 4u]; }}\n"
+                "@group(0) @binding({binding}) var<storage, read> {side}_src: array<vec4<{element}>>;\n\
+                 fn {side}_at(i: u32) -> f32 {{ return f32({side}_src[i / 4u][i % 4u]); }}\n\
+                 fn {side}4_at(i: u32) -> vec4<f32> {{ return vec4<f32>({side}_src[i / 4u]); }}\n"
             )
         } else {
             format!(
-                "@group(0) @binding({binding}) var<storage, read> {side}_src: array<f32>;\n\
-                 fn {side}_at(i: u32) -> f32 {{ return {side}_src[i]; }}\n\
+                "@group(0) @binding({binding}) var<storage, read> {side}_src: array<{element}>;\n\
+                 fn {side}_at(i: u32) -> f32 {{ return f32({side}_src[i]); }}\n\
                  fn {side}4_at(i: u32) -> vec4<f32> {{\n    \
-                 return vec4<f32>({side}_src[i], {side}_src[i + 1u], {side}_src[i + 2u], {side}_src[i + 3u]);\n}}\n"
+                 return vec4<f32>(f32({side}_src[i]), f32({side}_src[i + 1u]), f32({side}_src[i + 2u]), f32({side}_src[i + 3u]));\n}}\n"
             )
         };
     }
@@ -168,9 +168,10 @@ mod tests {
 
     #[test]
     fn vector_operands_load_four_values_at_once() {
-        assert!(operands(true).contains("var<storage, read> a_src: array<vec4<f32>>;"));
-        assert!(operands(true).contains("return b_src[i / 4u];"));
-        assert!(operands(false).contains("var<storage, read> b_src: array<f32>;"));
+        assert!(operands(true, "f32").contains("var<storage, read> a_src: array<vec4<f32>>;"));
+        assert!(operands(true, "f32").contains("return vec4<f32>(b_src[i / 4u]);"));
+        assert!(operands(false, "f32").contains("var<storage, read> b_src: array<f32>;"));
+        assert!(operands(false, "f16").contains("var<storage, read> b_src: array<f16>;"));
         for (m, rows) in [(4, 4), (8, 8), (12, 12), (20, 12), (500, 12)] {
             assert_eq!(vector_rows(m), rows, "{m} rows");
         }

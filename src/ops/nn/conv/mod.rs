@@ -25,9 +25,9 @@ use crate::backend::cpu::float_kernel;
 use crate::backend::gpu::{Bind, GpuBuffer, GpuContext, Kernel, Variant, grid};
 use crate::ops::epilogue::Epilogue;
 use crate::ops::registry::apply::apply1;
-use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
+use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Half, Op, inputs};
 use crate::ops::registry::{op_header, registry_entry};
-use crate::ops::split_k;
+use crate::ops::{split_k, wgsl};
 use crate::tensor::TensorMeta;
 use crate::{DType, Error, Result, Scalar, Tensor};
 use cpu::ConvGeom;
@@ -38,7 +38,8 @@ use block::{VECTOR_ROWS, WIDE_ROWS, vector_rows, wide_rows};
 /// Variant keys: `product·32 + cols/8·16 + rm` ([`conv_key`]), plus [`STRIDED`] for an input
 /// gradient whose stride is not 1 (for the columns' `col2im`, or whose dilation is not 1),
 /// plus [`VECTOR`] for the columns product's wide block that loads vec4s, plus
-/// [`EPILOGUE_STEP`] × the number of an epilogue (forward only).
+/// [`EPILOGUE_STEP`] × the number of an epilogue (forward only); the keys without an
+/// epilogue also have float16 variants ([`wgsl::f16_product_keys`]).
 pub(crate) static CONV2D: Kernel = Kernel {
     file: "conv2d.wgsl",
     keys: || {
@@ -51,17 +52,23 @@ pub(crate) static CONV2D: Kernel = Kernel {
         v.extend(block_keys(Product::BwdData).into_iter().chain(columns).map(|key| key + STRIDED));
         let vector = VECTOR_ROWS.map(|rm| conv_key(Product::BwdCols, rm as u32, 8) + VECTOR);
         v.extend(vector.into_iter().chain(vector.map(|key| key + STRIDED)));
+        let half: Vec<u32> = v.iter().flat_map(|&key| wgsl::f16_product_keys(key)).collect();
+        v.extend(half);
         for number in epilogue::EPILOGUES.numbers().into_iter().skip(1) {
             v.extend(block_keys(Product::Fwd).into_iter().map(|key| key + EPILOGUE_STEP * number));
         }
         v
     },
     variant: |key| {
+        let (key, mut v, operands, result) = wgsl::f16_product_types(key);
         let base = key % STRIDED;
         let product = PRODUCTS[(base / 32) as usize % PRODUCTS.len()];
         let cols = if base % 32 >= 16 { 8 } else { 4 };
         let (strided, vector) = ((key / STRIDED) % 2 == 1, (key / VECTOR) % 2 == 1);
-        let mut v = variant(product, base % 16, cols, strided, vector);
+        v.extend(variant(product, base % 16, cols, strided, vector, operands));
+        // The bias has the operands' dtype also where a float16 variant reads f32 slices.
+        let bias = if v.iter().any(|(k, _)| *k == "ENABLE") { "f16" } else { "f32" };
+        v.extend([("BS", bias.to_string()), ("DS", result.to_string())]);
         v.extend(epilogue::EPILOGUES.variant(key / EPILOGUE_STEP));
         v
     },
@@ -171,11 +178,22 @@ impl Op for Conv2dOp {
 
     fn gpu(&self, k: &GpuCall<'_>, _: &Conv2dOptions, g: &ConvGeom) -> Result<()> {
         let bias = (k.ins.len() == 3).then(|| k.x(2));
-        gpu_conv(Mode::Fwd, k.ctx, k.x(1), k.x(0), bias, g, k.y(0), Epilogue::default())
+        gpu_conv(
+            Mode::Fwd,
+            k.ctx,
+            Operands { a: k.x(1), b: k.x(0), bias, out: k.y(0) },
+            k.ins[0].dtype,
+            g,
+            Epilogue::default(),
+        )
     }
 
     fn differentiable(&self) -> bool {
         true
+    }
+
+    fn half(&self) -> Half {
+        Half::GpuFloat16
     }
 
     fn facts(&self) -> Facts {
@@ -264,7 +282,12 @@ impl Op for ConvProductOp {
     }
 
     fn gpu(&self, k: &GpuCall<'_>, _: &ConvGeom, g: &ConvGeom) -> Result<()> {
-        gpu_conv(self.mode, k.ctx, k.x(1), k.x(0), None, g, k.y(0), Epilogue::default())
+        let operands = Operands { a: k.x(1), b: k.x(0), bias: None, out: k.y(0) };
+        gpu_conv(self.mode, k.ctx, operands, k.ins[0].dtype, g, Epilogue::default())
+    }
+
+    fn half(&self) -> Half {
+        Half::GpuFloat16
     }
 
     fn differentiable(&self) -> bool {
@@ -311,7 +334,7 @@ pub(crate) fn forward_gpu(
     out: &GpuBuffer,
     epi: Epilogue<'_>,
 ) -> Result<()> {
-    gpu_conv(Mode::Fwd, ctx, w, x, bias, g, out, epi)
+    gpu_conv(Mode::Fwd, ctx, Operands { a: w, b: x, bias, out }, DType::Float32, g, epi)
 }
 
 // The products are called with the batch left to the operands (`n = 0`).
@@ -466,7 +489,8 @@ impl From<Mode> for Product {
 
 /// `rm` output rows per invocation: a 16·rm-row tile, or an rm × `cols` block in the direct
 /// entry; `strided`: the input gradient's gather checks the stride's grid.
-fn variant(product: Product, rm: u32, cols: u32, strided: bool, vector: bool) -> Variant {
+/// `element`: the operands' WGSL type.
+fn variant(product: Product, rm: u32, cols: u32, strided: bool, vector: bool, element: &str) -> Variant {
     let mut v = vec![
         ("MODE", product.name().to_string()),
         ("STRIDED", strided.to_string()),
@@ -476,7 +500,7 @@ fn variant(product: Product, rm: u32, cols: u32, strided: bool, vector: bool) ->
         ("ACC", (4 * rm).to_string()),
         ("COLS", cols.to_string()),
     ];
-    v.push(("OPERANDS", block::operands(vector)));
+    v.push(("OPERANDS", block::operands(vector, element)));
     v.extend(if vector {
         block::vector_block_lines(product.name(), rm)
     } else {
@@ -531,17 +555,19 @@ const MAX_COLUMN_BYTES: usize = 64 << 20;
 /// pixel's taps. As one product, its transposed window reads dy's padding as zeros: 56% of
 /// the taps of MNIST's conv2, each a load as costly there as a live one (lavapipe: 37 ms in
 /// one product against 18 + 4 ms in two).
-#[allow(clippy::too_many_arguments)]
+/// Float16 operands (on devices with `SHADER_F16`, without an epilogue) give a float16
+/// result; the columns stay float32.
 fn gpu_conv(
     mode: Mode,
     ctx: &std::sync::Arc<GpuContext>,
-    a: &GpuBuffer,
-    b: &GpuBuffer,
-    bias: Option<&GpuBuffer>,
+    Operands { a, b, bias, out }: Operands<'_>,
+    dtype: DType,
     g: &ConvGeom,
-    out: &GpuBuffer,
     epi: Epilogue<'_>,
 ) -> Result<()> {
+    if dtype == DType::Float16 && epi.number != 0 {
+        return Err(Error::unsupported("conv2d_epilogue", dtype, "(float32 and float64)"));
+    }
     let (column_rows, column_cols, _, column_cells) = product_dims(Product::BwdCols, g);
     let column_bytes = 4 * column_cells;
     let columns = mode == Mode::BwdData
@@ -550,14 +576,16 @@ fn gpu_conv(
         && g.kh * g.kw > 1
         && column_bytes <= MAX_COLUMN_BYTES;
     if !columns {
-        return gpu_product(mode.into(), ctx, Operands { a, b, bias, out }, g, epi).map(|_| ());
+        return gpu_product(mode.into(), ctx, Operands { a, b, bias, out }, [dtype; 2], g, epi).map(|_| ());
     }
     let numel: usize = g.input_shape().iter().product();
     if numel == 0 || column_bytes == 0 {
-        return crate::ops::creation::gpu_fill(ctx, out, DType::Float32, Scalar::Int(0), numel);
+        return crate::ops::creation::gpu_fill(ctx, out, dtype, Scalar::Int(0), numel);
     }
     let cols = ctx.alloc(OP, column_bytes as u64)?;
-    let key = gpu_product(Product::BwdCols, ctx, Operands { a, b, bias: None, out: &cols }, g, Epilogue::default())?;
+    let operands = Operands { a, b, bias: None, out: &cols };
+    let base = gpu_product(Product::BwdCols, ctx, operands, [dtype, DType::Float32], g, Epilogue::default())?;
+    let (_, key) = wgsl::product_keys(base, DType::Float32, dtype, true);
     let params = product_params(g, [column_rows, column_cols, 0, 0, 0, 1, 0, 0, 0, numel], false);
     let binds = [Bind::read(&cols), Bind::unused(ctx), Bind::unused(ctx), Bind::write(out)];
     ctx.dispatch(&CONV2D, key, "col2im", &binds, &params, numel as u64)
@@ -596,11 +624,13 @@ struct Operands<'a> {
     out: &'a GpuBuffer,
 }
 
-/// Runs one kernel product into `out` and returns the variant key it ran.
+/// Runs one kernel product of operands and result of the dtypes `[operands, result]` into
+/// `out` and returns its variant key without the float16 bits.
 fn gpu_product(
     product: Product,
     ctx: &std::sync::Arc<GpuContext>,
     Operands { a, b, bias, out }: Operands<'_>,
+    [operands, result]: [DType; 2],
     g: &ConvGeom,
     epi: Epilogue<'_>,
 ) -> Result<u32> {
@@ -634,7 +664,7 @@ fn gpu_product(
     let key =
         conv_key(product, rm as u32, cols as u32) + if strided { STRIDED } else { 0 } + EPILOGUE_STEP * epi.number;
     if k == 0 || numel == 0 {
-        crate::ops::creation::gpu_fill(ctx, out, DType::Float32, Scalar::Int(0), numel)?;
+        crate::ops::creation::gpu_fill(ctx, out, result, Scalar::Int(0), numel)?;
         return Ok(key);
     }
     let direct = entry != Entry::Tiled;
@@ -645,6 +675,7 @@ fn gpu_product(
     let wanted = split_count(ctx, product, tiles * g.groups, k, numel).min((max_z / g.groups).max(1));
     let split = split_k::Split::new(ctx, OP, wanted, k, BK, numel)?;
     let dst = split.target(out);
+    let (main_key, finish_key) = wgsl::product_keys(key, operands, result, split.partial.is_some());
     let [gx, gy, _] = grid(ctx, tiles as u64)?;
     let total_z = g.groups * split.slices;
     let rest = [m, ncols, k, tiles_m, split.k_chunk, split.slices, 0, row_blocks, col_blocks, numel];
@@ -658,14 +689,14 @@ fn gpu_product(
         let mut binds = vec![Bind::read(a), Bind::read(b), bias(), Bind::write(dst)];
         binds.extend(epi.extras.iter().map(|x| Bind::read(x)));
         let name = if direct { "direct" } else { "main" };
-        let product_key = if vector { key + VECTOR } else { key };
+        let product_key = if vector { main_key + VECTOR } else { main_key };
         ctx.dispatch(&CONV2D, product_key, name, &binds, &params, [gx, gy, zn as u32])?;
         z0 += zn;
     }
     if let Some(p) = &split.partial {
         let mut binds = vec![Bind::read(p), Bind::unused(ctx), bias(), Bind::write(out)];
         binds.extend(epi.extras.iter().map(|x| Bind::read(x)));
-        ctx.dispatch(&CONV2D, key, "finish", &binds, &params, numel as u64)?;
+        ctx.dispatch(&CONV2D, finish_key, "finish", &binds, &params, numel as u64)?;
     }
     Ok(key)
 }
