@@ -6,7 +6,7 @@
 const $ = (id) => document.getElementById(id);
 const demo = (window.dygraphDemo = {
   ready: false, backend: null, webgpu: false, timings: {}, predictions: 0,
-  training: { state: "idle", losses: [], accuracy: null, stepsPerSecond: null },
+  training: { state: "idle", losses: [], accuracy: null, stepsPerSecond: null, precision: null },
   checks: null, error: null,
 });
 
@@ -201,7 +201,10 @@ async function train() {
     "data/train-images-idx3-ubyte.gz", "data/train-labels-idx1-ubyte.gz",
     "data/t10k-images-idx3-ubyte.gz", "data/t10k-labels-idx1-ubyte.gz",
   ].map(fetchBytes));
-  const summary = await dy("trainer_new", ...trainData, 64, 2020);
+  // float16 mixed precision where WebGPU has shader-f16, else float32; the page says which.
+  const summary = await dy("trainer_new", ...trainData, 64, 2020, "auto");
+  t.precision = await dy("training_precision");
+  $("train-precision").textContent = t.precision;
   t.state = "training";
   $("train-status").textContent = `training on ${summary}`;
   // WebGPU queues several steps per readback; a CPU step already takes ~100 ms, so the chart

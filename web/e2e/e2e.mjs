@@ -167,6 +167,11 @@ async function run(browser, name, { webgpu, steps, stopAfter = 0, noNavigatorGpu
     console.log(`     ${losses.length} steps at ${trained.stepsPerSecond?.toFixed(2)} steps/s; loss ${first.toFixed(3)} → ${last.toFixed(3)}; test accuracy ${(trained.accuracy * 100).toFixed(1)}%`);
     console.log(`     the page thread's longest task while training: ${trained.longestTaskMs.toFixed(0)} ms`);
     check(losses.length === steps && losses.every(Number.isFinite), `${steps} finite losses recorded`);
+    console.log(`     precision: ${trained.precision}`);
+    const shown = await page.locator("#train-precision").textContent();
+    const f16 = webgpu && (await page.evaluate(() => navigator.gpu?.requestAdapter().then((a) => a?.features.has("shader-f16") ?? false)));
+    check(shown === trained.precision && trained.precision.startsWith(f16 ? "float16 mixed precision" : "float32"),
+      `the page trains in ${f16 ? "float16 (this WebGPU has shader-f16)" : "float32"} and says so (${shown})`);
     check(last < 0.6 * first, `the loss falls (mean of the first ${k} ${first.toFixed(3)}, of the last ${k} ${last.toFixed(3)})`);
     check(trained.accuracy > 0.5, `test accuracy after ${steps} steps is above 50% (${(trained.accuracy * 100).toFixed(1)}%)`);
     // The worker runs the steps: no task on the page's thread comes near one step's length.

@@ -140,7 +140,9 @@ pub async fn predict(ink: Vec<u8>, width: usize, height: usize) -> Result<js_sys
     Ok(result)
 }
 
-/// A fresh network to train on the given IDX files (raw or gzipped, as fetched).
+/// A fresh network to train on the given IDX files (raw or gzipped, as fetched), in
+/// `precision`: `"auto"` (float16 mixed precision where WebGPU has `shader-f16`, else
+/// float32), `"float32"` or `"float16"`. Returns what it trains on and in.
 #[wasm_bindgen]
 pub fn trainer_new(
     train_images: &[u8],
@@ -149,15 +151,22 @@ pub fn trainer_new(
     test_labels: &[u8],
     batch_size: usize,
     seed: u32,
+    precision: String,
 ) -> Result<String, JsError> {
     let train = Mnist::from_idx_bytes(train_images, train_labels)?;
     let test = Mnist::from_idx_bytes(test_images, test_labels)?;
-    let summary = format!("{} training and {} test images", train.len(), test.len());
+    let images = format!("{} training and {} test images", train.len(), test.len());
     with_session(|s| {
         s.trainer = None;
-        s.trainer = Some(Trainer::new(train, test, batch_size, seed as u64, s.place)?);
-        Ok(summary)
+        let trainer = s.trainer.insert(Trainer::new(train, test, batch_size, seed as u64, s.place, &precision)?);
+        Ok(format!("{images} in {}", trainer.precision()))
     })
+}
+
+/// What the trainer computes in (`trainer_new`'s precision, resolved).
+#[wasm_bindgen]
+pub fn training_precision() -> Result<String, JsError> {
+    with_session(|s| Ok(s.trainer.as_ref().ok_or_else(no_trainer)?.precision().to_string()))
 }
 
 /// Runs `n` training steps and returns their losses (read back together, asynchronously).

@@ -196,3 +196,62 @@ async fn a_plan_merges_sgd_updates_within_webgpus_binding_limit() {
         }
     }
 }
+
+/// IDX files of `n` synthetic 28×28 digits: label `l` is a bright bar at rows 2l+4..2l+6
+/// over a faint ramp, so a few steps already lower the loss.
+fn synthetic_idx(n: usize) -> (Vec<u8>, Vec<u8>) {
+    let mut images = [0x0000_0803u32, n as u32, 28, 28].iter().flat_map(|v| v.to_be_bytes()).collect::<Vec<u8>>();
+    let mut labels = [0x0000_0801u32, n as u32].iter().flat_map(|v| v.to_be_bytes()).collect::<Vec<u8>>();
+    for i in 0..n {
+        let l = (i * 7) % 10;
+        labels.push(l as u8);
+        for p in 0..784 {
+            let (row, col) = (p / 28, p % 28);
+            let bar = row >= 2 * l + 4 && row < 2 * l + 6 && (3..25).contains(&col);
+            images.push(if bar { 250 } else { ((col + i) % 29) as u8 });
+        }
+    }
+    (images, labels)
+}
+
+/// The page's trainer under float16 mixed precision on WebGPU (natively where it has
+/// `shader-f16`, else through float32) and on the CPU backend: the same first loss as
+/// float32 from the same weights and batch, within float16's rounding, finite losses after,
+/// and the precision it names.
+#[wasm_bindgen_test]
+async fn the_trainer_trains_under_float16_mixed_precision() {
+    use dygraph::vision::datasets::Mnist;
+    use dygraph_web::trainer::Trainer;
+    let info = dygraph::init_gpu().await.unwrap_or_else(|e| panic!("WebGPU is required here: {e}"));
+    let (images, labels) = synthetic_idx(128);
+    let data = || Mnist::from_idx_bytes(&images, &labels).unwrap();
+    for place in [Place::Gpu(0), Place::Cpu] {
+        let mut first = Vec::new();
+        for precision in ["float32", "float16"] {
+            let mut t = Trainer::new(data(), data(), 32, 7, place, precision).unwrap();
+            let mut losses = Vec::new();
+            for _ in 0..6 {
+                losses.push(t.step().unwrap().to_vec_async::<f32>().await.unwrap()[0]);
+            }
+            assert!(losses.iter().all(|l| l.is_finite()), "{precision} on {place}: {losses:?}");
+            let words = t.precision().to_string();
+            let want = match (precision, place.is_gpu() && info.shader_f16) {
+                ("float32", _) => "float32",
+                (_, true) => "float16 mixed precision (float16 kernels, shader-f16)",
+                (_, false) => "float16 mixed precision (through float32: no shader-f16 here)",
+            };
+            assert_eq!(words, want, "{precision} on {place}");
+            first.push(losses[0]);
+        }
+        assert!(
+            (first[0] - first[1]).abs() <= 2e-2,
+            "first losses on {place}: float32 {} float16 {}",
+            first[0],
+            first[1]
+        );
+    }
+    let auto = Trainer::new(data(), data(), 32, 7, Place::Gpu(0), "auto").unwrap();
+    let want = if info.shader_f16 { "float16 mixed precision" } else { "float32 (this WebGPU has no shader-f16)" };
+    assert!(auto.precision().starts_with(want), "auto on WebGPU: {}", auto.precision());
+    assert!(Trainer::new(data(), data(), 32, 7, Place::Cpu, "float64").is_err());
+}
