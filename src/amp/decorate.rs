@@ -15,9 +15,10 @@ pub struct Decorate {
     dtype: String,
     master_weight: Option<bool>,
     excluded: Vec<String>,
+    save_dtype: Option<String>,
 }
 
-/// `paddle.amp.decorate(models, optimizers, level, dtype, master_weight,
+/// `paddle.amp.decorate(models, optimizers, level, dtype, master_weight, save_dtype,
 /// excluded_layers)`: applied by [`Decorate::apply`].
 ///
 /// ```no_run
@@ -30,7 +31,13 @@ pub struct Decorate {
 /// # Ok(()) }
 /// ```
 pub fn decorate(level: &str) -> Decorate {
-    Decorate { level: level.to_string(), dtype: "float16".into(), master_weight: None, excluded: Vec::new() }
+    Decorate {
+        level: level.to_string(),
+        dtype: "float16".into(),
+        master_weight: None,
+        excluded: Vec::new(),
+        save_dtype: None,
+    }
 }
 
 impl Decorate {
@@ -45,6 +52,15 @@ impl Decorate {
     /// `false` is refused at O2.
     pub fn master_weight(mut self, on: bool) -> Self {
         self.master_weight = Some(on);
+        self
+    }
+
+    /// The dtype the model's `state_dict` gives its float parameters and buffers in
+    /// (`"float16"`, `"bfloat16"`, `"float32"` or `"float64"`; default: each its own), so an
+    /// O2 model saves a checkpoint a float32 model loads. At O1 it changes nothing, as
+    /// `decorate` itself (Paddle's order).
+    pub fn save_dtype(mut self, dtype: &str) -> Self {
+        self.save_dtype = Some(dtype.to_string());
         self
     }
 
@@ -64,6 +80,19 @@ impl Decorate {
             "bfloat16" => DType::BFloat16,
             other => return Err(Error::invalid(OP, format!("dtype should be 'float16' or 'bfloat16', got {other:?}"))),
         };
+        let save = match self.save_dtype.as_deref().map(str::to_ascii_lowercase).as_deref() {
+            None => None,
+            Some("float16") => Some(DType::Float16),
+            Some("bfloat16") => Some(DType::BFloat16),
+            Some("float32") => Some(DType::Float32),
+            Some("float64") => Some(DType::Float64),
+            Some(other) => {
+                return Err(Error::invalid(
+                    OP,
+                    format!("save_dtype should be 'float16', 'bfloat16', 'float32' or 'float64', got {other:?}"),
+                ));
+            }
+        };
         if level != AmpLevel::O2 {
             return Ok(());
         }
@@ -79,6 +108,11 @@ impl Decorate {
         }
         let mut pairs = Vec::new();
         cast_layer(model, "", low, &self.excluded, &mut pairs)?;
+        if save.is_some() {
+            for (_, t) in model.named_tensors() {
+                t.set_save_dtype(save);
+            }
+        }
         if let Some(opt) = optimizer {
             opt.set_multi_precision(true);
             opt.replace_parameters(&pairs);

@@ -199,6 +199,17 @@ impl Tensor {
         self.grad_meta().lr_mult = mult;
     }
 
+    /// The dtype a layer's `state_dict` gives this parameter or buffer in, where one was set
+    /// (`amp::decorate(..).save_dtype(..)`).
+    pub fn save_dtype(&self) -> Option<crate::DType> {
+        self.grad_meta().save_dtype
+    }
+
+    /// Sets the dtype `state_dict` gives this float parameter or buffer in (`None`: its own).
+    pub fn set_save_dtype(&self, dtype: Option<crate::DType>) {
+        self.grad_meta().save_dtype = dtype;
+    }
+
     /// Names the tensor (parameters get their dotted path).
     pub fn set_name(&self, name: impl Into<String>) {
         self.grad_meta().name = Some(name.into());

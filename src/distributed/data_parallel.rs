@@ -64,7 +64,7 @@ impl<L: Layer> DataParallel<L> {
         let plan = plan_buckets(&sizes, cap, first_cap);
         // Every rank must bucket the same parameters the same way, or the all-reduces would
         // pair different buffers: checked before any of them runs.
-        let state_dict = layer.state_dict();
+        let state_dict: crate::nn::StateDict = layer.named_tensors().into_iter().collect();
         let layout_hash = |entries: &mut dyn Iterator<Item = (usize, DType, bool)>| -> i64 {
             entries.fold(17i64, |h, (n, d, t)| {
                 h.wrapping_mul(1_000_003)

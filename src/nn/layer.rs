@@ -131,23 +131,32 @@ pub trait Layer: Send + Sync {
         out
     }
 
-    /// Parameters and buffers by dotted path (Paddle's `state_dict()`).
-    fn state_dict(&self) -> StateDict {
+    /// Every parameter and buffer by dotted path: the tensors themselves, for code that
+    /// updates them in place (what `state_dict` gives where no save dtype is set).
+    fn named_tensors(&self) -> Vec<(String, Tensor)> {
         let mut out = Vec::new();
         collect_named(self, "", &mut out, true);
-        out.into_iter().collect()
+        out
     }
 
-    /// Loads values from `state` into the parameters and buffers, in place. Missing,
-    /// unexpected and mis-shaped keys are one error listing all of them.
+    /// Parameters and buffers by dotted path (Paddle's `state_dict()`); a float tensor with a
+    /// save dtype (`amp::decorate(..).save_dtype(..)`) comes cast to it, as a copy.
+    fn state_dict(&self) -> StateDict {
+        self.named_tensors().into_iter().map(|(name, t)| (name, saved_as(t))).collect()
+    }
+
+    /// Loads values from `state` into the parameters and buffers, in place (a tensor with a
+    /// save dtype also takes a value of that dtype, cast to its own). Missing, unexpected
+    /// and mis-shaped keys are one error listing all of them.
     fn set_state_dict(&mut self, state: &StateDict) -> Result<()> {
-        let own = self.state_dict();
+        let own: StateDict = self.named_tensors().into_iter().collect();
+        let takes = |v: &Tensor, t: &Tensor| v.dtype() == t.dtype() || Some(v.dtype()) == t.save_dtype();
         let mut missing = Vec::new();
         let mut shape = Vec::new();
         for (name, t) in own.iter() {
             match state.get(name) {
                 None => missing.push(name.to_string()),
-                Some(v) if v.shape() != t.shape() || v.dtype() != t.dtype() => shape.push(format!(
+                Some(v) if v.shape() != t.shape() || !takes(v, t) => shape.push(format!(
                     "{name}: checkpoint {:?} {} vs model {:?} {}",
                     v.shape(),
                     v.dtype(),
@@ -167,7 +176,7 @@ pub trait Layer: Send + Sync {
         crate::no_grad(|| -> Result<()> {
             for (name, t) in own.iter() {
                 let v = state.get(name).expect("checked above").to(t.place())?;
-                t.assign_(&v)?;
+                t.assign_(&v.cast(t.dtype())?)?;
             }
             Ok(())
         })
@@ -211,6 +220,18 @@ pub trait Layer: Send + Sync {
         for p in self.parameters() {
             p.clear_gradient();
         }
+    }
+}
+
+/// `t` in its save dtype, if it has one: a detached copy (float64 on the CPU, the only place
+/// that has it). A cast that fails (a lost device) leaves `t`, whose save then fails reading it.
+fn saved_as(t: Tensor) -> Tensor {
+    match t.save_dtype() {
+        Some(dtype) if t.dtype().is_float() && t.dtype() != dtype => {
+            let place = if dtype == crate::DType::Float64 { Place::Cpu } else { t.place() };
+            crate::no_grad(|| t.detach().to(place).and_then(|c| c.cast(dtype))).unwrap_or(t)
+        }
+        _ => t,
     }
 }
 

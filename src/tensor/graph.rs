@@ -36,6 +36,9 @@ pub(crate) struct GradMeta {
     /// Learning-rate multiplier optimizers apply to this parameter (Paddle's
     /// `ParamAttr(learning_rate=...)`).
     pub lr_mult: f64,
+    /// The dtype a layer's `state_dict` gives this parameter or buffer in (Paddle's
+    /// `amp.decorate(save_dtype=...)`); `None` keeps its own.
+    pub save_dtype: Option<DType>,
     /// After in-place ops: each op's output, which this tensor stood for in the graph in
     /// turn (kept alive here because an op's node holds its outputs weakly, and its
     /// backward rule may read them).
@@ -52,6 +55,7 @@ impl Default for GradMeta {
             post_accumulate_hooks: Vec::new(),
             name: None,
             lr_mult: 1.0,
+            save_dtype: None,
             inplace_results: Vec::new(),
         }
     }

@@ -242,3 +242,49 @@ fn decorate_refuses_what_it_cannot_do() {
     let err = plain.step().unwrap_err().to_string();
     assert!(err.contains("multi_precision"), "{err}");
 }
+
+#[test]
+fn decorate_save_dtype_saves_an_o2_model_as_float32_and_loads_it_back() {
+    let _g = common::generator_lock();
+    for place in places() {
+        dygraph::guard(place, || {
+            let seed = common::run_seed();
+            dygraph::seed(seed);
+            let mut model = net();
+            amp::decorate("O2").save_dtype("float32").apply(&mut model, None).unwrap();
+            assert_eq!(model.fc.weight.dtype(), DType::Float16);
+            let sd = model.state_dict();
+            for (name, t) in sd.iter() {
+                assert_eq!(t.dtype(), DType::Float32, "{name} on {place}: state_dict in the save dtype");
+            }
+            // The saved values are the float16 parameters, exactly (float32 holds every float16).
+            assert_eq!(values(sd.get("fc.weight").unwrap()), values(&model.fc.weight));
+            // A float32 model loads the file; its output is the O2 model's computed in float32.
+            let dir = std::env::temp_dir().join(format!("dygraph-save-dtype-{}-{seed}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            let path = dir.join("o2.safetensors");
+            dygraph::save(&sd, &path).unwrap();
+            let loaded: nn::StateDict = dygraph::load(&path).unwrap();
+            let mut plain = net();
+            plain.set_state_dict(&loaded).unwrap();
+            assert_eq!(values(&plain.fc.weight), values(&model.fc.weight));
+            // The decorated model takes the float32 file back (cast to its own dtypes) and
+            // keeps its float16 parameters.
+            let w = values(&model.head.weight);
+            model.set_state_dict(&loaded).unwrap();
+            assert_eq!((model.fc.weight.dtype(), values(&model.head.weight)), (DType::Float16, w));
+            std::fs::remove_dir_all(&dir).unwrap();
+            // float64: on the CPU, the only place that has it.
+            let mut wide = net();
+            amp::decorate("O2").save_dtype("float64").apply(&mut wide, None).unwrap();
+            let t = wide.state_dict().get("fc.bias").unwrap().clone();
+            assert_eq!((t.dtype(), t.place()), (DType::Float64, Place::Cpu));
+        });
+    }
+    // At O1 nothing changes (Paddle's order); a dtype Paddle does not name is refused.
+    let mut model = net();
+    amp::decorate("O1").save_dtype("float16").apply(&mut model, None).unwrap();
+    assert_eq!(model.state_dict().get("fc.weight").unwrap().dtype(), DType::Float32);
+    let err = amp::decorate("O2").save_dtype("int8").apply(&mut model, None).unwrap_err().to_string();
+    assert!(err.contains("save_dtype") && err.contains("int8"), "{err}");
+}
