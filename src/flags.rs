@@ -17,17 +17,23 @@
 //!   device; a static `Executor` runs programs op by op (no replayed plans).
 //!
 //! `FLAGS_native_float16` (dygraph's; also `DYGRAPH_NATIVE_FLOAT16`, default on): on a GPU
-//! whose device has `SHADER_F16`, the elementwise ops run float16 kernels (WGSL `f16`
-//! elements, f32 arithmetic, one rounding per result); off, or without the feature, float16
-//! runs through float32 as on the CPU. Both give the same values; the flag exists to compare
-//! them and to test the fallback on devices that have the feature.
+//! whose device has `SHADER_F16`, the elementwise ops, matmul and conv2d run float16 kernels
+//! (WGSL `f16` elements, f32 arithmetic, one rounding per result); off, or without the
+//! feature, float16 runs through float32 as on the CPU. Both give the same values; the flag
+//! exists to compare them and to test the fallback on devices that have the feature.
+//!
+//! `FLAGS_use_subgroups` (dygraph's; also `DYGRAPH_SUBGROUPS`, default on): on a GPU whose
+//! device has `SUBGROUP`, the row kernels' workgroup reductions (softmax, layer and batch
+//! norm, their gradients) use subgroup operations; off, or without the feature, tree
+//! reductions in workgroup memory. The two sum in different orders (results agree to
+//! rounding); the flag exists to compare them and to test the fallback.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use crate::{Error, Result};
 
 /// The flags `set_flags` and `get_flags` know.
-const KNOWN: &str = "FLAGS_check_nan_inf, FLAGS_shadow, FLAGS_native_float16";
+const KNOWN: &str = "FLAGS_check_nan_inf, FLAGS_shadow, FLAGS_native_float16, FLAGS_use_subgroups";
 
 /// 0: not read yet, else the level + 1 (1: off, 2: deferred on the GPU, 3: every op).
 static CHECK_NAN_INF: AtomicU8 = AtomicU8::new(0);
@@ -37,6 +43,9 @@ static SHADOW: AtomicU8 = AtomicU8::new(0);
 
 /// `FLAGS_native_float16`: 0 not read yet, 1 off, 2 on.
 static NATIVE_FLOAT16: AtomicU8 = AtomicU8::new(0);
+
+/// `FLAGS_use_subgroups`: 0 not read yet, 1 off, 2 on.
+static SUBGROUPS: AtomicU8 = AtomicU8::new(0);
 
 /// `FLAGS_check_nan_inf`'s level from its value: 0 off, 1, or 2 (the debug level).
 fn nan_level(v: &str) -> Option<u8> {
@@ -78,6 +87,12 @@ pub fn set_flags(flags: &[(&str, &str)]) -> Result<()> {
                 })?;
                 NATIVE_FLOAT16.store(if on { 2 } else { 1 }, Ordering::Relaxed);
             }
+            "FLAGS_use_subgroups" => {
+                let on = switch(value).ok_or_else(|| {
+                    Error::invalid("set_flags", format!("FLAGS_use_subgroups takes 1 or 0 (true/false), got {value:?}"))
+                })?;
+                SUBGROUPS.store(if on { 2 } else { 1 }, Ordering::Relaxed);
+            }
             other => {
                 return Err(Error::invalid("set_flags", format!("unknown flag {other:?} (known: {KNOWN})")));
             }
@@ -94,6 +109,7 @@ pub fn get_flags(names: &[&str]) -> Result<Vec<(String, String)>> {
             "FLAGS_check_nan_inf" => Ok((n.to_string(), nan_inf_level().to_string())),
             "FLAGS_shadow" => Ok((n.to_string(), if shadow_enabled() { "cpu" } else { "off" }.to_string())),
             "FLAGS_native_float16" => Ok((n.to_string(), u8::from(native_float16_enabled()).to_string())),
+            "FLAGS_use_subgroups" => Ok((n.to_string(), u8::from(subgroups_enabled()).to_string())),
             other => Err(Error::invalid("get_flags", format!("unknown flag {other:?} (known: {KNOWN})"))),
         })
         .collect()
@@ -153,6 +169,11 @@ fn switch_flag(cell: &AtomicU8, env: &str, parse: fn(&str) -> Option<bool>, defa
 /// default).
 pub(crate) fn native_float16_enabled() -> bool {
     switch_flag(&NATIVE_FLOAT16, "DYGRAPH_NATIVE_FLOAT16", switch, true)
+}
+
+/// `FLAGS_use_subgroups` (else `DYGRAPH_SUBGROUPS`, default on).
+pub(crate) fn subgroups_enabled() -> bool {
+    switch_flag(&SUBGROUPS, "DYGRAPH_SUBGROUPS", switch, true)
 }
 
 /// `FLAGS_shadow`'s value: `cpu` shadows on the CPU, `off`/`0`/empty turns it off.

@@ -125,7 +125,8 @@ pub struct KernelTime {
     pub shader: &'static str,
     /// The entry point; on the CPU place the op's name.
     pub entry: &'static str,
-    /// The variant key the kernel's op asked for.
+    /// The variant key the kernel's op asked for; bit 31 set where the kernel ran its
+    /// subgroup form (devices with `SUBGROUP`, `FLAGS_use_subgroups` on).
     pub variant: u32,
     /// Dispatches.
     pub calls: u64,

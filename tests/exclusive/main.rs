@@ -1,4 +1,4 @@
-//! Tests of process-wide state: check flags, the CPU shadow, float16's two GPU paths, the kernel profiler, memory
+//! Tests of process-wide state: check flags, the CPU shadow, float16's two GPU paths, subgroups on and off, the kernel profiler, memory
 //! limits and counters, the device's error flag, the default place, determinism and the
 //! soak's memory curves. Each holds one lock ([`exclusive`]), so no two run at once.
 
@@ -20,6 +20,7 @@ mod shadow;
 mod soak;
 mod split_k;
 mod static_memory;
+mod subgroups;
 mod threads;
 
 /// Held by every test of this binary for its whole run: they change or count process-wide

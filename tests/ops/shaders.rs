@@ -20,6 +20,12 @@ const MAX_SIZE: [u32; 3] = [256, 256, 64];
 const MAX_WORKGROUP_BYTES: u32 = 16 * 1024;
 const MAX_STORAGE_BUFFERS: usize = 8;
 
+/// True for the name `file#key...` of a kernel's subgroup form (bit 31 of the key).
+fn subgroup_form(name: &str) -> bool {
+    let key = name.split('#').nth(1).and_then(|k| k.split(' ').next()?.parse::<u32>().ok());
+    key.is_some_and(|k| k & (1 << 31) != 0)
+}
+
 /// Checks one expanded source; returns what is wrong with it.
 fn check(key: &str, source: &str) -> Result<(), String> {
     check_with(key, source, MAX_STORAGE_BUFFERS)
@@ -30,7 +36,12 @@ fn check_with(key: &str, source: &str, max_storage_buffers: usize) -> Result<(),
     let module = naga::front::wgsl::parse_str(source)
         .map_err(|e| format!("{key}: parse error:\n{}", e.emit_to_string(source)))?;
     // `enable f16;` is WebGPU's `shader-f16` feature: the only extension a variant may ask.
-    let caps = if source.starts_with("enable f16;") { WEBGPU | Capabilities::SHADER_FLOAT16 } else { WEBGPU };
+    // A kernel's subgroup form (key bit 31) runs only natively, where the device has
+    // `SUBGROUP` (naga takes subgroup operations without a directive).
+    let mut caps = if source.starts_with("enable f16;") { WEBGPU | Capabilities::SHADER_FLOAT16 } else { WEBGPU };
+    if subgroup_form(key) {
+        caps |= Capabilities::SUBGROUP;
+    }
     Validator::new(ValidationFlags::all(), caps)
         .validate(&module)
         .map_err(|e| format!("{key}: validation error:\n{}", e.emit_to_string(source)))?;
@@ -116,6 +127,8 @@ fn every_shader_variant_validates_at_webgpu_capabilities() {
     let merged = dygraph::testing::merged_kernel_files();
     let mut merged_variants = 0;
     let float16 = variants.iter().filter(|(_, s)| s.starts_with("enable f16;")).count();
+    let subgroups = variants.iter().filter(|(k, _)| subgroup_form(k)).count();
+    assert!(subgroups >= 6, "{subgroups} subgroup forms: softmax, layer and batch norm and their gradients have one");
     for (key, source) in &variants {
         let file = key.split('#').next().unwrap_or(key);
         kernels.insert(file.to_string());
@@ -130,7 +143,7 @@ fn every_shader_variant_validates_at_webgpu_capabilities() {
         }
     }
     println!(
-        "validated {} shader variants of {} kernel files with naga ({merged_variants} merged, beyond {MAX_STORAGE_BUFFERS} storage buffers by their extra members; {float16} enable f16)",
+        "validated {} shader variants of {} kernel files with naga ({merged_variants} merged, beyond {MAX_STORAGE_BUFFERS} storage buffers by their extra members; {float16} enable f16; {subgroups} subgroup forms, native only)",
         variants.len(),
         kernels.len()
     );

@@ -19,6 +19,7 @@ use super::profile::{KernelLabel, KernelTotal, Profiling};
 use super::readback::PendingRead;
 use super::readback::Staging;
 use super::recorder::{Bind, Grid, PARAMS_WINDOW, Recorder, SMALL_UPLOAD, grid};
+use super::shader::SUBGROUP_FORM;
 use super::shader::{COPY_WORDS, Kernel};
 use crate::{DType, Error, Result};
 
@@ -201,6 +202,13 @@ impl GpuContext {
         self.check("sync")
     }
 
+    /// True when kernels with a subgroup form run it: natively, where the device has
+    /// `SUBGROUP` and `FLAGS_use_subgroups` is on (browsers would need `enable subgroups;`,
+    /// which naga 30 rejects).
+    pub fn uses_subgroups(&self) -> bool {
+        cfg!(not(target_arch = "wasm32")) && self.dev.subgroup_sizes().is_some() && crate::flags::subgroups_enabled()
+    }
+
     /// Records one dispatch of `kernel`'s variant `key` at `entry` over `size` (workgroups,
     /// or invocations of a 1-D kernel, `WORKGROUP` per group). `binds` are bound in order at
     /// bindings 0.., then `params` (as `array<u32>`).
@@ -233,6 +241,7 @@ impl GpuContext {
             Grid::Threads(0) => return Ok(()),
             Grid::Threads(n) => grid(&self.dev, n.div_ceil(WORKGROUP as u64))?,
         };
+        let key = if kernel.has_subgroup_form() && self.uses_subgroups() { key | SUBGROUP_FORM } else { key };
         let access: Vec<Access> = binds.iter().map(|b| b.access).collect();
         let pipeline = self.pipeline(kernel, key, entry, &access)?;
         let bytes: &[u8] = if params.is_empty() { &[0; 4] } else { bytemuck::cast_slice(params) };

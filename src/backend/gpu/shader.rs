@@ -8,6 +8,9 @@ use crate::{Error, Result};
 
 include!(concat!(env!("OUT_DIR"), "/shader_files.rs"));
 
+/// Variant-key bit of a kernel's subgroup form (see [`Kernel::has_subgroup_form`]).
+pub(crate) const SUBGROUP_FORM: u32 = 1 << 31;
+
 /// The runtime's own kernels.
 static RUNTIME_KERNELS: &[&Kernel] = &[&COPY_WORDS];
 
@@ -53,9 +56,32 @@ impl Kernel {
         Kernel { file, keys: || vec![0], variant: |_| Vec::new() }
     }
 
-    /// The expanded source of variant `key`.
+    /// The expanded source of variant `key` (with [`SUBGROUP_FORM`], of its subgroup form).
     pub fn source(&self, key: u32) -> Result<String> {
-        expand(self.file, &(self.variant)(key))
+        let mut variant = (self.variant)(key & !SUBGROUP_FORM);
+        if key & SUBGROUP_FORM != 0 {
+            variant.push(("FORM", "subgroups".into()));
+        }
+        expand(self.file, &variant)
+    }
+
+    /// True when the kernel's includes have a subgroup form (`lib/x.subgroups.wgsl`), which
+    /// devices with `SUBGROUP` run (the dispatch adds [`SUBGROUP_FORM`] to the key).
+    pub fn has_subgroup_form(&self) -> bool {
+        static FILES: OnceLock<Vec<&'static str>> = OnceLock::new();
+        FILES
+            .get_or_init(|| {
+                let includes = |name: &str, enabled: &[&str]| {
+                    let mut files = Vec::new();
+                    include_into(name, enabled, &mut String::new(), &mut files).map(|_| files).unwrap_or_default()
+                };
+                SHADER_FILES
+                    .iter()
+                    .map(|(n, _)| *n)
+                    .filter(|n| includes(n, &[]) != includes(n, &["subgroups"]))
+                    .collect()
+            })
+            .contains(&self.file)
     }
 
     /// True when this kernel is the runtime's or a registered family's.
@@ -77,14 +103,19 @@ fn file(name: &str) -> Result<&'static str> {
 /// row kernels' elements per invocation, the same constant their dispatchers compare with.
 /// A placeholder left unfilled is an error, so a template and its variants cannot drift
 /// apart silently. A variant's `ENABLE` entry names a WGSL extension the source enables first
-/// (`f16`: a variant for devices with `SHADER_F16`).
+/// (`f16`: a variant for devices with `SHADER_F16`), and a `FORM` entry names a form of the
+/// libraries (`subgroups`, whose operations naga 30 takes without a directive: it rejects
+/// `enable subgroups;`); an include `lib/x.wgsl` then reads `lib/x.NAME.wgsl` where that file
+/// exists, for either.
 pub(crate) fn expand(name: &str, variant: &Variant) -> Result<String> {
     let mut out = String::new();
+    let enabled: Vec<&str> =
+        variant.iter().filter(|(k, _)| *k == "ENABLE" || *k == "FORM").map(|(_, e)| e.as_str()).collect();
     for (_, ext) in variant.iter().filter(|(k, _)| *k == "ENABLE") {
         out.push_str(&format!("enable {ext};\n"));
     }
     let mut included = Vec::new();
-    include_into(name, &mut out, &mut included)?;
+    include_into(name, &enabled, &mut out, &mut included)?;
     out = out.replace("{{WG}}", &super::WORKGROUP.to_string());
     out = out.replace("{{CACHED}}", &super::ROW_CACHE.to_string());
     for (key, value) in variant {
@@ -97,15 +128,26 @@ pub(crate) fn expand(name: &str, variant: &Variant) -> Result<String> {
     Ok(out)
 }
 
-fn include_into(name: &str, out: &mut String, included: &mut Vec<String>) -> Result<()> {
+/// The file an include of `name` reads under the enabled extensions: `lib/x.EXT.wgsl` for the
+/// first extension that has one, else `name`.
+fn included_file(name: &str, enabled: &[&str]) -> String {
+    let stem = name.strip_suffix(".wgsl").unwrap_or(name);
+    enabled
+        .iter()
+        .map(|ext| format!("{stem}.{ext}.wgsl"))
+        .find(|alt| SHADER_FILES.iter().any(|(n, _)| n == alt))
+        .unwrap_or_else(|| name.to_string())
+}
+
+fn include_into(name: &str, enabled: &[&str], out: &mut String, included: &mut Vec<String>) -> Result<()> {
     if included.iter().any(|n| n == name) {
         return Ok(());
     }
     included.push(name.to_string());
     for line in file(name)?.lines() {
         if let Some(rest) = line.trim().strip_prefix("#include") {
-            let inc = rest.trim().trim_matches('"');
-            include_into(inc, out, included)?;
+            let inc = included_file(rest.trim().trim_matches('"'), enabled);
+            include_into(&inc, enabled, out, included)?;
         } else {
             out.push_str(line);
             out.push('\n');
@@ -120,7 +162,8 @@ fn include_into(name: &str, out: &mut String, included: &mut Vec<String>) -> Res
 pub fn all_shader_variants() -> Result<Vec<(String, String)>> {
     let mut out = Vec::new();
     for k in kernels() {
-        for key in (k.keys)() {
+        let forms: &[u32] = if k.has_subgroup_form() { &[0, SUBGROUP_FORM] } else { &[0] };
+        for key in (k.keys)().into_iter().flat_map(|key| forms.iter().map(move |f| key | f)) {
             let source = k.source(key)?;
             for i in super::in_place::input_bindings(&source) {
                 if let Some(form) = super::in_place::in_place_source(&source, i) {
