@@ -1,6 +1,7 @@
 // Reductions over the middle axis of an (outer, R, inner) view: sum, mean, prod, max, min.
-// `rows` (inner == 1): one workgroup per (row, chunk of R), tree reduction in workgroup
-// memory; with several chunks it writes partial results that a second pass combines.
+// `rows` (inner == 1): one workgroup per (row, chunk of R), its accumulators combined by
+// `lib/row_combine.wgsl` (a tree in workgroup memory, or subgroup shuffles); with several
+// chunks it writes partial results that a second pass combines.
 // `strided`: one invocation per output, looping over R (inner > 1 or short rows).
 // `planes`: as `rows`, reducing the outer and inner axes together, keeping the middle: row o
 // is the `outer` × `inner` elements with middle index o (a conv bias gradient: axes 0, 2, 3
@@ -12,6 +13,7 @@
 // prologue's from word 64; `planes` reads [rows (the middle size), outer·inner, inner, ...].
 #include "lib/int64.wgsl"
 #include "lib/math.wgsl"
+#include "lib/row_combine.wgsl"
 
 @group(0) @binding(0) var<storage, read> src: array<{{S}}>;
 @group(0) @binding(1) var<storage, read_write> dst: array<{{S}}>;
@@ -51,16 +53,9 @@ fn chunk_of(g: u32) -> Chunk {
 // Combines the workgroup's accumulators and writes chunk `ch`'s result (finalized when the
 // row is one chunk).
 fn store_row(lid: u32, acc: {{T}}, g: u32, ch: Chunk) {
-    partial[lid] = acc;
-    workgroupBarrier();
-    for (var s = {{WG}}u / 2u; s > 0u; s = s >> 1u) {
-        if (lid < s) {
-            partial[lid] = combine(partial[lid], partial[lid + s]);
-        }
-        workgroupBarrier();
-    }
+    let total = combine_workgroup(lid, acc);
     if (lid == 0u && ch.valid) {
-        dst[g] = select(partial[0], finalize(partial[0]), params[3] == 1u);
+        dst[g] = select(total, finalize(total), params[3] == 1u);
     }
 }
 

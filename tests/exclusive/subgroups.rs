@@ -1,7 +1,7 @@
 //! The row kernels' workgroup reductions by both paths: subgroup operations (where the device
 //! has `SUBGROUP` and `FLAGS_use_subgroups` is on) and tree reductions in workgroup memory.
-//! softmax, log_softmax, layer norm and batch norm, forward and gradients, agree between the
-//! two and with the CPU, and the profiler sees which form ran (bit 31 of a kernel's variant
+//! softmax, log_softmax, layer norm and batch norm, forward and gradients, and the row
+//! reductions (float32, int64, max) agree between the two and with the CPU, and the profiler sees which form ran (bit 31 of a kernel's variant
 //! key). The flag is process-wide, so these tests run in the exclusive binary.
 
 use crate::common;
@@ -47,6 +47,11 @@ fn row_ops(seed: u64, place: Place) -> (Vec<(&'static str, Vec<f64>)>, [u64; 2])
         (paddle::zeros_on([3], DType::Float32, place).unwrap(), paddle::ones_on([3], DType::Float32, place).unwrap());
     let opts = paddle::BatchNormOptions { training: true, ..Default::default() };
     let bn = paddle::batch_norm(&image, &mean, &var, None, None, &opts).unwrap();
+    // Row reductions: float32, int64 (emulated 64-bit words) and a max.
+    let sum = long.sum(&[1], false).unwrap();
+    let ints: Vec<f64> = (0..4200).map(|i| ((i * 37) % 1001) as f64 - 500.0).collect();
+    let int_sum = common::tensor(&ints, &[2, 2100], DType::Int64, place).sum(&[1], false).unwrap();
+    let row_max = short.max(&[1], false).unwrap();
     let weights = |t: &Tensor, k: f64| {
         let n = t.numel();
         common::tensor(
@@ -65,8 +70,14 @@ fn row_ops(seed: u64, place: Place) -> (Vec<(&'static str, Vec<f64>)>, [u64; 2])
     let forms = p.map_or([0, 0], |p| {
         let summary = p.stop().unwrap();
         let mut forms = [0, 0];
-        for file in ["softmax.wgsl", "softmax_grad.wgsl", "layer_norm.wgsl", "layer_norm_grad.wgsl", "batch_norm.wgsl"]
-        {
+        for file in [
+            "softmax.wgsl",
+            "softmax_grad.wgsl",
+            "layer_norm.wgsl",
+            "layer_norm_grad.wgsl",
+            "batch_norm.wgsl",
+            "reduce.wgsl",
+        ] {
             for k in summary.shader(file) {
                 forms[usize::from(k.variant & SUBGROUP_FORM == 0)] += k.calls;
             }
@@ -81,6 +92,9 @@ fn row_ops(seed: u64, place: Place) -> (Vec<(&'static str, Vec<f64>)>, [u64; 2])
         ("layer_norm (2100)", values(&ln_long)),
         ("batch_norm", values(&bn)),
         ("running_var", values(&var)),
+        ("sum", values(&sum)),
+        ("int64 sum", values(&int_sum)),
+        ("max", values(&row_max)),
         ("d short", grad(&short)),
         ("d long", grad(&long)),
         ("d weight", grad(&w)),
