@@ -27,13 +27,18 @@
 //! norm, their gradients) use subgroup operations; off, or without the feature, tree
 //! reductions in workgroup memory. The two sum in different orders (results agree to
 //! rounding); the flag exists to compare them and to test the fallback.
+//!
+//! `FLAGS_use_cooperative_matrix` (dygraph's; also `DYGRAPH_COOPERATIVE_MATRIX`, default on):
+//! float16 products run on cooperative matrices (tensor cores) where the adapter has them;
+//! off, on the plain float16 kernels.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use crate::{Error, Result};
 
 /// The flags `set_flags` and `get_flags` know.
-const KNOWN: &str = "FLAGS_check_nan_inf, FLAGS_shadow, FLAGS_native_float16, FLAGS_use_subgroups";
+const KNOWN: &str =
+    "FLAGS_check_nan_inf, FLAGS_shadow, FLAGS_native_float16, FLAGS_use_subgroups, FLAGS_use_cooperative_matrix";
 
 /// 0: not read yet, else the level + 1 (1: off, 2: deferred on the GPU, 3: every op).
 static CHECK_NAN_INF: AtomicU8 = AtomicU8::new(0);
@@ -46,6 +51,9 @@ static NATIVE_FLOAT16: AtomicU8 = AtomicU8::new(0);
 
 /// `FLAGS_use_subgroups`: 0 not read yet, 1 off, 2 on.
 static SUBGROUPS: AtomicU8 = AtomicU8::new(0);
+
+/// `FLAGS_use_cooperative_matrix`: 0 not read yet, 1 off, 2 on.
+static COOPERATIVE: AtomicU8 = AtomicU8::new(0);
 
 /// `FLAGS_check_nan_inf`'s level from its value: 0 off, 1, or 2 (the debug level).
 fn nan_level(v: &str) -> Option<u8> {
@@ -93,6 +101,15 @@ pub fn set_flags(flags: &[(&str, &str)]) -> Result<()> {
                 })?;
                 SUBGROUPS.store(if on { 2 } else { 1 }, Ordering::Relaxed);
             }
+            "FLAGS_use_cooperative_matrix" => {
+                let on = switch(value).ok_or_else(|| {
+                    Error::invalid(
+                        "set_flags",
+                        format!("FLAGS_use_cooperative_matrix takes 1 or 0 (true/false), got {value:?}"),
+                    )
+                })?;
+                COOPERATIVE.store(if on { 2 } else { 1 }, Ordering::Relaxed);
+            }
             other => {
                 return Err(Error::invalid("set_flags", format!("unknown flag {other:?} (known: {KNOWN})")));
             }
@@ -110,6 +127,7 @@ pub fn get_flags(names: &[&str]) -> Result<Vec<(String, String)>> {
             "FLAGS_shadow" => Ok((n.to_string(), if shadow_enabled() { "cpu" } else { "off" }.to_string())),
             "FLAGS_native_float16" => Ok((n.to_string(), u8::from(native_float16_enabled()).to_string())),
             "FLAGS_use_subgroups" => Ok((n.to_string(), u8::from(subgroups_enabled()).to_string())),
+            "FLAGS_use_cooperative_matrix" => Ok((n.to_string(), u8::from(cooperative_matrix_enabled()).to_string())),
             other => Err(Error::invalid("get_flags", format!("unknown flag {other:?} (known: {KNOWN})"))),
         })
         .collect()
@@ -169,6 +187,11 @@ fn switch_flag(cell: &AtomicU8, env: &str, parse: fn(&str) -> Option<bool>, defa
 /// default).
 pub(crate) fn native_float16_enabled() -> bool {
     switch_flag(&NATIVE_FLOAT16, "DYGRAPH_NATIVE_FLOAT16", switch, true)
+}
+
+/// `FLAGS_use_cooperative_matrix` (else `DYGRAPH_COOPERATIVE_MATRIX`, default on).
+pub(crate) fn cooperative_matrix_enabled() -> bool {
+    switch_flag(&COOPERATIVE, "DYGRAPH_COOPERATIVE_MATRIX", switch, true)
 }
 
 /// `FLAGS_use_subgroups` (else `DYGRAPH_SUBGROUPS`, default on).

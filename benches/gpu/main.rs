@@ -179,6 +179,7 @@ fn host_per_op(s: &Settings, w: &Waiter, ops: usize, mut f: impl FnMut() -> Resu
 fn input_shapes(kind: &Kind) -> Vec<Vec<usize>> {
     match *kind {
         Kind::Matmul { m, k, n } => vec![vec![m, k], vec![k, n]],
+        Kind::MatmulF16 { n, .. } => vec![vec![n, n], vec![n, n]],
         Kind::Conv { x, w, .. } => vec![x.to_vec(), w.to_vec(), vec![w[0]]],
         Kind::Copy { n } => vec![vec![n]],
         Kind::Add { n } | Kind::HostAdd { n, .. } => vec![vec![n], vec![n]],
@@ -192,7 +193,7 @@ fn input_shapes(kind: &Kind) -> Vec<Vec<usize>> {
 /// The workload's op, on eager tensors or static variables alike.
 fn apply(kind: &Kind, x: &[Tensor]) -> Result<Tensor> {
     match kind {
-        Kind::Matmul { .. } => paddle::matmul(&x[0], &x[1], false, false),
+        Kind::Matmul { .. } | Kind::MatmulF16 { .. } => paddle::matmul(&x[0], &x[1], false, false),
         Kind::Conv { pad, .. } => paddle::conv2d(&x[0], &x[1], Some(&x[2]), &Conv2dOptions::new().padding(*pad)),
         Kind::Copy { .. } => x[0].clone_data(),
         Kind::Add { .. } => x[0].add(&x[1]),
@@ -211,10 +212,18 @@ fn ops_per_call(kind: &Kind) -> Option<usize> {
     }
 }
 
-/// Random inputs on the GPU; the host-cost matmul's are scaled so the chain stays finite.
+/// Random inputs on the GPU (float16 for the float16 product, which also sets
+/// `FLAGS_use_cooperative_matrix` as the workload asks); the host-cost matmul's are scaled so
+/// the chain stays finite.
 fn inputs(kind: &Kind) -> Result<Vec<Tensor>> {
     let scale = if matches!(kind, Kind::HostMatmul { .. }) { 0.25 } else { 1.0 };
-    input_shapes(kind).into_iter().map(|s| paddle::randn_on(s, GPU)?.scale(scale, 0.0)).collect()
+    let dtype = if let Kind::MatmulF16 { coop, .. } = kind {
+        paddle::set_flags(&[("FLAGS_use_cooperative_matrix", if *coop { "1" } else { "0" })])?;
+        paddle::DType::Float16
+    } else {
+        paddle::DType::Float32
+    };
+    input_shapes(kind).into_iter().map(|s| paddle::randn_on(s, GPU)?.scale(scale, 0.0)?.cast(dtype)).collect()
 }
 
 fn eager(kind: &Kind, s: &Settings, w: &Waiter) -> Result<f64> {
@@ -234,7 +243,7 @@ fn static_(kind: &Kind, s: &Settings, w: &Waiter) -> Result<f64> {
         let vars = x
             .iter()
             .zip(&names)
-            .map(|(t, n)| st::data(n, &t.shape().iter().map(|&d| d as i64).collect::<Vec<_>>(), DType::Float32))
+            .map(|(t, n)| st::data(n, &t.shape().iter().map(|&d| d as i64).collect::<Vec<_>>(), t.dtype()))
             .collect::<Result<Vec<_>>>()?;
         apply(kind, &vars)
     })?;

@@ -209,9 +209,12 @@ fn figure(w: &Workload, secs: f64, copy_gbs: Option<f64>, cx: &Context<'_>) -> S
     match w.work() {
         Work::Flops(f) => {
             let tflops = f / secs / 1e12;
+            // The peak is float32's: a float16 product's share of it would mislead.
             match cx.peak {
-                Some(p) => format!("{ms} · {} · {}%", sig(tflops), sig(100.0 * tflops / p)),
-                None => format!("{ms} · {}", sig(tflops)),
+                Some(p) if !matches!(w.kind, Kind::MatmulF16 { .. }) => {
+                    format!("{ms} · {} · {}%", sig(tflops), sig(100.0 * tflops / p))
+                }
+                _ => format!("{ms} · {}", sig(tflops)),
             }
         }
         Work::Bytes(b) => {

@@ -118,6 +118,9 @@ def op_of(w, device):
     if k == "matmul":
         a, b = randn(w["m"], w["k"]), randn(w["k"], w["n"])
         return (lambda: torch.mm(a, b)), None
+    if k == "matmul_f16":
+        a, b = randn(w["n"], w["n"]).half(), randn(w["n"], w["n"]).half()
+        return (lambda: torch.mm(a, b)), None
     if k == "conv2d":
         x, wt, b = randn(*w["x"]), randn(*w["w"]), randn(w["w"][0])
         return (lambda: F.conv2d(x, wt, b, padding=w["pad"])), None

@@ -6,6 +6,9 @@
 pub enum Kind {
     /// `[m, k] · [k, n]` float32.
     Matmul { m: usize, k: usize, n: usize },
+    /// `[n, n] · [n, n]` float16, with `FLAGS_use_cooperative_matrix` set to `coop` (tensor
+    /// cores where the adapter has cooperative matrices; the plain float16 kernels else).
+    MatmulF16 { n: usize, coop: bool },
     /// NCHW `x` convolved with OIHW `w` plus a bias, stride 1, zero padding `pad`.
     Conv { x: [usize; 4], w: [usize; 4], pad: usize },
     /// A new tensor holding a copy of `n` floats (`clone_data`, a buffer-to-buffer copy).
@@ -51,6 +54,8 @@ impl Workload {
         match &self.kind {
             Kind::Matmul { m, k, n } if m == k && k == n => format!("matmul {m}³ f32"),
             Kind::Matmul { m, k, n } => format!("matmul {m}×{k}·{k}×{n} f32"),
+            Kind::MatmulF16 { n, coop: true } => format!("matmul {n}³ f16 (cooperative matrices where present)"),
+            Kind::MatmulF16 { n, coop: false } => format!("matmul {n}³ f16 (plain kernels)"),
             Kind::Conv { x, w, pad } => {
                 let what = match self.id.as_str() {
                     "conv_mnist1" => "conv2d MNIST conv1",
@@ -74,6 +79,7 @@ impl Workload {
         const F32: f64 = 4.0;
         match &self.kind {
             Kind::Matmul { m, k, n } => Work::Flops(2.0 * (m * k * n) as f64),
+            Kind::MatmulF16 { n, .. } => Work::Flops(2.0 * (n * n * n) as f64),
             Kind::Conv { x, w, pad } => {
                 let (oh, ow) = (x[2] + 2 * pad + 1 - w[2], x[3] + 2 * pad + 1 - w[3]);
                 Work::Flops(2.0 * (x[0] * w[0] * oh * ow * w[1] * w[2] * w[3]) as f64)
@@ -93,6 +99,7 @@ impl Workload {
     pub fn spec_line(&self) -> String {
         let fields = match &self.kind {
             Kind::Matmul { m, k, n } => format!(r#""kind":"matmul","m":{m},"k":{k},"n":{n}"#),
+            Kind::MatmulF16 { n, .. } => format!(r#""kind":"matmul_f16","n":{n}"#),
             Kind::Conv { x, w, pad } => format!(r#""kind":"conv2d","x":{x:?},"w":{w:?},"pad":{pad}"#),
             Kind::Copy { n } => format!(r#""kind":"copy","n":{n}"#),
             Kind::Add { n } => format!(r#""kind":"add","n":{n}"#),
@@ -123,7 +130,10 @@ pub fn workloads(quick: bool, max_floats: usize) -> Vec<Workload> {
         if quick { ([256, 1024], 4, 28, 1 << 22, 1024) } else { ([1024, 4096], 32, 56, 1 << 26, 4096) };
     let mut w: Vec<Workload> =
         mm.iter().map(|&s| Workload::new(format!("matmul_{s}"), Kind::Matmul { m: s, k: s, n: s })).collect();
+    let half = mm[1];
     w.extend([
+        Workload::new(format!("matmul_f16_{half}"), Kind::MatmulF16 { n: half, coop: true }),
+        Workload::new(format!("matmul_f16_plain_{half}"), Kind::MatmulF16 { n: half, coop: false }),
         Workload::new("conv_mnist1", Kind::Conv { x: [64, 1, 28, 28], w: [20, 1, 5, 5], pad: 0 }),
         Workload::new("conv_mnist2", Kind::Conv { x: [64, 20, 12, 12], w: [50, 20, 5, 5], pad: 0 }),
         Workload::new(

@@ -74,6 +74,11 @@ fn cases() -> Vec<(Vec<usize>, Vec<usize>, bool, bool)> {
         (vec![2, 5, 300], vec![300, 3], false, false),
         // The same through vec4 loads (`direct4`): 8 slices, the last column quad alone.
         (vec![8, 512], vec![512, 12], false, false),
+        // Whole 32×32 blocks over 16-deep tiles: float16 runs these on cooperative matrices
+        // where the adapter has them (`coop`), batched and broadcast too.
+        (vec![64, 48], vec![48, 96], false, false),
+        (vec![2, 32, 32], vec![2, 32, 64], false, false),
+        (vec![3, 96, 64], vec![64, 32], false, false),
     ]
 }
 
@@ -116,15 +121,28 @@ fn gpu_matches_float64_reference() {
 }
 
 /// The GPU picks an entry per adapter and shape (`wide4`, `wide`, `main`, or `direct4` and
-/// `direct` on software adapters); rerun the check above with each forced, in a child process (the choice is read
-/// once per process), so every entry is checked on any machine.
+/// `direct` on software adapters, `coop` for float16 on cooperative matrices); rerun the
+/// check above with each forced, in a child process (the choice is read once per process),
+/// so every entry is checked on any machine, `coop` where the adapter has cooperative
+/// matrices (elsewhere its skip is counted).
 #[test]
 fn gpu_matches_float64_reference_with_each_kernel_forced() {
     let _generator = common::generator_lock();
+    let Some(_) = common::gpu_or_skip() else { return };
+    let mut entries = vec!["main", "wide", "wide4", "direct", "direct4"];
+    if paddle::gpu_info(0).unwrap().cooperative_matrix_f16 {
+        entries.push("coop");
+    } else {
+        common::skip(
+            "coop",
+            "matmul with DYGRAPH_MATMUL_KERNEL=coop",
+            "the adapter has no 16×16×16 f16 cooperative matrices",
+        );
+    }
     common::rerun_with_each(
         &common::test_path(module_path!(), "gpu_matches_float64_reference"),
         "DYGRAPH_MATMUL_KERNEL",
-        &["main", "wide", "wide4", "direct", "direct4"],
+        &entries,
     );
 }
 

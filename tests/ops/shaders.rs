@@ -42,6 +42,10 @@ fn check_with(key: &str, source: &str, max_storage_buffers: usize) -> Result<(),
     if subgroup_form(key) {
         caps |= Capabilities::SUBGROUP;
     }
+    // The cooperative-matrix product runs only natively, on adapters with the feature.
+    if source.starts_with("enable f16;\nenable wgpu_cooperative_matrix;") {
+        caps |= Capabilities::COOPERATIVE_MATRIX;
+    }
     Validator::new(ValidationFlags::all(), caps)
         .validate(&module)
         .map_err(|e| format!("{key}: validation error:\n{}", e.emit_to_string(source)))?;

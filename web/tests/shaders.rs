@@ -3,7 +3,8 @@
 //! around barriers, no constant Inf/NaN), so this is the check that the shaders run on the web.
 //! The variants that enable f16 compile where the adapter has `shader-f16` and are counted as
 //! skipped where it has not (the library dispatches them only on such devices). The kernels'
-//! subgroup forms (key bit 31) run only natively and are counted as skipped here.
+//! subgroup forms (key bit 31) and the cooperative-matrix product run only natively and are
+//! counted as skipped here.
 
 use wasm_bindgen_test::*;
 
@@ -33,7 +34,7 @@ async fn every_shader_variant_compiles_in_the_browser() {
             continue;
         }
         let form = key.split('#').nth(1).and_then(|k| k.split(' ').next()?.parse::<u32>().ok());
-        if form.is_some_and(|k| k & (1 << 31) != 0) {
+        if form.is_some_and(|k| k & (1 << 31) != 0) || source.contains("enable wgpu_cooperative_matrix;") {
             native_only += 1;
             continue;
         }
@@ -57,7 +58,7 @@ async fn every_shader_variant_compiles_in_the_browser() {
     }
     wasm_bindgen_test::console_log!(
         "compiled {} of {} shader variants in the browser ({skipped} that enable f16 skipped: no shader-f16; \
-         {native_only} subgroup forms skipped: native only)",
+         {native_only} subgroup forms and cooperative-matrix kernels skipped: native only)",
         variants.len() - skipped - native_only,
         variants.len()
     );

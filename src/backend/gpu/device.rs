@@ -17,7 +17,8 @@ pub(crate) struct Device {
     pub info: wgpu::AdapterInfo,
     pub limits: wgpu::Limits,
     /// The optional features the device was opened with (of timestamps, `SHADER_F16` and
-    /// `SUBGROUP`: every one the adapter has).
+    /// `SUBGROUP`: every one the adapter has; `EXPERIMENTAL_COOPERATIVE_MATRIX` where it
+    /// has the configuration the products use, see [`cooperative_f16`]).
     pub features: wgpu::Features,
     /// Dispatches recorded so far.
     pub(super) dispatches: AtomicU64,
@@ -49,6 +50,10 @@ pub struct GpuInfo {
     /// The smallest and largest subgroup the device runs, when kernels may use subgroup
     /// operations (wgpu's `SUBGROUP`; native adapters only).
     pub subgroup_sizes: Option<(u32, u32)>,
+    /// float16 matrix products run on cooperative matrices (tensor cores): the adapter has
+    /// wgpu's `EXPERIMENTAL_COOPERATIVE_MATRIX` with a 16×16×16 f16 → f32 configuration and
+    /// runs subgroups of 32 (native only).
+    pub cooperative_matrix_f16: bool,
 }
 
 /// The optional features a device is opened with when its adapter has them: timestamps for
@@ -56,6 +61,26 @@ pub struct GpuInfo {
 /// by kernels that ask for them).
 const OPTIONAL_FEATURES: wgpu::Features =
     wgpu::Features::TIMESTAMP_QUERY.union(wgpu::Features::SHADER_F16).union(wgpu::Features::SUBGROUP);
+
+/// True when `adapter` has cooperative matrices in the one configuration the float16
+/// products use: 16×16×16, f16 operands, f32 accumulators (NVIDIA's tensor cores under
+/// Vulkan list it; native only).
+fn cooperative_f16(adapter: &wgpu::Adapter) -> bool {
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        use wgpu::CooperativeScalarType as T;
+        adapter.features().contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX)
+            && adapter
+                .cooperative_matrix_properties()
+                .iter()
+                .any(|p| (p.m_size, p.n_size, p.k_size) == (16, 16, 16) && p.ab_type == T::F16 && p.cr_type == T::F32)
+    }
+    #[cfg(target_arch = "wasm32")]
+    {
+        let _ = adapter;
+        false
+    }
+}
 
 /// The host's cores (1 where unknown, as on wasm), read once: software adapters run one
 /// thread per core.
@@ -69,13 +94,25 @@ impl Device {
     pub(super) async fn open(index: usize, adapter: &wgpu::Adapter) -> Result<Device> {
         let info = adapter.get_info();
         let limits = adapter.limits();
-        let features = adapter.features() & OPTIONAL_FEATURES;
+        let mut features = adapter.features() & OPTIONAL_FEATURES;
+        if cooperative_f16(adapter) {
+            features |= wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
+        }
+        let experimental = if features.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX) {
+            // SAFETY: wgpu's token for its experimental features; the one used, cooperative
+            // matrices, runs only in `matmul_coop.wgsl`, on the configuration the adapter
+            // reports, with every load and store of whole tiles inside the operands (its
+            // dispatcher checks the shapes).
+            unsafe { wgpu::ExperimentalFeatures::enabled() }
+        } else {
+            wgpu::ExperimentalFeatures::disabled()
+        };
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("dygraph"),
                 required_features: features,
                 required_limits: limits.clone(),
-                experimental_features: wgpu::ExperimentalFeatures::disabled(),
+                experimental_features: experimental,
                 memory_hints: wgpu::MemoryHints::Performance,
                 trace: wgpu::Trace::Off,
             })
@@ -114,7 +151,15 @@ impl Device {
             max_storage_buffers_per_stage: self.limits.max_storage_buffers_per_shader_stage,
             shader_f16: self.has_shader_f16(),
             subgroup_sizes: self.subgroup_sizes(),
+            cooperative_matrix_f16: self.has_cooperative_f16(),
         }
+    }
+
+    /// True when float16 products may run on cooperative matrices (`matmul_coop.wgsl`).
+    pub fn has_cooperative_f16(&self) -> bool {
+        self.features.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX)
+            && self.features.contains(wgpu::Features::SHADER_F16)
+            && self.subgroup_sizes() == Some((32, 32))
     }
 
     /// True when kernels may compute in float16 (`enable f16;`).

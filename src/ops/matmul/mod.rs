@@ -2,6 +2,7 @@
 //! broadcast batch dimensions and `transpose_x` / `transpose_y` (one registry entry); and
 //! the compositions `linear` and `dot`.
 
+mod coop;
 pub(crate) mod epilogue;
 
 use crate::backend::cpu::CpuData;
@@ -210,7 +211,7 @@ pub(crate) fn product_gpu(
     let batches: usize = p.batch.iter().product();
     let (cs, st) = collapse(&p.batch, &[p.sa.clone(), p.sb.clone()]);
     let max_z = ctx.limits.max_compute_workgroups_per_dimension.max(1) as usize;
-    let entry = entry(ctx, p, batches);
+    let entry = entry(ctx, p, batches, coop::fits(ctx, p, dtype, epi.number));
     let tile = if entry.starts_with("wide") { 128 } else { 64 };
     let tiles = n.div_ceil(tile).max(1) * m.div_ceil(tile).max(1);
     let outputs = batches * m * n;
@@ -250,6 +251,9 @@ pub(crate) fn product_gpu(
         params.extend(s.iter().map(|&d| d as u32));
     }
     epi.append_params("matmul", &mut params)?;
+    if entry == "coop" {
+        return coop::dispatch(ctx, [a, b, out], p, batches, &mut params);
+    }
     let extras = || epi.extras.iter().map(|x| Bind::read(x));
     let total_z = batches * split.slices;
     let mut z0 = 0;
@@ -290,10 +294,13 @@ const DIRECT_MIN_GROUPS: usize = 8;
 ///   too), `wide` (the same reading floats) for other layouts;
 /// - `main` (64×64 tiles, 4×4 per invocation) otherwise.
 ///
-/// `DYGRAPH_MATMUL_KERNEL=main|wide|wide4|direct|direct4` forces one (to exercise and time
-/// each anywhere); a forced `wide4` or `direct4` falls back to `wide` or `direct` where the
-/// layout does not allow it.
-fn entry(ctx: &GpuContext, p: &MatmulPlan, batches: usize) -> &'static str {
+/// - `coop` (`coop.rs`, cooperative matrices) for float16 products where the adapter has
+///   them and the shape fits (`coop_fits`), unless another entry is forced.
+///
+/// `DYGRAPH_MATMUL_KERNEL=main|wide|wide4|direct|direct4|coop` forces one (to exercise and
+/// time each anywhere); a forced `wide4` or `direct4` falls back to `wide` or `direct` where
+/// the layout does not allow it, a forced `coop` to the adapter's choice where it does not fit.
+fn entry(ctx: &GpuContext, p: &MatmulPlan, batches: usize, coop_fits: bool) -> &'static str {
     static FORCED: OnceLock<Option<&'static str>> = OnceLock::new();
     let forced = FORCED.get_or_init(|| match std::env::var("DYGRAPH_MATMUL_KERNEL").as_deref() {
         Ok("main") => Some("main"),
@@ -301,18 +308,20 @@ fn entry(ctx: &GpuContext, p: &MatmulPlan, batches: usize) -> &'static str {
         Ok("wide4") => Some("wide4"),
         Ok("direct") => Some("direct"),
         Ok("direct4") => Some("direct4"),
+        Ok("coop") => Some("coop"),
         _ => None,
     });
     let vec4 = p.av.cs == 1 && p.bv.cs == 1 && p.k.is_multiple_of(4) && p.n.is_multiple_of(4);
     let wide = if vec4 { "wide4" } else { "wide" };
     let direct = if vec4 { "direct4" } else { "direct" };
     match forced {
+        None | Some("coop") if coop_fits => "coop",
         Some("wide4") => wide,
         Some("direct4") => direct,
-        Some(e) => e,
-        None if ctx.is_software() => direct,
-        None if p.m.div_ceil(128) * p.n.div_ceil(128) * batches >= WIDE_MIN_TILES => wide,
-        None => "main",
+        Some(e) if *e != "coop" => e,
+        _ if ctx.is_software() => direct,
+        _ if p.m.div_ceil(128) * p.n.div_ceil(128) * batches >= WIDE_MIN_TILES => wide,
+        _ => "main",
     }
 }
 
@@ -351,5 +360,7 @@ impl Tensor {
 }
 
 /// This family's ops and GPU kernels, for the registry's catalog.
-pub(crate) static FAMILY: crate::ops::registry::Family =
-    crate::ops::registry::Family { ops: &[&MATMUL_OP, &epilogue::MATMUL_EPILOGUE], kernels: &[&MATMUL] };
+pub(crate) static FAMILY: crate::ops::registry::Family = crate::ops::registry::Family {
+    ops: &[&MATMUL_OP, &epilogue::MATMUL_EPILOGUE],
+    kernels: &[&MATMUL, &coop::MATMUL_COOP],
+};
