@@ -14,15 +14,15 @@
 // inner, ignore lo, ignore hi, softmax, op code]
 #include "lib/index_check.wgsl"
 
-@group(0) @binding(0) var<storage, read> src: array<f32>;
+@group(0) @binding(0) var<storage, read> src: array<{{E}}>;
 @group(0) @binding(1) var<storage, read> index: array<{{I}}>;
-@group(0) @binding(2) var<storage, read_write> loss: array<f32>;
+@group(0) @binding(2) var<storage, read_write> loss: array<{{E}}>;
 // `valid` in pick, dx in grad.
-@group(0) @binding(3) var<storage, read_write> dst: array<f32>;
+@group(0) @binding(3) var<storage, read_write> dst: array<{{E}}>;
 @group(0) @binding(4) var<storage, read_write> index_errors: array<atomic<u32>, 5>;
 @group(0) @binding(5) var<storage, read> params: array<u32>;
 
-@group(0) @binding(2) var<storage, read> dloss: array<f32>;
+@group(0) @binding(2) var<storage, read> dloss: array<{{E}}>;
 
 fn ignored(raw: vec2<u32>, lo: u32, hi: u32) -> bool {
     return raw.x == lo && raw.y == hi;
@@ -37,19 +37,19 @@ fn pick(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let classes = params[1];
     let inner = params[2];
     if (ignored(index_raw(line), params[3], params[4])) {
-        loss[line] = 0.0;
-        dst[line] = 0.0;
+        loss[line] = {{E}}(0.0);
+        dst[line] = {{E}}(0.0);
         return;
     }
-    dst[line] = 1.0;
+    dst[line] = {{E}}(1.0);
     let label = index_at(line);
     if (label >= classes) {
         report_index(params[6], index_raw(line), classes);
-        loss[line] = 0.0;
+        loss[line] = {{E}}(0.0);
         return;
     }
-    let v = src[((line / inner) * classes + label) * inner + line % inner];
-    loss[line] = -select(log(v), v, params[5] != 0u);
+    let v = f32(src[((line / inner) * classes + label) * inner + line % inner]);
+    loss[line] = {{E}}(-select(log(v), v, params[5] != 0u));
 }
 
 @compute @workgroup_size({{WG}})
@@ -62,18 +62,18 @@ fn grad(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let inner = params[2];
     let line = (t / (classes * inner)) * inner + t % inner;
     if (ignored(index_raw(line), params[3], params[4])) {
-        dst[t] = 0.0;
+        dst[t] = {{E}}(0.0);
         return;
     }
-    let d = -dloss[line];
+    let d = -f32(dloss[line]);
     let label = index_at(line);
     if (label >= classes && (t / inner) % classes == 0u) {
         report_index(params[6], index_raw(line), classes);
     }
     let hit = label == (t / inner) % classes;
     if (params[5] != 0u) {
-        dst[t] = select(0.0, d, hit) - exp(src[t]) * d;
+        dst[t] = {{E}}(select(0.0, d, hit) - exp(f32(src[t])) * d);
     } else {
-        dst[t] = select(0.0, d / src[t], hit);
+        dst[t] = {{E}}(select(0.0, d / f32(src[t]), hit));
     }
 }

@@ -5,12 +5,12 @@
 // `rows` reads it three times. `small`: one invocation per row, for short rows.
 // params: [rows, D, has_weight, has_bias, eps (f32 bits)]
 
-@group(0) @binding(0) var<storage, read> x: array<f32>;
-@group(0) @binding(1) var<storage, read> w: array<f32>;
-@group(0) @binding(2) var<storage, read> b: array<f32>;
-@group(0) @binding(3) var<storage, read_write> y: array<f32>;
-@group(0) @binding(4) var<storage, read_write> mean: array<f32>;
-@group(0) @binding(5) var<storage, read_write> rstd: array<f32>;
+@group(0) @binding(0) var<storage, read> x: array<{{E}}>;
+@group(0) @binding(1) var<storage, read> w: array<{{W}}>;
+@group(0) @binding(2) var<storage, read> b: array<{{W}}>;
+@group(0) @binding(3) var<storage, read_write> y: array<{{E}}>;
+@group(0) @binding(4) var<storage, read_write> mean: array<{{E}}>;
+@group(0) @binding(5) var<storage, read_write> rstd: array<{{E}}>;
 @group(0) @binding(6) var<storage, read> params: array<u32>;
 
 #include "lib/wg_reduce.wgsl"
@@ -21,10 +21,10 @@ const CACHED: u32 = {{CACHED}}u;
 fn affine(j: u32, v: f32) -> f32 {
     var r = v;
     if (params[2] != 0u) {
-        r = r * w[j];
+        r = r * f32(w[j]);
     }
     if (params[3] != 0u) {
-        r = r + b[j];
+        r = r + f32(b[j]);
     }
     return r;
 }
@@ -41,25 +41,25 @@ fn rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     var s = 0.0;
     if (in_range) {
         for (var j = lid; j < d; j = j + {{WG}}u) {
-            s = s + x[base + j];
+            s = s + f32(x[base + j]);
         }
     }
     let mu = wg_sum(lid, s) / f32(d);
     var q = 0.0;
     if (in_range) {
         for (var j = lid; j < d; j = j + {{WG}}u) {
-            let t = x[base + j] - mu;
+            let t = f32(x[base + j]) - mu;
             q = q + t * t;
         }
     }
     let rs = 1.0 / sqrt(wg_sum(lid, q) / f32(d) + eps);
     if (in_range) {
         for (var j = lid; j < d; j = j + {{WG}}u) {
-            y[base + j] = affine(j, (x[base + j] - mu) * rs);
+            y[base + j] = {{E}}(affine(j, (f32(x[base + j]) - mu) * rs));
         }
         if (lid == 0u) {
-            mean[row] = mu;
-            rstd[row] = rs;
+            mean[row] = {{E}}(mu);
+            rstd[row] = {{E}}(rs);
         }
     }
 }
@@ -78,7 +78,7 @@ fn rows_cached(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
     for (var i = 0u; i < CACHED; i = i + 1u) {
         let j = lid + i * {{WG}}u;
         if (j < len) {
-            v[i] = x[base + j];
+            v[i] = f32(x[base + j]);
             s = s + v[i];
         }
     }
@@ -94,12 +94,12 @@ fn rows_cached(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
     for (var i = 0u; i < CACHED; i = i + 1u) {
         let j = lid + i * {{WG}}u;
         if (j < len) {
-            y[base + j] = affine(j, v[i] * rs);
+            y[base + j] = {{E}}(affine(j, v[i] * rs));
         }
     }
     if (in_range && lid == 0u) {
-        mean[row] = mu;
-        rstd[row] = rs;
+        mean[row] = {{E}}(mu);
+        rstd[row] = {{E}}(rs);
     }
 }
 
@@ -115,18 +115,18 @@ fn small(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups)
     let base = row * d;
     var s = 0.0;
     for (var j = 0u; j < d; j = j + 1u) {
-        s = s + x[base + j];
+        s = s + f32(x[base + j]);
     }
     let mu = s / f32(d);
     var q = 0.0;
     for (var j = 0u; j < d; j = j + 1u) {
-        let t = x[base + j] - mu;
+        let t = f32(x[base + j]) - mu;
         q = q + t * t;
     }
     let rs = 1.0 / sqrt(q / f32(d) + eps);
     for (var j = 0u; j < d; j = j + 1u) {
-        y[base + j] = affine(j, (x[base + j] - mu) * rs);
+        y[base + j] = {{E}}(affine(j, (f32(x[base + j]) - mu) * rs));
     }
-    mean[row] = mu;
-    rstd[row] = rs;
+    mean[row] = {{E}}(mu);
+    rstd[row] = {{E}}(rs);
 }

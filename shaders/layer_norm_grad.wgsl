@@ -5,12 +5,12 @@
 // x − mean and g·w held in registers so x, g and w are read once; `small`: one invocation per row.
 // params: [rows, D, has_weight]
 
-@group(0) @binding(0) var<storage, read> x: array<f32>;
-@group(0) @binding(1) var<storage, read> g: array<f32>;
-@group(0) @binding(2) var<storage, read> w: array<f32>;
-@group(0) @binding(3) var<storage, read> mean: array<f32>;
-@group(0) @binding(4) var<storage, read> rstd: array<f32>;
-@group(0) @binding(5) var<storage, read_write> dx: array<f32>;
+@group(0) @binding(0) var<storage, read> x: array<{{E}}>;
+@group(0) @binding(1) var<storage, read> g: array<{{E}}>;
+@group(0) @binding(2) var<storage, read> w: array<{{W}}>;
+@group(0) @binding(3) var<storage, read> mean: array<{{E}}>;
+@group(0) @binding(4) var<storage, read> rstd: array<{{E}}>;
+@group(0) @binding(5) var<storage, read_write> dx: array<{{E}}>;
 @group(0) @binding(6) var<storage, read> params: array<u32>;
 
 #include "lib/wg_reduce.wgsl"
@@ -20,9 +20,9 @@ const CACHED: u32 = {{CACHED}}u;
 
 fn gw(k: u32, j: u32) -> f32 {
     if (params[2] != 0u) {
-        return g[k] * w[j];
+        return f32(g[k]) * f32(w[j]);
     }
-    return g[k];
+    return f32(g[k]);
 }
 
 @compute @workgroup_size({{WG}})
@@ -34,23 +34,23 @@ fn rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let in_range = row < n;
     let r = min(row, max(n, 1u) - 1u);
     let base = r * d;
-    let mu = mean[r];
-    let rs = rstd[r];
+    let mu = f32(mean[r]);
+    let rs = f32(rstd[r]);
     var s1 = 0.0;
     var s2 = 0.0;
     if (in_range) {
         for (var j = lid; j < d; j = j + {{WG}}u) {
             let v = gw(base + j, j);
             s1 = s1 + v;
-            s2 = s2 + v * (x[base + j] - mu) * rs;
+            s2 = s2 + v * (f32(x[base + j]) - mu) * rs;
         }
     }
     let a = wg_sum(lid, s1) / f32(d);
     let c = wg_sum(lid, s2) / f32(d);
     if (in_range) {
         for (var j = lid; j < d; j = j + {{WG}}u) {
-            let xhat = (x[base + j] - mu) * rs;
-            dx[base + j] = rs * (gw(base + j, j) - a - xhat * c);
+            let xhat = (f32(x[base + j]) - mu) * rs;
+            dx[base + j] = {{E}}(rs * (gw(base + j, j) - a - xhat * c));
         }
     }
 }
@@ -64,8 +64,8 @@ fn rows_cached(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
     let len = select(0u, d, row < n);
     let r = min(row, max(n, 1u) - 1u);
     let base = r * d;
-    let mu = mean[r];
-    let rs = rstd[r];
+    let mu = f32(mean[r]);
+    let rs = f32(rstd[r]);
     var gws: array<f32, CACHED>;
     var xms: array<f32, CACHED>;
     var s1 = 0.0;
@@ -74,7 +74,7 @@ fn rows_cached(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
         let j = lid + i * {{WG}}u;
         if (j < len) {
             gws[i] = gw(base + j, j);
-            xms[i] = x[base + j] - mu;
+            xms[i] = f32(x[base + j]) - mu;
             s1 = s1 + gws[i];
             s2 = s2 + gws[i] * xms[i] * rs;
         }
@@ -85,7 +85,7 @@ fn rows_cached(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
         let j = lid + i * {{WG}}u;
         if (j < len) {
             let xhat = xms[i] * rs;
-            dx[base + j] = rs * (gws[i] - a - xhat * c);
+            dx[base + j] = {{E}}(rs * (gws[i] - a - xhat * c));
         }
     }
 }
@@ -99,19 +99,19 @@ fn small(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups)
         return;
     }
     let base = row * d;
-    let mu = mean[row];
-    let rs = rstd[row];
+    let mu = f32(mean[row]);
+    let rs = f32(rstd[row]);
     var s1 = 0.0;
     var s2 = 0.0;
     for (var j = 0u; j < d; j = j + 1u) {
         let v = gw(base + j, j);
         s1 = s1 + v;
-        s2 = s2 + v * (x[base + j] - mu) * rs;
+        s2 = s2 + v * (f32(x[base + j]) - mu) * rs;
     }
     let a = s1 / f32(d);
     let c = s2 / f32(d);
     for (var j = 0u; j < d; j = j + 1u) {
-        let xhat = (x[base + j] - mu) * rs;
-        dx[base + j] = rs * (gw(base + j, j) - a - xhat * c);
+        let xhat = (f32(x[base + j]) - mu) * rs;
+        dx[base + j] = {{E}}(rs * (gw(base + j, j) - a - xhat * c));
     }
 }

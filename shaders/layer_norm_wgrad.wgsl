@@ -3,10 +3,10 @@
 // neighbouring invocations read neighbouring columns. The chunks are summed afterwards.
 // params: [rows, D, chunk_rows, chunks]
 
-@group(0) @binding(0) var<storage, read> x: array<f32>;
-@group(0) @binding(1) var<storage, read> g: array<f32>;
-@group(0) @binding(2) var<storage, read> mean: array<f32>;
-@group(0) @binding(3) var<storage, read> rstd: array<f32>;
+@group(0) @binding(0) var<storage, read> x: array<{{E}}>;
+@group(0) @binding(1) var<storage, read> g: array<{{E}}>;
+@group(0) @binding(2) var<storage, read> mean: array<{{E}}>;
+@group(0) @binding(3) var<storage, read> rstd: array<{{E}}>;
 @group(0) @binding(4) var<storage, read_write> dw: array<f32>;
 @group(0) @binding(5) var<storage, read_write> db: array<f32>;
 @group(0) @binding(6) var<storage, read> params: array<u32>;
@@ -27,8 +27,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     var sb = 0.0;
     for (var r = start; r < end; r = r + 1u) {
         let k = r * d + j;
-        sw = sw + g[k] * (x[k] - mean[r]) * rstd[r];
-        sb = sb + g[k];
+        sw = sw + f32(g[k]) * (f32(x[k]) - f32(mean[r])) * f32(rstd[r]);
+        sb = sb + f32(g[k]);
     }
     dw[idx] = sw;
     db[idx] = sb;

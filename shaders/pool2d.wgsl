@@ -7,6 +7,7 @@
 //
 // params: [0 total, 1 planes, 2 h, 3 w, 4 oh, 5 ow, 6 kh, 7 kw, 8 sh, 9 sw, 10 pt, 11 pl,
 //          12 adaptive (the variant key), 13 exclusive, 14 pb, 15 pr]
+// `E` is the float element type: f32, or f16 on devices with `SHADER_F16` (f32 arithmetic).
 // Bindings differ per entry (each entry uses only its own):
 //   max_fwd:          src, mf_out, mf_idx, params3
 //   avg_fwd, avg_bwd: src, out1, params2
@@ -17,14 +18,14 @@
 // branch on a uniform value, and the adaptive side divides.
 const ADAPTIVE: bool = {{ADAPTIVE}};
 
-@group(0) @binding(0) var<storage, read> src: array<f32>;
-@group(0) @binding(1) var<storage, read_write> mf_out: array<f32>;
+@group(0) @binding(0) var<storage, read> src: array<{{E}}>;
+@group(0) @binding(1) var<storage, read_write> mf_out: array<{{E}}>;
 @group(0) @binding(2) var<storage, read_write> mf_idx: array<i32>;
 @group(0) @binding(3) var<storage, read> params3: array<u32>;
-@group(0) @binding(1) var<storage, read_write> out1: array<f32>;
+@group(0) @binding(1) var<storage, read_write> out1: array<{{E}}>;
 @group(0) @binding(2) var<storage, read> params2: array<u32>;
 @group(0) @binding(1) var<storage, read> idx_in: array<i32>;
-@group(0) @binding(2) var<storage, read_write> out2: array<f32>;
+@group(0) @binding(2) var<storage, read_write> out2: array<{{E}}>;
 
 var<private> P: array<u32, 16>;
 
@@ -107,17 +108,17 @@ fn max_fwd(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroup
     let w = P[3];
     let base = p * P[2] * w;
     var bi = rr.x * w + cc.x;
-    var best = src[base + bi];
+    var best = f32(src[base + bi]);
     for (var iy = rr.x; iy < rr.y; iy = iy + 1u) {
         for (var ix = cc.x; ix < cc.y; ix = ix + 1u) {
-            let v = src[base + iy * w + ix];
+            let v = f32(src[base + iy * w + ix]);
             if (v > best || (is_nan_f(v) && !is_nan_f(best))) {
                 best = v;
                 bi = iy * w + ix;
             }
         }
     }
-    mf_out[o] = best;
+    mf_out[o] = {{E}}(best);
     mf_idx[o] = i32(bi);
 }
 
@@ -138,10 +139,10 @@ fn avg_fwd(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroup
     var s = 0.0;
     for (var iy = rr.x; iy < rr.y; iy = iy + 1u) {
         for (var ix = cc.x; ix < cc.y; ix = ix + 1u) {
-            s = s + src[base + iy * w + ix];
+            s = s + f32(src[base + iy * w + ix]);
         }
     }
-    out1[o] = s / count(r / P[5], r % P[5], rr, cc);
+    out1[o] = {{E}}(s / count(r / P[5], r % P[5], rr, cc));
 }
 
 @compute @workgroup_size({{WG}})
@@ -164,11 +165,11 @@ fn max_bwd(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroup
         for (var ox = rx.x; ox < rx.y; ox = ox + 1u) {
             let o = base + oy * P[5] + ox;
             if (idx_in[o] == i32(s)) {
-                acc = acc + src[o];
+                acc = acc + f32(src[o]);
             }
         }
     }
-    out2[i] = acc;
+    out2[i] = {{E}}(acc);
 }
 
 // max_bwd where the windows tile the input (stride = kernel, no padding, not adaptive, the
@@ -191,11 +192,11 @@ fn max_bwd_tiles(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_wor
     let base = (o / ohw) * P[2] * w;
     let at = idx_in[o];
     // 0.0 + g as max_bwd sums, so a -0.0 gradient is stored as +0.0 there too.
-    let g = 0.0 + src[o];
+    let g = 0.0 + f32(src[o]);
     for (var iy = rr.x; iy < rr.y; iy = iy + 1u) {
         for (var ix = cc.x; ix < cc.y; ix = ix + 1u) {
             let s = iy * w + ix;
-            out2[base + s] = select(0.0, g, at == i32(s));
+            out2[base + s] = {{E}}(select(0.0, g, at == i32(s)));
         }
     }
 }
@@ -226,10 +227,10 @@ fn avg_bwd(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroup
             if (ix < cc.x || ix >= cc.y) {
                 continue;
             }
-            acc = acc + src[base + oy * P[5] + ox] / count(oy, ox, rr, cc);
+            acc = acc + f32(src[base + oy * P[5] + ox]) / count(oy, ox, rr, cc);
         }
     }
-    out1[i] = acc;
+    out1[i] = {{E}}(acc);
 }
 
 @compute @workgroup_size({{WG}})

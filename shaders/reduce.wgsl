@@ -6,6 +6,8 @@
 // `planes`: as `rows`, reducing the outer and inner axes together, keeping the middle: row o
 // is the `outer` × `inner` elements with middle index o (a conv bias gradient: axes 0, 2, 3
 // of NCHW), so the two runs of axes take one pass instead of two.
+// `S` and `D` are the storage types read and written: T's, or `f16` in float16 forms, which
+// accumulate in f32 as float32 does.
 // Elements are read through `load(i)`: `src[i]`, or in a float32 variant a chain of
 // elementwise ops fused before the reduction over inputs of src's shape, bound after `dst`
 // (src/ops/epilogue.rs).
@@ -16,7 +18,7 @@
 #include "lib/row_combine.wgsl"
 
 @group(0) @binding(0) var<storage, read> src: array<{{S}}>;
-@group(0) @binding(1) var<storage, read_write> dst: array<{{S}}>;
+@group(0) @binding(1) var<storage, read_write> dst: array<{{D}}>;
 @group(0) @binding({{PARAMS}}) var<storage, read> params: array<u32>;
 
 {{LOAD}}
@@ -55,7 +57,7 @@ fn chunk_of(g: u32) -> Chunk {
 fn store_row(lid: u32, acc: {{T}}, g: u32, ch: Chunk) {
     let total = combine_workgroup(lid, acc);
     if (lid == 0u && ch.valid) {
-        dst[g] = select(total, finalize(total), params[3] == 1u);
+        dst[g] = {{D}}(select(total, finalize(total), params[3] == 1u));
     }
 }
 
@@ -118,5 +120,5 @@ fn strided(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroup
     for (var r = 0u; r < len; r = r + 1u) {
         acc = combine(acc, load((o * len + r) * inner + i));
     }
-    dst[idx] = finalize(acc);
+    dst[idx] = {{D}}(finalize(acc));
 }

@@ -7,8 +7,8 @@
 // params: [outer, R, inner]
 #include "lib/math.wgsl"
 
-@group(0) @binding(0) var<storage, read> src: array<f32>;
-@group(0) @binding(1) var<storage, read_write> dst: array<f32>;
+@group(0) @binding(0) var<storage, read> src: array<{{E}}>;
+@group(0) @binding(1) var<storage, read_write> dst: array<{{E}}>;
 @group(0) @binding(2) var<storage, read> params: array<u32>;
 
 const LOG_SOFTMAX: bool = {{LOG}};
@@ -38,7 +38,7 @@ fn rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     var m = -f32_inf();
     if (in_range) {
         for (var r = lid; r < len; r = r + {{WG}}u) {
-            m = max(m, src[base + r]);
+            m = max(m, f32(src[base + r]));
         }
     }
     let row_max = wg_max(lid, m);
@@ -46,14 +46,14 @@ fn rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     var acc = 0.0;
     if (in_range) {
         for (var r = lid; r < len; r = r + {{WG}}u) {
-            acc = acc + exp(src[base + r] - row_max);
+            acc = acc + exp(f32(src[base + r]) - row_max);
         }
     }
     let total = wg_sum(lid, acc);
 
     if (in_range) {
         for (var r = lid; r < len; r = r + {{WG}}u) {
-            dst[base + r] = result(src[base + r] - row_max, total);
+            dst[base + r] = {{E}}(result(f32(src[base + r]) - row_max, total));
         }
     }
 }
@@ -70,7 +70,7 @@ fn rows_cached(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
     for (var i = 0u; i < CACHED; i = i + 1u) {
         let r = lid + i * {{WG}}u;
         if (r < len) {
-            v[i] = src[base + r];
+            v[i] = f32(src[base + r]);
             m = max(m, v[i]);
         }
     }
@@ -91,7 +91,7 @@ fn rows_cached(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
     for (var i = 0u; i < CACHED; i = i + 1u) {
         let r = lid + i * {{WG}}u;
         if (r < len) {
-            dst[base + r] = select(v[i] / total, v[i] - log_total, LOG_SOFTMAX);
+            dst[base + r] = {{E}}(select(v[i] / total, v[i] - log_total, LOG_SOFTMAX));
         }
     }
 }
@@ -108,14 +108,14 @@ fn strided(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroup
     let base = (idx / inner) * len * inner + idx % inner;
     var m = -f32_inf();
     for (var r = 0u; r < len; r = r + 1u) {
-        m = max(m, src[base + r * inner]);
+        m = max(m, f32(src[base + r * inner]));
     }
     var total = 0.0;
     for (var r = 0u; r < len; r = r + 1u) {
-        total = total + exp(src[base + r * inner] - m);
+        total = total + exp(f32(src[base + r * inner]) - m);
     }
     for (var r = 0u; r < len; r = r + 1u) {
         let k = base + r * inner;
-        dst[k] = result(src[k] - m, total);
+        dst[k] = {{E}}(result(f32(src[k]) - m, total));
     }
 }

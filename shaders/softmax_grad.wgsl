@@ -6,9 +6,9 @@
 // `strided`: one invocation per (outer, inner) line.
 // params: [outer, R, inner]
 
-@group(0) @binding(0) var<storage, read> y: array<f32>;
-@group(0) @binding(1) var<storage, read> g: array<f32>;
-@group(0) @binding(2) var<storage, read_write> dx: array<f32>;
+@group(0) @binding(0) var<storage, read> y: array<{{E}}>;
+@group(0) @binding(1) var<storage, read> g: array<{{E}}>;
+@group(0) @binding(2) var<storage, read_write> dx: array<{{E}}>;
 @group(0) @binding(3) var<storage, read> params: array<u32>;
 
 const LOG_SOFTMAX: bool = {{LOG}};
@@ -21,16 +21,16 @@ const CACHED: u32 = {{CACHED}}u;
 // The summand of the row reduction.
 fn term(k: u32) -> f32 {
     if (LOG_SOFTMAX) {
-        return g[k];
+        return f32(g[k]);
     }
-    return g[k] * y[k];
+    return f32(g[k]) * f32(y[k]);
 }
 
 fn result(k: u32, total: f32) -> f32 {
     if (LOG_SOFTMAX) {
-        return g[k] - exp(y[k]) * total;
+        return f32(g[k]) - exp(f32(y[k])) * total;
     }
-    return y[k] * (g[k] - total);
+    return f32(y[k]) * (f32(g[k]) - total);
 }
 
 @compute @workgroup_size({{WG}})
@@ -50,7 +50,7 @@ fn rows(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let total = wg_sum(lid, acc);
     if (in_range) {
         for (var r = lid; r < len; r = r + {{WG}}u) {
-            dx[base + r] = result(base + r, total);
+            dx[base + r] = {{E}}(result(base + r, total));
         }
     }
 }
@@ -67,8 +67,8 @@ fn rows_cached(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
     for (var i = 0u; i < CACHED; i = i + 1u) {
         let r = lid + i * {{WG}}u;
         if (r < len) {
-            yv[i] = y[base + r];
-            gv[i] = g[base + r];
+            yv[i] = f32(y[base + r]);
+            gv[i] = f32(g[base + r]);
             acc = acc + select(gv[i] * yv[i], gv[i], LOG_SOFTMAX);
         }
     }
@@ -77,9 +77,9 @@ fn rows_cached(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
         let r = lid + i * {{WG}}u;
         if (r < len) {
             if (LOG_SOFTMAX) {
-                dx[base + r] = gv[i] - exp(yv[i]) * total;
+                dx[base + r] = {{E}}(gv[i] - exp(yv[i]) * total);
             } else {
-                dx[base + r] = yv[i] * (gv[i] - total);
+                dx[base + r] = {{E}}(yv[i] * (gv[i] - total));
             }
         }
     }
@@ -101,6 +101,6 @@ fn strided(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroup
     }
     for (var r = 0u; r < len; r = r + 1u) {
         let k = base + r * inner;
-        dx[k] = result(k, total);
+        dx[k] = {{E}}(result(k, total));
     }
 }

@@ -170,7 +170,7 @@ impl EpilogueTable {
     pub(crate) fn variant(&self, number: u32) -> crate::backend::gpu::Variant {
         let (body, extras) = match (number, self.site) {
             (0, Site::Epilogue) => ("fn epilogue(v: f32, i: u32) -> f32 {\n    return v;\n}".to_string(), 0),
-            (0, Site::Prologue) => ("fn load(i: u32) -> {{S}} {\n    return src[i];\n}".to_string(), 0),
+            (0, Site::Prologue) => ("fn load(i: u32) -> {{T}} {\n    return {{T}}(src[i]);\n}".to_string(), 0),
             (k, _) => {
                 self.entries.lock().unwrap_or_else(|e| e.into_inner()).get(k as usize - 1).cloned().unwrap_or_default()
             }

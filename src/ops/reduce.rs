@@ -7,7 +7,7 @@ use crate::backend::gpu::{Bind, GpuBuffer, GpuContext, Kernel, Variant};
 use crate::ops::elementwise::cast::gpu_cast;
 use crate::ops::epilogue::{Epilogue, EpilogueTable};
 use crate::ops::registry::apply::apply1;
-use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
+use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Half, Op, inputs};
 use crate::ops::registry::op_header;
 use crate::ops::registry::{AmpList, Facts, PrologueHost};
 use crate::ops::wgsl;
@@ -46,7 +46,9 @@ impl Reduce {
         }
     }
 
-    fn variant(self, dtype: DType) -> Variant {
+    /// The substitutions for accumulating in `dtype`'s compute type, reading `src` and
+    /// writing `dst` elements (WGSL storage types: `dtype`'s, or `f16` in the float16 forms).
+    fn variant(self, dtype: DType, src: &str, dst: &str) -> Variant {
         let t = wgsl::compute(dtype);
         let (identity, combine) = match (self, dtype) {
             (Reduce::Sum | Reduce::Mean, DType::Int64) => ("vec2<u32>(0u, 0u)", "i64_add(a, b)"),
@@ -64,7 +66,8 @@ impl Reduce {
         };
         let fin = if self == Reduce::Mean { "a * bitcast<f32>(params[5])" } else { "a" };
         vec![
-            ("S", wgsl::storage(dtype).into()),
+            ("S", src.into()),
+            ("D", dst.into()),
             ("T", t.into()),
             ("IDENTITY", identity.into()),
             ("COMBINE", combine.into()),
@@ -74,7 +77,10 @@ impl Reduce {
     }
 }
 
-/// Variant keys: `kind·8 + dtype`, plus 64 × the number of a float32 prologue.
+/// Variant keys: `kind·8 + dtype`, plus 64 × the number of a float32 prologue; the float16
+/// forms (devices with `SHADER_F16`) are float32's key with [`wgsl::F16_OPERANDS`] (f16
+/// elements read) and [`wgsl::F16_RESULT`] (f16 results written): f32 accumulation, and f32
+/// partial results between passes, so each output is rounded once.
 pub(crate) static REDUCE: Kernel = Kernel {
     file: "reduce.wgsl",
     keys: || {
@@ -87,15 +93,20 @@ pub(crate) static REDUCE: Kernel = Kernel {
                 v.push(k.key(d));
             }
         }
+        for k in Reduce::ALL {
+            v.extend(wgsl::f16_product_keys(k.key(DType::Float32)));
+        }
         for number in PROLOGUES.numbers().into_iter().skip(1) {
             v.extend(Reduce::ALL.map(|k| k.key(DType::Float32) + 64 * number));
         }
         v
     },
     variant: |key| {
-        let base = key % 64;
-        let mut v = PROLOGUES.variant(key / 64);
-        v.extend(Reduce::from_key(base).variant(DType::from_code(base % 8)));
+        let (key, mut v, src, dst) = wgsl::f16_product_types(key);
+        let dtype = DType::from_code(key % 8);
+        let storage = |element: &'static str| if element == "f16" { element } else { wgsl::storage(dtype) };
+        v.extend(PROLOGUES.variant(key / 64));
+        v.extend(Reduce::from_key(key % 64).variant(dtype, storage(src), storage(dst)));
         v
     },
 };
@@ -136,6 +147,9 @@ pub(crate) struct ReducePlan {
 op_header!(ReduceOp: ReduceAttrs, ReducePlan; |op| op.0.name());
 
 impl Op for ReduceOp {
+    fn half(&self) -> Half {
+        Half::GpuFloat16
+    }
     fn infer(&self, x: &[&TensorMeta], a: &ReduceAttrs) -> Result<(Vec<TensorMeta>, ReducePlan)> {
         let (kind, op) = (self.0, self.0.name());
         let [x] = inputs(op, x)?;
@@ -288,6 +302,12 @@ impl ReduceOp {
             cast = gpu_cast(ctx, src, meta.dtype, p.compute, meta.numel())?;
             src = &cast;
         }
+        // float16 (on devices with SHADER_F16) accumulates as float32 does, the first pass
+        // reading f16 elements and the last writing f16 results.
+        let (compute, half) = match p.compute {
+            DType::Float16 => (DType::Float32, wgsl::F16_OPERANDS | wgsl::F16_RESULT),
+            d => (d, 0),
+        };
         // One pass where the passes' first would take a workgroup per row of the inner run
         // (32 elements or more): always on a hardware GPU. A software adapter's barrier-free
         // first pass over many such rows beats a workgroup per kept index (lavapipe, the
@@ -298,18 +318,19 @@ impl ReduceOp {
             && outer * kept > 0
             && !ctx.rows_without_barriers(outer * kept, inner, 28)
         {
-            return gpu_rows(kind, ctx, src, p.compute, (kept, outer * inner), Some(inner), out, pro);
+            return gpu_rows(kind, ctx, src, compute, half, (kept, outer * inner), Some(inner), out, pro);
         }
         let mut temp: Option<GpuBuffer> = None;
         let mut pro = Some(pro);
         for (i, &geom) in p.passes.iter().enumerate() {
             let input = temp.as_ref().unwrap_or(src);
             let first = pro.take().unwrap_or_default();
+            let reads = if i == 0 { half & wgsl::F16_OPERANDS } else { 0 };
             if i + 1 == p.passes.len() {
-                return gpu_reduce(kind, ctx, input, p.compute, geom, out, first);
+                return gpu_reduce(kind, ctx, input, compute, reads | half & wgsl::F16_RESULT, geom, out, first);
             }
-            let next = ctx.alloc(kind.name(), crate::backend::cpu::gpu_bytes(p.compute, geom.0 * geom.2))?;
-            gpu_reduce(kind, ctx, input, p.compute, geom, &next, first)?;
+            let next = ctx.alloc(kind.name(), crate::backend::cpu::gpu_bytes(compute, geom.0 * geom.2))?;
+            gpu_reduce(kind, ctx, input, compute, reads, geom, &next, first)?;
             temp = Some(next);
         }
         Ok(())
@@ -376,24 +397,34 @@ fn cpu_reduce(kind: Reduce, d: &CpuData, g: (usize, usize, usize), out: DType) -
     })
 }
 
-/// `dst[o, i] = Σ src[o, :, i]` on the GPU (column sums of partial results).
+/// `dst[o, i] = Σ src[o, :, i]` on the GPU (column sums of partial results), `src` of
+/// `dtype` and `dst` of `dtype` or, from float32, float16 (each sum rounded once).
 pub(crate) fn gpu_sum_rows(
     ctx: &std::sync::Arc<GpuContext>,
     src: &GpuBuffer,
     dtype: DType,
     geom: (usize, usize, usize),
     dst: &GpuBuffer,
+    dst_dtype: DType,
 ) -> Result<()> {
-    gpu_reduce(Reduce::Sum, ctx, src, dtype, geom, dst, Epilogue::default())
+    let half = match (dtype, dst_dtype) {
+        (DType::Float32, DType::Float16) => wgsl::F16_RESULT,
+        (a, b) if a == b => 0,
+        (a, b) => return Err(Error::unsupported("sum", b, format!("as the GPU column sums of {a}"))),
+    };
+    gpu_reduce(Reduce::Sum, ctx, src, dtype, half, geom, dst, Epilogue::default())
 }
 
 /// One pass on the GPU: `dst[o, i] = reduce(load(o, :, i))`, reading `buf`'s elements
-/// through the prologue `pro` (the identity by default).
+/// through the prologue `pro` (the identity by default), accumulating in `dtype`; `half`
+/// holds the float16 bits of a float32 pass reading or writing f16 elements.
+#[allow(clippy::too_many_arguments)]
 fn gpu_reduce(
     kind: Reduce,
     ctx: &std::sync::Arc<GpuContext>,
     buf: &GpuBuffer,
     dtype: DType,
+    half: u32,
     (outer, len, inner): (usize, usize, usize),
     dst: &GpuBuffer,
     pro: Epilogue<'_>,
@@ -407,16 +438,17 @@ fn gpu_reduce(
             Reduce::Mean => Scalar::Float(f64::NAN),
             _ => Scalar::Int(0),
         };
-        return crate::ops::creation::gpu_fill(ctx, dst, dtype, fill, outer * inner);
+        let written = if half & wgsl::F16_RESULT != 0 { DType::Float16 } else { dtype };
+        return crate::ops::creation::gpu_fill(ctx, dst, written, fill, outer * inner);
     }
     // On software adapters, many short rows take one invocation each, summed in order.
     if inner == 1 && len >= 32 && !ctx.rows_without_barriers(outer, len, 28) {
-        return gpu_rows(kind, ctx, buf, dtype, (outer, len), None, dst, pro);
+        return gpu_rows(kind, ctx, buf, dtype, half, (outer, len), None, dst, pro);
     }
     let scale = (1.0f32 / len.max(1) as f32).to_bits();
     let mut params = vec![outer as u32, len as u32, inner as u32, 1, len as u32, scale];
     pro.append_params(kind.name(), &mut params)?;
-    let key = kind.key(dtype) + 64 * pro.number;
+    let key = (kind.key(dtype) + 64 * pro.number) | half;
     ctx.dispatch(&REDUCE, key, "strided", &reading(buf, dst, &pro), &params, (outer * inner) as u64)
 }
 
@@ -430,13 +462,15 @@ fn reading<'a>(buf: &'a GpuBuffer, out: &'a GpuBuffer, pro: &'a Epilogue<'_>) ->
 /// `dst[o] = reduce(row o)` over `rows` rows of `len` elements, a workgroup per row (and per
 /// chunk of a long row, the chunks' results combined by a second pass). Row o is contiguous,
 /// or with `planes = Some(inner)` the elements whose middle index is o in `buf` viewed as
-/// `(len / inner, rows, inner)` (`planes` in reduce.wgsl).
+/// `(len / inner, rows, inner)` (`planes` in reduce.wgsl). `half` as [`gpu_reduce`]'s; the
+/// chunks' partial results are `dtype`'s.
 #[allow(clippy::too_many_arguments)]
 fn gpu_rows(
     kind: Reduce,
     ctx: &std::sync::Arc<GpuContext>,
     buf: &GpuBuffer,
     dtype: DType,
+    half: u32,
     (rows, len): (usize, usize),
     planes: Option<usize>,
     dst: &GpuBuffer,
@@ -460,13 +494,15 @@ fn gpu_rows(
     let key = pass1.key(dtype) + 64 * pro.number;
     let entry = if planes.is_some() { "planes" } else { "rows" };
     if chunks == 1 {
-        return ctx.dispatch(&REDUCE, key, entry, &reading(buf, dst, &pro), &params, groups);
+        return ctx.dispatch(&REDUCE, key | half, entry, &reading(buf, dst, &pro), &params, groups);
     }
+    let key = key | half & wgsl::F16_OPERANDS;
     let partial = ctx.alloc(kind.name(), crate::backend::cpu::gpu_bytes(dtype, rows * chunks))?;
     ctx.dispatch(&REDUCE, key, entry, &reading(buf, &partial, &pro), &params, groups)?;
     let params = [rows as u32, chunks as u32, 1, 1, chunks as u32, scale];
     let groups = crate::backend::gpu::grid(ctx, rows as u64)?;
-    ctx.dispatch(&REDUCE, kind.key(dtype), "rows", &[Bind::read(&partial), Bind::write(dst)], &params, groups)
+    let key = kind.key(dtype) | half & wgsl::F16_RESULT;
+    ctx.dispatch(&REDUCE, key, "rows", &[Bind::read(&partial), Bind::write(dst)], &params, groups)
 }
 
 fn reduce_op(op: &'static ReduceOp, x: &Tensor, axis: &[isize], keepdim: bool) -> Result<Tensor> {

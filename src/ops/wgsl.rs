@@ -150,3 +150,29 @@ pub(crate) fn product_keys(base: u32, operands: DType, result: DType, split: boo
     let result_bit = bit(result, F16_RESULT);
     (base | bit(operands, F16_OPERANDS) | if split { 0 } else { result_bit }, base | result_bit)
 }
+
+/// Variant-key bit of a float kernel's float16 form (devices with `SHADER_F16`): its float
+/// tensors are WGSL `f16` elements, the `{{E}}` of the template, each loaded into f32 and
+/// each result rounded once as it is stored. The same bit as the products' [`F16_OPERANDS`].
+pub(crate) const F16_ELEMENTS: u32 = F16_OPERANDS;
+
+/// `keys` and their float16 forms.
+pub(crate) fn with_f16_keys(keys: Vec<u32>) -> Vec<u32> {
+    keys.iter().copied().chain(keys.iter().map(|k| k | F16_ELEMENTS)).collect()
+}
+
+/// The [`F16_ELEMENTS`] bit for tensors of `dtype`: set for float16 (which reaches a GPU
+/// kernel only where the device has `SHADER_F16`; elsewhere it arrives as float32).
+pub(crate) fn f16_bit(dtype: DType) -> u32 {
+    if dtype == DType::Float16 { F16_ELEMENTS } else { 0 }
+}
+
+/// Key `key` without its float16 bit, and the `{{E}}` substitution (with `enable f16` in the
+/// float16 form).
+pub(crate) fn element_variant(key: u32) -> (u32, Variant) {
+    if key & F16_ELEMENTS != 0 {
+        (key & !F16_ELEMENTS, vec![("ENABLE", "f16".into()), ("E", "f16".into())])
+    } else {
+        (key, vec![("E", "f32".into())])
+    }
+}

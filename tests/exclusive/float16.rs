@@ -197,3 +197,229 @@ fn float16_convolutions_agree_by_both_paths() {
     }
     println!("{} float16 convolutions agree natively, through float32 and on the CPU", cases.len());
 }
+
+/// Named value lists of a case.
+type Named = Vec<(&'static str, Vec<f64>)>;
+
+/// The cast kernels `op` dispatches on `place` (none on the CPU), and its result.
+fn casts_of<T>(place: Place, op: impl FnOnce() -> T) -> (T, u64) {
+    if !place.is_gpu() {
+        return (op(), 0);
+    }
+    paddle::sync().unwrap();
+    let p = Profiler::start(place).unwrap();
+    let out = op();
+    let casts = p.stop().unwrap().shader("cast.wgsl").iter().map(|k| k.calls).sum();
+    (out, casts)
+}
+
+/// Runs `f` on the GPU natively and through float32 and on the CPU, and checks that the
+/// native values are the through-float32 bits and the CPU's within `tol`, and that the
+/// native forward (the casts `f` counts with [`casts_of`]) took no cast kernel where the
+/// device has `SHADER_F16`.
+fn by_both_paths(what: &str, gpu: Place, tol: f64, f: &dyn Fn(Place) -> (Named, u64)) {
+    let has_f16 = paddle::gpu_info(0).unwrap().shader_f16;
+    set_native(true);
+    let (native, casts) = f(gpu);
+    set_native(false);
+    let (via, _) = f(gpu);
+    let (cpu, _) = f(Place::Cpu);
+    assert_eq!(casts == 0, has_f16, "{what}: {casts} cast kernels natively, device SHADER_F16 {has_f16}");
+    for (((name, n), (_, v)), (_, c)) in native.iter().zip(&via).zip(&cpu) {
+        assert!(same(n, v), "{what}: {name} natively {n:?}\n  through float32 {v:?}");
+        check_allclose(&format!("{what}: {name}, GPU vs CPU"), n, c, tol, tol).unwrap();
+    }
+}
+
+/// The row kernels (softmax, log_softmax, cross entropy, layer norm, forward and backward)
+/// in float16 natively and through float32 give the same bits, and the CPU's values within
+/// float16's rounding; natively no cast kernel runs. The shapes reach each kernel's entries:
+/// per-line loops (short rows, a middle axis), one workgroup per row with the row in
+/// registers, and longer rows read in passes.
+#[test]
+fn float16_row_kernels_agree_by_both_paths() {
+    let _exclusive = crate::exclusive();
+    let Some(gpu) = common::gpu_or_skip() else { return };
+    let _again = NativeAgain;
+    let seed = common::run_seed();
+    let mut rng = Rng::new(seed);
+    let shapes: [&[usize]; 4] = [&[5, 7], &[3, 6, 4], &[4, 300], &[2, 2500]];
+    let mut checked = 0;
+    for shape in shapes {
+        let n: usize = shape.iter().product();
+        let xv = rng.vec(n, -4.0, 4.0);
+        let rv = rng.vec(n, -1.0, 1.0);
+        let last = *shape.last().unwrap();
+        for (name, axis) in [("softmax", -1isize), ("log_softmax", -1), ("softmax", 1)] {
+            let run = |place: Place| {
+                let x = common::tensor(&xv, shape, DType::Float16, place);
+                x.set_stop_gradient(false);
+                let (y, casts) =
+                    casts_of(place, || if name == "softmax" { x.softmax(axis) } else { x.log_softmax(axis) }.unwrap());
+                assert_eq!(y.dtype(), DType::Float16);
+                let r = common::tensor(&rv, shape, DType::Float16, place);
+                (&y * &r).sum(&[], false).unwrap().backward().unwrap();
+                (vec![("y", values(&y)), ("dx", values(&x.grad().unwrap()))], casts)
+            };
+            by_both_paths(&format!("{name} axis {axis} of {shape:?} (seed {seed})"), gpu, 3e-3, &run);
+            checked += 1;
+        }
+        // Cross entropy over the last axis, one line's label ignored.
+        let lines = n / last;
+        let mut labels: Vec<f64> =
+            (0..lines).map(|_| (rng.vec(1, 0.0, last as f64)[0] as usize).min(last - 1) as f64).collect();
+        labels[0] = -100.0;
+        let mut label_shape = shape.to_vec();
+        *label_shape.last_mut().unwrap() = 1;
+        let probs: Vec<f64> = rng.vec(n, 0.05, 1.0);
+        for use_softmax in [true, false] {
+            let run = |place: Place| {
+                let src = if use_softmax { &xv } else { &probs };
+                let x = common::tensor(src, shape, DType::Float16, place);
+                x.set_stop_gradient(false);
+                let label = common::tensor(&labels, &label_shape, DType::Int64, place);
+                let opts = paddle::nn::CrossEntropyOptions {
+                    reduction: paddle::nn::Reduction::None,
+                    use_softmax,
+                    ..Default::default()
+                };
+                let (loss, casts) =
+                    casts_of(place, || paddle::nn::functional::cross_entropy(&x, &label, &opts).unwrap());
+                assert_eq!(loss.dtype(), DType::Float16);
+                let r = common::tensor(&rv[..lines], loss.shape(), DType::Float16, place);
+                (&loss * &r).sum(&[], false).unwrap().backward().unwrap();
+                (vec![("loss", values(&loss)), ("dx", values(&x.grad().unwrap()))], casts)
+            };
+            by_both_paths(
+                &format!("cross_entropy use_softmax {use_softmax} of {shape:?} (seed {seed})"),
+                gpu,
+                3e-3,
+                &run,
+            );
+            checked += 1;
+        }
+        // Layer norm over the last axis: float32 weight and bias (an O2 model's norms) and
+        // float16 ones.
+        let wv = rng.vec(last, 0.5, 1.5);
+        let bv = rng.vec(last, -0.5, 0.5);
+        for param_dtype in [DType::Float32, DType::Float16] {
+            let run = |place: Place| {
+                let x = common::tensor(&xv, shape, DType::Float16, place);
+                let w = common::tensor(&wv, &[last], param_dtype, place);
+                let b = common::tensor(&bv, &[last], param_dtype, place);
+                for t in [&x, &w, &b] {
+                    t.set_stop_gradient(false);
+                }
+                let (y, casts) = casts_of(place, || paddle::layer_norm(&x, &[last], Some(&w), Some(&b), 1e-5).unwrap());
+                assert_eq!(y.dtype(), DType::Float16);
+                let r = common::tensor(&rv, shape, DType::Float16, place);
+                (&y * &r).sum(&[], false).unwrap().backward().unwrap();
+                let grad = |t: &Tensor| values(&t.grad().unwrap());
+                assert_eq!(w.grad().unwrap().dtype(), param_dtype);
+                (vec![("y", values(&y)), ("dx", grad(&x)), ("dw", grad(&w)), ("db", grad(&b))], casts)
+            };
+            // dw and db sum over the rows in float16 on the CPU's side of the comparison.
+            let tol = 3e-3 * (n / last) as f64;
+            by_both_paths(&format!("layer_norm of {shape:?}, {param_dtype} weight (seed {seed})"), gpu, tol, &run);
+            checked += 1;
+        }
+    }
+    println!("{checked} float16 row-kernel cases agree natively, through float32 and on the CPU");
+}
+
+/// The reductions in float16 natively (f16 elements read, f32 accumulation and partial
+/// results, one rounding per output) and through float32 give the same bits, and the CPU's
+/// within float16's rounding, with their gradients; natively no cast kernel runs. The cases
+/// reach one pass per output, a workgroup per row, a long row split into chunks, the planes
+/// of a conv bias gradient and two passes over separate axes.
+#[test]
+fn float16_reductions_agree_by_both_paths() {
+    let _exclusive = crate::exclusive();
+    let Some(gpu) = common::gpu_or_skip() else { return };
+    let _again = NativeAgain;
+    let seed = common::run_seed();
+    let mut rng = Rng::new(seed);
+    let cases: [(&[usize], &[isize]); 6] = [
+        (&[5, 7], &[1]),
+        (&[3, 6, 4], &[1]),
+        (&[4, 300], &[-1]),
+        (&[20000], &[]),
+        (&[4, 8, 6, 6], &[0, 2, 3]),
+        (&[2, 3, 4, 5], &[1, 3]),
+    ];
+    let mut checked = 0;
+    for (shape, axes) in cases {
+        let n: usize = shape.iter().product();
+        let xv = rng.vec(n, 0.5, 1.5);
+        for kind in ["sum", "mean", "max", "min", "prod"] {
+            if kind == "prod" && n > 100 {
+                continue; // a long product of values near 1 under- or overflows float16
+            }
+            let run = |place: Place| {
+                let x = common::tensor(&xv, shape, DType::Float16, place);
+                x.set_stop_gradient(false);
+                let (y, casts) = casts_of(place, || {
+                    match kind {
+                        "sum" => x.sum(axes, false),
+                        "mean" => x.mean(axes, false),
+                        "max" => x.max(axes, false),
+                        "min" => x.min(axes, false),
+                        _ => x.prod(axes, false),
+                    }
+                    .unwrap()
+                });
+                assert_eq!(y.dtype(), DType::Float16, "{kind}");
+                y.sum(&[], false).unwrap().backward().unwrap();
+                (vec![("y", values(&y)), ("dx", values(&x.grad().unwrap()))], casts)
+            };
+            by_both_paths(&format!("{kind} over {axes:?} of {shape:?} (seed {seed})"), gpu, 2e-3, &run);
+            checked += 1;
+        }
+    }
+    println!("{checked} float16 reductions agree natively, through float32 and on the CPU");
+}
+
+/// Pooling in float16 natively and through float32: max (tiling and overlapping windows,
+/// so both backward entries run), average (padded, not exclusive) and the adaptive forms,
+/// forward and backward, give the same bits and the CPU's values within float16's rounding;
+/// natively the forward runs no cast kernel.
+#[test]
+fn float16_pooling_agrees_by_both_paths() {
+    let _exclusive = crate::exclusive();
+    let Some(gpu) = common::gpu_or_skip() else { return };
+    let _again = NativeAgain;
+    let seed = common::run_seed();
+    let mut rng = Rng::new(seed);
+    let shape = [2, 3, 9, 9];
+    let xv = rng.vec(shape.iter().product(), -2.0, 2.0);
+    let cases = ["max 3", "max 3 stride 2", "avg 3 padded", "adaptive avg 4", "adaptive max 4"];
+    for case in cases {
+        let run = |place: Place| {
+            let x = common::tensor(&xv, &shape, DType::Float16, place);
+            x.set_stop_gradient(false);
+            let (y, casts) = casts_of(place, || {
+                match case {
+                    "max 3" => paddle::max_pool2d(&x, &paddle::Pool2dOptions::new(3)),
+                    "max 3 stride 2" => paddle::max_pool2d(&x, &paddle::Pool2dOptions::new(3).stride(2)),
+                    "avg 3 padded" => {
+                        paddle::avg_pool2d(&x, &paddle::Pool2dOptions::new(3).stride(2).padding(1).exclusive(false))
+                    }
+                    "adaptive avg 4" => paddle::adaptive_avg_pool2d(&x, 4),
+                    _ => paddle::adaptive_max_pool2d(&x, 4),
+                }
+                .unwrap()
+            });
+            assert_eq!(y.dtype(), DType::Float16, "{case}");
+            let r = common::tensor(&rng_values(y.numel()), y.shape(), DType::Float16, place);
+            (&y * &r).sum(&[], false).unwrap().backward().unwrap();
+            (vec![("y", values(&y)), ("dx", values(&x.grad().unwrap()))], casts)
+        };
+        by_both_paths(&format!("{case} pooling of {shape:?} (seed {seed})"), gpu, 2e-3, &run);
+    }
+    println!("{} float16 pooling cases agree natively, through float32 and on the CPU", cases.len());
+}
+
+/// Fixed values in [-1, 1) for an upstream gradient of `n` elements.
+fn rng_values(n: usize) -> Vec<f64> {
+    (0..n).map(|i| ((i * 37 % 101) as f64) / 50.5 - 1.0).collect()
+}

@@ -18,15 +18,24 @@ use crate::backend::cpu::{CpuData, float_kernel, par_chunks_new};
 use crate::backend::gpu::{Bind, Kernel};
 use crate::ops::index::{index_keys, index_variant};
 use crate::ops::registry::apply::{apply, apply1};
-use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
+use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Half, Op, inputs};
 use crate::ops::registry::registry_entry;
 use crate::ops::registry::{AmpList, Facts};
+use crate::ops::wgsl;
 use crate::tensor::TensorMeta;
 use crate::tensor::grad_mode::is_grad_enabled;
 use crate::{DType, Element, Error, Result, Tensor};
 
-pub(crate) static CROSS_ENTROPY: Kernel =
-    Kernel { file: "cross_entropy.wgsl", keys: index_keys, variant: |k| index_variant(DType::from_code(k)) };
+/// Keys: the label dtype's code, with [`wgsl::F16_ELEMENTS`] for float16 logits.
+pub(crate) static CROSS_ENTROPY: Kernel = Kernel {
+    file: "cross_entropy.wgsl",
+    keys: || wgsl::with_f16_keys(index_keys()),
+    variant: |key| {
+        let (code, mut v) = wgsl::element_variant(key);
+        v.extend(index_variant(DType::from_code(code)));
+        v
+    },
+};
 
 /// The attributes of both entries.
 #[derive(Clone, Debug, PartialEq, dygraph_derive::Attrs)]
@@ -120,6 +129,9 @@ impl Op for CrossEntropyWithSoftmaxOp {
         // Paddle's `softmax_with_cross_entropy`.
         Facts { amp: AmpList::BlackFloat16, ..Facts::NONE }
     }
+    fn half(&self) -> Half {
+        Half::GpuFloat16
+    }
     fn infer(&self, xs: &[&TensorMeta], a: &CrossEntropyAttrs) -> Result<(Vec<TensorMeta>, Geom)> {
         const OP: &str = "cross_entropy_with_softmax";
         let [x, label] = inputs(OP, xs)?;
@@ -147,7 +159,7 @@ impl Op for CrossEntropyWithSoftmaxOp {
             softmax::dispatch(
                 k.ctx,
                 &SOFTMAX,
-                true,
+                1 | wgsl::f16_bit(k.ins[0].dtype),
                 &[Bind::read(k.x(0)), Bind::write(logp)],
                 (outer, classes, inner),
             )?;
@@ -160,7 +172,8 @@ impl Op for CrossEntropyWithSoftmaxOp {
         let lines = outer * inner;
         let params = [lines as u32, classes as u32, inner as u32, lo, hi, a.use_softmax as u32, code];
         let binds = [Bind::read(logp), Bind::read(k.x(1)), Bind::write(k.y(0)), Bind::write(k.y(2)), Bind::flag(&flag)];
-        k.ctx.dispatch(&CROSS_ENTROPY, k.ins[1].dtype.code(), "pick", &binds, &params, lines as u64)
+        let key = k.ins[1].dtype.code() | wgsl::f16_bit(k.ins[0].dtype);
+        k.ctx.dispatch(&CROSS_ENTROPY, key, "pick", &binds, &params, lines as u64)
     }
 
     fn differentiable(&self) -> bool {
@@ -204,6 +217,9 @@ impl Op for CrossEntropyWithSoftmaxOp {
 }
 
 impl Op for CrossEntropyWithSoftmaxGradOp {
+    fn half(&self) -> Half {
+        Half::GpuFloat16
+    }
     fn infer(&self, xs: &[&TensorMeta], a: &CrossEntropyAttrs) -> Result<(Vec<TensorMeta>, Geom)> {
         const OP: &str = "cross_entropy_with_softmax_grad";
         let [logp, label, dloss] = inputs(OP, xs)?;
@@ -236,7 +252,8 @@ impl Op for CrossEntropyWithSoftmaxGradOp {
         let params = [total as u32, classes as u32, inner as u32, lo, hi, a.use_softmax as u32, code];
         let binds =
             [Bind::read(k.x(0)), Bind::read(k.x(1)), Bind::read(k.x(2)), Bind::write(k.y(0)), Bind::flag(&flag)];
-        k.ctx.dispatch(&CROSS_ENTROPY, k.ins[1].dtype.code(), "grad", &binds, &params, total as u64)
+        let key = k.ins[1].dtype.code() | wgsl::f16_bit(k.ins[0].dtype);
+        k.ctx.dispatch(&CROSS_ENTROPY, key, "grad", &binds, &params, total as u64)
     }
 }
 

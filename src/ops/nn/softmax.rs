@@ -11,24 +11,28 @@ use crate::backend::cpu::float_kernel;
 use crate::backend::cpu::{CpuData, par_blocks_new};
 use crate::backend::gpu::{Bind, GpuContext, Kernel, ROW_CACHE_MAX_LEN, Variant, grid};
 use crate::ops::registry::apply::apply1;
-use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
+use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Half, Op, inputs};
 use crate::ops::registry::op_header;
 use crate::ops::registry::{AmpList, Facts};
+use crate::ops::wgsl;
 use crate::tensor::TensorMeta;
 use crate::tensor::grad_mode::is_grad_enabled;
 use crate::{Element, Error, Result, Tensor};
 
-pub(crate) static SOFTMAX: Kernel = Kernel { file: "softmax.wgsl", keys: || vec![0, 1], variant: |k| variant(k == 1) };
+pub(crate) static SOFTMAX: Kernel = Kernel { file: "softmax.wgsl", keys: || wgsl::with_f16_keys(vec![0, 1]), variant };
 
 pub(crate) static SOFTMAX_GRAD: Kernel =
-    Kernel { file: "softmax_grad.wgsl", keys: || vec![0, 1], variant: |k| variant(k == 1) };
+    Kernel { file: "softmax_grad.wgsl", keys: || wgsl::with_f16_keys(vec![0, 1]), variant };
 
 /// Rows shorter than this use the thread-per-line kernel even when contiguous: a whole
 /// workgroup per row would leave most of its invocations idle.
 const ROWS_MIN_LEN: usize = 32;
 
-fn variant(log: bool) -> Variant {
-    vec![("LOG", log.to_string())]
+/// Key bit 0: log-softmax; [`wgsl::F16_ELEMENTS`]: float16 tensors.
+fn variant(key: u32) -> Variant {
+    let (log, mut v) = wgsl::element_variant(key);
+    v.push(("LOG", (log == 1).to_string()));
+    v
 }
 
 /// (outer, R, inner) around the softmax axis.
@@ -78,6 +82,9 @@ impl Op for SoftmaxOp {
     fn facts(&self) -> Facts {
         Facts { amp: AmpList::BlackFloat16, ..Facts::NONE }
     }
+    fn half(&self) -> Half {
+        Half::GpuFloat16
+    }
     fn infer(&self, xs: &[&TensorMeta], a: &SoftmaxAttrs) -> Result<(Vec<TensorMeta>, Geom)> {
         let op = op_name(self.log);
         let [x] = inputs(op, xs)?;
@@ -89,7 +96,8 @@ impl Op for SoftmaxOp {
     }
 
     fn gpu(&self, k: &GpuCall<'_>, _: &SoftmaxAttrs, geom: &Geom) -> Result<()> {
-        dispatch(k.ctx, &SOFTMAX, self.log, &[Bind::read(k.x(0)), Bind::write(k.y(0))], *geom)
+        let key = self.log as u32 | wgsl::f16_bit(k.ins[0].dtype);
+        dispatch(k.ctx, &SOFTMAX, key, &[Bind::read(k.x(0)), Bind::write(k.y(0))], *geom)
     }
 
     fn differentiable(&self) -> bool {
@@ -118,6 +126,9 @@ impl Op for SoftmaxOp {
 op_header!(SoftmaxGradOp: SoftmaxAttrs, Geom; |op| if op.log { "log_softmax_grad" } else { "softmax_grad" });
 
 impl Op for SoftmaxGradOp {
+    fn half(&self) -> Half {
+        Half::GpuFloat16
+    }
     fn infer(&self, xs: &[&TensorMeta], a: &SoftmaxAttrs) -> Result<(Vec<TensorMeta>, Geom)> {
         let op = op_name(self.log);
         let [y, dy] = inputs(op, xs)?;
@@ -135,7 +146,8 @@ impl Op for SoftmaxGradOp {
     }
 
     fn gpu(&self, k: &GpuCall<'_>, _: &SoftmaxAttrs, geom: &Geom) -> Result<()> {
-        dispatch(k.ctx, &SOFTMAX_GRAD, self.log, &[Bind::read(k.x(0)), Bind::read(k.x(1)), Bind::write(k.y(0))], *geom)
+        let key = self.log as u32 | wgsl::f16_bit(k.ins[0].dtype);
+        dispatch(k.ctx, &SOFTMAX_GRAD, key, &[Bind::read(k.x(0)), Bind::read(k.x(1)), Bind::write(k.y(0))], *geom)
     }
 }
 
@@ -153,7 +165,7 @@ pub fn log_softmax(x: &Tensor, axis: isize) -> Result<Tensor> {
 pub(crate) fn dispatch(
     ctx: &GpuContext,
     kernel: &'static Kernel,
-    log: bool,
+    key: u32,
     binds: &[Bind<'_>],
     (outer, len, inner): Geom,
 ) -> Result<()> {
@@ -161,9 +173,9 @@ pub(crate) fn dispatch(
     let software_rows = inner == 1 && ctx.rows_without_barriers(outer, len, 3);
     if inner == 1 && len >= ROWS_MIN_LEN && !software_rows {
         let entry = if len <= ROW_CACHE_MAX_LEN { "rows_cached" } else { "rows" };
-        ctx.dispatch(kernel, log as u32, entry, binds, &params, grid(ctx, outer as u64)?)
+        ctx.dispatch(kernel, key, entry, binds, &params, grid(ctx, outer as u64)?)
     } else {
-        ctx.dispatch(kernel, log as u32, "strided", binds, &params, (outer * inner) as u64)
+        ctx.dispatch(kernel, key, "strided", binds, &params, (outer * inner) as u64)
     }
 }
 

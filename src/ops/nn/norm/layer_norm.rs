@@ -11,18 +11,44 @@ use super::{
     Grads3, Needs, check_epsilon, check_param, f32_param, f64s, grad_metas, grads_vec, grads3, slice, with_affine,
 };
 use crate::backend::cpu::{CpuData, par_blocks_new};
-use crate::backend::gpu::{Bind, Kernel, ROW_CACHE_MAX_LEN, grid};
+use crate::backend::gpu::{Bind, Kernel, ROW_CACHE_MAX_LEN, Variant, grid};
 use crate::ops::registry::apply::{apply, apply1};
-use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op};
+use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Half, Op};
 use crate::ops::registry::registry_entry;
 use crate::ops::registry::{AmpList, Facts};
+use crate::ops::wgsl;
 use crate::tensor::TensorMeta;
 use crate::tensor::grad_mode::is_grad_enabled;
 use crate::{DType, Element, Error, Result, Tensor};
 
-pub(crate) static LAYER_NORM: Kernel = Kernel::single("layer_norm.wgsl");
-pub(crate) static LAYER_NORM_GRAD: Kernel = Kernel::single("layer_norm_grad.wgsl");
-pub(crate) static LAYER_NORM_WGRAD: Kernel = Kernel::single("layer_norm_wgrad.wgsl");
+/// Keys: [`wgsl::F16_ELEMENTS`] for float16 inputs, with [`F16_PARAMS`] when the weight and
+/// bias are float16 too (O2 keeps them float32).
+pub(crate) static LAYER_NORM: Kernel = Kernel { file: "layer_norm.wgsl", keys: ln_keys, variant: ln_variant };
+pub(crate) static LAYER_NORM_GRAD: Kernel = Kernel { file: "layer_norm_grad.wgsl", keys: ln_keys, variant: ln_variant };
+/// Keys: [`wgsl::F16_ELEMENTS`] for float16 inputs; the partial sums are f32.
+pub(crate) static LAYER_NORM_WGRAD: Kernel = Kernel {
+    file: "layer_norm_wgrad.wgsl",
+    keys: || wgsl::with_f16_keys(vec![0]),
+    variant: |key| wgsl::element_variant(key).1,
+};
+
+/// Variant-key bit: the weight and bias are WGSL `f16` elements, `{{W}}`.
+const F16_PARAMS: u32 = 1;
+
+fn ln_keys() -> Vec<u32> {
+    vec![0, wgsl::F16_ELEMENTS, wgsl::F16_ELEMENTS | F16_PARAMS]
+}
+
+fn ln_variant(key: u32) -> Variant {
+    let (params, mut v) = wgsl::element_variant(key);
+    v.push(("W", if params & F16_PARAMS != 0 { "f16" } else { "f32" }.into()));
+    v
+}
+
+/// The variant key for input `x` and weight or bias `param` (if any) of these dtypes.
+fn ln_key(x: DType, param: Option<DType>) -> u32 {
+    wgsl::f16_bit(x) | if param == Some(DType::Float16) { F16_PARAMS } else { 0 }
+}
 
 /// Rows shorter than this get one invocation each instead of a whole workgroup.
 const ROWS_MIN_LEN: usize = 32;
@@ -47,6 +73,9 @@ type LnGeom = (usize, usize);
 impl Op for LayerNormOp {
     fn facts(&self) -> Facts {
         Facts { amp: AmpList::BlackFloat16, amp_by_first: true, ..Facts::NONE }
+    }
+    fn half(&self) -> Half {
+        Half::GpuFloat16
     }
     fn infer(&self, xs: &[&TensorMeta], a: &LayerNormAttrs) -> Result<(Vec<TensorMeta>, LnGeom)> {
         const OP: &str = "layer_norm";
@@ -104,11 +133,12 @@ impl Op for LayerNormOp {
             Bind::write(k.y(1)),
             Bind::write(k.y(2)),
         ];
+        let key = ln_key(k.ins[0].dtype, k.ins.get(1).map(|m| m.dtype));
         if d >= ROWS_MIN_LEN && !ctx.rows_without_barriers(rows, d, 3) {
             let entry = if d <= ROW_CACHE_MAX_LEN { "rows_cached" } else { "rows" };
-            ctx.dispatch(&LAYER_NORM, 0, entry, &binds, &params, grid(ctx, rows as u64)?)
+            ctx.dispatch(&LAYER_NORM, key, entry, &binds, &params, grid(ctx, rows as u64)?)
         } else {
-            ctx.dispatch(&LAYER_NORM, 0, "small", &binds, &params, rows as u64)
+            ctx.dispatch(&LAYER_NORM, key, "small", &binds, &params, rows as u64)
         }
     }
 
@@ -170,6 +200,9 @@ registry_entry!(
 );
 
 impl Op for LayerNormGradOp {
+    fn half(&self) -> Half {
+        Half::GpuFloat16
+    }
     fn infer(&self, xs: &[&TensorMeta], a: &LnGradAttrs) -> Result<(Vec<TensorMeta>, LnGeom)> {
         const OP: &str = "layer_norm_grad";
         if xs.len() != 4 + a.has_weight as usize {
@@ -184,7 +217,15 @@ impl Op for LayerNormGradOp {
             ));
         }
         let d = x.numel().checked_div(rows).unwrap_or(0);
-        Ok((grad_metas(x, a.need, &[d]), (rows, d)))
+        let mut metas = grad_metas(x, a.need, &[d]);
+        if a.has_weight {
+            // The weight's and bias's gradients in the weight's dtype: float32 for the
+            // float32 norms of an O2 model, not rounded through its float16 activations.
+            for m in &mut metas[1..] {
+                m.dtype = xs[4].dtype;
+            }
+        }
+        Ok((metas, (rows, d)))
     }
 
     fn cpu(&self, k: &mut CpuCall<'_>, a: &LnGradAttrs, geom: &LnGeom) -> Result<Vec<CpuData>> {
@@ -204,11 +245,12 @@ impl Op for LayerNormGradOp {
             let params = [rows as u32, d as u32, a.has_weight as u32];
             let binds =
                 [Bind::read(xb), Bind::read(gb), Bind::read(wb), Bind::read(mb), Bind::read(rb), Bind::write(k.y(0))];
+            let key = ln_key(k.ins[0].dtype, a.has_weight.then(|| k.ins[4].dtype));
             if d >= ROWS_MIN_LEN && !ctx.rows_without_barriers(rows, d, 3) {
                 let entry = if d <= ROW_CACHE_MAX_LEN { "rows_cached" } else { "rows" };
-                ctx.dispatch(&LAYER_NORM_GRAD, 0, entry, &binds, &params, grid(ctx, rows as u64)?)?;
+                ctx.dispatch(&LAYER_NORM_GRAD, key, entry, &binds, &params, grid(ctx, rows as u64)?)?;
             } else {
-                ctx.dispatch(&LAYER_NORM_GRAD, 0, "small", &binds, &params, rows as u64)?;
+                ctx.dispatch(&LAYER_NORM_GRAD, key, "small", &binds, &params, rows as u64)?;
             }
         }
         if a.need.w || a.need.b {
@@ -220,11 +262,14 @@ impl Op for LayerNormGradOp {
             let params = [rows as u32, d as u32, chunk_rows as u32, chunks as u32];
             let binds =
                 [Bind::read(xb), Bind::read(gb), Bind::read(mb), Bind::read(rb), Bind::write(&pw), Bind::write(&pb)];
-            ctx.dispatch(&LAYER_NORM_WGRAD, 0, "main", &binds, &params, (chunks * d) as u64)?;
-            for (need, partial, out) in [(a.need.w, &pw, k.y(1)), (a.need.b, &pb, k.y(2))] {
-                if need {
-                    crate::ops::reduce::gpu_sum_rows(ctx, partial, DType::Float32, (1, chunks, d), out)?;
+            let key = wgsl::f16_bit(k.ins[0].dtype);
+            ctx.dispatch(&LAYER_NORM_WGRAD, key, "main", &binds, &params, (chunks * d) as u64)?;
+            for (need, partial, out, meta) in [(a.need.w, &pw, k.y(1), &k.outs[1]), (a.need.b, &pb, k.y(2), &k.outs[2])]
+            {
+                if !need {
+                    continue;
                 }
+                crate::ops::reduce::gpu_sum_rows(ctx, partial, DType::Float32, (1, chunks, d), out, meta.dtype)?;
             }
         }
         Ok(())

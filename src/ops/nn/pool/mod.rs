@@ -22,9 +22,10 @@ use crate::backend::cpu::CpuData;
 use crate::backend::cpu::float_kernel;
 use crate::backend::gpu::{Bind, Kernel};
 use crate::ops::registry::apply::{apply, apply1};
-use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Op, inputs};
+use crate::ops::registry::op::{CpuCall, GpuCall, GradCall, Half, Op, inputs};
 use crate::ops::registry::op_header;
 use crate::ops::registry::{AmpList, Commute, Facts};
+use crate::ops::wgsl;
 use crate::tensor::TensorMeta;
 use crate::{DType, Error, Result, Tensor};
 use cpu::PoolGeom;
@@ -32,8 +33,21 @@ use cpu::PoolGeom;
 use super::window::{Padding, Pair, check_nchw, check_positive};
 
 /// Variant key 1: adaptive bins (`ADAPTIVE` in the shader), 0: fixed windows.
-pub(crate) static POOL2D: Kernel =
-    Kernel { file: "pool2d.wgsl", keys: || vec![0, 1], variant: |key| vec![("ADAPTIVE", (key == 1).to_string())] };
+/// Keys: 1 for adaptive bins, with [`wgsl::F16_ELEMENTS`] for float16 tensors.
+pub(crate) static POOL2D: Kernel = Kernel {
+    file: "pool2d.wgsl",
+    keys: || wgsl::with_f16_keys(vec![0, 1]),
+    variant: |key| {
+        let (adaptive, mut v) = wgsl::element_variant(key);
+        v.push(("ADAPTIVE", (adaptive == 1).to_string()));
+        v
+    },
+};
+
+/// The variant key of a pooling kernel over `x`.
+fn pool_key(g: &PoolGeom, x: &TensorMeta) -> u32 {
+    g.adaptive as u32 | wgsl::f16_bit(x.dtype)
+}
 
 /// Paddle's `max_pool2d` / `avg_pool2d` keyword arguments.
 #[derive(Clone, Debug, PartialEq, Eq, dygraph_derive::Attrs)]
@@ -125,7 +139,7 @@ fn gpu_run(k: &GpuCall<'_>, entry: &'static str, g: &PoolGeom) -> Result<()> {
     let n = k.outs[0].numel();
     k.ctx.dispatch(
         &POOL2D,
-        g.adaptive as u32,
+        pool_key(g, &k.ins[0]),
         entry,
         &[Bind::read(k.x(0)), Bind::write(k.y(0))],
         &params(g, n),
@@ -188,6 +202,9 @@ impl PoolAttrs for AdaptiveAttrs {
 op_header!(impl<A: PoolAttrs> PoolOp<A>: A, PoolGeom; |op| op.name);
 
 impl<A: PoolAttrs> Op for PoolOp<A> {
+    fn half(&self) -> Half {
+        Half::GpuFloat16
+    }
     fn infer(&self, xs: &[&TensorMeta], a: &A) -> Result<(Vec<TensorMeta>, PoolGeom)> {
         let [x] = inputs(self.name, xs)?;
         let g = a.geometry(self.name, x, self.kind)?;
@@ -223,7 +240,7 @@ impl<A: PoolAttrs> Op for PoolOp<A> {
             Kind::Max | Kind::AdaptiveMax => {
                 let n = k.outs[0].numel();
                 let binds = [Bind::read(k.x(0)), Bind::write(k.y(0)), Bind::write(k.y(1))];
-                k.ctx.dispatch(&POOL2D, g.adaptive as u32, "max_fwd", &binds, &params(g, n), n as u64)
+                k.ctx.dispatch(&POOL2D, pool_key(g, &k.ins[0]), "max_fwd", &binds, &params(g, n), n as u64)
             }
             Kind::Avg | Kind::AdaptiveAvg => gpu_run(k, "avg_fwd", g),
         }
@@ -280,6 +297,9 @@ impl PoolPrimitiveOp {
 op_header!(PoolPrimitiveOp: PoolGeom, PoolGeom; |op| op.name);
 
 impl Op for PoolPrimitiveOp {
+    fn half(&self) -> Half {
+        Half::GpuFloat16
+    }
     /// A geometry with `n = 0` takes the batch from input 0 (see the conv products).
     fn infer(&self, xs: &[&TensorMeta], g: &PoolGeom) -> Result<(Vec<TensorMeta>, PoolGeom)> {
         let mut g = *g;
@@ -334,7 +354,7 @@ impl Op for PoolPrimitiveOp {
             let windows = k.ins[0].numel();
             return k.ctx.dispatch(
                 &POOL2D,
-                g.adaptive as u32,
+                pool_key(g, &k.ins[0]),
                 "max_bwd_tiles",
                 &binds,
                 &params(g, windows),
@@ -342,7 +362,7 @@ impl Op for PoolPrimitiveOp {
             );
         }
         let n = k.outs[0].numel();
-        k.ctx.dispatch(&POOL2D, g.adaptive as u32, self.entry, &binds, &params(g, n), n as u64)
+        k.ctx.dispatch(&POOL2D, pool_key(g, &k.ins[0]), self.entry, &binds, &params(g, n), n as u64)
     }
 
     fn differentiable(&self) -> bool {
