@@ -18,6 +18,7 @@
 
 mod decorate;
 mod scaler;
+pub mod static_;
 
 use std::collections::BTreeSet;
 

@@ -224,6 +224,12 @@ impl GradScaler {
         loss.cast(DType::Float32)?.mul(&scale)
     }
 
+    /// The scale as a program's persistable variable, once `scale` made it for a program's
+    /// loss.
+    pub(crate) fn scale_var(&self) -> Option<Tensor> {
+        self.state.as_ref().map(|s| s.scale.clone()).filter(|s| s.is_static_var())
+    }
+
     /// The persistable scale and counters of `loss`'s program, made at the first call.
     fn static_state(&mut self, loss: &Tensor) -> Result<&Scale> {
         self.check_settings()?;

@@ -97,7 +97,7 @@ fn batch(n: usize, step: usize) -> (Tensor, Tensor) {
 }
 
 fn mnist_eager_vs_static(place: Place, adam: bool, steps: usize) {
-    mnist_eager_vs_static_amp(place, adam, steps, false, None);
+    mnist_eager_vs_static_amp(place, adam, steps, false, None, false);
 }
 
 /// The same, with `amp` building the program and running the eager forward under
@@ -109,6 +109,7 @@ fn mnist_eager_vs_static_amp(
     steps: usize,
     amp: bool,
     scaler: Option<fn() -> paddle::amp::GradScaler>,
+    decorated: bool,
 ) {
     use dygraph::nn::Layer;
     use dygraph::optimizer::{Adam, Optimizer, SGD};
@@ -134,6 +135,19 @@ fn mnist_eager_vs_static_amp(
         let loss = autocast.scope(|| mnist_loss(&snet.forward(&img).unwrap(), &label).unwrap()).unwrap();
         let mut sopt = make(snet.parameters());
         match scaler {
+            Some(make_scaler) if decorated => {
+                // paddle.static.amp.decorate with the scaler's settings.
+                let s = make_scaler();
+                let mut d = paddle::amp::static_::decorate(sopt)
+                    .init_loss_scaling(s.get_init_loss_scaling())
+                    .incr_ratio(s.get_incr_ratio())
+                    .decr_ratio(s.get_decr_ratio())
+                    .incr_every_n_steps(s.get_incr_every_n_steps())
+                    .decr_every_n_nan_or_inf(s.get_decr_every_n_nan_or_inf())
+                    .use_dynamic_loss_scaling(s.is_use_dynamic_loss_scaling());
+                d.minimize(&loss).unwrap();
+                assert!(d.get_loss_scaling().unwrap().is_static_var());
+            }
             Some(make_scaler) => {
                 let mut s = make_scaler();
                 let scaled = s.scale(&loss).unwrap();
@@ -205,7 +219,7 @@ fn mnist_training_under_autocast_matches_eager() {
     // it, where Adam's normalised step turns a one-sided rounding into a step of up to lr (seen:
     // 5.6e-3 apart after 30 steps); the scaled test below keeps Adam.
     for place in places() {
-        paddle::guard(place, || mnist_eager_vs_static_amp(place, false, 30, true, None));
+        paddle::guard(place, || mnist_eager_vs_static_amp(place, false, 30, true, None, false));
     }
 }
 
@@ -217,7 +231,53 @@ fn a_grad_scaler_in_a_program_skips_and_trains_as_eager() {
     let _g = common::generator_lock();
     let scaler = || paddle::amp::GradScaler::new().init_loss_scaling(1e30).decr_ratio(1e-3).incr_every_n_steps(4);
     for place in places() {
-        paddle::guard(place, || mnist_eager_vs_static_amp(place, true, 30, true, Some(scaler)));
+        paddle::guard(place, || mnist_eager_vs_static_amp(place, true, 30, true, Some(scaler), false));
+    }
+}
+
+/// The same through `paddle.static.amp.decorate` (`amp::static_::decorate`) with those
+/// settings: its `minimize` appends what the scaler's does, so the program skips the same
+/// steps and trains the same parameters as eager code under a `GradScaler`.
+#[test]
+fn a_decorated_optimizer_in_a_program_skips_and_trains_as_eager() {
+    let _g = common::generator_lock();
+    let scaler = || paddle::amp::GradScaler::new().init_loss_scaling(1e30).decr_ratio(1e-3).incr_every_n_steps(4);
+    for place in places() {
+        paddle::guard(place, || mnist_eager_vs_static_amp(place, true, 30, true, Some(scaler), true));
+    }
+}
+
+/// `decorate`'s defaults are Paddle 3.x's: float16 scales from 2¹⁶ with a persistable scale
+/// in the program; bfloat16 scales nothing (no scale variable, the plain minimize); the
+/// forward's casts come from its `auto_cast` scope; a loss outside a program is refused.
+#[test]
+fn static_decorate_defaults_follow_paddle() {
+    use dygraph::nn::{Forward, Layer, Linear};
+    use dygraph::optimizer::SGD;
+    for (dtype, scaled) in [("float16", true), ("bfloat16", false)] {
+        let (main, startup) = (Program::new(), Program::new());
+        let mut opt = st::program_guard(&main, &startup, || {
+            let x = st::data("x", &[-1, 4], DType::Float32).unwrap();
+            let fc = Linear::new(4, 2).unwrap();
+            let mut opt = paddle::amp::static_::decorate(Box::new(SGD::new(0.1, fc.parameters()))).dtype(dtype);
+            assert!(opt.get_loss_scaling().is_err(), "{dtype}: a scale before minimize");
+            let loss = opt.auto_cast().scope(|| fc.forward(&x).unwrap().mean(&[], false).unwrap()).unwrap();
+            opt.minimize(&loss).unwrap();
+            opt
+        });
+        let casts = main.ops().iter().filter(|o| o.op_type == "cast").count();
+        assert!(casts > 0, "{dtype}: no casts in the program");
+        let scale_vars = main.vars().iter().filter(|v| v.name.starts_with("loss_scaling")).count();
+        assert_eq!(scale_vars, scaled as usize, "{dtype}: scale variables");
+        assert_eq!(opt.get_loss_scaling().is_ok(), scaled, "{dtype}");
+        if scaled {
+            let exe = Executor::with_scope(Place::Cpu, Scope::new());
+            exe.run(&startup, &[], &[] as &[&str]).unwrap();
+            let name = opt.get_loss_scaling().unwrap().name().unwrap();
+            assert_eq!(values(&exe.scope().var(&name).unwrap()), [65536.0], "{dtype}: the initial scale");
+        }
+        let eager = paddle::ones([1], DType::Float32).unwrap();
+        assert!(opt.minimize(&eager).is_err(), "an eager loss");
     }
 }
 
