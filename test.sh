@@ -56,6 +56,9 @@ export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}"
 cargo build --release --locked --features mpi --example mnist_dp
 cargo test --release --locked --features mpi --tests
 cargo test --release --locked --features mpi --doc
+# The sweep's GPU checks again with float16 through float32 (the path of devices without
+# SHADER_F16; lavapipe has it, so the run above took the native float16 kernels).
+DYGRAPH_NATIVE_FLOAT16=0 cargo test --release --locked --features mpi --test ops sweep::gpu_against_cpu
 # Where there is a hardware GPU it is the default place; software adapters are not. The layers
 # binary runs again with the GPU as the default place, as it would there: a layer left on the
 # default place beside CPU data fails only then.

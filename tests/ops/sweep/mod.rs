@@ -484,6 +484,11 @@ fn gpu_against_cpu() {
             }
         }
     }
+    // test.sh runs this again with DYGRAPH_NATIVE_FLOAT16=0: float16 through float32, the
+    // path of devices without SHADER_F16.
+    let native = dygraph::get_flags(&["FLAGS_native_float16"]).unwrap()[0].1 == "1"
+        && dygraph::gpu_info(0).is_ok_and(|i| i.shader_f16);
+    eprintln!("GPU vs CPU sweep: float16 {}", if native { "in native kernels" } else { "through float32" });
     report("GPU vs CPU sweep", &failures);
 }
 
